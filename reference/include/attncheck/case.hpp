@@ -1,0 +1,134 @@
+// The one case type: a whole attention problem (SPEC.md), used by the
+// reference, the subjects, the properties, the fuzzers, the CLI and case files.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attncheck/dtype.hpp"
+#include "attncheck/tensor.hpp"
+
+namespace attncheck {
+
+/// Bad input: names the field and the limit it broke. Every reader of
+/// outside input (case files, one-line form, CLI, environment) throws this.
+class input_error : public std::runtime_error {
+ public:
+  input_error(std::string field, const std::string& what)
+      : std::runtime_error(field + ": " + what), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+/// How materialize() draws tensor values from the seed. Ordered from the
+/// simplest (what shrinking moves toward) to the most hostile.
+enum class value_kind : std::uint8_t {
+  dyadic,      ///< small exact values k/4 in [-2, 2]: products and sums exact
+  normal,      ///< N(0, 1)
+  uniform,     ///< U(-1, 1)
+  large_logits,///< Q, K scaled so |scores| reach ~1e4 (f32) or the type's limit
+  dominant,    ///< one key per row far above the others
+  equal_keys,  ///< every key the same: weights uniform
+  huge_v,      ///< |V| ~ 1e3..1e30 (clipped to the type)
+  tiny_v,      ///< |V| near the smallest normal, subnormals included
+};
+std::string_view name(value_kind k);
+std::optional<value_kind> parse_value_kind(std::string_view s);
+
+/// Memory layout of Q, K, V, O. Values never depend on it.
+enum class layout_kind : std::uint8_t {
+  bshd,    ///< dense (batch, seq, head, dim), the contract's own order
+  bhsd,    ///< dense (batch, head, seq, dim): head-major, as in PyTorch SDPA
+  padded,  ///< bshd with gaps between rows and heads and a nonzero offset
+};
+std::string_view name(layout_kind k);
+std::optional<layout_kind> parse_layout_kind(std::string_view s);
+
+/// What materialize() writes into slots that no visible pair uses.
+enum class poison_kind : std::uint8_t { none, nan, big };  // big: +-1e30 (f32) / type max
+std::string_view name(poison_kind k);
+std::optional<poison_kind> parse_poison_kind(std::string_view s);
+
+/// Limits that keep a hostile case from exhausting memory or time.
+struct case_limits {
+  std::int64_t max_dim = 1 << 20;               ///< any single size
+  std::int64_t max_elements = 64ll << 20;       ///< elements of Q, K, V, O or the mask each
+  std::int64_t max_bytes = 1ll << 30;           ///< all buffers of the case together
+};
+
+/// One attention problem. Shapes follow SPEC.md:
+/// Q[b,i,h,d] (B,Lq,Hq,D), K[b,j,g,d] (B,Lk,Hkv,D), V[b,j,g,e] (B,Lk,Hkv,Dv),
+/// O[b,i,h,e] (B,Lq,Hq,Dv), LSE[b,h,i].
+struct attn_case {
+  // Shapes: each >= 1 (Lk may be 0 only... never: an empty cache is key_len[b] = 0).
+  std::int64_t b = 1, hq = 1, hkv = 1, lq = 1, lk = 1, d = 1, dv = 1;
+  /// Softmax scale as the subject receives it; nullopt means 1/sqrt(D) rounded to f32.
+  std::optional<float> scale;
+  /// Bottom-right causal mask aligned to the valid keys (SPEC.md).
+  bool causal = false;
+  /// Key padding: valid key count per batch element, each in [0, lk]. Empty: all lk valid.
+  std::vector<std::int64_t> key_len;
+  /// Boolean allowed-mask, broadcast to (B, Hq, Lq, Lk): each dim 1 or full.
+  /// mask_shape all zero means no mask. Row-major over mask_shape, 1 = allowed.
+  std::array<std::int64_t, 4> mask_shape{};
+  std::vector<std::uint8_t> mask;
+  /// Storage type of Q, K, V and O.
+  dtype type = dtype::f32;
+
+  /// Recipe: how the tensors were (or are to be) drawn. Part of the one-line form.
+  value_kind values = value_kind::normal;
+  layout_kind layout = layout_kind::bshd;
+  poison_kind poison = poison_kind::none;
+  std::uint64_t seed = 0;
+
+  /// Inputs; empty until materialize() or a case file fills them.
+  tensor q, k, v;
+
+  bool has_mask() const { return mask_shape[0] != 0; }
+  bool has_padding() const { return !key_len.empty(); }
+  std::int64_t group() const { return hq / hkv; }
+  /// KV head of query head h: h / G (SPEC.md head mapping).
+  std::int64_t kv_head(std::int64_t h) const { return h / group(); }
+  /// Valid keys of batch element bi: key_len[bi], or lk without padding.
+  std::int64_t valid_keys(std::int64_t bi) const;
+  float effective_scale() const;
+  /// The SPEC.md visibility M[b,h,i,j]: padding AND causal AND boolean mask.
+  bool visible(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const;
+  bool mask_allows(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const;
+};
+
+/// Checks every field; throws input_error naming the field and the limit
+/// (Hq % Hkv != 0, sizes < 1 or over the limits, products that overflow,
+/// key_len count or range, mask shape not broadcastable or wrong length,
+/// tensors of the wrong shape, type or storage length, views out of bounds).
+/// With tensors_required false, a header without tensors is accepted.
+void validate(const attn_case& c, bool tensors_required = true, const case_limits& limits = {});
+
+/// Fills q, k, v (and the mask contents when mask_shape is set) from the
+/// recipe (values, layout, poison, seed) deterministically: the same header
+/// gives the same bits on every machine. Validates the header first.
+void materialize(attn_case& c, const case_limits& limits = {});
+
+/// The one-line form, e.g.
+/// ATTN(b=2,hq=6,hkv=2,lq=1,lk=3,d=3,dv=5,causal,kpad=[3,1],mask=2x1x1x3,f16,values=dyadic,layout=bhsd,poison=nan,seed=42)
+/// Fields at their defaults are left out; scale prints only when set (shortest round-trip).
+std::string to_line(const attn_case& c);
+
+/// Parses the one-line form back into a header (tensors empty; call
+/// materialize to fill them). Throws input_error on anything malformed.
+attn_case parse_line(std::string_view line);
+
+/// Shape of O: (B, Lq, Hq, Dv).
+inline dims4 output_shape(const attn_case& c) { return {c.b, c.lq, c.hq, c.dv}; }
+
+/// Allocates O (all +0) in the case's layout, so strided output is exercised too.
+tensor make_output(const attn_case& c);
+
+}  // namespace attncheck

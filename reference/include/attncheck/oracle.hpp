@@ -1,0 +1,62 @@
+// The high-precision reference oracle: naive attention straight from SPEC.md,
+// plus the a-priori per-element error bound of SPEC.md "The error bound".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attncheck/case.hpp"
+
+namespace attncheck {
+
+/// What the subject declares about its arithmetic, for the bound.
+struct bound_params {
+  double u_compute = 0x1p-24;    ///< unit roundoff of the compute type (f32)
+  double exp_ulps = 1.0;         ///< c_exp: the declared accuracy of exp, in ulps
+  std::int64_t key_blocks = 1;   ///< nb: online-softmax rescales (blocks + splits) over the longest row
+};
+
+/// Precision the oracle computes in.
+enum class oracle_precision : std::uint8_t {
+  mpfr50,    ///< default: Boost.Multiprecision mpfr_float_50 (50 decimal digits)
+  mpfr100,   ///< self-check: mpfr_float_100
+  cpp_bin100,///< self-check on another backend: cpp_bin_float_100
+  binary64,  ///< plain double: for cost comparison and fast bound-only use, never as the oracle
+};
+
+struct oracle_options {
+  oracle_precision precision = oracle_precision::mpfr50;
+  bool want_p = false;      ///< also return the weights P
+  bound_params bound{};     ///< for o_bound and lse_bound
+  dtype out_type = dtype::f32;  ///< storage type of O (u_out in the bound)
+};
+
+/// Dense results. O and bounds: (B, Lq, Hq, Dv) row-major; LSE: (B, Hq, Lq);
+/// P: (B, Hq, Lq, Lk). Values are the high-precision results rounded once to
+/// double. Fully masked rows: O = 0, P = 0, LSE = -inf.
+struct oracle_result {
+  std::vector<double> o, o_bound;
+  std::vector<double> lse, lse_bound;
+  std::vector<double> p;
+  std::int64_t b = 0, hq = 0, lq = 0, lk = 0, dv = 0;
+
+  std::size_t o_index(std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t e) const {
+    return static_cast<std::size_t>(((bi * lq + i) * hq + h) * dv + e);
+  }
+  std::size_t lse_index(std::int64_t bi, std::int64_t h, std::int64_t i) const {
+    return static_cast<std::size_t>((bi * hq + h) * lq + i);
+  }
+  std::size_t p_index(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const {
+    return static_cast<std::size_t>(((bi * hq + h) * lq + i) * lk + j);
+  }
+};
+
+/// Runs the oracle on a validated, materialized case.
+oracle_result reference(const attn_case& c, const oracle_options& opt = {});
+
+/// The accuracy the oracle states for its default precision, as one sentence
+/// (printed by `attncheck oracle` and in docs/oracle.md).
+std::string oracle_accuracy_statement();
+
+}  // namespace attncheck
