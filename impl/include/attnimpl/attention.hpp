@@ -1,0 +1,107 @@
+// attnimpl: a fast, deterministic CPU attention kernel (FlashAttention-2 style).
+// Standalone: depends on nothing of attncheck. The contract it follows is
+// SPEC.md (shapes, bottom-right causal, padding, allowed-mask, masked rows).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace attnimpl {
+
+/// Storage type of Q, K, V and O. Compute is always f32; LSE is always f32.
+enum class dtype : std::uint8_t { f32, f16, bf16 };
+
+enum class status_code : std::uint8_t { ok, invalid_argument };
+
+/// Result of every entry point: bad arguments are reported, never crashed on.
+struct status {
+  status_code code = status_code::ok;
+  std::string message;  ///< names the argument and the rule it broke
+  bool ok() const { return code == status_code::ok; }
+  static status success() { return {}; }
+  static status invalid(std::string what) { return {status_code::invalid_argument, std::move(what)}; }
+};
+
+/// Element strides of a (batch, seq, head, dim) tensor. Any value, 0 included
+/// (a zero stride broadcasts an input; outputs must not alias).
+using strides4 = std::array<std::int64_t, 4>;
+
+/// Read-only strided tensor: element (b, s, h, d) lives at data + b*s0 + s*s1 + h*s2 + d*s3.
+struct tensor_in {
+  const void* data = nullptr;
+  dtype type = dtype::f32;
+  strides4 stride{};
+};
+
+/// Writable strided tensor, same addressing as tensor_in.
+struct tensor_out {
+  void* data = nullptr;
+  dtype type = dtype::f32;
+  strides4 stride{};
+};
+
+/// Optional log-sum-exp output LSE[b, h, i] (f32); data == nullptr: not wanted.
+struct lse_out {
+  float* data = nullptr;
+  std::array<std::int64_t, 3> stride{};  ///< over (b, h, i)
+};
+
+/// Optional boolean allowed-mask over (b, h, i, j): nonzero = the key MAY be
+/// attended (PyTorch SDPA convention). A zero stride broadcasts that axis.
+struct mask_in {
+  const std::uint8_t* data = nullptr;
+  strides4 stride{};  ///< over (b, h, i, j)
+};
+
+/// Problem sizes (SPEC.md): Q (b, lq, hq, d), K (b, lk, hkv, d), V (b, lk, hkv, dv),
+/// O (b, lq, hq, dv). hq % hkv == 0; query head h uses KV head h / (hq / hkv).
+struct shape {
+  std::int64_t b = 1, hq = 1, hkv = 1, lq = 1, lk = 1, d = 1, dv = 1;
+};
+
+/// Tuning knobs. Results are bit-for-bit the same for every `threads`;
+/// they may differ (within the SPEC bound) between different k_tile/split_keys.
+struct config {
+  int threads = 0;              ///< worker threads, caller included; 0: hardware concurrency
+  std::int64_t q_tile = 0;      ///< query positions per work unit (rows = G * q_tile); 0: default
+  std::int64_t k_tile = 0;      ///< keys per online-softmax block, blocks start at key 0; 0: default
+  std::int64_t split_keys = 0;  ///< keys per split-KV chunk, rounded up to a multiple of k_tile; 0: default
+};
+
+/// One attention call. key_len (b entries, each in [0, lk]) is the per-batch
+/// valid key count n[b]; causal is bottom-right aligned to n[b]:
+/// query i sits at pos = n[b] - lq + i and sees key j iff j <= pos.
+struct attention_args {
+  shape dims;
+  tensor_in q, k, v;
+  tensor_out o;
+  lse_out lse;                             ///< optional
+  std::optional<float> scale;              ///< nullopt: default_scale(d)
+  bool causal = false;
+  const std::int64_t* key_len = nullptr;   ///< optional, b entries
+  mask_in mask;                            ///< optional
+};
+
+/// Computes O (and LSE) per SPEC.md. Fully masked rows give O = 0, LSE = -inf.
+/// Returns invalid_argument (and writes nothing) for bad shapes, null
+/// pointers, hq % hkv != 0, key_len out of range or a bad config.
+status attention(const attention_args& args, const config& cfg = {});
+
+/// 1/sqrt(d) rounded once to f32, the SPEC default scale.
+float default_scale(std::int64_t d);
+
+/// The config with every 0 replaced by the value the kernel uses.
+config resolve(const config& cfg);
+
+/// Declared accuracy of the kernel's exp (c_exp of the SPEC bound), in ulps of
+/// the f32 result (ulp of a subnormal result: 2^-149). Measured in tests/impl.
+double exp_ulps();
+
+/// nb of the SPEC bound for rows over lk keys: online-softmax blocks
+/// ceil(lk / k_tile) plus split-KV merges ceil(lk / split_keys) - 1.
+std::int64_t key_blocks(std::int64_t lk, const config& cfg = {});
+
+}  // namespace attnimpl
