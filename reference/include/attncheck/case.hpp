@@ -61,13 +61,15 @@ struct case_limits {
   std::int64_t max_dim = 1 << 20;               ///< any single size
   std::int64_t max_elements = 64ll << 20;       ///< elements of Q, K, V, O or the mask each
   std::int64_t max_bytes = 1ll << 30;           ///< all buffers of the case together
+  /// Score entries B*Hq*Lq*Lk: the oracle's work and the size of its P.
+  std::int64_t max_pairs = 1ll << 28;
 };
 
 /// One attention problem. Shapes follow SPEC.md:
 /// Q[b,i,h,d] (B,Lq,Hq,D), K[b,j,g,d] (B,Lk,Hkv,D), V[b,j,g,e] (B,Lk,Hkv,Dv),
 /// O[b,i,h,e] (B,Lq,Hq,Dv), LSE[b,h,i].
 struct attn_case {
-  // Shapes: each >= 1 (Lk may be 0 only... never: an empty cache is key_len[b] = 0).
+  // Shapes: each in [1, case_limits::max_dim]. Lk >= 1 too: an empty cache is key_len[b] = 0.
   std::int64_t b = 1, hq = 1, hkv = 1, lq = 1, lk = 1, d = 1, dv = 1;
   /// Softmax scale as the subject receives it; nullopt means 1/sqrt(D) rounded to f32.
   std::optional<float> scale;
@@ -98,9 +100,12 @@ struct attn_case {
   std::int64_t kv_head(std::int64_t h) const { return h / group(); }
   /// Valid keys of batch element bi: key_len[bi], or lk without padding.
   std::int64_t valid_keys(std::int64_t bi) const;
+  /// scale, or float(1.0 / sqrt(double(D))) when unset (IEEE ops only: portable).
   float effective_scale() const;
   /// The SPEC.md visibility M[b,h,i,j]: padding AND causal AND boolean mask.
+  /// Indices within (B, Hq, Lq, Lk); the header must be valid.
   bool visible(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const;
+  /// The boolean mask alone at (b, h, i, j), broadcast over size-1 dims; true without a mask.
   bool mask_allows(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const;
 };
 
@@ -123,12 +128,41 @@ std::string to_line(const attn_case& c);
 
 /// Parses the one-line form back into a header (tensors empty; call
 /// materialize to fill them). Throws input_error on anything malformed.
-attn_case parse_line(std::string_view line);
+attn_case parse_line(std::string_view line, const case_limits& limits = {});
 
 /// Shape of O: (B, Lq, Hq, Dv).
 inline dims4 output_shape(const attn_case& c) { return {c.b, c.lq, c.hq, c.dv}; }
 
 /// Allocates O (all +0) in the case's layout, so strided output is exercised too.
+/// In the padded layout the gaps hold gap_sentinel(type), so a write outside
+/// the view shows.
 tensor make_output(const attn_case& c);
+
+/// Allocates a tensor of the given shape in a layout: view elements +0, gaps
+/// (padded layout only) gap_sentinel(t). Shape entries >= 1.
+tensor make_tensor(dtype t, dims4 shape, layout_kind layout);
+
+/// The quiet NaN with a recognizable payload that fills layout gaps:
+/// 0x7fc0a5a5 (f32), 0x7ea5 (f16), 0x7fe5 (bf16).
+std::uint32_t gap_sentinel(dtype t);
+
+/// Which input slots some visible pair (b, h, i, j) uses; every other slot may
+/// hold anything (SPEC.md "Masked means ignored").
+struct slot_usage {
+  std::vector<std::uint8_t> query_rows;  ///< (B, Lq, Hq) row-major: row i of head h sees a key
+  std::vector<std::uint8_t> keys;        ///< (B, Lk, Hkv) row-major: key j of KV head g is seen
+  bool query_row(const attn_case& c, std::int64_t bi, std::int64_t i, std::int64_t h) const {
+    return query_rows[static_cast<std::size_t>((bi * c.lq + i) * c.hq + h)] != 0;
+  }
+  bool key(const attn_case& c, std::int64_t bi, std::int64_t j, std::int64_t g) const {
+    return keys[static_cast<std::size_t>((bi * c.lk + j) * c.hkv + g)] != 0;
+  }
+};
+/// Computes slot usage from visible(); costs B*Hq*Lq*Lk. The header must be valid.
+slot_usage used_slots(const attn_case& c);
+
+/// A 64-bit FNV-1a hash of the one-line form, the mask and every tensor (shape,
+/// stride, offset, storage bits): equal cases give equal fingerprints.
+std::uint64_t fingerprint(const attn_case& c);
 
 }  // namespace attncheck

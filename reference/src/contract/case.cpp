@@ -1,0 +1,143 @@
+// The case type: enum names, SPEC.md visibility, slot usage, fingerprint.
+#include "attncheck/case.hpp"
+
+#include <array>
+#include <cmath>
+#include <utility>
+
+namespace attncheck {
+
+namespace {
+
+// Enum <-> name tables; the names are the one-line form's spelling.
+constexpr std::array<std::pair<value_kind, std::string_view>, 8> value_names{{
+    {value_kind::dyadic, "dyadic"},
+    {value_kind::normal, "normal"},
+    {value_kind::uniform, "uniform"},
+    {value_kind::large_logits, "large_logits"},
+    {value_kind::dominant, "dominant"},
+    {value_kind::equal_keys, "equal_keys"},
+    {value_kind::huge_v, "huge_v"},
+    {value_kind::tiny_v, "tiny_v"},
+}};
+constexpr std::array<std::pair<layout_kind, std::string_view>, 3> layout_names{{
+    {layout_kind::bshd, "bshd"},
+    {layout_kind::bhsd, "bhsd"},
+    {layout_kind::padded, "padded"},
+}};
+constexpr std::array<std::pair<poison_kind, std::string_view>, 3> poison_names{{
+    {poison_kind::none, "none"},
+    {poison_kind::nan, "nan"},
+    {poison_kind::big, "big"},
+}};
+
+template <class E, std::size_t N>
+std::string_view name_in(const std::array<std::pair<E, std::string_view>, N>& table, E e) {
+  for (const auto& [k, n] : table)
+    if (k == e) return n;
+  return "?";
+}
+
+template <class E, std::size_t N>
+std::optional<E> parse_in(const std::array<std::pair<E, std::string_view>, N>& table, std::string_view s) {
+  for (const auto& [k, n] : table)
+    if (n == s) return k;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view name(value_kind k) { return name_in(value_names, k); }
+std::optional<value_kind> parse_value_kind(std::string_view s) { return parse_in(value_names, s); }
+std::string_view name(layout_kind k) { return name_in(layout_names, k); }
+std::optional<layout_kind> parse_layout_kind(std::string_view s) { return parse_in(layout_names, s); }
+std::string_view name(poison_kind k) { return name_in(poison_names, k); }
+std::optional<poison_kind> parse_poison_kind(std::string_view s) { return parse_in(poison_names, s); }
+
+std::int64_t attn_case::valid_keys(std::int64_t bi) const {
+  return key_len.empty() ? lk : key_len[static_cast<std::size_t>(bi)];
+}
+
+float attn_case::effective_scale() const {
+  if (scale) return *scale;
+  // sqrt and / are correctly rounded in IEEE arithmetic, so this is the same
+  // float everywhere (the double rounding to float is deterministic too).
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+}
+
+bool attn_case::mask_allows(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const {
+  if (!has_mask()) return true;
+  const auto& s = mask_shape;
+  // A size-1 mask dim broadcasts: every index reads its entry 0.
+  const std::int64_t idx = (((s[0] == 1 ? 0 : bi) * s[1] + (s[1] == 1 ? 0 : h)) * s[2] + (s[2] == 1 ? 0 : i)) * s[3] +
+                           (s[3] == 1 ? 0 : j);
+  return mask[static_cast<std::size_t>(idx)] != 0;
+}
+
+bool attn_case::visible(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const {
+  const std::int64_t n = valid_keys(bi);
+  if (j >= n) return false;  // key padding
+  if (causal) {
+    // Bottom-right: the last query sits on the last valid key.
+    const std::int64_t pos = (n - lq) + i;
+    if (j > pos) return false;
+  }
+  return mask_allows(bi, h, i, j);
+}
+
+slot_usage used_slots(const attn_case& c) {
+  slot_usage u;
+  u.query_rows.assign(static_cast<std::size_t>(c.b * c.lq * c.hq), 0);
+  u.keys.assign(static_cast<std::size_t>(c.b * c.lk * c.hkv), 0);
+  for (std::int64_t bi = 0; bi < c.b; ++bi)
+    for (std::int64_t h = 0; h < c.hq; ++h)
+      for (std::int64_t i = 0; i < c.lq; ++i)
+        for (std::int64_t j = 0; j < c.lk; ++j) {
+          if (!c.visible(bi, h, i, j)) continue;
+          u.query_rows[static_cast<std::size_t>((bi * c.lq + i) * c.hq + h)] = 1;
+          u.keys[static_cast<std::size_t>((bi * c.lk + j) * c.hkv + c.kv_head(h))] = 1;
+        }
+  return u;
+}
+
+namespace {
+
+struct fnv1a {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  void byte(unsigned char b) {
+    h ^= b;
+    h *= 0x100000001b3ull;
+  }
+  void u64(std::uint64_t v) {
+    for (int s = 0; s < 64; s += 8) byte(static_cast<unsigned char>(v >> s));
+  }
+  void text(std::string_view s) {
+    u64(s.size());
+    for (char ch : s) byte(static_cast<unsigned char>(ch));
+  }
+  void tensor_(const tensor& t) {
+    u64(static_cast<std::uint64_t>(t.type));
+    for (int a = 0; a < 4; ++a) {
+      u64(static_cast<std::uint64_t>(t.shape[a]));
+      u64(static_cast<std::uint64_t>(t.stride[a]));
+    }
+    u64(static_cast<std::uint64_t>(t.offset));
+    u64(t.bits.size());
+    for (std::uint32_t b : t.bits) u64(b);
+  }
+};
+
+}  // namespace
+
+std::uint64_t fingerprint(const attn_case& c) {
+  fnv1a f;
+  f.text(to_line(c));
+  f.u64(c.mask.size());
+  for (std::uint8_t m : c.mask) f.byte(m);
+  f.tensor_(c.q);
+  f.tensor_(c.k);
+  f.tensor_(c.v);
+  return f.h;
+}
+
+}  // namespace attncheck

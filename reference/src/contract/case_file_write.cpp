@@ -1,0 +1,101 @@
+// Writing case files: a validated case, every storage bit pattern in hex.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "attncheck/case_file.hpp"
+
+namespace attncheck {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+// 8 hex digits per f32 element, 4 per f16/bf16, lowercase.
+std::string to_hex(const tensor& t) {
+  static constexpr char digits[] = "0123456789abcdef";
+  const int width = 2 * static_cast<int>(size_of(t.type));
+  std::string s(t.bits.size() * static_cast<std::size_t>(width), '0');
+  std::size_t pos = 0;
+  for (std::uint32_t b : t.bits)
+    for (int d = width - 1; d >= 0; --d) s[pos++] = digits[(b >> (4 * d)) & 0xfu];
+  return s;
+}
+
+ojson tensor_json(const tensor& t) {
+  ojson j;
+  j["shape"] = t.shape;
+  j["stride"] = t.stride;
+  j["offset"] = t.offset;
+  j["bits"] = to_hex(t);
+  return j;
+}
+
+}  // namespace
+
+std::string format_case_file(const case_record& r) {
+  const attn_case& c = r.c;
+  validate(c);
+  ojson j;
+  j["format"] = "attncheck-case";
+  j["version"] = case_file_version;
+  j["line"] = to_line(c);
+  if (!r.law.empty()) j["law"] = r.law;
+  if (!r.subject.empty()) j["subject"] = r.subject;
+  if (!r.note.empty()) j["note"] = r.note;
+  j["b"] = c.b;
+  j["hq"] = c.hq;
+  j["hkv"] = c.hkv;
+  j["lq"] = c.lq;
+  j["lk"] = c.lk;
+  j["d"] = c.d;
+  j["dv"] = c.dv;
+  // float -> double is exact and the JSON number prints in shortest
+  // round-trip form, so the same float comes back.
+  if (c.scale) j["scale"] = static_cast<double>(*c.scale);
+  j["causal"] = c.causal;
+  if (c.has_padding()) j["key_len"] = c.key_len;
+  if (c.has_mask()) {
+    j["mask_shape"] = c.mask_shape;
+    std::string bits(c.mask.size(), '0');
+    for (std::size_t i = 0; i < c.mask.size(); ++i) bits[i] = c.mask[i] ? '1' : '0';
+    j["mask"] = bits;
+  }
+  j["dtype"] = name(c.type);
+  j["values"] = name(c.values);
+  j["layout"] = name(c.layout);
+  j["poison"] = name(c.poison);
+  j["seed"] = c.seed;
+  j["q"] = tensor_json(c.q);
+  j["k"] = tensor_json(c.k);
+  j["v"] = tensor_json(c.v);
+  // replace: free-text fields with invalid UTF-8 must not make saving throw.
+  return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
+}
+
+void write_case_file(const std::string& path, const case_record& r) {
+  const std::string text = format_case_file(r);
+  // Write beside the target and rename over it: readers see the old file or
+  // the whole new one, never a torn write.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw input_error(path, std::string("cannot create ") + tmp + ": " + std::strerror(errno));
+  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
+                     ::fsync(::fileno(f)) == 0;
+  const int write_errno = errno;
+  const bool closed = std::fclose(f) == 0;
+  if (!wrote || !closed) {
+    std::remove(tmp.c_str());
+    throw input_error(path, std::string("cannot write ") + tmp + ": " + std::strerror(wrote ? errno : write_errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    throw input_error(path, std::string("cannot rename ") + tmp + " over it: " + std::strerror(e));
+  }
+}
+
+}  // namespace attncheck

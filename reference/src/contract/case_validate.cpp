@@ -1,0 +1,186 @@
+// validate(): every field of a case against SPEC.md and the memory limits.
+#include <cmath>
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "attncheck/case.hpp"
+#include "layout.hpp"
+
+namespace attncheck {
+
+namespace {
+
+using detail::checked_add;
+using detail::checked_mul;
+
+[[noreturn]] void fail(std::string field, const std::string& what) { throw input_error(std::move(field), what); }
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+
+void check_dim(const char* field, std::int64_t v, const case_limits& limits) {
+  if (v < 1) fail(field, std::string(field) + "=" + str(v) + " must be >= 1");
+  if (v > limits.max_dim) fail(field, std::string(field) + "=" + str(v) + " exceeds max_dim=" + str(limits.max_dim));
+}
+
+struct factor {
+  const char* name;
+  std::int64_t value;
+};
+
+// Multiplies named sizes without overflow and checks the product against a
+// limit; the message spells the product out ("b*lk*hkv*d = 2*3*2*3 = 36").
+std::int64_t checked_product(const std::string& field, std::initializer_list<factor> factors, std::int64_t limit,
+                             const char* limit_name) {
+  std::string names, values;
+  std::int64_t p = 1;
+  bool overflow = false;
+  for (const factor& f : factors) {
+    names += (names.empty() ? "" : "*") + std::string(f.name);
+    values += (values.empty() ? "" : "*") + str(f.value);
+    if (!overflow) {
+      auto r = checked_mul(p, f.value);
+      if (r)
+        p = *r;
+      else
+        overflow = true;
+    }
+  }
+  if (overflow) fail(field, names + " = " + values + " overflows int64");
+  if (p > limit) fail(field, names + " = " + values + " = " + str(p) + " exceeds " + limit_name + "=" + str(limit));
+  return p;
+}
+
+std::string dims_text(const dims4& d) {
+  return "[" + str(d[0]) + "," + str(d[1]) + "," + str(d[2]) + "," + str(d[3]) + "]";
+}
+
+// Storage elements of a tensor: as held, or as materialize() will allocate it.
+std::int64_t storage_of(const tensor& t, dims4 shape, layout_kind layout, const std::string& field) {
+  if (!t.bits.empty()) return static_cast<std::int64_t>(t.bits.size());
+  const auto g = detail::layout_geometry(shape, layout);
+  if (!g) fail(field, "storage of the " + std::string(name(layout)) + " layout overflows int64");
+  return g->storage;
+}
+
+void check_tensor(const tensor& t, const std::string& field, const char* role, dims4 want, const char* want_names,
+                  dtype type, const case_limits& limits) {
+  if (t.type != type)
+    fail(field + ".type", "is " + std::string(name(t.type)) + ", the case's dtype is " + std::string(name(type)));
+  if (t.shape != want)
+    fail(field + ".shape", "is " + dims_text(t.shape) + ", " + role + " needs " + want_names + " = " + dims_text(want));
+  for (int a = 0; a < 4; ++a)
+    if (t.stride[a] < 0)
+      fail(field + ".stride[" + std::to_string(a) + "]", "=" + str(t.stride[a]) + " must be >= 0");
+  if (t.offset < 0) fail(field + ".offset", "=" + str(t.offset) + " must be >= 0");
+  const auto held = static_cast<std::int64_t>(t.bits.size());
+  if (held > limits.max_elements)
+    fail(field + ".storage", "holds " + str(held) + " elements, over max_elements=" + str(limits.max_elements));
+  // Largest reachable index, overflow-safe: hostile strides must not wrap.
+  std::optional<std::int64_t> last = t.offset;
+  for (int a = 0; a < 4 && last; ++a) {
+    auto step = checked_mul(t.shape[a] - 1, t.stride[a]);
+    last = step ? checked_add(*last, *step) : std::nullopt;
+  }
+  if (!last) fail(field + ".stride", "the view's last element lies beyond int64");
+  if (*last >= held)
+    fail(field + ".storage",
+         "the view reaches element " + str(*last) + " but the storage holds " + str(held) + " elements");
+  if (size_of(type) == 2)
+    for (std::size_t i = 0; i < t.bits.size(); ++i)
+      if (t.bits[i] > 0xffffu)
+        fail(field + ".bits", "element " + std::to_string(i) + " has bits above the 16-bit " +
+                                  std::string(name(type)) + " width");
+}
+
+}  // namespace
+
+void validate(const attn_case& c, bool tensors_required, const case_limits& limits) {
+  check_dim("b", c.b, limits);
+  check_dim("hq", c.hq, limits);
+  check_dim("hkv", c.hkv, limits);
+  check_dim("lq", c.lq, limits);
+  check_dim("lk", c.lk, limits);
+  check_dim("d", c.d, limits);
+  check_dim("dv", c.dv, limits);
+  if (c.hq % c.hkv != 0) fail("hkv", "hq=" + str(c.hq) + " is not a multiple of hkv=" + str(c.hkv));
+
+  if (static_cast<int>(c.type) > static_cast<int>(dtype::bf16)) fail("dtype", "is not f32, f16 or bf16");
+  if (static_cast<int>(c.values) > static_cast<int>(value_kind::tiny_v)) fail("values", "is not a known value kind");
+  if (static_cast<int>(c.layout) > static_cast<int>(layout_kind::padded)) fail("layout", "is not a known layout");
+  if (static_cast<int>(c.poison) > static_cast<int>(poison_kind::big)) fail("poison", "is not a known poison");
+  if (c.scale && !std::isfinite(*c.scale)) fail("scale", "must be finite");
+
+  checked_product("q", {{"b", c.b}, {"lq", c.lq}, {"hq", c.hq}, {"d", c.d}}, limits.max_elements, "max_elements");
+  checked_product("k", {{"b", c.b}, {"lk", c.lk}, {"hkv", c.hkv}, {"d", c.d}}, limits.max_elements, "max_elements");
+  checked_product("v", {{"b", c.b}, {"lk", c.lk}, {"hkv", c.hkv}, {"dv", c.dv}}, limits.max_elements,
+                  "max_elements");
+  checked_product("o", {{"b", c.b}, {"lq", c.lq}, {"hq", c.hq}, {"dv", c.dv}}, limits.max_elements, "max_elements");
+  checked_product("shape", {{"b", c.b}, {"hq", c.hq}, {"lq", c.lq}, {"lk", c.lk}}, limits.max_pairs, "max_pairs");
+
+  if (c.has_padding()) {
+    if (static_cast<std::int64_t>(c.key_len.size()) != c.b)
+      fail("key_len", "has " + std::to_string(c.key_len.size()) + " entries, b=" + str(c.b) + " needs " + str(c.b));
+    for (std::size_t i = 0; i < c.key_len.size(); ++i)
+      if (c.key_len[i] < 0 || c.key_len[i] > c.lk)
+        fail("key_len[" + std::to_string(i) + "]", "=" + str(c.key_len[i]) + " is outside [0, lk=" + str(c.lk) + "]");
+  }
+
+  std::int64_t mask_entries = 0;
+  const auto& ms = c.mask_shape;
+  if (ms == std::array<std::int64_t, 4>{}) {
+    if (!c.mask.empty())
+      fail("mask", "has " + std::to_string(c.mask.size()) + " entries but mask_shape is unset");
+  } else {
+    const std::array<std::pair<const char*, std::int64_t>, 4> full{{{"b", c.b}, {"hq", c.hq}, {"lq", c.lq}, {"lk", c.lk}}};
+    for (int a = 0; a < 4; ++a)
+      if (ms[a] != 1 && ms[a] != full[a].second)
+        fail("mask_shape", "dim " + std::to_string(a) + " is " + str(ms[a]) + ", must be 1 or " + full[a].first + "=" +
+                               str(full[a].second) + " (broadcast to b x hq x lq x lk)");
+    mask_entries = ms[0] * ms[1] * ms[2] * ms[3];  // each dim is 1 or a checked size; b*hq*lq*lk fit above
+    if (mask_entries > limits.max_elements)
+      fail("mask_shape", "has " + str(mask_entries) + " entries, over max_elements=" + str(limits.max_elements));
+    if (!c.mask.empty() || tensors_required) {
+      if (static_cast<std::int64_t>(c.mask.size()) != mask_entries)
+        fail("mask", "has " + std::to_string(c.mask.size()) + " entries, mask_shape " + str(ms[0]) + "x" +
+                         str(ms[1]) + "x" + str(ms[2]) + "x" + str(ms[3]) + " needs " + str(mask_entries));
+      for (std::size_t i = 0; i < c.mask.size(); ++i)
+        if (c.mask[i] > 1) fail("mask[" + std::to_string(i) + "]", "=" + std::to_string(c.mask[i]) + " must be 0 or 1");
+    }
+  }
+
+  struct role {
+    const tensor& t;
+    const char* field;
+    const char* name;
+    dims4 shape;
+    const char* names;
+  };
+  const role roles[] = {
+      {c.q, "q", "Q", {c.b, c.lq, c.hq, c.d}, "(b,lq,hq,d)"},
+      {c.k, "k", "K", {c.b, c.lk, c.hkv, c.d}, "(b,lk,hkv,d)"},
+      {c.v, "v", "V", {c.b, c.lk, c.hkv, c.dv}, "(b,lk,hkv,dv)"},
+  };
+  for (const role& r : roles) {
+    if (r.t.bits.empty()) {
+      if (tensors_required) fail(r.field, std::string(r.name) + " is missing (no storage)");
+      continue;
+    }
+    check_tensor(r.t, r.field, r.name, r.shape, r.names, c.type, limits);
+  }
+
+  // Everything the case holds in memory: 4 bytes per element as stored in
+  // tensor::bits, whatever the dtype, plus one byte per mask entry.
+  std::optional<std::int64_t> total = mask_entries;
+  for (const role& r : roles) {
+    const auto bytes = checked_mul(storage_of(r.t, r.shape, c.layout, r.field), 4);
+    total = total && bytes ? checked_add(*total, *bytes) : std::nullopt;
+  }
+  const auto o_bytes = checked_mul(storage_of(tensor{}, output_shape(c), c.layout, "o"), 4);
+  total = total && o_bytes ? checked_add(*total, *o_bytes) : std::nullopt;
+  if (!total || *total > limits.max_bytes)
+    fail("case", "Q, K, V, O and the mask take " + (total ? str(*total) : std::string("over 2^63")) +
+                     " bytes, over max_bytes=" + str(limits.max_bytes));
+}
+
+}  // namespace attncheck

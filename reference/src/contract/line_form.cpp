@@ -1,0 +1,191 @@
+// The one-line form ATTN(b=..,...): printed on every failure, parsed back as a filter.
+#include <charconv>
+#include <set>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "attncheck/case.hpp"
+
+namespace attncheck {
+
+namespace {
+
+[[noreturn]] void fail(std::string field, const std::string& what) { throw input_error(std::move(field), what); }
+
+std::string quoted(std::string_view s) {
+  // Long garbage stays readable in a one-line error.
+  constexpr std::size_t shown = 40;
+  return "'" + std::string(s.substr(0, shown)) + (s.size() > shown ? "...'" : "'");
+}
+
+template <class Int>
+Int parse_int(std::string_view key, std::string_view text) {
+  Int v{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec == std::errc::result_out_of_range) fail(std::string(key), quoted(text) + " is out of range");
+  if (ec != std::errc{} || ptr != end || text.empty()) fail(std::string(key), quoted(text) + " is not an integer");
+  return v;
+}
+
+float parse_float(std::string_view key, std::string_view text) {
+  float v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec == std::errc::result_out_of_range) fail(std::string(key), quoted(text) + " is out of f32 range");
+  if (ec != std::errc{} || ptr != end || text.empty()) fail(std::string(key), quoted(text) + " is not a number");
+  return v;
+}
+
+std::string float_text(float f) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, f);  // shortest round-trip form
+  return std::string(buf, r.ptr);
+}
+
+// Splits on sep, keeping empty parts (so ",," and trailing separators are caught).
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> parts;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == sep) {
+      parts.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  return parts;
+}
+
+// Splits the body on commas outside [ ].
+std::vector<std::string_view> split_fields(std::string_view body) {
+  std::vector<std::string_view> parts;
+  std::size_t start = 0;
+  bool in_list = false;
+  for (std::size_t i = 0; i <= body.size(); ++i) {
+    const char ch = i < body.size() ? body[i] : ',';
+    if (ch == '[') {
+      if (in_list) fail("ATTN", "nested '[' at position " + std::to_string(i));
+      in_list = true;
+    } else if (ch == ']') {
+      if (!in_list) fail("ATTN", "unmatched ']' at position " + std::to_string(i));
+      in_list = false;
+    } else if (ch == ',' && !in_list) {
+      parts.push_back(body.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  if (in_list) fail("ATTN", "unclosed '['");
+  return parts;
+}
+
+bool is_space(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v'; }
+
+}  // namespace
+
+std::string to_line(const attn_case& c) {
+  std::string s = "ATTN(b=" + std::to_string(c.b) + ",hq=" + std::to_string(c.hq) + ",hkv=" + std::to_string(c.hkv) +
+                  ",lq=" + std::to_string(c.lq) + ",lk=" + std::to_string(c.lk) + ",d=" + std::to_string(c.d) +
+                  ",dv=" + std::to_string(c.dv);
+  if (c.scale) s += ",scale=" + float_text(*c.scale);
+  if (c.causal) s += ",causal";
+  if (c.has_padding()) {
+    s += ",kpad=[";
+    for (std::size_t i = 0; i < c.key_len.size(); ++i) s += (i ? "," : "") + std::to_string(c.key_len[i]);
+    s += "]";
+  }
+  if (c.has_mask())
+    s += ",mask=" + std::to_string(c.mask_shape[0]) + "x" + std::to_string(c.mask_shape[1]) + "x" +
+         std::to_string(c.mask_shape[2]) + "x" + std::to_string(c.mask_shape[3]);
+  s += ",";
+  s += name(c.type);
+  if (c.values != value_kind::normal) s += ",values=" + std::string(name(c.values));
+  if (c.layout != layout_kind::bshd) s += ",layout=" + std::string(name(c.layout));
+  if (c.poison != poison_kind::none) s += ",poison=" + std::string(name(c.poison));
+  if (c.seed != 0) s += ",seed=" + std::to_string(c.seed);
+  return s + ")";
+}
+
+attn_case parse_line(std::string_view line, const case_limits& limits) {
+  while (!line.empty() && is_space(line.front())) line.remove_prefix(1);
+  while (!line.empty() && is_space(line.back())) line.remove_suffix(1);
+  constexpr std::string_view head = "ATTN(";
+  if (line.substr(0, head.size()) != head || line.empty() || line.back() != ')')
+    fail("ATTN", "expected ATTN(b=..,hq=..,...), got " + quoted(line));
+  const std::string_view body = line.substr(head.size(), line.size() - head.size() - 1);
+
+  attn_case c;
+  std::set<std::string, std::less<>> seen;
+  for (std::string_view field : split_fields(body)) {
+    if (field.empty()) fail("ATTN", "empty field in " + quoted(line));
+    const auto eq = field.find('=');
+    const std::string_view key = field.substr(0, eq);
+    const std::string_view val = eq == std::string_view::npos ? std::string_view{} : field.substr(eq + 1);
+    const bool flag = eq == std::string_view::npos;
+    const auto type = flag ? parse_dtype(field) : std::nullopt;
+    const std::string id = type ? "dtype" : std::string(key);
+    if (!seen.insert(id).second) fail(id, "given twice");
+
+    auto need_value = [&] {
+      if (flag) fail(id, "needs a value (" + id + "=...)");
+    };
+    if (type) {
+      c.type = *type;
+    } else if (key == "causal") {
+      if (!flag) fail("causal", "is a flag, write just 'causal'");
+      c.causal = true;
+    } else if (key == "b" || key == "hq" || key == "hkv" || key == "lq" || key == "lk" || key == "d" || key == "dv") {
+      need_value();
+      const auto v = parse_int<std::int64_t>(key, val);
+      std::int64_t* dst = key == "b" ? &c.b : key == "hq" ? &c.hq : key == "hkv" ? &c.hkv : key == "lq" ? &c.lq
+                        : key == "lk" ? &c.lk : key == "d" ? &c.d : &c.dv;
+      *dst = v;
+    } else if (key == "scale") {
+      need_value();
+      c.scale = parse_float(key, val);
+    } else if (key == "kpad") {
+      need_value();
+      if (val.size() < 2 || val.front() != '[' || val.back() != ']') fail("kpad", "expected [n0,n1,...], got " + quoted(val));
+      for (std::string_view n : split(val.substr(1, val.size() - 2), ',')) {
+        if (static_cast<std::int64_t>(c.key_len.size()) >= limits.max_dim)
+          fail("kpad", "has more than max_dim=" + std::to_string(limits.max_dim) + " entries");
+        c.key_len.push_back(parse_int<std::int64_t>("kpad", n));
+      }
+    } else if (key == "mask") {
+      need_value();
+      const auto dims = split(val, 'x');
+      if (dims.size() != 4) fail("mask", "expected BxHxIxJ (four sizes), got " + quoted(val));
+      for (int a = 0; a < 4; ++a) {
+        c.mask_shape[a] = parse_int<std::int64_t>("mask", dims[a]);
+        if (c.mask_shape[a] < 1) fail("mask", "dim " + std::to_string(a) + " is " + std::to_string(c.mask_shape[a]) + ", must be >= 1");
+      }
+    } else if (key == "values") {
+      need_value();
+      const auto v = parse_value_kind(val);
+      if (!v) fail("values", quoted(val) + " is not one of dyadic, normal, uniform, large_logits, dominant, equal_keys, huge_v, tiny_v");
+      c.values = *v;
+    } else if (key == "layout") {
+      need_value();
+      const auto v = parse_layout_kind(val);
+      if (!v) fail("layout", quoted(val) + " is not one of bshd, bhsd, padded");
+      c.layout = *v;
+    } else if (key == "poison") {
+      need_value();
+      const auto v = parse_poison_kind(val);
+      if (!v) fail("poison", quoted(val) + " is not one of none, nan, big");
+      c.poison = *v;
+    } else if (key == "seed") {
+      need_value();
+      c.seed = parse_int<std::uint64_t>(key, val);
+    } else {
+      fail(std::string(key.substr(0, 40)),
+           "unknown field (known: b, hq, hkv, lq, lk, d, dv, scale, causal, kpad, mask, f32/f16/bf16, values, layout, "
+           "poison, seed)");
+    }
+  }
+  for (const char* k : {"b", "hq", "hkv", "lq", "lk", "d", "dv"})
+    if (!seen.count(k)) fail(k, "missing (shape fields are required)");
+  validate(c, false, limits);
+  return c;
+}
+
+}  // namespace attncheck

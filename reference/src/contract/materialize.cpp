@@ -1,0 +1,212 @@
+// materialize(): the tensors and mask of a case, drawn from its header alone.
+// Integer hashing plus exact operations (+ - * /, sqrt, ldexp, ilogb, which
+// IEEE 754 rounds correctly or performs exactly), then one rounding to the
+// storage type, so the bits agree on every machine and compiler.
+#include <algorithm>
+#include <cmath>
+
+#include "attncheck/case.hpp"
+#include "prng.hpp"
+
+namespace attncheck {
+
+namespace {
+
+using detail::random_stream;
+
+// Stream tags: one per consumer, so adding a draw to one never shifts another.
+enum stream_tag : std::uint64_t { tag_q = 1, tag_k, tag_v, tag_mask, tag_dominant, tag_poison };
+
+// Largest |score| large_logits aims for: ~1e4 in f32 (exp(s) overflows f32
+// beyond 88, so any kernel without the max shift breaks); just under f16's
+// 65504 for f16, where Q and K are stored near their own limits; for bf16
+// (f32's exponent range) 1e30 leaves f32 room for the D-term sums.
+double logit_target(dtype t) {
+  switch (t) {
+    case dtype::f32: return 1e4;
+    case dtype::f16: return 6e4;
+    case dtype::bf16: return 1e30;
+  }
+  return 1e4;
+}
+
+// Score gap of the dominant key: exp(-30) ~ 1e-13 is below f32 resolution.
+constexpr double dominant_gap = 30.0;
+
+// Smallest normal exponent of the type: -126 (f32, bf16), -14 (f16).
+int min_normal_exponent(dtype t) { return t == dtype::f16 ? -14 : -126; }
+
+double clip(double x, dtype t) {
+  const double m = largest_finite(t);
+  return std::clamp(x, -m, m);
+}
+
+double sign_of(std::uint64_t bits) { return (bits & 1) ? -1.0 : 1.0; }
+
+class value_source {
+ public:
+  explicit value_source(const attn_case& c)
+      : c_(c), q_(c.seed, tag_q), k_(c.seed, tag_k), v_(c.seed, tag_v), dom_(c.seed, tag_dominant) {
+    const double s = std::fabs(static_cast<double>(c.effective_scale()));
+    const double dd = static_cast<double>(c.d);
+    if (s > 0) {
+      logit_amp_ = std::min(std::sqrt(logit_target(c.type) / (s * dd)), largest_finite(c.type));
+      dominant_amp_ = std::min(2.0 * (dominant_gap / (s * dd) + 1.0), largest_finite(c.type));
+    }
+    if (c.effective_scale() < 0) dominant_amp_ = -dominant_amp_;
+  }
+
+  double q(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t x) const {
+    switch (c_.values) {
+      case value_kind::dyadic: return dyadic(q_, b, i, h, x);
+      case value_kind::uniform: return uniform(q_, b, i, h, x);
+      case value_kind::large_logits: return logit_amp_ * signed_half_to_one(q_, b, i, h, x);
+      case value_kind::dominant: return 0.5 + 0.5 * q_.uniform({b, i, h, x});  // positive: every row favours the big key
+      default: return q_.normal(b, i, h, x);
+    }
+  }
+
+  double k(std::int64_t b, std::int64_t j, std::int64_t g, std::int64_t x) const {
+    switch (c_.values) {
+      case value_kind::dyadic: return dyadic(k_, b, j, g, x);
+      case value_kind::uniform: return uniform(k_, b, j, g, x);
+      case value_kind::large_logits: return logit_amp_ * signed_half_to_one(k_, b, j, g, x);
+      case value_kind::dominant: return j == dominant_key(b, g) ? dominant_amp_ : uniform(k_, b, j, g, x);
+      case value_kind::equal_keys: return k_.normal(0, 0, 0, x);  // one row, repeated everywhere
+      default: return k_.normal(b, j, g, x);
+    }
+  }
+
+  double v(std::int64_t b, std::int64_t j, std::int64_t g, std::int64_t e) const {
+    switch (c_.values) {
+      case value_kind::dyadic: return dyadic(v_, b, j, g, e);
+      case value_kind::uniform: return uniform(v_, b, j, g, e);
+      case value_kind::huge_v: {
+        // |V| in 2^10 .. 2^101 (1e3 .. 2.5e30), capped at the type's top binade.
+        const int top = std::min(100, std::ilogb(largest_finite(c_.type)));
+        return clip(binade_value(v_, b, j, g, e, 10, top), c_.type);
+      }
+      case value_kind::tiny_v: {
+        // Three binades below the smallest normal (subnormals) and three above.
+        const int lo = min_normal_exponent(c_.type) - 3;
+        return binade_value(v_, b, j, g, e, lo, lo + 5);
+      }
+      default: return v_.normal(b, j, g, e);
+    }
+  }
+
+  /// The key of (batch b, KV head g) that dominates; -1 when no key is valid.
+  /// Under causal masking it is one every row with a visible key can see.
+  std::int64_t dominant_key(std::int64_t b, std::int64_t g) const {
+    const std::int64_t n = c_.valid_keys(b);
+    if (n == 0) return -1;
+    const std::int64_t range = c_.causal ? std::max<std::int64_t>(0, n - c_.lq) + 1 : n;
+    return dom_.below(range, {b, g});
+  }
+
+ private:
+  static double dyadic(const random_stream& r, std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
+    return static_cast<double>(r.below(17, {a, b, c, d}) - 8) / 4.0;  // k/4, k in [-8, 8]
+  }
+  static double uniform(const random_stream& r, std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
+    return 2.0 * r.uniform({a, b, c, d}) - 1.0;
+  }
+  // +-[0.5, 1): magnitudes bounded below, so scores spread up to the target.
+  static double signed_half_to_one(const random_stream& r, std::int64_t a, std::int64_t b, std::int64_t c,
+                                   std::int64_t d) {
+    const std::uint64_t bits = r.bits({a, b, c, d});
+    return sign_of(bits) * (0.5 + static_cast<double>(bits >> 12) * 0x1p-53);
+  }
+  // +-m * 2^e with m in [1, 2) and e uniform in [lo, hi].
+  static double binade_value(const random_stream& r, std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d,
+                             int lo, int hi) {
+    const std::uint64_t bits = r.bits({a, b, c, d});
+    const double m = 1.0 + static_cast<double>(bits >> 12) * 0x1p-52;
+    const auto e = lo + static_cast<int>(r.below(hi - lo + 1, {a, b, c, d, 1}));
+    return sign_of(bits) * std::ldexp(m, e);
+  }
+
+  const attn_case& c_;
+  random_stream q_, k_, v_, dom_;
+  double logit_amp_ = 1.0;
+  double dominant_amp_ = 2.0;
+};
+
+// Mask rows: one in eight all-false, one in eight all-true, the rest random
+// bits at density 1/2, so masks are never only all-or-nothing.
+void fill_mask(attn_case& c) {
+  const auto& s = c.mask_shape;
+  c.mask.assign(static_cast<std::size_t>(s[0] * s[1] * s[2] * s[3]), 0);
+  const random_stream r(c.seed, tag_mask);
+  const std::int64_t rows = s[0] * s[1] * s[2];
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const std::int64_t kind = r.below(8, {row, -1});
+    for (std::int64_t j = 0; j < s[3]; ++j) {
+      const bool allowed = kind == 0 ? false : kind == 1 ? true : (r.bits({row, j}) & 1) != 0;
+      c.mask[static_cast<std::size_t>(row * s[3] + j)] = allowed ? 1 : 0;
+    }
+  }
+}
+
+// Poison NaN: negative, payload 0xdead-like, distinct from gap_sentinel.
+std::uint32_t poison_nan(dtype t) {
+  switch (t) {
+    case dtype::f32: return 0xffc0deadu;
+    case dtype::f16: return 0xfe01u;
+    case dtype::bf16: return 0xffc1u;
+  }
+  return 0xffc0deadu;
+}
+
+void poison_unused(attn_case& c) {
+  const slot_usage used = used_slots(c);
+  const random_stream r(c.seed, tag_poison);
+  std::int64_t counter = 0;
+  auto poison = [&]() -> std::uint32_t {
+    if (c.poison == poison_kind::nan) return poison_nan(c.type);
+    return encode(c.type, sign_of(r.bits({counter++})) * std::min(1e30, largest_finite(c.type)));
+  };
+  for (std::int64_t b = 0; b < c.b; ++b) {
+    for (std::int64_t i = 0; i < c.lq; ++i)
+      for (std::int64_t h = 0; h < c.hq; ++h)
+        if (!used.query_row(c, b, i, h))
+          for (std::int64_t x = 0; x < c.d; ++x) c.q.set_bits(b, i, h, x, poison());
+    for (std::int64_t j = 0; j < c.lk; ++j)
+      for (std::int64_t g = 0; g < c.hkv; ++g)
+        if (!used.key(c, b, j, g)) {
+          for (std::int64_t x = 0; x < c.d; ++x) c.k.set_bits(b, j, g, x, poison());
+          for (std::int64_t e = 0; e < c.dv; ++e) c.v.set_bits(b, j, g, e, poison());
+        }
+  }
+}
+
+}  // namespace
+
+void materialize(attn_case& c, const case_limits& limits) {
+  // The header alone decides the result: drop whatever tensors were there.
+  c.q = tensor{};
+  c.k = tensor{};
+  c.v = tensor{};
+  c.mask.clear();
+  validate(c, false, limits);
+
+  if (c.has_mask()) fill_mask(c);
+  c.q = make_tensor(c.type, {c.b, c.lq, c.hq, c.d}, c.layout);
+  c.k = make_tensor(c.type, {c.b, c.lk, c.hkv, c.d}, c.layout);
+  c.v = make_tensor(c.type, {c.b, c.lk, c.hkv, c.dv}, c.layout);
+
+  const value_source src(c);
+  for (std::int64_t b = 0; b < c.b; ++b) {
+    for (std::int64_t i = 0; i < c.lq; ++i)
+      for (std::int64_t h = 0; h < c.hq; ++h)
+        for (std::int64_t x = 0; x < c.d; ++x) c.q.set(b, i, h, x, src.q(b, i, h, x));
+    for (std::int64_t j = 0; j < c.lk; ++j)
+      for (std::int64_t g = 0; g < c.hkv; ++g) {
+        for (std::int64_t x = 0; x < c.d; ++x) c.k.set(b, j, g, x, src.k(b, j, g, x));
+        for (std::int64_t e = 0; e < c.dv; ++e) c.v.set(b, j, g, e, src.v(b, j, g, e));
+      }
+  }
+  if (c.poison != poison_kind::none) poison_unused(c);
+}
+
+}  // namespace attncheck
