@@ -1,0 +1,441 @@
+// FlashAttention-2 style engine. A work unit is (batch, KV head, query tile):
+// its rows are the G query heads of that KV head times q_tile positions, so
+// each K/V block is packed once per group. Keys are walked in blocks at fixed
+// absolute boundaries (multiples of k_tile from key 0) grouped in split
+// chunks (multiples of split_keys); a row's arithmetic depends only on which
+// keys it sees, never on the batch, Lq, the tile it shares or the threads.
+#include "engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "convert.hpp"
+#include "micro_kernels.hpp"
+#include "simd.hpp"
+#include "thread_pool.hpp"
+
+namespace attnimpl::engine {
+namespace {
+
+constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+
+std::int64_t round8(std::int64_t n) { return (n + 7) / 8 * 8; }
+
+enum class row_kind : std::uint8_t { none, all, partial };
+
+/// Sizes shared by every unit of one call.
+struct geometry {
+  std::int64_t group = 1;    // G
+  std::int64_t q_tile = 1;   // query positions per unit
+  std::int64_t rows = 1;     // G * q_tile
+  std::int64_t q_tiles = 1;  // per (batch, KV head)
+  std::int64_t units = 1;
+  std::int64_t k_tile = 1, k_tile8 = 8;
+  std::int64_t split = 1, chunks = 1;
+  std::int64_t dv8 = 8;
+};
+
+/// Online-softmax state of every row of a unit over some key range.
+struct row_state {
+  float* m;    // running max (-inf: nothing seen)
+  float* l;    // running sum of exp(s - m)
+  float* acc;  // rows x dv8, unnormalized output
+};
+
+std::int64_t state_floats(const geometry& g) { return g.rows * (g.dv8 + 2); }
+
+row_state view_state(float* base, const geometry& g) {
+  return {base, base + g.rows, base + 2 * g.rows};
+}
+
+void reset_state(const row_state& st, const geometry& g, std::int64_t rows) {
+  std::fill(st.m, st.m + rows, neg_inf);
+  std::fill(st.l, st.l + rows, 0.0f);
+  std::fill(st.acc, st.acc + rows * g.dv8, 0.0f);
+}
+
+/// Per-thread scratch, reused across calls (grows only).
+struct workspace {
+  std::vector<float> qp, kt, vp, s, tmp, chunk, total;
+  std::vector<std::uint8_t> vis;
+  std::vector<row_kind> kind;
+  std::vector<std::int64_t> hi, head, pos;
+
+  void ensure(const problem& p, const geometry& g) {
+    const auto grow = [](auto& v, std::int64_t n) {
+      if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+    };
+    grow(qp, g.rows * p.dims.d);
+    grow(kt, p.dims.d * g.k_tile8);
+    grow(vp, g.k_tile * g.dv8);
+    grow(s, g.rows * g.k_tile8);
+    grow(tmp, std::max(p.dims.d, g.dv8));
+    grow(chunk, state_floats(g));
+    grow(total, state_floats(g));
+    grow(vis, g.rows * g.k_tile8);
+    grow(kind, g.rows);
+    grow(hi, g.rows);
+    grow(head, g.rows);
+    grow(pos, g.rows);
+  }
+};
+
+/// One work unit's fixed facts: where its rows are and what they may see.
+struct unit_rows {
+  std::int64_t b = 0, kv_head = 0, i0 = 0, rows = 0;
+  std::int64_t keys = 0;      // keys that exist for this batch element (n[b])
+  std::int64_t max_hi = 0;    // no row sees a key at or beyond this
+};
+
+class unit_runner {
+ public:
+  unit_runner(const problem& p, const geometry& g, workspace& ws) : p_(p), g_(g), ws_(ws) {}
+
+  /// Fixes the rows of unit u, their visibility limits, and packs scaled Q.
+  unit_rows setup(std::int64_t u) {
+    unit_rows ur;
+    const std::int64_t qt = u % g_.q_tiles;
+    const std::int64_t bg = u / g_.q_tiles;
+    ur.kv_head = bg % p_.dims.hkv;
+    ur.b = bg / p_.dims.hkv;
+    ur.i0 = qt * g_.q_tile;
+    const std::int64_t positions = std::min(g_.q_tile, p_.dims.lq - ur.i0);
+    ur.rows = positions * g_.group;
+    ur.keys = p_.key_len ? p_.key_len[ur.b] : p_.dims.lk;
+    const std::int64_t qsize = convert::size_of(p_.q.type);
+    for (std::int64_t r = 0; r < ur.rows; ++r) {
+      // Rows of one position are adjacent: in decode and on the causal
+      // diagonal they share visibility, which keeps the fast paths busy.
+      const std::int64_t i = ur.i0 + r / g_.group;
+      const std::int64_t h = ur.kv_head * g_.group + r % g_.group;
+      const std::int64_t pos = ur.keys - p_.dims.lq + i;
+      std::int64_t hi = p_.causal ? std::min(ur.keys, pos + 1) : ur.keys;
+      hi = std::max<std::int64_t>(hi, 0);
+      ws_.hi[r] = hi;
+      ws_.head[r] = h;
+      ws_.pos[r] = i;
+      ur.max_hi = std::max(ur.max_hi, hi);
+      float* qrow = ws_.qp.data() + r * p_.dims.d;
+      if (hi == 0) continue;  // sees nothing: its Q is never read
+      const char* src = static_cast<const char*>(p_.q.data) +
+                        (ur.b * p_.q.stride[0] + i * p_.q.stride[1] + h * p_.q.stride[2]) * qsize;
+      convert::load_row(qrow, src, p_.q.type, p_.q.stride[3], p_.dims.d);
+      for (std::int64_t dd = 0; dd < p_.dims.d; ++dd) qrow[dd] *= p_.scale;
+    }
+    return ur;
+  }
+
+  /// Online softmax of the unit's rows over keys [c0, c1) into st.
+  void chunk(const unit_rows& ur, std::int64_t c0, std::int64_t c1, const row_state& st) {
+    reset_state(st, g_, ur.rows);
+    const std::int64_t end = std::min({c1, ur.max_hi, ur.keys});
+    for (std::int64_t j0 = c0; j0 < end; j0 += g_.k_tile) {
+      const std::int64_t kc = std::min(g_.k_tile, end - j0);
+      const std::int64_t kpack = classify(ur, j0, kc);
+      if (kpack == 0) continue;
+      pack_kv(ur, j0, kpack);
+      scores(ur);
+      softmax(ur, st);
+      weighted_values(ur, kpack, st);
+    }
+  }
+
+  /// Writes O and LSE of the unit's rows from a final state.
+  void finish(const unit_rows& ur, const row_state& st) {
+    const std::int64_t dv = p_.dims.dv;
+    const std::int64_t osize = convert::size_of(p_.o.type);
+    float* out = ws_.tmp.data();
+    for (std::int64_t r = 0; r < ur.rows; ++r) {
+      const std::int64_t h = ws_.head[r], i = ws_.pos[r];
+      const float m = st.m[r];
+      float lse = neg_inf;
+      if (m == neg_inf) {
+        std::fill(out, out + dv, 0.0f);  // no visible key: O = 0, LSE = -inf
+      } else {
+        const float* acc = st.acc + r * g_.dv8;
+        const __m256 l = _mm256_set1_ps(st.l[r]);
+        for (std::int64_t e = 0; e < g_.dv8; e += 8)
+          _mm256_storeu_ps(out + e, _mm256_div_ps(_mm256_loadu_ps(acc + e), l));
+        lse = m + std::log(st.l[r]);
+      }
+      char* dst = static_cast<char*>(p_.o.data) +
+                  (ur.b * p_.o.stride[0] + i * p_.o.stride[1] + h * p_.o.stride[2]) * osize;
+      convert::store_row(dst, p_.o.type, p_.o.stride[3], out, dv);
+      if (p_.lse.data)
+        p_.lse.data[ur.b * p_.lse.stride[0] + h * p_.lse.stride[1] + i * p_.lse.stride[2]] = lse;
+    }
+  }
+
+  /// total <- merge(total, part) for every row, by LSE; fixed operation order.
+  void fold(const unit_rows& ur, const row_state& total, const row_state& part, bool first) {
+    for (std::int64_t r = 0; r < ur.rows; ++r) {
+      float* ta = total.acc + r * g_.dv8;
+      const float* pa = part.acc + r * g_.dv8;
+      const float mp = part.m[r];
+      if (first || total.m[r] == neg_inf) {
+        total.m[r] = mp;
+        total.l[r] = part.l[r];
+        std::copy(pa, pa + g_.dv8, ta);
+        continue;
+      }
+      if (mp == neg_inf) continue;
+      const float mt = total.m[r];
+      const float mn = mp > mt ? mp : mt;
+      const float a = simd::exp1(mt - mn), c = simd::exp1(mp - mn);
+      const __m256 av = _mm256_set1_ps(a), cv = _mm256_set1_ps(c);
+      for (std::int64_t e = 0; e < g_.dv8; e += 8)
+        _mm256_storeu_ps(ta + e, _mm256_fmadd_ps(_mm256_loadu_ps(pa + e), cv,
+                                                 _mm256_mul_ps(_mm256_loadu_ps(ta + e), av)));
+      total.l[r] = std::fma(part.l[r], c, total.l[r] * a);
+      total.m[r] = mn;
+    }
+  }
+
+ private:
+  /// Sets kind/vis of every row for block [j0, j0 + kc); returns how many
+  /// leading keys of the block any row sees (0: skip the block).
+  std::int64_t classify(const unit_rows& ur, std::int64_t j0, std::int64_t kc) {
+    std::int64_t kpack = 0;
+    for (std::int64_t r = 0; r < ur.rows; ++r) {
+      std::uint8_t* vis = ws_.vis.data() + r * g_.k_tile8;
+      std::fill(vis, vis + g_.k_tile8, std::uint8_t{0});
+      const std::int64_t cnt = std::clamp<std::int64_t>(ws_.hi[r] - j0, 0, kc);
+      std::int64_t allowed = 0, last = 0;
+      if (!p_.mask.data) {
+        std::fill(vis, vis + cnt, std::uint8_t{1});
+        allowed = last = cnt;
+      } else {
+        const std::uint8_t* mrow = p_.mask.data + ur.b * p_.mask.stride[0] + ws_.head[r] * p_.mask.stride[1] +
+                                   ws_.pos[r] * p_.mask.stride[2];
+        for (std::int64_t jj = 0; jj < cnt; ++jj) {
+          if (mrow[(j0 + jj) * p_.mask.stride[3]] != 0) {
+            vis[jj] = 1;
+            ++allowed;
+            last = jj + 1;
+          }
+        }
+      }
+      ws_.kind[r] = allowed == 0 ? row_kind::none : allowed == kc ? row_kind::all : row_kind::partial;
+      kpack = std::max(kpack, last);
+    }
+    return kpack;
+  }
+
+  /// K block transposed to kt[d][j] and V block to vp[j][e], f32, keys
+  /// [j0, j0 + kpack) only: nothing past what some row sees is read.
+  void pack_kv(const unit_rows& ur, std::int64_t j0, std::int64_t kpack) {
+    const std::int64_t d = p_.dims.d, dv = p_.dims.dv;
+    const std::int64_t esize = convert::size_of(p_.kv.type);
+    const char* kbase = static_cast<const char*>(p_.kv.k);
+    const char* vbase = static_cast<const char*>(p_.kv.v);
+    float* kt = ws_.kt.data();
+    float* tmp = ws_.tmp.data();
+    for (std::int64_t jj = 0; jj < kpack; ++jj) {
+      const std::int64_t j = j0 + jj;
+      convert::load_row(tmp, kbase + p_.kv.k_offset(ur.b, ur.kv_head, j) * esize, p_.kv.type, p_.kv.ks[3], d);
+      for (std::int64_t dd = 0; dd < d; ++dd) kt[dd * g_.k_tile8 + jj] = tmp[dd];
+      float* vrow = ws_.vp.data() + jj * g_.dv8;
+      convert::load_row(vrow, vbase + p_.kv.v_offset(ur.b, ur.kv_head, j) * esize, p_.kv.type, p_.kv.vs[3], dv);
+      std::fill(vrow + dv, vrow + g_.dv8, 0.0f);
+    }
+    for (std::int64_t dd = 0; dd < d; ++dd)
+      std::fill(kt + dd * g_.k_tile8 + kpack, kt + (dd + 1) * g_.k_tile8, 0.0f);
+  }
+
+  template <int NR>
+  void score_rows(std::int64_t r0) {
+    const std::int64_t d = p_.dims.d, ld = g_.k_tile8;
+    const float* q = ws_.qp.data() + r0 * d;
+    float* s = ws_.s.data() + r0 * ld;
+    std::int64_t c = 0;
+    for (; c + 16 <= ld; c += 16) micro::scores<NR, 2>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
+    if (c < ld) micro::scores<NR, 1>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
+  }
+
+  void scores(const unit_rows& ur) {
+    constexpr std::int64_t block = 6;
+    for (std::int64_t r0 = 0; r0 < ur.rows; r0 += block) {
+      const std::int64_t nr = std::min(block, ur.rows - r0);
+      bool any = false;
+      for (std::int64_t r = r0; r < r0 + nr; ++r) any = any || ws_.kind[r] != row_kind::none;
+      if (!any) continue;
+      switch (nr) {
+        case 1: score_rows<1>(r0); break;
+        case 2: score_rows<2>(r0); break;
+        case 3: score_rows<3>(r0); break;
+        case 4: score_rows<4>(r0); break;
+        case 5: score_rows<5>(r0); break;
+        default: score_rows<6>(r0); break;
+      }
+    }
+  }
+
+  /// Masks scores by selection (never arithmetic), updates max and sum,
+  /// rescales on a rising max, leaves P in the score buffer.
+  void softmax(const unit_rows& ur, const row_state& st) {
+    const std::int64_t ld = g_.k_tile8;
+    const __m256 ninf = _mm256_set1_ps(neg_inf);
+    for (std::int64_t r = 0; r < ur.rows; ++r) {
+      if (ws_.kind[r] == row_kind::none) continue;
+      float* s = ws_.s.data() + r * ld;
+      const std::uint8_t* vis = ws_.vis.data() + r * ld;
+      __m256 mx = ninf;
+      for (std::int64_t c = 0; c < ld; c += 8) {
+        const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(vis + c));
+        const __m256 keep = _mm256_castsi256_ps(
+            _mm256_cmpgt_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_setzero_si256()));
+        const __m256 x = _mm256_blendv_ps(ninf, _mm256_loadu_ps(s + c), keep);
+        _mm256_storeu_ps(s + c, x);
+        mx = _mm256_max_ps(mx, x);
+      }
+      const float mb = simd::hmax(mx);
+      const float m_old = st.m[r];
+      const float m_new = mb > m_old ? mb : m_old;
+      if (m_new == neg_inf) {
+        ws_.kind[r] = row_kind::none;  // every visible score is -inf: all weights 0
+        continue;
+      }
+      float* acc = st.acc + r * g_.dv8;
+      if (m_new > m_old) {
+        if (m_old != neg_inf) {
+          const float alpha = simd::exp1(m_old - m_new);
+          const __m256 av = _mm256_set1_ps(alpha);
+          for (std::int64_t e = 0; e < g_.dv8; e += 8)
+            _mm256_storeu_ps(acc + e, _mm256_mul_ps(_mm256_loadu_ps(acc + e), av));
+          st.l[r] *= alpha;
+        }
+        st.m[r] = m_new;
+      }
+      const __m256 mv = _mm256_set1_ps(m_new);
+      __m256 sum = _mm256_setzero_ps();
+      for (std::int64_t c = 0; c < ld; c += 8) {
+        const __m256 x = _mm256_loadu_ps(s + c);
+        const __m256 live = _mm256_cmp_ps(x, ninf, _CMP_NEQ_UQ);
+        const __m256 pv = _mm256_and_ps(simd::exp8(_mm256_sub_ps(x, mv)), live);
+        _mm256_storeu_ps(s + c, pv);
+        sum = _mm256_add_ps(sum, pv);
+      }
+      st.l[r] += simd::hsum(sum);
+    }
+  }
+
+  template <int NR, int NE>
+  void values_block(std::int64_t r0, std::int64_t e0, std::int64_t kc, const row_state& st) {
+    micro::weighted_values<NR, NE>(ws_.s.data() + r0 * g_.k_tile8, g_.k_tile8, ws_.vp.data() + e0, g_.dv8, kc,
+                                   st.acc + r0 * g_.dv8 + e0, g_.dv8);
+  }
+
+  template <int NR>
+  void values_rows(std::int64_t r0, std::int64_t kc, const row_state& st) {
+    std::int64_t e = 0;
+    for (; e + 24 <= g_.dv8; e += 24) values_block<NR, 3>(r0, e, kc, st);
+    if (g_.dv8 - e == 16) values_block<NR, 2>(r0, e, kc, st);
+    if (g_.dv8 - e == 8) values_block<NR, 1>(r0, e, kc, st);
+  }
+
+  /// acc += P V. Groups of rows that see the whole block take the register
+  /// kernel; others add only their visible keys, with the same FMA chain.
+  void weighted_values(const unit_rows& ur, std::int64_t kpack, const row_state& st) {
+    constexpr std::int64_t block = 4;
+    for (std::int64_t r0 = 0; r0 < ur.rows; r0 += block) {
+      const std::int64_t nr = std::min(block, ur.rows - r0);
+      bool all = true;
+      for (std::int64_t r = r0; r < r0 + nr; ++r) all = all && ws_.kind[r] == row_kind::all;
+      if (all) {
+        switch (nr) {
+          case 1: values_rows<1>(r0, kpack, st); break;
+          case 2: values_rows<2>(r0, kpack, st); break;
+          case 3: values_rows<3>(r0, kpack, st); break;
+          default: values_rows<4>(r0, kpack, st); break;
+        }
+        continue;
+      }
+      for (std::int64_t r = r0; r < r0 + nr; ++r) {
+        if (ws_.kind[r] == row_kind::none) continue;
+        const float* pr = ws_.s.data() + r * g_.k_tile8;
+        const std::uint8_t* vis = ws_.vis.data() + r * g_.k_tile8;
+        float* acc = st.acc + r * g_.dv8;
+        for (std::int64_t jj = 0; jj < kpack; ++jj) {
+          if (!vis[jj]) continue;  // skipped, never multiplied: V there may be NaN
+          const __m256 pb = _mm256_broadcast_ss(pr + jj);
+          const float* v = ws_.vp.data() + jj * g_.dv8;
+          for (std::int64_t e = 0; e < g_.dv8; e += 8)
+            _mm256_storeu_ps(acc + e, _mm256_fmadd_ps(pb, _mm256_loadu_ps(v + e), _mm256_loadu_ps(acc + e)));
+        }
+      }
+    }
+  }
+
+  const problem& p_;
+  const geometry& g_;
+  workspace& ws_;
+};
+
+geometry plan(const problem& p, const config& cfg) {
+  geometry g;
+  g.group = p.dims.hq / p.dims.hkv;
+  g.q_tile = std::min(cfg.q_tile, p.dims.lq);
+  g.rows = g.group * g.q_tile;
+  g.q_tiles = (p.dims.lq + g.q_tile - 1) / g.q_tile;
+  g.units = p.dims.b * p.dims.hkv * g.q_tiles;
+  g.k_tile = cfg.k_tile;
+  g.k_tile8 = round8(cfg.k_tile);
+  g.split = cfg.split_keys;
+  g.chunks = std::max<std::int64_t>(1, (p.dims.lk + g.split - 1) / g.split);
+  g.dv8 = round8(p.dims.dv);
+  return g;
+}
+
+workspace& thread_workspace() {
+  thread_local workspace ws;
+  return ws;
+}
+
+}  // namespace
+
+void run(const problem& p, const config& cfg) {
+  const geometry g = plan(p, cfg);
+  auto& pool = thread_pool::instance();
+  // Split chunks across threads only when units alone cannot fill them; the
+  // bits are the same either way (same chunks, same fold order).
+  const std::int64_t split_tasks = g.units * g.chunks;
+  const bool split = g.chunks > 1 && g.units < 2 * cfg.threads && split_tasks * state_floats(g) <= (16ll << 20);
+  if (!split) {
+    pool.run(cfg.threads, g.units, [&](std::int64_t u, int) {
+      workspace& ws = thread_workspace();
+      ws.ensure(p, g);
+      unit_runner runner(p, g, ws);
+      const unit_rows ur = runner.setup(u);
+      const row_state part = view_state(ws.chunk.data(), g), total = view_state(ws.total.data(), g);
+      for (std::int64_t c = 0; c < g.chunks; ++c) {
+        runner.chunk(ur, c * g.split, (c + 1) * g.split, part);
+        runner.fold(ur, total, part, c == 0);
+      }
+      runner.finish(ur, total);
+    });
+    return;
+  }
+  std::vector<float> parts(static_cast<std::size_t>(split_tasks * state_floats(g)));
+  pool.run(cfg.threads, split_tasks, [&](std::int64_t t, int) {
+    workspace& ws = thread_workspace();
+    ws.ensure(p, g);
+    unit_runner runner(p, g, ws);
+    const std::int64_t u = t / g.chunks, c = t % g.chunks;
+    const unit_rows ur = runner.setup(u);
+    runner.chunk(ur, c * g.split, (c + 1) * g.split, view_state(parts.data() + t * state_floats(g), g));
+  });
+  pool.run(cfg.threads, g.units, [&](std::int64_t u, int) {
+    workspace& ws = thread_workspace();
+    ws.ensure(p, g);
+    unit_runner runner(p, g, ws);
+    const unit_rows ur = runner.setup(u);
+    const row_state total = view_state(ws.total.data(), g);
+    for (std::int64_t c = 0; c < g.chunks; ++c)
+      runner.fold(ur, total, view_state(parts.data() + (u * g.chunks + c) * state_floats(g), g), c == 0);
+    runner.finish(ur, total);
+  });
+}
+
+}  // namespace attnimpl::engine

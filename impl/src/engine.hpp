@@ -1,0 +1,54 @@
+// The shared attention engine: plain and paged-cache attention both describe
+// their keys with a kv_source and call run(). One code path, one reduction
+// order, so prefill and decode agree bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "attnimpl/attention.hpp"
+
+namespace attnimpl::engine {
+
+/// Where key/value row (b, j, g) lives. Contiguous: base + b*s0 + j*s1 + g*s2.
+/// Paged: page = table[b * table_stride + j / page_size]; slot = j % page_size;
+/// row at base + page * page_stride + slot * s1 + g * s2. All in elements.
+struct kv_source {
+  const void* k = nullptr;
+  const void* v = nullptr;
+  dtype type = dtype::f32;
+  strides4 ks{}, vs{};
+  const std::int32_t* table = nullptr;  ///< null: contiguous
+  std::int64_t table_stride = 0;
+  std::int64_t page_size = 1;
+  std::int64_t k_page_stride = 0, v_page_stride = 0;
+
+  std::int64_t k_offset(std::int64_t b, std::int64_t g, std::int64_t j) const {
+    if (!table) return b * ks[0] + j * ks[1] + g * ks[2];
+    const std::int64_t page = table[b * table_stride + j / page_size];
+    return page * k_page_stride + (j % page_size) * ks[1] + g * ks[2];
+  }
+  std::int64_t v_offset(std::int64_t b, std::int64_t g, std::int64_t j) const {
+    if (!table) return b * vs[0] + j * vs[1] + g * vs[2];
+    const std::int64_t page = table[b * table_stride + j / page_size];
+    return page * v_page_stride + (j % page_size) * vs[1] + g * vs[2];
+  }
+};
+
+/// A validated problem. key_len[b] (or lk) keys exist for batch b; only
+/// keys below it are ever read.
+struct problem {
+  shape dims;
+  tensor_in q;
+  kv_source kv;
+  tensor_out o;
+  lse_out lse;
+  float scale = 1.0f;
+  bool causal = false;
+  const std::int64_t* key_len = nullptr;
+  mask_in mask;
+};
+
+/// Computes the problem with a resolved config (every field > 0).
+void run(const problem& p, const config& cfg);
+
+}  // namespace attnimpl::engine

@@ -1,0 +1,51 @@
+// Register-blocked tile products. Each output element is one fixed chain of
+// FMAs in index order (over d for scores, over keys for P.V), whatever the
+// block shape, so a row's bits never depend on which rows share its tile.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace attnimpl::micro {
+
+/// s[r][c] = sum_dd q[r][dd] * kt[dd][c] for NR rows and NV*8 columns.
+template <int NR, int NV>
+inline void scores(const float* q, std::int64_t ldq, const float* kt, std::int64_t ldk, std::int64_t d,
+                   float* s, std::int64_t lds) {
+  __m256 acc[NR][NV];
+  for (int r = 0; r < NR; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
+  for (std::int64_t dd = 0; dd < d; ++dd) {
+    __m256 kv[NV];
+    for (int v = 0; v < NV; ++v) kv[v] = _mm256_loadu_ps(kt + dd * ldk + 8 * v);
+    for (int r = 0; r < NR; ++r) {
+      const __m256 qb = _mm256_broadcast_ss(q + r * ldq + dd);
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(qb, kv[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(s + r * lds + 8 * v, acc[r][v]);
+}
+
+/// acc[r][e] += sum_{j < kc} p[r][j] * v[j][e] for NR rows and NE*8 columns,
+/// one FMA per (j, e) in increasing j.
+template <int NR, int NE>
+inline void weighted_values(const float* p, std::int64_t ldp, const float* v, std::int64_t ldv, std::int64_t kc,
+                            float* acc, std::int64_t lda) {
+  __m256 a[NR][NE];
+  for (int r = 0; r < NR; ++r)
+    for (int e = 0; e < NE; ++e) a[r][e] = _mm256_loadu_ps(acc + r * lda + 8 * e);
+  for (std::int64_t j = 0; j < kc; ++j) {
+    __m256 vv[NE];
+    for (int e = 0; e < NE; ++e) vv[e] = _mm256_loadu_ps(v + j * ldv + 8 * e);
+    for (int r = 0; r < NR; ++r) {
+      const __m256 pb = _mm256_broadcast_ss(p + r * ldp + j);
+      for (int e = 0; e < NE; ++e) a[r][e] = _mm256_fmadd_ps(pb, vv[e], a[r][e]);
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    for (int e = 0; e < NE; ++e) _mm256_storeu_ps(acc + r * lda + 8 * e, a[r][e]);
+}
+
+}  // namespace attnimpl::micro

@@ -1,0 +1,130 @@
+// Laws that need no tolerance: thread-count invariance, batch invariance,
+// masked-value independence (NaN in masked slots changes nothing).
+#include <gtest/gtest.h>
+
+#include "support.hpp"
+
+namespace {
+
+using namespace attnimpl_test;
+
+std::vector<problem_spec> varied_specs() {
+  std::vector<problem_spec> out;
+  std::uint64_t seed = 500;
+  for (int mask = 0; mask < 4; ++mask)
+    for (bool causal : {false, true})
+      for (dtype t : {dtype::f32, dtype::bf16, dtype::f16}) {
+        problem_spec s;
+        s.dims = {.b = 3, .hq = 6, .hkv = 2, .lq = 5, .lk = 11, .d = 5, .dv = 3};
+        s.causal = causal;
+        s.padding = mask % 2 == 1;
+        s.mask = mask;
+        s.type = t;
+        s.lay = static_cast<layout>(mask % 3);
+        s.seed = ++seed;
+        out.push_back(s);
+      }
+  return out;
+}
+
+TEST(bitwise, thread_count_never_changes_bits) {
+  for (const problem_spec& s : varied_specs()) {
+    // split_keys 4 with few units makes some thread counts split the keys.
+    const attnimpl::config base{.threads = 1, .q_tile = 2, .k_tile = 2, .split_keys = 4};
+    problem p = make_problem(s);
+    run(p, base);
+    const auto expected = output_bits(p);
+    for (int threads : {2, 3, 8}) {
+      attnimpl::config cfg = base;
+      cfg.threads = threads;
+      problem again = make_problem(s);
+      run(again, cfg);
+      ASSERT_EQ(output_bits(again), expected) << again.line() << " threads=" << threads;
+    }
+  }
+}
+
+TEST(bitwise, split_kv_across_threads_equals_sequential_chunks) {
+  // One unit, many chunks: 8 threads take the split path, 1 thread folds in place.
+  problem_spec s;
+  s.dims = {.b = 1, .hq = 4, .hkv = 1, .lq = 1, .lk = 97, .d = 17, .dv = 9};
+  s.seed = 3;
+  for (int threads : {1, 8}) {
+    problem p = make_problem(s);
+    run(p, {.threads = threads, .k_tile = 3, .split_keys = 9});
+    static std::vector<std::uint32_t> first;
+    if (threads == 1) first = output_bits(p);
+    else ASSERT_EQ(output_bits(p), first) << p.line();
+  }
+}
+
+TEST(bitwise, a_row_alone_equals_it_inside_a_batch) {
+  for (const problem_spec& s : varied_specs()) {
+    const attnimpl::config cfg{.threads = 2, .q_tile = 3, .k_tile = 2, .split_keys = 4};
+    problem batch = make_problem(s);
+    run(batch, cfg);
+    const auto& d = s.dims;
+    if (batch.mask_dims[0] > 1) continue;  // per-batch masks would need slicing; the others broadcast
+    for (std::int64_t b = 0; b < d.b; ++b)
+      for (std::int64_t i = 0; i < d.lq; ++i) {
+        // One batch element, one query row: keys keep their positions, the
+        // causal offset is kept by giving the row's own Lq = 1 and trimming keys.
+        problem alone = batch;
+        alone.dims.b = 1;
+        alone.dims.lq = 1;
+        const std::int64_t n = batch.key_len.empty() ? d.lk : batch.key_len[static_cast<std::size_t>(b)];
+        std::int64_t keys = batch.causal ? std::max<std::int64_t>(0, n - d.lq + i + 1) : n;
+        alone.key_len = {keys};
+        alone.q = buffer::make(s.type, {1, 1, d.hq, d.d}, layout::dense);
+        alone.k = buffer::make(s.type, {1, d.lk, d.hkv, d.d}, layout::dense);
+        alone.v = buffer::make(s.type, {1, d.lk, d.hkv, d.dv}, layout::dense);
+        alone.o = buffer::make(s.type, {1, 1, d.hq, d.dv}, layout::dense);
+        alone.lse.assign(static_cast<std::size_t>(d.hq), 0.0f);
+        for (std::int64_t h = 0; h < d.hq; ++h)
+          for (std::int64_t e = 0; e < d.d; ++e) alone.q.set(0, 0, h, e, batch.q.get(b, i, h, e));
+        for (std::int64_t j = 0; j < d.lk; ++j)
+          for (std::int64_t g = 0; g < d.hkv; ++g) {
+            for (std::int64_t e = 0; e < d.d; ++e) alone.k.set(0, j, g, e, batch.k.get(b, j, g, e));
+            for (std::int64_t e = 0; e < d.dv; ++e) alone.v.set(0, j, g, e, batch.v.get(b, j, g, e));
+          }
+        if (alone.mask_dims[0]) {
+          // broadcast masks: keep row i's slice (dims 1 x 1 x 1 x lk)
+          std::vector<std::uint8_t> row;
+          for (std::int64_t j = 0; j < d.lk; ++j) row.push_back(batch.visible(b, 0, i, j) || j >= keys ? 1 : 0);
+          // visible() also applies causal/padding; those are re-applied by key_len, so only the mask bits matter
+          alone.mask_dims = {1, 1, 1, d.lk};
+          alone.mask.clear();
+          for (std::int64_t j = 0; j < d.lk; ++j) {
+            const std::int64_t mj = batch.mask_dims[3] == 1 ? 0 : j;
+            const std::int64_t mi = batch.mask_dims[2] == 1 ? 0 : i;
+            alone.mask.push_back(batch.mask[static_cast<std::size_t>(mi * batch.mask_dims[3] + mj)]);
+          }
+        }
+        alone.causal = false;  // keys beyond the row's position are cut by key_len instead
+        run(alone, cfg);
+        for (std::int64_t h = 0; h < d.hq; ++h) {
+          for (std::int64_t e = 0; e < d.dv; ++e)
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(alone.o.get(0, 0, h, e)),
+                      std::bit_cast<std::uint32_t>(batch.o.get(b, i, h, e)))
+                << batch.line() << " b=" << b << " i=" << i << " h=" << h << " e=" << e;
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(alone.lse[static_cast<std::size_t>(h)]),
+                    std::bit_cast<std::uint32_t>(batch.lse[static_cast<std::size_t>((b * d.hq + h) * d.lq + i)]))
+              << batch.line() << " b=" << b << " i=" << i << " h=" << h;
+        }
+      }
+  }
+}
+
+TEST(bitwise, nan_in_masked_slots_changes_nothing) {
+  for (const problem_spec& s : varied_specs()) {
+    const attnimpl::config cfg{.threads = 2, .q_tile = 2, .k_tile = 3, .split_keys = 6};
+    problem clean = make_problem(s);
+    run(clean, cfg);
+    problem poisoned = make_problem(s);
+    poison_masked(poisoned);
+    run(poisoned, cfg);
+    ASSERT_EQ(output_bits(poisoned), output_bits(clean)) << clean.line();
+  }
+}
+
+}  // namespace

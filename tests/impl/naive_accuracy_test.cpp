@@ -1,0 +1,114 @@
+// Every output element within the SPEC bound of a double-precision naive
+// attention, over shapes around the tile sizes, GQA groups, masks and types.
+// NaN/inf are checked before the bound. (The multiprecision oracle grid is in
+// oracle_grid_test.cpp; this one reaches the large D and head counts cheaply.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "naive.hpp"
+
+namespace {
+
+using namespace attnimpl_test;
+
+void expect_within_bound(problem& p, const attnimpl::config& cfg) {
+  run(p, cfg);
+  const naive_result ref = naive_attention(p, cfg);
+  const auto& d = p.dims;
+  double worst_ratio = 0;
+  for (std::int64_t b = 0; b < d.b; ++b)
+    for (std::int64_t i = 0; i < d.lq; ++i)
+      for (std::int64_t h = 0; h < d.hq; ++h)
+        for (std::int64_t e = 0; e < d.dv; ++e) {
+          const std::size_t at = static_cast<std::size_t>(((b * d.lq + i) * d.hq + h) * d.dv + e);
+          const double got = p.o.get(b, i, h, e);
+          ASSERT_FALSE(std::isnan(got)) << p.line() << " O[" << b << "," << i << "," << h << "," << e << "]";
+          ASSERT_TRUE(std::isfinite(got)) << p.line() << " O[" << b << "," << i << "," << h << "," << e << "]";
+          const double err = std::fabs(got - ref.o[at]);
+          ASSERT_TRUE(std::isfinite(ref.bound[at])) << p.line();
+          worst_ratio = std::max(worst_ratio, err / ref.bound[at]);
+          ASSERT_LE(err, ref.bound[at]) << p.line() << " O[" << b << "," << i << "," << h << "," << e
+                                        << "] expected " << ref.o[at] << " got " << got << " bound "
+                                        << ref.bound[at];
+        }
+  for (std::size_t at = 0; at < p.lse.size(); ++at) {
+    if (std::isinf(ref.lse[at])) {
+      ASSERT_EQ(p.lse[at], -INFINITY) << p.line() << " LSE[" << at << "]";
+    } else {
+      ASSERT_TRUE(std::isfinite(p.lse[at])) << p.line() << " LSE[" << at << "]";
+      // LSE = m + log l: a few ulps of its magnitude plus the bound on log l.
+      ASSERT_NEAR(p.lse[at], ref.lse[at], 1e-5 * (1 + std::fabs(ref.lse[at]))) << p.line();
+    }
+  }
+}
+
+struct grid_point {
+  std::int64_t tile, g, hkv, lq, lk, d, dv;
+};
+
+TEST(naive_accuracy, lengths_around_tiles_groups_and_head_dims) {
+  const std::int64_t ds[] = {1, 3, 8, 63, 64, 128};
+  const std::int64_t groups[] = {1, 2, 3, 4, 8};
+  std::uint64_t seed = 100;
+  for (std::int64_t tile : {2, 3}) {
+    const std::int64_t lengths[] = {1, tile - 1 > 0 ? tile - 1 : 1, tile, tile + 1, 2 * tile + 1, 7};
+    for (std::size_t li = 0; li < 6; ++li)
+      for (std::size_t gi = 0; gi < 5; ++gi) {
+        ++seed;
+        problem_spec s;
+        const std::int64_t d = ds[(li + gi) % 6];
+        s.dims = {.b = 2, .hq = groups[gi] * (gi % 2 ? 2 : 1), .hkv = gi % 2 ? 2 : 1,
+                  .lq = lengths[(li + 2) % 6], .lk = lengths[li], .d = d, .dv = d == 64 ? 24 : d + 1};
+        s.causal = (li + gi) % 2 == 0;
+        s.padding = (li + gi) % 3 == 0;
+        s.mask = static_cast<int>((li * 5 + gi) % 4);
+        s.type = static_cast<dtype>((li + 2 * gi) % 3);
+        s.lay = static_cast<layout>((li + gi) % 3);
+        s.seed = seed;
+        problem p = make_problem(s);
+        expect_within_bound(p, {.threads = 2, .q_tile = tile, .k_tile = tile, .split_keys = 2 * tile});
+      }
+  }
+}
+
+TEST(naive_accuracy, many_heads_long_rows_and_splits) {
+  problem_spec s;
+  s.dims = {.b = 1, .hq = 32, .hkv = 4, .lq = 5, .lk = 300, .d = 128, .dv = 40};
+  s.causal = true;
+  s.seed = 7;
+  problem p = make_problem(s);
+  expect_within_bound(p, {.threads = 2, .q_tile = 3, .k_tile = 16, .split_keys = 64});
+}
+
+TEST(naive_accuracy, default_config_prefill) {
+  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) {
+    problem_spec s;
+    s.dims = {.b = 2, .hq = 4, .hkv = 2, .lq = 77, .lk = 77, .d = 64, .dv = 64};
+    s.causal = true;
+    s.padding = true;
+    s.type = t;
+    s.seed = 8;
+    problem p = make_problem(s);
+    expect_within_bound(p, {});
+  }
+}
+
+TEST(naive_accuracy, fully_masked_rows_are_zero_with_minus_infinity_lse) {
+  problem_spec s;
+  s.dims = {.b = 2, .hq = 2, .hkv = 1, .lq = 4, .lk = 3, .d = 3, .dv = 2};
+  s.causal = true;  // lq > lk: the first row sees nothing
+  s.seed = 9;
+  problem p = make_problem(s);
+  p.key_len = {3, 0};  // the second batch element has an empty cache
+  run(p, {.k_tile = 2});
+  for (std::int64_t h = 0; h < 2; ++h) {
+    for (std::int64_t e = 0; e < 2; ++e) {
+      EXPECT_EQ(p.o.get(0, 0, h, e), 0.0f);
+      for (std::int64_t i = 0; i < 4; ++i) EXPECT_EQ(p.o.get(1, i, h, e), 0.0f);
+    }
+    EXPECT_EQ(p.lse[static_cast<std::size_t>(h * 4)], -INFINITY);
+  }
+}
+
+}  // namespace
