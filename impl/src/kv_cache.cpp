@@ -1,0 +1,131 @@
+// Paged KV cache: page pool, block tables, append, and attend through the
+// shared engine with a paged kv_source.
+#include "attnimpl/kv_cache.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "convert.hpp"
+#include "engine.hpp"
+
+namespace attnimpl {
+
+namespace detail {
+status check_common(const shape& s, const config& cfg);
+}
+
+status paged_kv_cache::create(const kv_cache_config& cfg_in, std::vector<std::int32_t> page_order,
+                              std::optional<paged_kv_cache>& out) {
+  kv_cache_config cfg = cfg_in;
+  if (cfg.max_pages_per_seq == 0) cfg.max_pages_per_seq = cfg.pages;
+  if (cfg.batch < 1 || cfg.hkv < 1 || cfg.d < 1 || cfg.dv < 1)
+    return status::invalid("batch, hkv, d and dv must be >= 1");
+  if (cfg.d > 65536 || cfg.dv > 65536 || cfg.hkv > 65536) return status::invalid("hkv, d, dv must be <= 65536");
+  if (cfg.page_size < 1 || cfg.page_size > (1 << 20)) return status::invalid("page_size must be in [1, 2^20]");
+  if (cfg.pages < 0 || cfg.pages > (std::int64_t{1} << 30)) return status::invalid("pages must be in [0, 2^30]");
+  if (cfg.max_pages_per_seq < 0 || cfg.max_pages_per_seq > cfg.pages)
+    return status::invalid("max_pages_per_seq must be in [0, pages]");
+  if (cfg.type != dtype::f32 && cfg.type != dtype::f16 && cfg.type != dtype::bf16)
+    return status::invalid("unknown dtype");
+  const std::int64_t esize = convert::size_of(cfg.type);
+  const double bytes = static_cast<double>(cfg.pages) * static_cast<double>(cfg.page_size) *
+                       static_cast<double>(cfg.hkv) * static_cast<double>(cfg.d + cfg.dv) * static_cast<double>(esize);
+  if (bytes > static_cast<double>(std::int64_t{1} << 40)) return status::invalid("pool larger than 1 TiB");
+  if (page_order.empty()) {
+    for (std::int64_t p = 0; p < cfg.pages; ++p) page_order.push_back(static_cast<std::int32_t>(p));
+  } else {
+    if (static_cast<std::int64_t>(page_order.size()) != cfg.pages)
+      return status::invalid("page_order must list every page exactly once");
+    std::vector<char> seen(static_cast<std::size_t>(cfg.pages), 0);
+    for (std::int32_t p : page_order) {
+      if (p < 0 || p >= cfg.pages || seen[static_cast<std::size_t>(p)])
+        return status::invalid("page_order must be a permutation of [0, pages)");
+      seen[static_cast<std::size_t>(p)] = 1;
+    }
+  }
+  paged_kv_cache c;
+  c.cfg_ = cfg;
+  c.k_pool_.assign(static_cast<std::size_t>(cfg.pages * cfg.page_size * cfg.hkv * cfg.d * esize), 0);
+  c.v_pool_.assign(static_cast<std::size_t>(cfg.pages * cfg.page_size * cfg.hkv * cfg.dv * esize), 0);
+  c.table_.assign(static_cast<std::size_t>(cfg.batch * cfg.max_pages_per_seq), -1);
+  c.free_.assign(page_order.rbegin(), page_order.rend());  // back() is page_order[0]
+  c.lengths_.assign(static_cast<std::size_t>(cfg.batch), 0);
+  out = std::move(c);
+  return status::success();
+}
+
+status paged_kv_cache::append(std::int64_t seq, std::int64_t count, const kv_tokens& t) {
+  if (seq < 0 || seq >= cfg_.batch) return status::invalid("seq out of range");
+  if (count < 0) return status::invalid("count must be >= 0");
+  if (count == 0) return status::success();
+  if (!t.k || !t.v) return status::invalid("k and v must not be null");
+  const std::int64_t n = lengths_[static_cast<std::size_t>(seq)];
+  const std::int64_t end = n + count;
+  const std::int64_t pages_needed = (end + cfg_.page_size - 1) / cfg_.page_size;
+  if (pages_needed > cfg_.max_pages_per_seq) return status::invalid("sequence would exceed max_pages_per_seq");
+  const std::int64_t have = (n + cfg_.page_size - 1) / cfg_.page_size;
+  if (pages_needed - have > static_cast<std::int64_t>(free_.size())) return status::invalid("page pool exhausted");
+  std::int32_t* row = table_.data() + seq * cfg_.max_pages_per_seq;
+  for (std::int64_t p = have; p < pages_needed; ++p) {
+    row[p] = free_.back();
+    free_.pop_back();
+  }
+  const std::int64_t esize = convert::size_of(cfg_.type);
+  const auto copy = [&](unsigned char* pool, const void* src, const std::array<std::int64_t, 3>& st,
+                        std::int64_t width) {
+    const unsigned char* s = static_cast<const unsigned char*>(src);
+    for (std::int64_t tok = 0; tok < count; ++tok) {
+      const std::int64_t pos = n + tok;
+      const std::int64_t page = row[pos / cfg_.page_size];
+      unsigned char* dst = pool + ((page * cfg_.page_size + pos % cfg_.page_size) * cfg_.hkv * width) * esize;
+      for (std::int64_t g = 0; g < cfg_.hkv; ++g)
+        for (std::int64_t e = 0; e < width; ++e)
+          std::memcpy(dst + (g * width + e) * esize, s + (tok * st[0] + g * st[1] + e * st[2]) * esize,
+                      static_cast<std::size_t>(esize));
+    }
+  };
+  copy(k_pool_.data(), t.k, t.k_stride, cfg_.d);
+  copy(v_pool_.data(), t.v, t.v_stride, cfg_.dv);
+  lengths_[static_cast<std::size_t>(seq)] = end;
+  return status::success();
+}
+
+status paged_kv_cache::attend(const cache_attention_args& a, const config& cfg) const {
+  shape s;
+  s.b = cfg_.batch;
+  s.hq = a.hq;
+  s.hkv = cfg_.hkv;
+  s.lq = a.lq;
+  s.lk = *std::max_element(lengths_.begin(), lengths_.end());
+  s.d = cfg_.d;
+  s.dv = cfg_.dv;
+  if (status st = detail::check_common(s, cfg); !st.ok()) return st;
+  if (a.lq == 0) return status::success();
+  if (!a.q.data || !a.o.data) return status::invalid("q and o must not be null");
+  for (dtype t : {a.q.type, a.o.type})
+    if (t != dtype::f32 && t != dtype::f16 && t != dtype::bf16) return status::invalid("unknown dtype");
+  engine::problem p;
+  p.dims = s;
+  p.q = a.q;
+  p.kv.k = k_pool_.data();
+  p.kv.v = v_pool_.data();
+  p.kv.type = cfg_.type;
+  p.kv.ks = {0, cfg_.hkv * cfg_.d, cfg_.d, 1};
+  p.kv.vs = {0, cfg_.hkv * cfg_.dv, cfg_.dv, 1};
+  p.kv.table = table_.data();
+  p.kv.table_stride = cfg_.max_pages_per_seq;
+  p.kv.page_size = cfg_.page_size;
+  p.kv.k_page_stride = cfg_.page_size * cfg_.hkv * cfg_.d;
+  p.kv.v_page_stride = cfg_.page_size * cfg_.hkv * cfg_.dv;
+  p.o = a.o;
+  p.lse = a.lse;
+  p.scale = a.scale ? *a.scale : default_scale(s.d);
+  p.causal = a.causal;
+  p.key_len = lengths_.data();
+  p.mask = a.mask;
+  engine::run(p, resolve(cfg));
+  return status::success();
+}
+
+}  // namespace attnimpl
