@@ -49,7 +49,11 @@ void check_nesting(std::string_view text) {
 std::string strip_nlohmann_tag(const std::string& what) {
   // "[json.exception.parse_error.101] parse error at line 1, column 5: ..." -> "parse error at ..."
   const auto close = what.find("] ");
-  return what.rfind("[json.exception.", 0) == 0 && close != std::string::npos ? what.substr(close + 2) : what;
+  std::string s = what.rfind("[json.exception.", 0) == 0 && close != std::string::npos ? what.substr(close + 2) : what;
+  // The message quotes the offending bytes; keep the line printable ASCII.
+  for (char& ch : s)
+    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
+  return s;
 }
 
 json parse_json(std::string_view text) {

@@ -72,8 +72,17 @@ std::string format_case_file(const case_record& r) {
   j["q"] = tensor_json(c.q);
   j["k"] = tensor_json(c.k);
   j["v"] = tensor_json(c.v);
-  // replace: free-text fields with invalid UTF-8 must not make saving throw.
-  return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
+  // One field per line, each value compact: shapes stay readable and a diff
+  // of two saved cases lines up. replace: free text with invalid UTF-8 must
+  // not make saving throw.
+  std::string text = "{\n";
+  bool first = true;
+  for (const auto& item : j.items()) {
+    text += first ? "  " : ",\n  ";
+    first = false;
+    text += ojson(item.key()).dump() + ": " + item.value().dump(-1, ' ', false, ojson::error_handler_t::replace);
+  }
+  return text + "\n}\n";
 }
 
 void write_case_file(const std::string& path, const case_record& r) {
