@@ -69,6 +69,7 @@ void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vecto
         keys.clear();
         bool scores_finite = true;
         double worst_partial = 0;  // largest |partial dot| the subject can hold
+        double worst_score_error = 0;  // max_j |S_hat_j - S_j| <= gamma_(D+2) T_j + underflow
         for (std::int64_t j = 0; j < c.lk; ++j) {
           if (!c.visible(bi, h, i, j)) continue;
           double raw = 0, q_abs = 0, k_abs = 0;
@@ -93,6 +94,7 @@ void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vecto
             scores_finite = false;
           }
           worst_partial = std::max({worst_partial, raw, t});
+          worst_score_error = std::max(worst_score_error, g_dot * t + dot_underflow);
           const double phi = g_dot * t + 2 * u * gap_j + (c_exp + 2) * u * (nb + 1) + g_sum + dot_underflow;
           // P_j * (exp(Phi_j) - 1); when P_j underflowed in double, the same
           // product from logs, so a far key never turns 0 * inf into NaN.
@@ -119,7 +121,12 @@ void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vecto
         if (scores_finite && std::isfinite(lse)) {
           lse_bound = f * (std::log1p(b) + c_exp * u * std::fabs(log_sum[row]) + (u + u_lse) * std::fabs(lse)) +
                       f * eta_c * (nb + 2) * nv + eta_lse / 2;
-          lse_bound = unbounded_if_nan(lse_bound);
+          // Any weights: LSE_hat and LSE both lie within log(n) above their
+          // maxima m_hat and m, which differ by at most one score's error.
+          const double hull = f * (worst_score_error + std::log(nv) + 2 * g_sum + c_exp * u +
+                                   (u + u_lse) * std::fabs(lse)) +
+                              eta_lse / 2;
+          lse_bound = std::min(unbounded_if_nan(lse_bound), g_sum <= k::hull_gamma_limit ? hull : inf);
           if (unbounded || std::fabs(lse) + lse_bound > lse_max) lse_bound = inf;
         }
         r.lse_bound[row] = lse_bound;

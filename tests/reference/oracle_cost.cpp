@@ -1,0 +1,107 @@
+// oracle_cost: measures the oracle's cost per multiply-add in each real type
+// against plain double, on one fixed case, in one run. Not a test (timings
+// are not pass/fail); docs/oracle.md quotes its output and command.
+//
+// Usage: oracle_cost [min_seconds_per_type]   (default 1.0, range > 0)
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "oracle_backends.hpp"
+
+namespace attncheck {
+namespace {
+
+// Shapes of a small prefill: GQA, D = Dv = 64, causal off so every pair counts.
+attn_case cost_case() {
+  attn_case c;
+  c.b = 1;
+  c.hq = 4;
+  c.hkv = 2;
+  c.lq = 16;
+  c.lk = 64;
+  c.d = 64;
+  c.dv = 64;
+  c.values = value_kind::normal;
+  c.seed = 1;
+  materialize(c);
+  return c;
+}
+
+// Runs naive_attention<Real> repeatedly for at least min_seconds; returns
+// seconds per multiply-add (B Hq Lq Lk (D + Dv) per run; exp, log and the
+// divisions are amortized into that count).
+template <class Real>
+double seconds_per_madd(const attn_case& c, double min_seconds) {
+  const double madds = static_cast<double>(c.b * c.hq * c.lq * c.lk * (c.d + c.dv));
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  long runs = 0;
+  double elapsed = 0;
+  double sink = 0;  // keeps the work observable
+  do {
+    const oracle_detail::naive_result<Real> r = oracle_detail::naive_attention<Real>(c);
+    sink += static_cast<double>(r.o[0]);
+    ++runs;
+    elapsed = std::chrono::duration<double>(clock::now() - start).count();
+  } while (elapsed < min_seconds);
+  if (sink == 12345.678) std::puts("");
+  return elapsed / (static_cast<double>(runs) * madds);
+}
+
+// The floor: a bare double multiply-add loop over contiguous arrays, with no
+// decoding, masking or exp; seconds per multiply-add.
+double bare_double_seconds_per_madd(double min_seconds) {
+  std::vector<double> a(4096), b(4096);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = 1.0 + 1e-9 * static_cast<double>(i);
+    b[i] = 1.0 - 1e-9 * static_cast<double>(i);
+  }
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  long runs = 0;
+  double elapsed = 0, acc = 0;
+  do {
+    for (std::size_t i = 0; i < a.size(); ++i) acc += a[i] * b[i];
+    a[runs % a.size()] = acc * 1e-300;  // a loop-carried use: the work cannot be hoisted
+    ++runs;
+    elapsed = std::chrono::duration<double>(clock::now() - start).count();
+  } while (elapsed < min_seconds);
+  if (acc == 12345.678) std::puts("");
+  return elapsed / (static_cast<double>(runs) * static_cast<double>(a.size()));
+}
+
+}  // namespace
+}  // namespace attncheck
+
+int main(int argc, char** argv) {
+  using namespace attncheck;
+  namespace mp = boost::multiprecision;
+  const double min_seconds = argc > 1 ? std::atof(argv[1]) : 1.0;
+  if (!(min_seconds > 0)) {
+    std::fprintf(stderr, "oracle_cost: min_seconds_per_type must be > 0\n");
+    return 2;
+  }
+  const attn_case c = cost_case();
+  std::printf("case %s: %lld multiply-adds per run\n", to_line(c).c_str(),
+              static_cast<long long>(c.b * c.hq * c.lq * c.lk * (c.d + c.dv)));
+  const double base = seconds_per_madd<double>(c, min_seconds);
+  const auto row = [&](const char* name, int bits, double s) {
+    std::printf("%-20s %4d bits  %9.2f ns/madd  %8.1fx double\n", name, bits, s * 1e9, s / base);
+  };
+  row("double (bare loop)", 53, bare_double_seconds_per_madd(min_seconds));
+  row("double", 53, base);
+  row("mpfr_float_50", std::numeric_limits<oracle_detail::mpfr50>::digits,
+      seconds_per_madd<oracle_detail::mpfr50>(c, min_seconds));
+  row("static_mpfr_float_50", std::numeric_limits<mp::static_mpfr_float_50>::digits,
+      seconds_per_madd<mp::static_mpfr_float_50>(c, min_seconds));
+  row("cpp_bin_float_50", std::numeric_limits<mp::cpp_bin_float_50>::digits,
+      seconds_per_madd<mp::cpp_bin_float_50>(c, min_seconds));
+  row("mpfr_float_100", std::numeric_limits<oracle_detail::mpfr100>::digits,
+      seconds_per_madd<oracle_detail::mpfr100>(c, min_seconds));
+  row("cpp_bin_float_100", std::numeric_limits<oracle_detail::cpp_bin100>::digits,
+      seconds_per_madd<oracle_detail::cpp_bin100>(c, min_seconds));
+  return 0;
+}

@@ -1,0 +1,62 @@
+// Helpers shared by the oracle tests: hand-built dense cases and seeded
+// random small cases.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "attncheck/case.hpp"
+
+namespace attncheck::oracle_testing {
+
+/// Returns c with dense bshd Q, K, V of c's shapes and type, all +0, for set().
+inline attn_case with_zero_tensors(attn_case c) {
+  c.q = tensor::contiguous(c.type, {c.b, c.lq, c.hq, c.d});
+  c.k = tensor::contiguous(c.type, {c.b, c.lk, c.hkv, c.d});
+  c.v = tensor::contiguous(c.type, {c.b, c.lk, c.hkv, c.dv});
+  return c;
+}
+
+/// The one seed every random oracle test derives its cases from:
+/// ATTNCHECK_SEED when set, else a fixed default. Tests print it.
+inline std::uint64_t base_seed() {
+  if (const char* s = std::getenv("ATTNCHECK_SEED")) return std::stoull(s);
+  return 20261129;
+}
+
+/// A small random case, materialized: B in [1,2], Hkv in [1,2], G in [1,3],
+/// Lq in [1,4], Lk in [1,5], D and Dv in [1,4], causal, padding and broadcast
+/// masks at random, every dtype, value kind, layout and poison. Sizes stay
+/// this small so 1,000 cases in three precisions run in seconds.
+inline attn_case any_small_case(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);  // mt19937_64 output is fixed by the standard
+  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  attn_case c;
+  c.b = 1 + below(2);
+  c.hkv = 1 + below(2);
+  c.hq = c.hkv * (1 + below(3));
+  c.lq = 1 + below(4);
+  c.lk = 1 + below(5);
+  c.d = 1 + below(4);
+  c.dv = 1 + below(4);
+  c.causal = below(2) == 0;
+  if (below(3) == 0) {
+    c.key_len.resize(static_cast<std::size_t>(c.b));
+    for (auto& n : c.key_len) n = below(c.lk + 1);
+  }
+  if (below(4) == 0) {
+    const std::int64_t full[4] = {c.b, c.hq, c.lq, c.lk};
+    for (int a = 0; a < 4; ++a) c.mask_shape[static_cast<std::size_t>(a)] = below(2) ? full[a] : 1;
+  }
+  c.type = static_cast<dtype>(below(3));
+  c.values = static_cast<value_kind>(below(8));
+  c.layout = static_cast<layout_kind>(below(3));
+  c.poison = static_cast<poison_kind>(below(3));
+  c.seed = rng();
+  materialize(c);
+  return c;
+}
+
+}  // namespace attncheck::oracle_testing

@@ -1,0 +1,217 @@
+// The SPEC.md error bound as the oracle computes it: defined where it must be,
+// NaN where no bound exists, and it holds for f32 subjects of the SPEC class
+// while catching one that is less accurate than it declares.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "attncheck/oracle.hpp"
+#include "oracle_test_support.hpp"
+
+namespace attncheck {
+namespace {
+
+using oracle_testing::any_small_case;
+using oracle_testing::base_seed;
+
+// Fewer cases than the self-check: each runs the oracle once and three subjects.
+constexpr int bound_cases = 400;
+
+struct subject_result {
+  std::vector<double> o, lse;  // layouts of oracle_result
+};
+
+// A subject of the SPEC class in f32: dot products in order, scale applied to
+// the sum, online softmax over key blocks of `block` keys (one block when
+// block >= Lk: the plain shifted softmax), expf/logf, one final division, O
+// rounded once to the case's type. bf16_weights rounds each weight to bf16
+// before it multiplies V only: a subject less accurate than it declares.
+subject_result f32_attention(const attn_case& c, std::int64_t block, bool bf16_weights) {
+  const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
+  subject_result r;
+  r.o.assign(n(c.b * c.lq * c.hq * c.dv), 0.0);
+  r.lse.assign(n(c.b * c.hq * c.lq), 0.0);
+  const float scale = c.effective_scale();
+  constexpr float minus_inf = -std::numeric_limits<float>::infinity();
+  std::vector<float> acc(n(c.dv));
+  for (std::int64_t bi = 0; bi < c.b; ++bi)
+    for (std::int64_t h = 0; h < c.hq; ++h)
+      for (std::int64_t i = 0; i < c.lq; ++i) {
+        const std::int64_t g = c.kv_head(h);
+        float m = minus_inf, l = 0;
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        std::vector<std::pair<std::int64_t, float>> s;
+        for (std::int64_t j0 = 0; j0 < c.lk; j0 += block) {
+          s.clear();
+          float bm = m;
+          for (std::int64_t j = j0; j < std::min(c.lk, j0 + block); ++j) {
+            if (!c.visible(bi, h, i, j)) continue;
+            float dot = 0;
+            for (std::int64_t d = 0; d < c.d; ++d)
+              dot += static_cast<float>(c.q.at(bi, i, h, d)) * static_cast<float>(c.k.at(bi, j, g, d));
+            s.emplace_back(j, scale * dot);
+            bm = std::max(bm, s.back().second);
+          }
+          if (s.empty()) continue;
+          const float rescale = std::exp(m - bm);  // 0 for the first block (m = -inf)
+          l *= rescale;
+          for (float& a : acc) a *= rescale;
+          for (const auto& [j, sj] : s) {
+            const float w = std::exp(sj - bm);
+            l += w;
+            const float wv = bf16_weights ? static_cast<float>(decode(dtype::bf16, encode(dtype::bf16, w))) : w;
+            for (std::int64_t e = 0; e < c.dv; ++e) acc[n(e)] += wv * static_cast<float>(c.v.at(bi, j, g, e));
+          }
+          m = bm;
+        }
+        const std::size_t row = n((bi * c.hq + h) * c.lq + i);
+        if (m == minus_inf) {
+          r.lse[row] = -std::numeric_limits<double>::infinity();
+          continue;
+        }
+        r.lse[row] = m + std::log(l);
+        for (std::int64_t e = 0; e < c.dv; ++e)
+          r.o[n(((bi * c.lq + i) * c.hq + h) * c.dv + e)] = decode(c.type, encode(c.type, acc[n(e)] / l));
+      }
+  return r;
+}
+
+oracle_options options_for(const attn_case& c, std::int64_t blocks) {
+  oracle_options opt;
+  opt.out_type = c.type;
+  opt.bound.u_compute = 0x1p-24;
+  opt.bound.exp_ulps = 1;  // glibc expf and logf: < 1 ulp (its libm-test-ulps)
+  opt.bound.key_blocks = blocks;
+  return opt;
+}
+
+TEST(oracle_bound, finite_and_positive_wherever_inputs_are_finite) {
+  const std::uint64_t seed = base_seed();
+  std::printf("ATTNCHECK_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  for (int t = 0; t < bound_cases; ++t) {
+    const attn_case c = any_small_case(seed + static_cast<std::uint64_t>(t));
+    const oracle_result r = reference(c, options_for(c, 1));
+    for (std::size_t x = 0; x < r.lse.size(); ++x) {
+      if (r.lse[x] == -std::numeric_limits<double>::infinity()) {
+        EXPECT_EQ(r.lse_bound[x], 0.0) << to_line(c);
+        continue;
+      }
+      EXPECT_TRUE(std::isfinite(r.lse_bound[x]) && r.lse_bound[x] > 0) << to_line(c) << " lse " << x;
+    }
+    for (std::int64_t bi = 0; bi < c.b; ++bi)
+      for (std::int64_t i = 0; i < c.lq; ++i)
+        for (std::int64_t h = 0; h < c.hq; ++h) {
+          const bool empty_row = r.lse[r.lse_index(bi, h, i)] == -std::numeric_limits<double>::infinity();
+          for (std::int64_t e = 0; e < c.dv; ++e) {
+            const double bound = r.o_bound[r.o_index(bi, i, h, e)];
+            if (empty_row) {
+              EXPECT_EQ(bound, 0.0) << to_line(c);
+            } else {
+              EXPECT_TRUE(std::isfinite(bound) && bound > 0) << to_line(c) << " b=" << bi << " i=" << i << " h=" << h
+                                                             << " e=" << e << " bound=" << bound;
+            }
+          }
+        }
+  }
+}
+
+TEST(oracle_bound, nan_where_a_visible_input_is_not_finite) {
+  attn_case c;
+  c.lq = 2;
+  c.lk = 3;
+  c.dv = 2;
+  c.causal = true;  // row 0 sees keys 0, 1; row 1 sees all three
+  c = oracle_testing::with_zero_tensors(c);
+  c.k.set(0, 2, 0, 0, std::numeric_limits<double>::infinity());  // only row 1 sees key 2
+  c.v.set(0, 1, 0, 1, std::numeric_limits<double>::quiet_NaN());  // column 1 of both rows
+  const oracle_result r = reference(c);
+  EXPECT_TRUE(std::isnan(r.lse_bound[1]));
+  EXPECT_TRUE(std::isnan(r.o_bound[r.o_index(0, 1, 0, 0)]));
+  EXPECT_TRUE(std::isnan(r.o_bound[r.o_index(0, 1, 0, 1)]));
+  EXPECT_TRUE(std::isnan(r.o_bound[r.o_index(0, 0, 0, 1)]));
+  EXPECT_TRUE(std::isfinite(r.o_bound[r.o_index(0, 0, 0, 0)]));
+  EXPECT_TRUE(std::isfinite(r.lse_bound[0]));
+}
+
+struct campaign {
+  double worst_ratio = 0;   // max observed error / bound over elements
+  long elements = 0;        // compared (finite bound)
+  long outside = 0;         // |got - want| > bound, NaN got included
+  std::string worst;        // where worst_ratio was seen
+};
+
+// Compares a subject with the oracle under the bound: NaN first, then the bound.
+void compare(const attn_case& c, const oracle_result& r, const subject_result& s, campaign& out, bool report) {
+  const auto check = [&](double got, double want, double bound, const char* what, std::size_t x) {
+    if (!std::isfinite(bound)) return;  // empty rows have 0; no inf or NaN in these cases
+    ++out.elements;
+    const double err = std::fabs(got - want);
+    if (!(err <= bound)) {
+      ++out.outside;
+      if (report)
+        ADD_FAILURE() << what << "[" << x << "] of " << to_line(c) << ": want " << want << " got " << got
+                      << " error " << err << " bound " << bound;
+    }
+    if (bound > 0 && err / bound > out.worst_ratio) {
+      out.worst_ratio = err / bound;
+      out.worst = std::string(what) + "[" + std::to_string(x) + "] of " + to_line(c) + ": want " +
+                  std::to_string(want) + " got " + std::to_string(got) + " bound " + std::to_string(bound);
+    }
+  };
+  for (std::size_t x = 0; x < r.o.size(); ++x) check(s.o[x], r.o[x], r.o_bound[x], "O", x);
+  for (std::size_t x = 0; x < r.lse.size(); ++x) {
+    if (r.lse[x] == -std::numeric_limits<double>::infinity()) {
+      if (s.lse[x] != r.lse[x]) ADD_FAILURE() << "LSE[" << x << "] of empty row: " << s.lse[x] << " " << to_line(c);
+      continue;
+    }
+    check(s.lse[x], r.lse[x], r.lse_bound[x], "LSE", x);
+  }
+}
+
+TEST(oracle_bound, holds_for_f32_subjects_plain_and_online) {
+  const std::uint64_t seed = base_seed();
+  std::printf("ATTNCHECK_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  campaign plain, online;
+  for (int t = 0; t < bound_cases; ++t) {
+    const attn_case c = any_small_case(seed + static_cast<std::uint64_t>(t));
+    compare(c, reference(c, options_for(c, 1)), f32_attention(c, c.lk, false), plain, true);
+    const std::int64_t block = 2, blocks = (c.lk + block - 1) / block;
+    compare(c, reference(c, options_for(c, blocks)), f32_attention(c, block, false), online, true);
+  }
+  std::printf("plain: %ld elements, worst error/bound %.3g at %s\nonline (blocks of 2): %ld, worst %.3g at %s\n",
+              plain.elements, plain.worst_ratio, plain.worst.c_str(), online.elements, online.worst_ratio,
+              online.worst.c_str());
+  EXPECT_GT(plain.elements, 1000);
+}
+
+TEST(oracle_bound, catches_outputs_beyond_it) {
+  const std::uint64_t seed = base_seed();
+  std::printf("ATTNCHECK_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  campaign shifted, sloppy;
+  long moved = 0;
+  for (int t = 0; t < bound_cases; ++t) {
+    const attn_case c = any_small_case(seed + static_cast<std::uint64_t>(t));
+    const oracle_result r = reference(c, options_for(c, 1));
+    // The exact values moved by 4x their bound (when the bound is not 0).
+    subject_result s{r.o, r.lse};
+    for (std::size_t x = 0; x < s.o.size(); ++x) s.o[x] += 4 * r.o_bound[x];
+    for (std::size_t x = 0; x < s.lse.size(); ++x)
+      if (std::isfinite(s.lse[x])) s.lse[x] -= 4 * r.lse_bound[x];
+    for (double b : r.o_bound) moved += b > 0;
+    compare(c, r, s, shifted, false);
+    // A subject whose weights carry bf16 error (2^-9) while it declares f32.
+    compare(c, r, f32_attention(c, c.lk, true), sloppy, false);
+  }
+  std::printf("moved by 4x bound: %ld of %ld outside; bf16 weights: %ld of %ld outside\n", shifted.outside,
+              shifted.elements, sloppy.outside, sloppy.elements);
+  EXPECT_GE(shifted.outside, moved);
+  EXPECT_GT(sloppy.outside, sloppy.elements / 20) << "a bound this loose would let a bf16-weight kernel pass";
+}
+
+}  // namespace
+}  // namespace attncheck
