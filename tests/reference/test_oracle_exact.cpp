@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "attncheck/case_file.hpp"
 #include "attncheck/oracle.hpp"
 #include "oracle_test_support.hpp"
 
@@ -286,6 +287,18 @@ TEST(oracle_exact, half_precision_inputs_are_decoded_exactly) {
     EXPECT_EQ(r.o[1], t.want1) << name(t.type);
     EXPECT_EQ(r.lse[0], t.qk) << name(t.type);
   }
+}
+
+// docs/oracle.md computes this shipped case by hand: x = f32(ln 3) =
+// 9215828 * 2^-23, delta = x - ln 3 = 1.98340875742e-8, P1 = 3/4 + 3 delta/16
+// (+ O(delta^2) < 2e-17), O = 4 P1 = 3 + 3 delta/4, LSE = ln 4 + 3 delta/4 + 3 delta^2/32.
+TEST(oracle_exact, shipped_ln3_example_matches_the_hand_computation_in_docs) {
+  const case_record rec = read_case_file(std::string(ATTNCHECK_CASES_DIR) + "/two_keys_ln3.json");
+  const oracle_result r = reference(rec.c, with_p());
+  EXPECT_LE(ulps(r.o[0], 3.0000000148755657), 1.0);
+  EXPECT_LE(ulps(r.lse[0], 1.3862943759954562), 1.0);
+  EXPECT_LE(ulps(r.p[1], 0.7500000037188914), 1.0);
+  EXPECT_LE(ulps(r.p[0], 0.2499999962811086), 1.0);
 }
 
 }  // namespace
