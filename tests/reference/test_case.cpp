@@ -165,7 +165,7 @@ TEST(validate, accepts_a_materialized_case_and_a_bare_header) {
 }
 
 TEST(validate, names_the_field_and_the_limit) {
-  const std::int64_t big = 1 << 20;
+  constexpr std::int64_t big = 1 << 20;
   case_limits small_bytes;
   small_bytes.max_bytes = 100;
   const bad_case cases[] = {
@@ -176,7 +176,7 @@ TEST(validate, names_the_field_and_the_limit) {
       {"dv over max_dim", [](attn_case& c) { c.dv = (1 << 20) + 1; }, "dv", "dv=1048577 exceeds max_dim=1048576"},
       {"K over max_elements", [](attn_case& c) { c.b = 65, c.lk = 1 << 20, c.hq = c.hkv = 1, c.d = 1, c.key_len.clear(), c.mask_shape = {}; },
        "k", "b*lk*hkv*d = 65*1048576*1*1 = 68157440 exceeds max_elements=67108864"},
-      {"Q overflows", [big](attn_case& c) { c.b = c.lq = c.hq = c.d = big, c.hkv = 1; }, "q", "b*lq*hq*d = 1048576*1048576*1048576*1048576 overflows int64"},
+      {"Q overflows", [](attn_case& c) { c.b = c.lq = c.hq = c.d = big, c.hkv = 1; }, "q", "b*lq*hq*d = 1048576*1048576*1048576*1048576 overflows int64"},
       {"pairs over max_pairs", [](attn_case& c) { c.b = 1, c.hq = c.hkv = 1, c.lq = 1 << 15, c.lk = 1 << 14, c.key_len.clear(), c.mask_shape = {}; },
        "shape", "exceeds max_pairs=268435456"},
       {"key_len count", [](attn_case& c) { c.key_len = {1}; }, "key_len", "has 1 entries, b=2 needs 2"},

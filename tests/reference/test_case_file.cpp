@@ -158,6 +158,30 @@ TEST(case_file, errors_from_a_file_name_the_file) {
   }
 }
 
+TEST(case_file, refuses_files_of_many_tiny_values_before_building_them) {
+  std::string text = slurp(cases_dir / "two_keys_ln3.json");
+  std::string many = "[0";
+  for (int i = 0; i < 6000; ++i) many += ",0";
+  many += "]";
+  text.replace(text.find("\"b\": 1,"), 7, "\"b\": 1, \"padding\": " + many + ",");
+  case_limits small;
+  small.max_dim = 100;
+  try {
+    parse_case_file(text, small);
+    FAIL() << "accepted";
+  } catch (const input_error& e) {
+    EXPECT_EQ(e.field(), "json");
+    EXPECT_NE(std::string(e.what()).find("more than 4196 values"), std::string::npos) << e.what();
+  }
+  // Default limits: the same file parses as JSON and fails on the unknown field.
+  EXPECT_THROW(
+      try { parse_case_file(text); } catch (const input_error& e) {
+        EXPECT_EQ(e.field(), "padding");
+        throw;
+      },
+      input_error);
+}
+
 // Every file in tests/cases/malformed/ is one malformed class; its .expect
 // sidecar holds a substring the error must contain ("field: message").
 TEST(case_file, every_malformed_class_gives_its_one_line_error) {

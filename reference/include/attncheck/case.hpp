@@ -123,7 +123,9 @@ void materialize(attn_case& c, const case_limits& limits = {});
 
 /// The one-line form, e.g.
 /// ATTN(b=2,hq=6,hkv=2,lq=1,lk=3,d=3,dv=5,causal,kpad=[3,1],mask=2x1x1x3,f16,values=dyadic,layout=bhsd,poison=nan,seed=42)
-/// Fields at their defaults are left out; scale prints only when set (shortest round-trip).
+/// Shape fields and the dtype always print; other fields at their defaults are
+/// left out; scale prints only when set (shortest round-trip). Mask contents and
+/// tensors are not part of the line: materialize() redraws them from the seed.
 std::string to_line(const attn_case& c);
 
 /// Parses the one-line form back into a header (tensors empty; call

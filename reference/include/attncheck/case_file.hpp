@@ -1,4 +1,20 @@
 // Versioned case files: a case with every tensor bit pattern, exact round trip.
+//
+// Format (JSON, one field per line as written; tests/cases/ has examples):
+//   "format": "attncheck-case", "version": 1          required, checked first
+//   "line": the one-line form                          informational, not read back
+//   "law", "subject", "note": strings                  optional (left out when empty)
+//   "b","hq","hkv","lq","lk","d","dv": integers        required
+//   "dtype": "f32" | "f16" | "bf16"                    required
+//   "scale": number (nearest f32)                      optional: default 1/sqrt(D)
+//   "causal": bool                                     optional: default false
+//   "key_len": [n per batch]                           optional: no padding
+//   "mask_shape": [4 ints], "mask": "0101..."          optional, together; row-major, 1 = allowed
+//   "values","layout","poison": names, "seed": uint64  optional recipe (defaults as in attn_case)
+//   "q","k","v": {"shape":[4],"stride":[4],"offset":n,"bits":"hex"}   required
+// "bits" is the whole storage, 8 hex digits per f32 element and 4 per f16/bf16
+// (either case), so -0, subnormals, infinities and NaN payloads survive.
+// Unknown fields, duplicate keys and nesting deeper than 8 are rejected.
 #pragma once
 
 #include <string>

@@ -56,13 +56,21 @@ std::string strip_nlohmann_tag(const std::string& what) {
   return s;
 }
 
-json parse_json(std::string_view text) {
+json parse_json(std::string_view text, const case_limits& limits) {
   check_nesting(text);
+  // A JSON value costs the DOM ~16 bytes or more against 2 bytes of text, so
+  // a file of tiny values could cost 10x max_bytes. A case file holds a few
+  // dozen values plus key_len (at most max_dim entries): refuse more early.
+  const std::int64_t max_values = limits.max_dim + 4096;
+  std::int64_t values = 0;
   // nlohmann keeps the last of duplicate keys silently; a file that says
   // "version" twice is ambiguous, so track keys per open object.
   std::vector<std::set<std::string>> open_objects;
   std::string duplicate;
   auto callback = [&](int, json::parse_event_t event, json& parsed) {
+    if (++values > max_values)
+      fail("json", "more than " + std::to_string(max_values) + " values: not a case file (max_dim=" +
+                       std::to_string(limits.max_dim) + ")");
     if (event == json::parse_event_t::object_start) {
       open_objects.emplace_back();
     } else if (event == json::parse_event_t::object_end) {
@@ -254,7 +262,7 @@ tensor read_tensor(const json& j, const char* key, dtype type, const case_limits
 case_record parse_checked(std::string_view text, const case_limits& limits) {
   if (static_cast<std::int64_t>(text.size()) > limits.max_bytes)
     fail("file", "is " + std::to_string(text.size()) + " bytes, over max_bytes=" + std::to_string(limits.max_bytes));
-  const json j = parse_json(text);
+  const json j = parse_json(text, limits);
   check_envelope(j);
   case_record r;
   for (auto [key, dst] : {std::pair{"law", &r.law}, std::pair{"subject", &r.subject}, std::pair{"note", &r.note}})

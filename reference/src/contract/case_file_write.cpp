@@ -1,6 +1,7 @@
 // Writing case files: a validated case, every storage bit pattern in hex.
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -89,7 +90,8 @@ void write_case_file(const std::string& path, const case_record& r) {
   const std::string text = format_case_file(r);
   // Write beside the target and rename over it: readers see the old file or
   // the whole new one, never a torn write.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  static std::atomic<unsigned> counter{0};  // threads of one process saving to one path
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw input_error(path, std::string("cannot create ") + tmp + ": " + std::strerror(errno));
   const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
