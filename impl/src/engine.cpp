@@ -59,6 +59,7 @@ void reset_state(const row_state& st, const geometry& g, std::int64_t rows) {
 /// Per-thread scratch, reused across calls (grows only).
 struct workspace {
   std::vector<float> qp, kt, vp, s, tmp, chunk, total;
+  std::vector<const float*> vrows;  // V row jj of the block: packed, or the caller's f32 row
   std::vector<std::uint8_t> vis;
   std::vector<row_kind> kind;
   std::vector<std::int64_t> hi, head, pos;
@@ -70,6 +71,7 @@ struct workspace {
     grow(qp, g.rows * p.dims.d);
     grow(kt, p.dims.d * g.k_tile8);
     grow(vp, g.k_tile * g.dv8);
+    grow(vrows, g.k_tile);
     grow(s, g.rows * g.k_tile8);
     grow(tmp, std::max(p.dims.d, g.dv8));
     grow(chunk, state_floats(g));
@@ -223,25 +225,54 @@ class unit_runner {
     return kpack;
   }
 
-  /// K block transposed to kt[d][j] and V block to vp[j][e], f32, keys
-  /// [j0, j0 + kpack) only: nothing past what some row sees is read.
+  /// K block transposed to kt[d][j] (f32) and V rows as f32 pointers, keys
+  /// [j0, j0 + kpack) only: nothing past what some row sees is read. f32 V
+  /// with unit stride and dv % 8 == 0 is used in place (no copy).
   void pack_kv(const unit_rows& ur, std::int64_t j0, std::int64_t kpack) {
     const std::int64_t d = p_.dims.d, dv = p_.dims.dv;
     const std::int64_t esize = convert::size_of(p_.kv.type);
     const char* kbase = static_cast<const char*>(p_.kv.k);
     const char* vbase = static_cast<const char*>(p_.kv.v);
     float* kt = ws_.kt.data();
+    const bool f32_rows = p_.kv.type == dtype::f32 && p_.kv.ks[3] == 1;
+    std::int64_t jj = 0;
+    if (f32_rows) {
+      // 8 keys x 8 dims at a time through an in-register transpose.
+      for (; jj + 8 <= kpack; jj += 8) {
+        const float* rows[8];
+        for (int t = 0; t < 8; ++t)
+          rows[t] = reinterpret_cast<const float*>(kbase + p_.kv.k_offset(ur.b, ur.kv_head, j0 + jj + t) * esize);
+        std::int64_t dd = 0;
+        for (; dd + 8 <= d; dd += 8) {
+          __m256 r[8];
+          for (int t = 0; t < 8; ++t) r[t] = _mm256_loadu_ps(rows[t] + dd);
+          simd::transpose8(r);
+          for (int t = 0; t < 8; ++t) _mm256_storeu_ps(kt + (dd + t) * g_.k_tile8 + jj, r[t]);
+        }
+        for (; dd < d; ++dd)
+          for (int t = 0; t < 8; ++t) kt[dd * g_.k_tile8 + jj + t] = rows[t][dd];
+      }
+    }
     float* tmp = ws_.tmp.data();
-    for (std::int64_t jj = 0; jj < kpack; ++jj) {
+    for (; jj < kpack; ++jj) {
       const std::int64_t j = j0 + jj;
       convert::load_row(tmp, kbase + p_.kv.k_offset(ur.b, ur.kv_head, j) * esize, p_.kv.type, p_.kv.ks[3], d);
       for (std::int64_t dd = 0; dd < d; ++dd) kt[dd * g_.k_tile8 + jj] = tmp[dd];
-      float* vrow = ws_.vp.data() + jj * g_.dv8;
-      convert::load_row(vrow, vbase + p_.kv.v_offset(ur.b, ur.kv_head, j) * esize, p_.kv.type, p_.kv.vs[3], dv);
-      std::fill(vrow + dv, vrow + g_.dv8, 0.0f);
     }
     for (std::int64_t dd = 0; dd < d; ++dd)
       std::fill(kt + dd * g_.k_tile8 + kpack, kt + (dd + 1) * g_.k_tile8, 0.0f);
+    const bool v_in_place = p_.kv.type == dtype::f32 && p_.kv.vs[3] == 1 && dv % 8 == 0;
+    for (jj = 0; jj < kpack; ++jj) {
+      const char* src = vbase + p_.kv.v_offset(ur.b, ur.kv_head, j0 + jj) * esize;
+      if (v_in_place) {
+        ws_.vrows[jj] = reinterpret_cast<const float*>(src);
+        continue;
+      }
+      float* vrow = ws_.vp.data() + jj * g_.dv8;
+      convert::load_row(vrow, src, p_.kv.type, p_.kv.vs[3], dv);
+      std::fill(vrow + dv, vrow + g_.dv8, 0.0f);
+      ws_.vrows[jj] = vrow;
+    }
   }
 
   template <int NR>
@@ -323,7 +354,7 @@ class unit_runner {
 
   template <int NR, int NE>
   void values_block(std::int64_t r0, std::int64_t e0, std::int64_t kc, const row_state& st) {
-    micro::weighted_values<NR, NE>(ws_.s.data() + r0 * g_.k_tile8, g_.k_tile8, ws_.vp.data() + e0, g_.dv8, kc,
+    micro::weighted_values<NR, NE>(ws_.s.data() + r0 * g_.k_tile8, g_.k_tile8, ws_.vrows.data(), e0, kc,
                                    st.acc + r0 * g_.dv8 + e0, g_.dv8);
   }
 
@@ -360,7 +391,7 @@ class unit_runner {
         for (std::int64_t jj = 0; jj < kpack; ++jj) {
           if (!vis[jj]) continue;  // skipped, never multiplied: V there may be NaN
           const __m256 pb = _mm256_broadcast_ss(pr + jj);
-          const float* v = ws_.vp.data() + jj * g_.dv8;
+          const float* v = ws_.vrows[jj];
           for (std::int64_t e = 0; e < g_.dv8; e += 8)
             _mm256_storeu_ps(acc + e, _mm256_fmadd_ps(pb, _mm256_loadu_ps(v + e), _mm256_loadu_ps(acc + e)));
         }
@@ -376,7 +407,9 @@ class unit_runner {
 geometry plan(const problem& p, const config& cfg) {
   geometry g;
   g.group = p.dims.hq / p.dims.hkv;
-  g.q_tile = std::min(cfg.q_tile, p.dims.lq);
+  // Auto q_tile: about 128 rows per unit, enough to amortize packing K and V.
+  const std::int64_t q_tile = cfg.q_tile > 0 ? cfg.q_tile : std::max<std::int64_t>(1, 128 / g.group);
+  g.q_tile = std::min(q_tile, p.dims.lq);
   g.rows = g.group * g.q_tile;
   g.q_tiles = (p.dims.lq + g.q_tile - 1) / g.q_tile;
   g.units = p.dims.b * p.dims.hkv * g.q_tiles;

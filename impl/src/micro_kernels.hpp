@@ -28,17 +28,17 @@ inline void scores(const float* q, std::int64_t ldq, const float* kt, std::int64
     for (int v = 0; v < NV; ++v) _mm256_storeu_ps(s + r * lds + 8 * v, acc[r][v]);
 }
 
-/// acc[r][e] += sum_{j < kc} p[r][j] * v[j][e] for NR rows and NE*8 columns,
+/// acc[r][e] += sum_{j < kc} p[r][j] * v[j][e0 + e] for NR rows and NE*8 columns,
 /// one FMA per (j, e) in increasing j.
 template <int NR, int NE>
-inline void weighted_values(const float* p, std::int64_t ldp, const float* v, std::int64_t ldv, std::int64_t kc,
-                            float* acc, std::int64_t lda) {
+inline void weighted_values(const float* p, std::int64_t ldp, const float* const* v, std::int64_t e0,
+                            std::int64_t kc, float* acc, std::int64_t lda) {
   __m256 a[NR][NE];
   for (int r = 0; r < NR; ++r)
     for (int e = 0; e < NE; ++e) a[r][e] = _mm256_loadu_ps(acc + r * lda + 8 * e);
   for (std::int64_t j = 0; j < kc; ++j) {
     __m256 vv[NE];
-    for (int e = 0; e < NE; ++e) vv[e] = _mm256_loadu_ps(v + j * ldv + 8 * e);
+    for (int e = 0; e < NE; ++e) vv[e] = _mm256_loadu_ps(v[j] + e0 + 8 * e);
     for (int r = 0; r < NR; ++r) {
       const __m256 pb = _mm256_broadcast_ss(p + r * ldp + j);
       for (int e = 0; e < NE; ++e) a[r][e] = _mm256_fmadd_ps(pb, vv[e], a[r][e]);

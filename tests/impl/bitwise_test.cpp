@@ -115,6 +115,28 @@ TEST(bitwise, a_row_alone_equals_it_inside_a_batch) {
   }
 }
 
+TEST(bitwise, memory_layout_never_changes_bits) {
+  // Dense f32 takes the in-register transpose and in-place V rows; padded
+  // (dim stride 2) and head-major take the converting copies.
+  for (dtype t : {dtype::f32, dtype::bf16})
+    for (std::int64_t dv : {8, 16, 5}) {
+      problem_spec s;
+      s.dims = {.b = 2, .hq = 4, .hkv = 2, .lq = 6, .lk = 21, .d = 19, .dv = dv};
+      s.causal = true;
+      s.type = t;
+      s.seed = 11 + static_cast<std::uint64_t>(dv);
+      const attnimpl::config cfg{.threads = 2, .q_tile = 3, .k_tile = 16, .split_keys = 16};
+      std::vector<std::uint32_t> first;
+      for (layout l : {layout::dense, layout::padded, layout::head_major}) {
+        s.lay = l;
+        problem p = make_problem(s);
+        run(p, cfg);
+        if (first.empty()) first = output_bits(p);
+        else ASSERT_EQ(output_bits(p), first) << p.line() << " layout " << static_cast<int>(l);
+      }
+    }
+}
+
 TEST(bitwise, nan_in_masked_slots_changes_nothing) {
   for (const problem_spec& s : varied_specs()) {
     const attnimpl::config cfg{.threads = 2, .q_tile = 2, .k_tile = 3, .split_keys = 6};

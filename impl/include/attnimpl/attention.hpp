@@ -66,7 +66,7 @@ struct shape {
 /// they may differ (within the SPEC bound) between different k_tile/split_keys.
 struct config {
   int threads = 0;              ///< worker threads, caller included; 0: hardware concurrency
-  std::int64_t q_tile = 0;      ///< query positions per work unit (rows = G * q_tile); 0: default
+  std::int64_t q_tile = 0;      ///< query positions per work unit (rows = G * q_tile); 0: max(1, 128 / G)
   std::int64_t k_tile = 0;      ///< keys per online-softmax block, blocks start at key 0; 0: default
   std::int64_t split_keys = 0;  ///< keys per split-KV chunk, rounded up to a multiple of k_tile; 0: default
 };
