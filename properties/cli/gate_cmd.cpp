@@ -1,0 +1,95 @@
+// attncheck gate / repro / laws / case.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "attncheck/case_file.hpp"
+#include "attncheck/gate.hpp"
+#include "cli_state.hpp"
+#include "commands.hpp"
+
+namespace attncheck::cli {
+
+namespace {
+
+gate_options gate_args;
+std::uint64_t gate_seed = 1;
+int gate_cases = default_gate_cases();
+
+int run_gate_cmd() {
+  gate_args.run.seed = gate_seed;
+  gate_args.run.cases = gate_cases;
+  gate_args.progress = isatty(STDERR_FILENO) != 0;
+  const gate_result r = run_gate(gate_args, std::cout);
+  return r.failed() ? 1 : 0;
+}
+
+struct repro_args {
+  std::string file, subject = "builtin", law;
+} rargs;
+
+int run_repro() { return repro_case_file(rargs.file, rargs.subject, rargs.law, std::cout); }
+
+int run_laws() {
+  for (const auto& l : all_laws()) std::cout << l.name << "\n    " << l.summary << "\n";
+  return 0;
+}
+
+struct case_args {
+  std::string line, out;
+} cargs;
+
+int run_case() {
+  attn_case c = parse_line(cargs.line);
+  materialize(c);
+  case_record rec{c, {}, {}, "made by attncheck case"};
+  if (cargs.out.empty() || cargs.out == "-") {
+    std::cout << format_case_file(rec);
+  } else {
+    write_case_file(cargs.out, rec);
+    std::cerr << "wrote " << cargs.out << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int default_gate_cases() { return 60; }
+
+void add_gate(CLI::App& app) {
+  auto* g = app.add_subcommand("gate", "Check a subject against every law; exit 1 if any law fails");
+  g->add_option("--subject", gate_args.subject, "builtin (default), naive, or a path to a plugin .so");
+  g->add_option("--cases", gate_cases, "cases per law (default " + std::to_string(default_gate_cases()) + ")")
+      ->check(CLI::Range(1, 10'000'000));
+  g->add_option("--seed", gate_seed, "rapidcheck seed; the same seed gives the same cases and verdicts");
+  g->add_option("--only", gate_args.only, "run only these laws or groups (repeatable), e.g. --only cache --only gqa");
+  g->add_option("--junit", gate_args.junit, "write JUnit XML here");
+  g->add_option("--out", gate_args.out_dir, "save shrunk counterexamples here (default attncheck-out)");
+  g->add_option("--reproduce", gate_args.run.reproduce, "an RC_PARAMS reproduce string from an earlier failure");
+  g->add_option("--max-work", gate_args.run.gen.max_work, "largest B*Hq*Lq*Lk*(D+Dv) of a generated case (default 200000)")
+      ->check(CLI::Range(std::int64_t{16}, std::int64_t{1} << 32));
+  register_runner(g, run_gate_cmd);
+}
+
+void add_repro(CLI::App& app) {
+  auto* r = app.add_subcommand("repro", "Replay a saved counterexample; exit 1 while it still fails");
+  r->add_option("file", rargs.file, "case file saved by the gate or the fuzzers")->required();
+  r->add_option("--subject", rargs.subject, "builtin (default), naive, or a path to a plugin .so");
+  r->add_option("--law", rargs.law, "law to replay (default: the law named in the file)");
+  register_runner(r, run_repro);
+}
+
+void add_laws(CLI::App& app) {
+  auto* l = app.add_subcommand("laws", "List the laws the gate checks");
+  register_runner(l, run_laws);
+}
+
+void add_case(CLI::App& app) {
+  auto* c = app.add_subcommand("case", "Write the case file of a one-line form, e.g. 'ATTN(b=2,hq=6,hkv=2,lq=1,lk=3,d=3,dv=3,causal,seed=7)'");
+  c->add_option("line", cargs.line, "the one-line form")->required();
+  c->add_option("-o,--out", cargs.out, "output file (default: standard output)");
+  register_runner(c, run_case);
+}
+
+}  // namespace attncheck::cli

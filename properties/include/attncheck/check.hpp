@@ -1,0 +1,60 @@
+// Comparing a subject's output with the oracle under the SPEC bound.
+// Order of checks, per element: NaN, then infinities, then the bound.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "attncheck/case.hpp"
+#include "attncheck/oracle.hpp"
+#include "attncheck/subject_host.hpp"
+
+namespace attncheck {
+
+/// The element that came closest to (or went past) its bound.
+struct worst_element {
+  std::string where;      ///< e.g. "O[b=0,i=1,h=2,e=0]" or "LSE[b=0,h=1,i=3]"
+  double expected = 0;    ///< the oracle's value (or the other run's, for metamorphic laws)
+  double got = 0;
+  double bound = 0;       ///< allowed |got - expected|
+  double ratio = 0;       ///< |got - expected| / bound; inf for a NaN/inf mismatch
+
+  std::string describe() const;
+};
+
+/// Result of comparing many elements: pass/fail, the first hard failure
+/// (NaN, inf, exact mismatch) if any, and the worst ratio.
+struct comparison {
+  bool pass = true;
+  std::string failure;  ///< empty when pass
+  worst_element worst;
+  double max_ratio = 0;
+
+  /// Folds one element in. expected NaN accepts anything (SPEC: a NaN input in
+  /// a visible slot may make its row non-finite); a non-finite bound for a
+  /// finite expected value is a failure of the caller, never a pass.
+  void element(const std::string& where, double expected, double got, double bound);
+  /// Requires identical bit patterns (bitwise laws).
+  void exact(const std::string& where, std::uint32_t expected_bits, std::uint32_t got_bits, double expected, double got);
+  void fail(const std::string& why);
+  void merge(const comparison& other);
+};
+
+std::string o_where(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t e);
+std::string lse_where(std::int64_t b, std::int64_t h, std::int64_t i);
+
+/// Every element of O (and LSE when the subject gives it) against the oracle
+/// within its bound, scaled by `slack` (1 for a direct comparison).
+comparison compare_with_reference(const attn_case& c, const subject_output& out, const oracle_result& ref, double slack = 1.0);
+
+/// Two outputs of the same shape, bit for bit (O and LSE).
+comparison compare_bitwise(const attn_case& c, const subject_output& expected, const subject_output& got);
+
+/// Two outputs that each lie within `ref`'s bound of the truth: they may differ
+/// by up to twice the bound.
+comparison compare_within_two_bounds(const attn_case& c, const subject_output& a, const subject_output& b, const oracle_result& ref);
+
+/// Bound parameters of a subject for a case, and the oracle options that go with them.
+oracle_options oracle_options_for(const subject& s, const attn_case& c, oracle_precision precision);
+
+}  // namespace attncheck

@@ -1,0 +1,38 @@
+// The gate: every law against one subject, a verdict table, JUnit XML and
+// saved counterexamples. Exit code 0 only when no law failed.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "attncheck/runner.hpp"
+
+namespace attncheck {
+
+struct gate_options {
+  std::string subject = "builtin";
+  run_options run{};
+  std::vector<std::string> only;  ///< law names or group prefixes ("cache", "gqa."); empty: all
+  std::string junit;              ///< JUnit XML path; empty: none
+  std::string out_dir = "attncheck-out";  ///< counterexamples land here
+  bool progress = false;          ///< live progress lines (a terminal)
+};
+
+struct gate_result {
+  std::vector<law_report> reports;
+  std::vector<std::string> saved;  ///< counterexample files, one per failing law
+  double seconds = 0;
+  int failed() const;
+};
+
+/// Runs the gate, printing the table (and each failure's screen) to `out`.
+gate_result run_gate(const gate_options& opt, std::ostream& out);
+
+/// Writes JUnit XML for a gate run.
+void write_junit(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed);
+
+/// Replays a saved case file on a subject; prints one screen; returns 0 when it now passes, 1 while it still fails.
+int repro_case_file(const std::string& file, const std::string& subject_spec, const std::string& law_override, std::ostream& out);
+
+}  // namespace attncheck

@@ -1,0 +1,46 @@
+// Runs a law as a rapidcheck property on a subject: generate, shrink, report.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "attncheck/generators.hpp"
+#include "attncheck/laws.hpp"
+
+namespace attncheck {
+
+struct run_options {
+  int cases = 100;          ///< successful cases before a law passes
+  std::uint64_t seed = 1;   ///< rapidcheck seed; printed with every verdict
+  int max_size = 100;       ///< rapidcheck size ceiling
+  gen_options gen{};
+  std::string reproduce;    ///< RC_PARAMS reproduce string of an earlier failure (optional)
+};
+
+struct law_report {
+  std::string law;
+  verdict v = verdict::pass;
+  int cases = 0;             ///< cases run before the verdict (shrink steps not counted)
+  int shrink_steps = 0;
+  std::string skip_reason;
+  double max_ratio = 0;      ///< largest observed/bound over the passing cases (and the failure)
+  std::string max_ratio_case;  ///< one-line form of the case behind max_ratio
+  double seconds = 0;
+  // On failure:
+  std::optional<attn_case> counterexample;  ///< shrunk, materialized
+  law_outcome failure;                      ///< the law's outcome on the shrunk case
+  std::string reproduce;                    ///< RC_PARAMS reproduce string
+};
+
+/// Runs one law. Never throws for a failing subject; harness errors (a case
+/// the law cannot materialize) are reported as failures naming the harness.
+law_report run_law(const law& l, const subject& s, const run_options& opt);
+
+/// Checks one law on one saved case (the repro path).
+law_outcome replay(const law& l, const subject& s, const attn_case& c);
+
+/// The one-screen verdict of a failure: law, case line, seed, worst element,
+/// saved file and replay command.
+std::string failure_screen(const law_report& r, const subject& s, const std::string& saved_file);
+
+}  // namespace attncheck

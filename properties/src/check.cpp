@@ -1,0 +1,182 @@
+#include "attncheck/check.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+namespace attncheck {
+
+namespace {
+
+std::string num(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return buf;
+}
+
+}  // namespace
+
+std::string worst_element::describe() const {
+  std::ostringstream s;
+  s << where << ": expected " << num(expected) << ", got " << num(got) << ", |error| "
+    << num(std::fabs(got - expected)) << ", bound " << num(bound) << ", error/bound " << num(ratio);
+  return s.str();
+}
+
+std::string o_where(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t e) {
+  return "O[b=" + std::to_string(b) + ",i=" + std::to_string(i) + ",h=" + std::to_string(h) + ",e=" + std::to_string(e) + "]";
+}
+
+std::string lse_where(std::int64_t b, std::int64_t h, std::int64_t i) {
+  return "LSE[b=" + std::to_string(b) + ",h=" + std::to_string(h) + ",i=" + std::to_string(i) + "]";
+}
+
+void comparison::fail(const std::string& why) {
+  if (pass) failure = why;
+  pass = false;
+}
+
+void comparison::element(const std::string& where, double expected, double got, double bound) {
+  if (std::isnan(expected)) return;
+  worst_element w{where, expected, got, bound, 0.0};
+  if (std::isnan(got)) {
+    w.ratio = std::numeric_limits<double>::infinity();
+    fail("NaN at " + w.describe());
+  } else if (std::isinf(expected) || std::isinf(got)) {
+    if (got != expected) {
+      w.ratio = std::numeric_limits<double>::infinity();
+      fail("infinity mismatch at " + w.describe());
+    }
+  } else if (!std::isfinite(bound) || bound < 0) {
+    w.ratio = std::numeric_limits<double>::infinity();
+    fail("the bound is not finite at " + w.describe() + " (a caller error, never a pass)");
+  } else {
+    const double err = std::fabs(got - expected);
+    w.ratio = err == 0 ? 0.0 : (bound == 0 ? std::numeric_limits<double>::infinity() : err / bound);
+    if (err > bound) fail("bound exceeded at " + w.describe());
+  }
+  if (w.ratio > max_ratio || worst.where.empty()) {
+    if (w.ratio >= max_ratio) {
+      max_ratio = w.ratio;
+      worst = w;
+    }
+  }
+}
+
+void comparison::exact(const std::string& where, std::uint32_t expected_bits, std::uint32_t got_bits, double expected,
+                       double got) {
+  if (expected_bits == got_bits) return;
+  worst_element w{where, expected, got, 0.0, std::numeric_limits<double>::infinity()};
+  char bits[80];
+  std::snprintf(bits, sizeof bits, " (bits 0x%x vs 0x%x)", expected_bits, got_bits);
+  fail("bits differ at " + w.describe() + bits);
+  if (max_ratio != std::numeric_limits<double>::infinity()) {
+    max_ratio = w.ratio;
+    worst = w;
+  }
+}
+
+void comparison::merge(const comparison& other) {
+  if (!other.pass) fail(other.failure);
+  if (other.max_ratio > max_ratio || (worst.where.empty() && !other.worst.where.empty())) {
+    max_ratio = std::max(max_ratio, other.max_ratio);
+    worst = other.worst;
+  }
+}
+
+comparison compare_with_reference(const attn_case& c, const subject_output& out, const oracle_result& ref, double slack) {
+  comparison r;
+  if (!out.ok()) {
+    r.fail(out.status ? "subject returned " + std::to_string(out.status) + ": " + out.error
+                      : "subject wrote outside its output: " + out.guard_report);
+    return r;
+  }
+  const std::int64_t lq = out.o.shape[1];
+  for (std::int64_t b = 0; b < c.b; ++b)
+    for (std::int64_t i = 0; i < lq; ++i)
+      for (std::int64_t h = 0; h < c.hq; ++h)
+        for (std::int64_t e = 0; e < c.dv; ++e) {
+          const auto k = ref.o_index(b, i, h, e);
+          r.element(o_where(b, i, h, e), ref.o[k], out.o.at(b, i, h, e), ref.o_bound[k] * slack);
+        }
+  if (!out.lse.empty())
+    for (std::int64_t b = 0; b < c.b; ++b)
+      for (std::int64_t h = 0; h < c.hq; ++h)
+        for (std::int64_t i = 0; i < lq; ++i) {
+          const auto k = ref.lse_index(b, h, i);
+          r.element(lse_where(b, h, i), ref.lse[k], out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)],
+                    ref.lse_bound[k] * slack);
+        }
+  return r;
+}
+
+comparison compare_bitwise(const attn_case& c, const subject_output& expected, const subject_output& got) {
+  comparison r;
+  for (const auto* o : {&expected, &got})
+    if (!o->ok()) {
+      r.fail(o->status ? "subject returned " + std::to_string(o->status) + ": " + o->error
+                       : "subject wrote outside its output: " + o->guard_report);
+      return r;
+    }
+  const std::int64_t lq = expected.o.shape[1];
+  for (std::int64_t b = 0; b < c.b; ++b)
+    for (std::int64_t i = 0; i < lq; ++i)
+      for (std::int64_t h = 0; h < c.hq; ++h)
+        for (std::int64_t e = 0; e < c.dv; ++e)
+          r.exact(o_where(b, i, h, e), expected.o.bits_at(b, i, h, e), got.o.bits_at(b, i, h, e), expected.o.at(b, i, h, e),
+                  got.o.at(b, i, h, e));
+  if (!expected.lse.empty() && !got.lse.empty())
+    for (std::int64_t b = 0; b < c.b; ++b)
+      for (std::int64_t h = 0; h < c.hq; ++h)
+        for (std::int64_t i = 0; i < lq; ++i) {
+          const auto k = static_cast<std::size_t>((b * c.hq + h) * lq + i);
+          r.exact(lse_where(b, h, i), std::bit_cast<std::uint32_t>(expected.lse[k]), std::bit_cast<std::uint32_t>(got.lse[k]),
+                  expected.lse[k], got.lse[k]);
+        }
+  return r;
+}
+
+comparison compare_within_two_bounds(const attn_case& c, const subject_output& a, const subject_output& b,
+                                     const oracle_result& ref) {
+  comparison r;
+  for (const auto* o : {&a, &b})
+    if (!o->ok()) {
+      r.fail(o->status ? "subject returned " + std::to_string(o->status) + ": " + o->error
+                       : "subject wrote outside its output: " + o->guard_report);
+      return r;
+    }
+  const std::int64_t lq = a.o.shape[1];
+  for (std::int64_t bi = 0; bi < c.b; ++bi)
+    for (std::int64_t i = 0; i < lq; ++i)
+      for (std::int64_t h = 0; h < c.hq; ++h)
+        for (std::int64_t e = 0; e < c.dv; ++e) {
+          const double x = a.o.at(bi, i, h, e), y = b.o.at(bi, i, h, e);
+          if (std::isnan(ref.o[ref.o_index(bi, i, h, e)])) continue;
+          if (std::isnan(x)) r.fail("NaN in the first run at " + o_where(bi, i, h, e));
+          r.element(o_where(bi, i, h, e), x, y, 2 * ref.o_bound[ref.o_index(bi, i, h, e)]);
+        }
+  if (!a.lse.empty() && !b.lse.empty())
+    for (std::int64_t bi = 0; bi < c.b; ++bi)
+      for (std::int64_t h = 0; h < c.hq; ++h)
+        for (std::int64_t i = 0; i < lq; ++i) {
+          const auto k = static_cast<std::size_t>((bi * c.hq + h) * lq + i);
+          if (std::isnan(ref.lse[ref.lse_index(bi, h, i)])) continue;
+          if (std::isnan(a.lse[k])) r.fail("NaN in the first run at " + lse_where(bi, h, i));
+          r.element(lse_where(bi, h, i), a.lse[k], b.lse[k], 2 * ref.lse_bound[ref.lse_index(bi, h, i)]);
+        }
+  return r;
+}
+
+oracle_options oracle_options_for(const subject& s, const attn_case& c, oracle_precision precision) {
+  oracle_options o;
+  o.precision = precision;
+  o.out_type = c.type;
+  o.bound.u_compute = s.desc().compute_unit_roundoff;
+  o.bound.exp_ulps = s.desc().exp_ulps;
+  o.bound.key_blocks = s.key_blocks(c);
+  return o;
+}
+
+}  // namespace attncheck

@@ -1,0 +1,227 @@
+// Bitwise laws: what a row cannot see never changes it; batch elements,
+// masked slots, repeated runs, thread counts and layouts change nothing.
+#include <algorithm>
+#include <bit>
+#include <limits>
+
+#include "law_support.hpp"
+#include "registry.hpp"
+
+namespace attncheck::laws {
+
+namespace {
+
+std::uint32_t nan_bits(dtype t) { return t == dtype::f32 ? 0x7fc00001u : (t == dtype::f16 ? 0x7e01u : 0x7fc1u); }
+
+// Compares the O rows (and LSE) for which keep(b, h, i) holds, bit for bit.
+comparison rows_bitwise(const attn_case& c, const subject_output& a, const subject_output& b,
+                        const std::function<bool(std::int64_t, std::int64_t, std::int64_t)>& keep) {
+  comparison r;
+  for (std::int64_t bi = 0; bi < c.b; ++bi)
+    for (std::int64_t h = 0; h < c.hq; ++h)
+      for (std::int64_t i = 0; i < c.lq; ++i) {
+        if (!keep(bi, h, i)) continue;
+        for (std::int64_t e = 0; e < c.dv; ++e)
+          r.exact(o_where(bi, i, h, e), a.o.bits_at(bi, i, h, e), b.o.bits_at(bi, i, h, e), a.o.at(bi, i, h, e), b.o.at(bi, i, h, e));
+        if (!a.lse.empty()) {
+          const float x = lse_of(a, c, c.lq, bi, h, i), y = lse_of(b, c, c.lq, bi, h, i);
+          r.exact(lse_where(bi, h, i), std::bit_cast<std::uint32_t>(x), std::bit_cast<std::uint32_t>(y), x, y);
+        }
+      }
+  return r;
+}
+
+attn_case batch_slice(const attn_case& c, std::int64_t bi) {
+  attn_case r = c;
+  r.b = 1;
+  if (!c.key_len.empty()) r.key_len = {c.key_len[static_cast<std::size_t>(bi)]};
+  if (c.has_mask()) {
+    r.mask_shape[0] = 1;
+    const std::int64_t per = c.mask_shape[1] * c.mask_shape[2] * c.mask_shape[3];
+    const std::int64_t from = c.mask_shape[0] == 1 ? 0 : bi * per;
+    r.mask.assign(c.mask.begin() + from, c.mask.begin() + from + per);
+  }
+  auto slice = [&](const tensor& t) {
+    return remake(t.type, {1, t.shape[1], t.shape[2], t.shape[3]}, c.layout,
+                  [&](auto, auto j, auto g, auto x) { return t.bits_at(bi, j, g, x); });
+  };
+  r.q = slice(c.q), r.k = slice(c.k), r.v = slice(c.v);
+  return r;
+}
+
+}  // namespace
+
+void prepare_causal(attn_case& c, const subject& s) {
+  if (s.has(ATTNCHECK_FEATURE_CAUSAL)) c.causal = true;
+}
+
+law_outcome invisible_inputs_never_change_outputs(const subject& s, const attn_case& c) {
+  law_outcome o;
+  const auto base = s.attend(c);
+  if (run_failed(base, o, "base run")) return o;
+  law_rng rng(c, 0xca05a1);
+  // Poison one key position per batch element (the last valid key, then a
+  // random one): every row that cannot see it must keep its bits.
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::int64_t> pick(static_cast<std::size_t>(c.b));
+    for (std::int64_t b = 0; b < c.b; ++b) {
+      const std::int64_t n = c.valid_keys(b);
+      pick[static_cast<std::size_t>(b)] = round == 0 ? std::max<std::int64_t>(n - 1, 0) : rng.below(c.lk);
+    }
+    attn_case p = c;
+    for (auto* t : {&p.k, &p.v})
+      for (std::int64_t b = 0; b < c.b; ++b)
+        for (std::int64_t g = 0; g < c.hkv; ++g)
+          for (std::int64_t x = 0; x < t->shape[3]; ++x) t->set_bits(b, pick[static_cast<std::size_t>(b)], g, x, nan_bits(c.type));
+    const auto out = s.attend(p);
+    if (run_failed(out, o, "poisoned run")) return o;
+    o.add("NaN in K,V at key " + std::to_string(pick[0]) + (c.b > 1 ? " (batch 0; per batch varies)" : ""),
+          rows_bitwise(c, base, out, [&](auto b, auto h, auto i) { return !c.visible(b, h, i, pick[static_cast<std::size_t>(b)]); }));
+  }
+  // A query row's inputs reach only that row.
+  attn_case p = c;
+  const std::int64_t i0 = rng.below(c.lq);
+  for (std::int64_t b = 0; b < c.b; ++b)
+    for (std::int64_t h = 0; h < c.hq; ++h)
+      for (std::int64_t x = 0; x < c.d; ++x) p.q.set_bits(b, i0, h, x, nan_bits(c.type));
+  const auto out = s.attend(p);
+  if (run_failed(out, o, "poisoned query run")) return o;
+  o.add("NaN in Q row " + std::to_string(i0), rows_bitwise(c, base, out, [&](auto, auto, auto i) { return i != i0; }));
+  return o;
+}
+
+law_outcome batch_elements_are_independent(const subject& s, const attn_case& c) {
+  law_outcome o;
+  if (c.b < 2) return o;  // nothing to compare with
+  const auto whole = s.attend(c);
+  if (run_failed(whole, o, "batch run")) return o;
+  for (std::int64_t bi = 0; bi < c.b; ++bi) {
+    const attn_case one = batch_slice(c, bi);
+    const auto alone = s.attend(one);
+    if (run_failed(alone, o, "batch element alone")) return o;
+    subject_output inside;
+    inside.o = remake(c.type, {1, c.lq, c.hq, c.dv}, c.layout, [&](auto, auto i, auto h, auto e) { return whole.o.bits_at(bi, i, h, e); });
+    if (!whole.lse.empty())
+      inside.lse.assign(whole.lse.begin() + bi * c.hq * c.lq, whole.lse.begin() + (bi + 1) * c.hq * c.lq);
+    o.add("batch element " + std::to_string(bi) + " alone vs in the batch",
+          compare_claimed(s, ATTNCHECK_CLAIM_BATCH, one, inside, alone));
+    if (o.v == verdict::fail) return o;
+  }
+  return o;
+}
+
+law_outcome masked_slots_are_ignored(const subject& s, const attn_case& c) {
+  law_outcome o;
+  // Every slot no visible pair uses gets NaN, then +-big; the bits must not move.
+  const auto base = s.attend(c);
+  if (run_failed(base, o, "base run")) return o;
+  const slot_usage used = used_slots(c);
+  for (poison_kind pk : {poison_kind::nan, poison_kind::big}) {
+    attn_case p = c;
+    const double big = std::min(1e30, largest_finite(c.type));
+    auto bits = [&](std::int64_t salt) {
+      return pk == poison_kind::nan ? nan_bits(c.type) : encode(c.type, (salt & 1) ? big : -big);
+    };
+    for (std::int64_t b = 0; b < c.b; ++b) {
+      for (std::int64_t j = 0; j < c.lk; ++j)
+        for (std::int64_t g = 0; g < c.hkv; ++g) {
+          if (used.key(c, b, j, g)) continue;
+          for (std::int64_t x = 0; x < c.d; ++x) p.k.set_bits(b, j, g, x, bits(x + j));
+          for (std::int64_t x = 0; x < c.dv; ++x) p.v.set_bits(b, j, g, x, bits(x + j + 1));
+        }
+      for (std::int64_t i = 0; i < c.lq; ++i)
+        for (std::int64_t h = 0; h < c.hq; ++h)
+          if (!used.query_row(c, b, i, h))
+            for (std::int64_t x = 0; x < c.d; ++x) p.q.set_bits(b, i, h, x, bits(x + i));
+    }
+    const auto out = s.attend(p);
+    if (run_failed(out, o, "poisoned run")) return o;
+    o.add(std::string(name(pk)) + " in every unused slot", compare_bitwise(c, base, out));
+  }
+  return o;
+}
+
+void prepare_padding(attn_case& c, const subject& s) {
+  if (s.has(ATTNCHECK_FEATURE_PADDING) && c.key_len.empty()) {
+    law_rng rng(c, 0x9add);
+    for (std::int64_t b = 0; b < c.b; ++b) c.key_len.push_back(rng.below(c.lk + 1));
+  }
+}
+
+law_outcome padding_equals_truncation(const subject& s, const attn_case& c) {
+  law_outcome o;
+  if (c.key_len.empty()) return o;
+  const auto padded = s.attend(c);
+  if (run_failed(padded, o, "padded run")) return o;
+  const oracle_result refp = fast_bound(s, c);
+  for (std::int64_t bi = 0; bi < c.b; ++bi) {
+    const std::int64_t n = c.key_len[static_cast<std::size_t>(bi)];
+    if (n == 0) continue;  // an empty sequence has no truncated form; fully_masked covers it
+    attn_case t = batch_slice(c, bi);
+    t.key_len.clear();
+    t.lk = n;
+    if (t.has_mask()) {
+      // Keep the first n columns of the mask.
+      const auto ms = t.mask_shape;
+      std::vector<std::uint8_t> m;
+      const std::int64_t cols = ms[3];
+      const std::int64_t keep = cols == 1 ? 1 : n;
+      for (std::int64_t r = 0; r < ms[0] * ms[1] * ms[2]; ++r)
+        for (std::int64_t j = 0; j < keep; ++j) m.push_back(t.mask[static_cast<std::size_t>(r * cols + j)]);
+      t.mask = m;
+      t.mask_shape[3] = keep;
+    }
+    t.k = remake(c.type, {1, n, c.hkv, c.d}, c.layout, [&](auto, auto j, auto g, auto x) { return c.k.bits_at(bi, j, g, x); });
+    t.v = remake(c.type, {1, n, c.hkv, c.dv}, c.layout, [&](auto, auto j, auto g, auto x) { return c.v.bits_at(bi, j, g, x); });
+    const auto trunc = s.attend(t);
+    if (run_failed(trunc, o, "truncated run")) return o;
+    const oracle_result reft = fast_bound(s, t);
+    attn_case one = batch_slice(c, bi);
+    subject_output inside;
+    inside.o = remake(c.type, {1, c.lq, c.hq, c.dv}, c.layout, [&](auto, auto i, auto h, auto e) { return padded.o.bits_at(bi, i, h, e); });
+    if (!padded.lse.empty())
+      inside.lse.assign(padded.lse.begin() + bi * c.hq * c.lq, padded.lse.begin() + (bi + 1) * c.hq * c.lq);
+    oracle_result refo = refp;  // rows of batch element bi only
+    refo.b = 1;
+    refo.o.assign(refp.o.begin() + bi * c.lq * c.hq * c.dv, refp.o.begin() + (bi + 1) * c.lq * c.hq * c.dv);
+    refo.o_bound.assign(refp.o_bound.begin() + bi * c.lq * c.hq * c.dv, refp.o_bound.begin() + (bi + 1) * c.lq * c.hq * c.dv);
+    refo.lse.assign(refp.lse.begin() + bi * c.hq * c.lq, refp.lse.begin() + (bi + 1) * c.hq * c.lq);
+    refo.lse_bound.assign(refp.lse_bound.begin() + bi * c.hq * c.lq, refp.lse_bound.begin() + (bi + 1) * c.hq * c.lq);
+    o.add("batch element " + std::to_string(bi) + " padded to " + std::to_string(c.lk) + " vs truncated to " + std::to_string(n),
+          compare_within_bounds(one, inside, refo, trunc, reft));
+    if (o.v == verdict::fail) return o;
+  }
+  return o;
+}
+
+law_outcome runs_are_deterministic(const subject& s, const attn_case& c) {
+  law_outcome o;
+  const auto first = s.attend(c);
+  if (run_failed(first, o, "first run")) return o;
+  if (s.claims(ATTNCHECK_CLAIM_DETERMINISTIC)) {
+    const auto again = s.attend(c);
+    if (run_failed(again, o, "second run")) return o;
+    o.add("the same call twice", compare_bitwise(c, first, again));
+  }
+  if (s.claims(ATTNCHECK_CLAIM_THREADS) && s.has(ATTNCHECK_FEATURE_THREADS)) {
+    const auto one = s.attend(c, 1);
+    if (run_failed(one, o, "1 thread")) return o;
+    for (int t : {2, 3, 8}) {
+      const auto many = s.attend(c, t);
+      if (run_failed(many, o, std::to_string(t) + " threads")) return o;
+      o.add("1 thread vs " + std::to_string(t), compare_bitwise(c, one, many));
+    }
+  }
+  if (s.claims(ATTNCHECK_CLAIM_LAYOUT)) {
+    for (layout_kind l : {layout_kind::bshd, layout_kind::bhsd, layout_kind::padded}) {
+      if (l == c.layout) continue;
+      const attn_case r = relayout(c, l);
+      const auto out = s.attend(r);
+      if (run_failed(out, o, std::string("layout ") + std::string(name(l)))) return o;
+      o.add(std::string("layout ") + std::string(name(c.layout)) + " vs " + std::string(name(l)), compare_bitwise(c, first, out));
+    }
+  }
+  return o;
+}
+
+}  // namespace attncheck::laws

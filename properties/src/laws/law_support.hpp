@@ -1,0 +1,61 @@
+// Shared pieces of the law implementations: running, bounds, case surgery.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "attncheck/check.hpp"
+#include "attncheck/laws.hpp"
+#include "attncheck/oracle.hpp"
+
+namespace attncheck::laws {
+
+/// The bound of the subject on this case from a binary64 run of the oracle's
+/// loops: the bound is an a-priori estimate, and double's relative error in it
+/// (~1e-16) is negligible next to f32 rounding. Never used as the oracle.
+oracle_result fast_bound(const subject& s, const attn_case& c);
+
+/// A tensor of a new shape in layout `layout` whose element (a,b,c,d) has the bits bits_of(a,b,c,d).
+tensor remake(dtype t, dims4 shape, layout_kind layout,
+              const std::function<std::uint32_t(std::int64_t, std::int64_t, std::int64_t, std::int64_t)>& bits_of);
+
+/// The same case (same values) stored in another layout.
+attn_case relayout(const attn_case& c, layout_kind layout);
+
+/// A deterministic stream of numbers for a law, from the case's seed and a salt.
+struct law_rng {
+  std::uint64_t state;
+  law_rng(const attn_case& c, std::uint64_t salt) : state(c.seed * 0x9e3779b97f4a7c15ull ^ salt ^ 0xd1b54a32d192ed03ull) {}
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  /// Uniform in [0, n), n >= 1.
+  std::int64_t below(std::int64_t n) { return static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(n)); }
+};
+
+/// O and LSE rows of two outputs that must agree elementwise within
+/// bound_a + bound_b (each output within its own bound of its own truth, and
+/// the truths equal by the law).
+comparison compare_within_bounds(const attn_case& c, const subject_output& a, const oracle_result& ra,
+                                 const subject_output& b, const oracle_result& rb);
+
+/// Comparison for an invariance: bitwise when the subject claims it, else within two bounds.
+comparison compare_claimed(const subject& s, std::uint32_t claim, const attn_case& c, const subject_output& a,
+                           const subject_output& b);
+
+/// Fails with the subject's error or guard report when a run did not succeed.
+bool run_failed(const subject_output& out, law_outcome& o, const std::string& label);
+
+/// Lse of output row (b, h, i); NaN when the subject has no LSE.
+inline float lse_of(const subject_output& out, const attn_case& c, std::int64_t lq, std::int64_t b, std::int64_t h,
+                    std::int64_t i) {
+  if (out.lse.empty()) return std::nanf("");
+  return out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)];
+}
+
+}  // namespace attncheck::laws

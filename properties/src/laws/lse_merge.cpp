@@ -1,0 +1,65 @@
+// LSE law: attention over two halves of the keys, merged by their LSE,
+// equals attention over all of them (the split-KV / ring-attention identity).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "law_support.hpp"
+#include "registry.hpp"
+
+namespace attncheck::laws {
+
+void prepare_split(attn_case& c, const subject&) {
+  c.causal = false;
+  c.mask_shape = {};
+  c.mask.clear();
+  c.key_len.clear();
+  if (c.lk < 2) c.lk = 2;
+}
+
+law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
+  law_outcome o;
+  if (c.lk < 2 || c.causal || c.has_mask() || c.has_padding()) {
+    o.fail("case does not fit this law (needs lk >= 2, no masks): " + to_line(c));
+    return o;
+  }
+  law_rng rng(c, 0x15e);
+  const std::int64_t split = 1 + rng.below(c.lk - 1);
+  auto part = [&](std::int64_t from, std::int64_t n) {
+    attn_case p = c;
+    p.lk = n;
+    p.k = remake(c.type, {c.b, n, c.hkv, c.d}, c.layout, [&](auto b, auto j, auto g, auto x) { return c.k.bits_at(b, from + j, g, x); });
+    p.v = remake(c.type, {c.b, n, c.hkv, c.dv}, c.layout, [&](auto b, auto j, auto g, auto x) { return c.v.bits_at(b, from + j, g, x); });
+    return p;
+  };
+  const attn_case a = part(0, split), b = part(split, c.lk - split);
+  const auto whole = s.attend(c), oa = s.attend(a), ob = s.attend(b);
+  if (run_failed(whole, o, "all keys") || run_failed(oa, o, "first keys") || run_failed(ob, o, "last keys")) return o;
+  const oracle_result rw = fast_bound(s, c), ra = fast_bound(s, a), rb = fast_bound(s, b);
+  comparison r;
+  for (std::int64_t bi = 0; bi < c.b; ++bi)
+    for (std::int64_t h = 0; h < c.hq; ++h)
+      for (std::int64_t i = 0; i < c.lq; ++i) {
+        const double la = lse_of(oa, c, c.lq, bi, h, i), lb = lse_of(ob, c, c.lq, bi, h, i);
+        const double m = std::max(la, lb);
+        const double ea = std::exp(la - m), eb = std::exp(lb - m);
+        const double wa = ea / (ea + eb), wb = eb / (ea + eb);
+        // Errors of the parts' LSE move the weights by wa*wb*(dLa - dLb), first order.
+        const double dla = ra.lse_bound[ra.lse_index(bi, h, i)], dlb = rb.lse_bound[rb.lse_index(bi, h, i)];
+        const double merged_lse = m + std::log(ea + eb);
+        r.element(lse_where(bi, h, i) + " merged from keys [0," + std::to_string(split) + ") and [" + std::to_string(split) + "," +
+                      std::to_string(c.lk) + ")",
+                  lse_of(whole, c, c.lq, bi, h, i), merged_lse, wa * dla + wb * dlb + rw.lse_bound[rw.lse_index(bi, h, i)]);
+        for (std::int64_t e = 0; e < c.dv; ++e) {
+          const double xa = oa.o.at(bi, i, h, e), xb = ob.o.at(bi, i, h, e);
+          const double merged = wa * xa + wb * xb;
+          const double bound = wa * ra.o_bound[ra.o_index(bi, i, h, e)] + wb * rb.o_bound[rb.o_index(bi, i, h, e)] +
+                               wa * wb * std::fabs(xa - xb) * (dla + dlb) + rw.o_bound[rw.o_index(bi, i, h, e)];
+          r.element(o_where(bi, i, h, e) + " merged", whole.o.at(bi, i, h, e), merged, bound);
+        }
+      }
+  o.add("merge by LSE of a split at key " + std::to_string(split), r);
+  return o;
+}
+
+}  // namespace attncheck::laws

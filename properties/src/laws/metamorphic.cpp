@@ -1,0 +1,220 @@
+// Metamorphic laws: transformations of the inputs with a known effect on the
+// output (GQA vs repeated K/V, power-of-two scalings, score shifts, permutations).
+#include <algorithm>
+#include <bit>
+#include <numeric>
+
+#include "law_support.hpp"
+#include "registry.hpp"
+
+namespace attncheck::laws {
+
+namespace {
+
+std::vector<std::int64_t> permutation(law_rng& rng, std::int64_t n) {
+  std::vector<std::int64_t> p(static_cast<std::size_t>(n));
+  std::iota(p.begin(), p.end(), 0);
+  for (std::int64_t i = n - 1; i > 0; --i) std::swap(p[static_cast<std::size_t>(i)], p[static_cast<std::size_t>(rng.below(i + 1))]);
+  return p;
+}
+
+// True when x * 2^a is exact and normal (or zero) in t, and x was normal or zero too.
+bool scales_exactly(dtype t, double x, int a) {
+  if (x == 0) return true;
+  if (!std::isfinite(x)) return false;
+  const double y = std::ldexp(x, a);
+  const double min_normal = t == dtype::f16 ? 0x1p-14 : 0x1p-126;
+  if (std::fabs(x) < min_normal || std::fabs(y) < min_normal) return false;
+  return decode(t, encode(t, y)) == y;
+}
+
+bool tensor_scales_exactly(const tensor& t, int a) {
+  for (std::int64_t i0 = 0; i0 < t.shape[0]; ++i0)
+    for (std::int64_t i1 = 0; i1 < t.shape[1]; ++i1)
+      for (std::int64_t i2 = 0; i2 < t.shape[2]; ++i2)
+        for (std::int64_t i3 = 0; i3 < t.shape[3]; ++i3)
+          if (!scales_exactly(t.type, t.at(i0, i1, i2, i3), a)) return false;
+  return true;
+}
+
+tensor scaled(const tensor& t, int a, layout_kind layout) {
+  return remake(t.type, t.shape, layout, [&](auto i0, auto i1, auto i2, auto i3) { return encode(t.type, std::ldexp(t.at(i0, i1, i2, i3), a)); });
+}
+
+}  // namespace
+
+void prepare_gqa(attn_case& c, const subject&) {
+  // G != Hkv and G > 1: only then do h / G, h / Hkv and h % Hkv all differ.
+  std::int64_t g = c.group();
+  if (c.hkv == 1 && (c.seed & 1)) c.hkv = 2;
+  if (g == 1) g = 2;
+  if (g == c.hkv) g += 1;
+  c.hq = c.hkv * g;
+  if (c.has_mask() && c.mask_shape[1] != 1) c.mask_shape[1] = c.hq;
+}
+
+law_outcome gqa_matches_repeated_kv(const subject& s, const attn_case& c) {
+  law_outcome o;
+  const auto base = s.attend(c);
+  if (run_failed(base, o, "GQA run")) return o;
+  const oracle_result ref = fast_bound(s, c);
+  // MHA on K/V repeated in place (repeat_interleave): KV head h holds the old h / G.
+  attn_case mha = c;
+  mha.hkv = c.hq;
+  mha.k = remake(c.type, {c.b, c.lk, c.hq, c.d}, c.layout, [&](auto b, auto j, auto h, auto x) { return c.k.bits_at(b, j, c.kv_head(h), x); });
+  mha.v = remake(c.type, {c.b, c.lk, c.hq, c.dv}, c.layout, [&](auto b, auto j, auto h, auto x) { return c.v.bits_at(b, j, c.kv_head(h), x); });
+  const auto rep = s.attend(mha);
+  if (run_failed(rep, o, "MHA run on repeated K/V")) return o;
+  o.add("GQA vs MHA on repeated K/V", compare_within_bounds(c, base, ref, rep, fast_bound(s, mha)));
+  // Perturb one KV head: exactly its G query heads may change, and they must.
+  law_rng rng(c, 0x69a);
+  const std::int64_t g0 = rng.below(c.hkv);
+  attn_case p = c;
+  for (std::int64_t b = 0; b < c.b; ++b)
+    for (std::int64_t j = 0; j < c.lk; ++j) {
+      for (std::int64_t x = 0; x < c.d; ++x) p.k.set(b, j, g0, x, 2 * c.k.at(b, j, g0, x));
+      for (std::int64_t x = 0; x < c.dv; ++x) {
+        const double v = c.v.at(b, j, g0, x);
+        p.v.set(b, j, g0, x, std::fabs(v) < 1e3 ? v + 1 : -v);
+      }
+    }
+  const auto out = s.attend(p);
+  if (run_failed(out, o, "perturbed KV head")) return o;
+  comparison others, mine;
+  for (std::int64_t h = 0; h < c.hq; ++h) {
+    bool changed = false, sees = false;
+    for (std::int64_t b = 0; b < c.b; ++b)
+      for (std::int64_t i = 0; i < c.lq; ++i) {
+        for (std::int64_t j = 0; j < c.lk; ++j) sees = sees || c.visible(b, h, i, j);
+        for (std::int64_t e = 0; e < c.dv; ++e) {
+          const auto x = base.o.bits_at(b, i, h, e), y = out.o.bits_at(b, i, h, e);
+          if (c.kv_head(h) != g0) others.exact(o_where(b, i, h, e) + " (query head of another KV head)", x, y, base.o.at(b, i, h, e), out.o.at(b, i, h, e));
+          changed = changed || x != y;
+        }
+      }
+    if (c.kv_head(h) == g0 && sees && !changed)
+      mine.fail("perturbing KV head " + std::to_string(g0) + " left query head " + std::to_string(h) + " (h / G = " +
+                std::to_string(c.kv_head(h)) + ") unchanged");
+  }
+  o.add("perturbing KV head " + std::to_string(g0) + ": other heads keep their bits", others);
+  o.add("perturbing KV head " + std::to_string(g0) + ": its query heads change", mine);
+  return o;
+}
+
+law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c) {
+  law_outcome o;
+  const auto base = s.attend(c);
+  if (run_failed(base, o, "base run")) return o;
+  const float scale = c.effective_scale();
+  for (int a : {1, -1}) {
+    // Q * 2^a with scale * 2^-a: every product is the same real number, so the same bits.
+    const float s2 = std::ldexp(scale, -a);
+    if (tensor_scales_exactly(c.q, a) && std::fabs(s2) >= 0x1p-126f && std::isfinite(s2)) {
+      attn_case p = c;
+      p.q = scaled(c.q, a, c.layout);
+      p.scale = s2;
+      const auto out = s.attend(p);
+      if (run_failed(out, o, "scaled Q")) return o;
+      o.add("Q * 2^" + std::to_string(a) + " with scale * 2^" + std::to_string(-a), compare_bitwise(c, base, out));
+    }
+    // V * 2^a scales O by 2^a exactly (and leaves LSE alone).
+    if (tensor_scales_exactly(c.v, a)) {
+      attn_case p = c;
+      p.v = scaled(c.v, a, c.layout);
+      const auto out = s.attend(p);
+      if (run_failed(out, o, "scaled V")) return o;
+      comparison r;
+      for (std::int64_t b = 0; b < c.b; ++b)
+        for (std::int64_t i = 0; i < c.lq; ++i)
+          for (std::int64_t h = 0; h < c.hq; ++h)
+            for (std::int64_t e = 0; e < c.dv; ++e) {
+              const double x = base.o.at(b, i, h, e);
+              if (!scales_exactly(c.type, x, a)) continue;  // a subnormal output rounds differently
+              r.element(o_where(b, i, h, e), std::ldexp(x, a), out.o.at(b, i, h, e), 0.0);
+            }
+      o.add("V * 2^" + std::to_string(a) + " gives O * 2^" + std::to_string(a), r);
+    }
+  }
+  return o;
+}
+
+law_outcome constant_score_shift_changes_nothing(const subject& s, const attn_case& c) {
+  law_outcome o;
+  const auto base = s.attend(c);
+  if (run_failed(base, o, "base run")) return o;
+  // An extra head dimension: Q[..., D] = t (per row), K[..., D] = 1 adds scale * t to every score of the row.
+  law_rng rng(c, 0x5f1f7);
+  attn_case p = c;
+  p.d = c.d + 1;
+  p.scale = c.effective_scale();
+  std::vector<double> shift(static_cast<std::size_t>(c.b * c.lq * c.hq));
+  for (auto& t : shift) t = static_cast<double>(rng.below(33) - 16) / 2;  // dyadic in [-8, 8]: exact in every type
+  p.q = remake(c.type, {c.b, c.lq, c.hq, c.d + 1}, c.layout, [&](auto b, auto i, auto h, auto x) {
+    return x < c.d ? c.q.bits_at(b, i, h, x) : encode(c.type, shift[static_cast<std::size_t>((b * c.lq + i) * c.hq + h)]);
+  });
+  p.k = remake(c.type, {c.b, c.lk, c.hkv, c.d + 1}, c.layout,
+               [&](auto b, auto j, auto g, auto x) { return x < c.d ? c.k.bits_at(b, j, g, x) : encode(c.type, 1.0); });
+  const auto out = s.attend(p);
+  if (run_failed(out, o, "shifted run")) return o;
+  subject_output a = base, b = out;
+  a.lse.clear(), b.lse.clear();  // LSE moves by the shift; O must not
+  o.add("scores shifted by scale * t per row", compare_within_bounds(c, a, fast_bound(s, c), b, fast_bound(s, p)));
+  return o;
+}
+
+void prepare_permutation(attn_case& c, const subject&) {
+  c.causal = false;  // permuting keys or queries is only a symmetry without order-dependent masks
+  c.mask_shape = {};
+  c.mask.clear();
+}
+
+law_outcome permutations_commute(const subject& s, const attn_case& c) {
+  law_outcome o;
+  const auto base = s.attend(c);
+  if (run_failed(base, o, "base run")) return o;
+  const oracle_result ref = fast_bound(s, c);
+  law_rng rng(c, 0x9e7);
+  // Keys with their values, within each sequence's valid keys.
+  {
+    attn_case p = c;
+    for (std::int64_t b = 0; b < c.b; ++b) {
+      const auto perm = permutation(rng, c.valid_keys(b));
+      for (std::int64_t j = 0; j < static_cast<std::int64_t>(perm.size()); ++j)
+        for (std::int64_t g = 0; g < c.hkv; ++g) {
+          for (std::int64_t x = 0; x < c.d; ++x) p.k.set_bits(b, j, g, x, c.k.bits_at(b, perm[static_cast<std::size_t>(j)], g, x));
+          for (std::int64_t x = 0; x < c.dv; ++x) p.v.set_bits(b, j, g, x, c.v.bits_at(b, perm[static_cast<std::size_t>(j)], g, x));
+        }
+    }
+    const auto out = s.attend(p);
+    if (run_failed(out, o, "permuted keys")) return o;
+    o.add("keys permuted with their values", compare_within_bounds(c, base, ref, out, fast_bound(s, p)));
+  }
+  // Queries, batch elements and KV heads (with their query heads): the output is permuted the same way.
+  const auto qp = permutation(rng, c.lq), bp = permutation(rng, c.b), gp = permutation(rng, c.hkv);
+  const std::int64_t G = c.group();
+  auto head = [&](std::int64_t h) { return gp[static_cast<std::size_t>(h / G)] * G + h % G; };
+  attn_case p = c;
+  p.q = remake(c.type, c.q.shape, c.layout, [&](auto b, auto i, auto h, auto x) {
+    return c.q.bits_at(bp[static_cast<std::size_t>(b)], qp[static_cast<std::size_t>(i)], head(h), x);
+  });
+  p.k = remake(c.type, c.k.shape, c.layout, [&](auto b, auto j, auto g, auto x) { return c.k.bits_at(bp[static_cast<std::size_t>(b)], j, gp[static_cast<std::size_t>(g)], x); });
+  p.v = remake(c.type, c.v.shape, c.layout, [&](auto b, auto j, auto g, auto x) { return c.v.bits_at(bp[static_cast<std::size_t>(b)], j, gp[static_cast<std::size_t>(g)], x); });
+  if (!c.key_len.empty())
+    for (std::int64_t b = 0; b < c.b; ++b) p.key_len[static_cast<std::size_t>(b)] = c.key_len[static_cast<std::size_t>(bp[static_cast<std::size_t>(b)])];
+  const auto out = s.attend(p);
+  if (run_failed(out, o, "permuted queries, batch and heads")) return o;
+  // Undo the permutation on the output, then compare with the base run.
+  subject_output back = out;
+  for (std::int64_t b = 0; b < c.b; ++b)
+    for (std::int64_t i = 0; i < c.lq; ++i)
+      for (std::int64_t h = 0; h < c.hq; ++h) {
+        const std::int64_t ob = bp[static_cast<std::size_t>(b)], oi = qp[static_cast<std::size_t>(i)], oh = head(h);
+        for (std::int64_t e = 0; e < c.dv; ++e) back.o.set_bits(ob, oi, oh, e, out.o.bits_at(b, i, h, e));
+        if (!out.lse.empty())
+          back.lse[static_cast<std::size_t>((ob * c.hq + oh) * c.lq + oi)] = out.lse[static_cast<std::size_t>((b * c.hq + h) * c.lq + i)];
+      }
+  o.add("queries, batch elements and KV heads permuted", compare_claimed(s, ATTNCHECK_CLAIM_BATCH, c, base, back));
+  return o;
+}
+
+}  // namespace attncheck::laws

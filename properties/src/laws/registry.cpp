@@ -1,0 +1,92 @@
+// The laws in gate order: the five of the design card first.
+#include "registry.hpp"
+
+namespace attncheck {
+
+namespace {
+
+std::string always(const subject&) { return {}; }
+void as_generated(attn_case&, const subject&) {}
+
+std::vector<law> make_laws() {
+  using namespace laws;
+  std::vector<law> v;
+  v.push_back({"differential.output_within_bound_of_oracle",
+               "every O and LSE element within the SPEC bound of the high-precision oracle", always, as_generated,
+               output_within_bound});
+  v.push_back({"softmax.weights_form_a_distribution",
+               "with V = identity rows are weights: >= 0, masked exactly 0, summing to 1; V = ones gives 1", always,
+               prepare_distribution, weights_form_a_distribution});
+  v.push_back({"causal.future_keys_never_change_past_outputs",
+               "NaN in any input a row cannot see leaves that row's O and LSE bit for bit", always, prepare_causal,
+               invisible_inputs_never_change_outputs});
+  v.push_back({"gqa.matches_mha_on_repeated_kv",
+               "GQA equals MHA on K/V repeated in place; perturbing KV head g changes exactly heads h with h / G == g",
+               always, prepare_gqa, gqa_matches_repeated_kv});
+  v.push_back({"cache.chunked_decode_equals_prefill",
+               "prefill then chunks and single tokens through the cache, shuffled pages, equals one-shot causal prefill",
+               [](const subject& s) -> std::string {
+                 if (!s.has(ATTNCHECK_FEATURE_CACHE)) return "subject has no cache";
+                 if (!s.has(ATTNCHECK_FEATURE_CAUSAL)) return "subject has no causal mask";
+                 return {};
+               },
+               prepare_cache, chunked_cache_equals_prefill});
+  v.push_back({"scale.power_of_two_scalings_are_exact",
+               "Q * 2^a with scale * 2^-a gives the same bits; V * 2^a gives O * 2^a exactly", always, as_generated,
+               power_of_two_scalings_are_exact});
+  v.push_back({"shift.constant_score_offset_changes_nothing",
+               "adding a constant to every score of a row (an extra head dimension) leaves O within the bound", always,
+               as_generated, constant_score_shift_changes_nothing});
+  v.push_back({"permutation.keys_queries_batch_heads_commute",
+               "permuting keys with values leaves O within the bound; permuting queries, batch or heads permutes O",
+               always, prepare_permutation, permutations_commute});
+  v.push_back({"independence.batch_elements_do_not_interact",
+               "a batch element computed alone equals it inside the batch", always, as_generated,
+               batch_elements_are_independent});
+  v.push_back({"independence.masked_slots_are_ignored",
+               "NaN or +-1e30 in every slot no visible pair uses leaves O and LSE bit for bit", always, as_generated,
+               masked_slots_are_ignored});
+  v.push_back({"independence.padding_equals_truncation", "a sequence padded to Lk equals it truncated to its length",
+               [](const subject& s) -> std::string { return s.has(ATTNCHECK_FEATURE_PADDING) ? "" : "subject has no key padding"; },
+               prepare_padding, padding_equals_truncation});
+  v.push_back({"hull.output_within_visible_values",
+               "O within [min V, max V] over visible keys; one visible key gives V exactly; equal keys give mean(V)", always,
+               as_generated, output_in_convex_hull});
+  v.push_back({"masked.fully_masked_rows_are_zero", "rows that see no key give O = 0 and LSE = -inf, never NaN",
+               [](const subject& s) -> std::string {
+                 return s.has(ATTNCHECK_FEATURE_PADDING) || s.has(ATTNCHECK_FEATURE_CAUSAL) || s.has(ATTNCHECK_FEATURE_MASK)
+                            ? ""
+                            : "subject takes no mask";
+               },
+               prepare_fully_masked, fully_masked_rows_are_zero});
+  v.push_back({"extreme.large_logits_within_bound",
+               "logits near the type's limits or one dominant key: no overflow, O within the bound", always, prepare_extreme,
+               extreme_logits_stay_within_bound});
+  v.push_back({"determinism.same_bits_every_run_thread_count_layout",
+               "repeated calls, thread counts 1/2/3/8 and strided layouts give identical bits (as claimed)",
+               [](const subject& s) -> std::string {
+                 return s.claims(ATTNCHECK_CLAIM_DETERMINISTIC) || s.claims(ATTNCHECK_CLAIM_THREADS) || s.claims(ATTNCHECK_CLAIM_LAYOUT)
+                            ? ""
+                            : "subject claims no determinism";
+               },
+               as_generated, runs_are_deterministic});
+  v.push_back({"lse.split_keys_merge_by_lse", "two halves of the keys merged by their LSE equal the whole",
+               [](const subject& s) -> std::string { return s.has_lse() ? "" : "subject has no LSE"; }, prepare_split,
+               lse_merges_split_keys});
+  return v;
+}
+
+}  // namespace
+
+const std::vector<law>& all_laws() {
+  static const std::vector<law> laws = make_laws();
+  return laws;
+}
+
+const law* find_law(const std::string& name) {
+  for (const auto& l : all_laws())
+    if (l.name == name) return &l;
+  return nullptr;
+}
+
+}  // namespace attncheck

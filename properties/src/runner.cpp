@@ -1,0 +1,121 @@
+#include "attncheck/runner.hpp"
+
+#include <rapidcheck.h>
+
+#include <chrono>
+#include <sstream>
+#include <unordered_map>
+
+namespace rc::detail {
+// Exported by librapidcheck (src/detail/ReproduceParsing.h, not installed by Debian).
+std::string reproduceMapToString(const std::unordered_map<std::string, Reproduce>& reproduceMap);
+std::unordered_map<std::string, Reproduce> stringToReproduceMap(const std::string& str);
+}  // namespace rc::detail
+
+namespace attncheck {
+
+law_outcome replay(const law& l, const subject& s, const attn_case& c) {
+  try {
+    return l.check(s, c);
+  } catch (const std::exception& e) {
+    law_outcome o;
+    o.fail(std::string("harness error: ") + e.what());
+    return o;
+  }
+}
+
+law_report run_law(const law& l, const subject& s, const run_options& opt) {
+  law_report r;
+  r.law = l.name;
+  const auto start = std::chrono::steady_clock::now();
+  if (auto why = l.applicable(s); !why.empty()) {
+    r.v = verdict::skip;
+    r.skip_reason = why;
+    return r;
+  }
+  bool failed_once = false;
+  const auto gen = any_case(s, opt.gen);
+  auto property = [&] {
+    attn_case c = *gen;
+    l.prepare(c, s);
+    law_outcome out;
+    try {
+      materialize(c);
+      out = l.check(s, c);
+    } catch (const std::exception& e) {
+      out.fail(std::string("harness error on ") + to_line(c) + ": " + e.what());
+    }
+    if (!failed_once) {
+      ++r.cases;
+      if (out.max_ratio > r.max_ratio || r.max_ratio_case.empty()) {
+        if (out.max_ratio >= r.max_ratio) {
+          r.max_ratio = out.max_ratio;
+          r.max_ratio_case = to_line(c);
+        }
+      }
+    } else {
+      ++r.shrink_steps;
+    }
+    if (out.v == verdict::fail) {
+      failed_once = true;
+      // The last failing call is the last accepted shrink: the minimal case.
+      r.counterexample = c;
+      r.failure = out;
+      RC_FAIL(out.message);
+    }
+  };
+  rc::detail::TestParams params;
+  params.seed = opt.seed;
+  params.maxSuccess = opt.cases;
+  params.maxSize = opt.max_size;
+  params.maxDiscardRatio = 10;
+  rc::detail::TestMetadata meta;
+  meta.id = l.name;
+  meta.description = l.summary;
+  std::unordered_map<std::string, rc::detail::Reproduce> repro;
+  if (!opt.reproduce.empty()) repro = rc::detail::stringToReproduceMap(opt.reproduce);
+  struct quiet_listener : rc::detail::TestListener {
+    void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+    void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+    void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+  } listener;
+  const auto result = rc::detail::checkTestable(property, meta, params, listener, repro);
+  if (result.template is<rc::detail::FailureResult>()) {
+    const auto& f = result.template get<rc::detail::FailureResult>();
+    r.v = verdict::fail;
+    std::unordered_map<std::string, rc::detail::Reproduce> m{{l.name, f.reproduce}};
+    r.reproduce = rc::detail::reproduceMapToString(m);
+    if (r.counterexample) {
+      // Re-run the minimal case once so the report reflects exactly it.
+      r.failure = replay(l, s, *r.counterexample);
+      if (r.failure.v != verdict::fail) r.failure.fail("flaky: the shrunk case passed on replay (" + f.description + ")");
+      r.max_ratio = std::max(r.max_ratio, r.failure.max_ratio);
+    }
+  } else if (result.template is<rc::detail::GaveUpResult>()) {
+    r.v = verdict::fail;
+    r.failure.fail("generator gave up: " + result.template get<rc::detail::GaveUpResult>().description);
+  } else if (result.template is<rc::detail::Error>()) {
+    r.v = verdict::fail;
+    r.failure.fail("rapidcheck error: " + result.template get<rc::detail::Error>().description);
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+std::string failure_screen(const law_report& r, const subject& s, const std::string& saved_file) {
+  std::ostringstream o;
+  o << "FAIL " << r.law << "\n";
+  o << "  subject:  " << s.name() << " (" << s.spec() << ")\n";
+  if (r.counterexample) o << "  case:     " << to_line(*r.counterexample) << "\n";
+  o << "  cases:    " << r.cases << " run, " << r.shrink_steps << " shrink steps\n";
+  o << "  why:      " << r.failure.message << "\n";
+  if (!r.failure.worst.where.empty()) o << "  worst:    " << r.failure.worst.describe() << "\n";
+  if (!saved_file.empty()) {
+    o << "  saved:    " << saved_file << "\n";
+    o << "  replay:   build/attncheck repro " << saved_file << (s.spec() == "builtin" ? "" : " --subject " + s.spec()) << "\n";
+  }
+  if (!r.reproduce.empty()) o << "  rapidcheck: RC_PARAMS=\"reproduce=" << r.reproduce << "\"\n";
+  return o.str();
+}
+
+}  // namespace attncheck
