@@ -51,6 +51,25 @@ double seconds_per_madd(const attn_case& c, double min_seconds) {
   return elapsed / (static_cast<double>(runs) * madds);
 }
 
+// Seconds per exp call in Real over arguments in [-20, 0] (the shifted
+// softmax's range), where the backends differ most.
+template <class Real>
+double seconds_per_exp(double min_seconds) {
+  using std::exp;
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  long calls = 0;
+  double elapsed = 0;
+  Real sink = 0;
+  do {
+    for (int k = 0; k < 256; ++k) sink += exp(Real(-20.0 * k / 256.0 - 1e-3 * static_cast<double>(calls % 7)));
+    calls += 256;
+    elapsed = std::chrono::duration<double>(clock::now() - start).count();
+  } while (elapsed < min_seconds);
+  if (static_cast<double>(sink) == 12345.678) std::puts("");
+  return elapsed / static_cast<double>(calls);
+}
+
 // The floor: a bare double multiply-add loop over contiguous arrays, with no
 // decoding, masking or exp; seconds per multiply-add.
 double bare_double_seconds_per_madd(double min_seconds) {
@@ -93,15 +112,20 @@ int main(int argc, char** argv) {
   };
   row("double (bare loop)", 53, bare_double_seconds_per_madd(min_seconds));
   row("double", 53, base);
-  row("mpfr_float_50", std::numeric_limits<oracle_detail::mpfr50>::digits,
-      seconds_per_madd<oracle_detail::mpfr50>(c, min_seconds));
-  row("static_mpfr_float_50", std::numeric_limits<mp::static_mpfr_float_50>::digits,
-      seconds_per_madd<mp::static_mpfr_float_50>(c, min_seconds));
+  row("static_mpfr_float_50", std::numeric_limits<oracle_detail::mpfr50>::digits,
+      seconds_per_madd<oracle_detail::mpfr50>(c, min_seconds));  // the default
+  row("mpfr_float_50", std::numeric_limits<mp::mpfr_float_50>::digits,
+      seconds_per_madd<mp::mpfr_float_50>(c, min_seconds));
   row("cpp_bin_float_50", std::numeric_limits<mp::cpp_bin_float_50>::digits,
       seconds_per_madd<mp::cpp_bin_float_50>(c, min_seconds));
   row("mpfr_float_100", std::numeric_limits<oracle_detail::mpfr100>::digits,
       seconds_per_madd<oracle_detail::mpfr100>(c, min_seconds));
   row("cpp_bin_float_100", std::numeric_limits<oracle_detail::cpp_bin100>::digits,
       seconds_per_madd<oracle_detail::cpp_bin100>(c, min_seconds));
+  std::printf("exp alone (arguments in [-20, 0]):\n");
+  const auto exp_row = [&](const char* name, double s) { std::printf("%-20s %9.2f ns/exp\n", name, s * 1e9); };
+  exp_row("double", seconds_per_exp<double>(min_seconds));
+  exp_row("static_mpfr_float_50", seconds_per_exp<oracle_detail::mpfr50>(min_seconds));
+  exp_row("cpp_bin_float_50", seconds_per_exp<mp::cpp_bin_float_50>(min_seconds));
   return 0;
 }

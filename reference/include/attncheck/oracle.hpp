@@ -19,7 +19,7 @@ struct bound_params {
 
 /// Precision the oracle computes in.
 enum class oracle_precision : std::uint8_t {
-  mpfr50,    ///< default: Boost.Multiprecision mpfr_float_50 (50 decimal digits)
+  mpfr50,    ///< default: Boost.Multiprecision MPFR at 50 decimal digits (static_mpfr_float_50, 168 bits)
   mpfr100,   ///< self-check: mpfr_float_100
   cpp_bin100,///< self-check on another backend: cpp_bin_float_100
   binary64,  ///< plain double: for cost comparison and fast bound-only use, never as the oracle
@@ -35,6 +35,12 @@ struct oracle_options {
 /// Dense results. O and bounds: (B, Lq, Hq, Dv) row-major; LSE: (B, Hq, Lq);
 /// P: (B, Hq, Lq, Lk). Values are the high-precision results rounded once to
 /// double. Fully masked rows: O = 0, P = 0, LSE = -inf.
+/// Bounds (docs/bound.md) on |subject - oracle| per element: finite >= 0 when
+/// every visible input of the element is finite; 0 in rows with no visible key
+/// (O must be exactly 0, LSE exactly -inf); NaN when a visible input is NaN or
+/// inf (no bound exists); +inf when the element may overflow its storage type
+/// or an f32 intermediate, or the declared u is too coarse for the lengths.
+/// A non-finite bound is never a pass: the caller decides such elements.
 struct oracle_result {
   std::vector<double> o, o_bound;
   std::vector<double> lse, lse_bound;

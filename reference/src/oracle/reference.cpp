@@ -49,17 +49,17 @@ oracle_result reference(const attn_case& c, const oracle_options& opt) {
 }
 
 std::string oracle_accuracy_statement() {
+  // Derived in docs/oracle.md ("Accuracy"); test_oracle_self_check checks it.
   const int bits = std::numeric_limits<oracle_detail::mpfr50>::digits;
-  return "attncheck reference oracle: naive SPEC.md loops in Boost.Multiprecision mpfr_float_50 (" +
-         std::to_string(bits) +
-         "-bit MPFR, exp and log correctly rounded). For a row whose visible scores have "
-         "T_j = |scale| sum_d |Q K| <= 2^60 and D, Dv, Lk <= 2^20, before the one rounding to double: "
-         "each P has relative error <= 2^-80, each O absolute error <= 2^-80 * sum_j P_j |V_j| "
-         "(cancellation is measured against that sum, not |O|), LSE absolute error <= "
-         "2^-80 * (max_j T_j + log sum + 1). So P, and O and LSE when they do not cancel below "
-         "2^-27 of those sums, are within 1 ulp of the exact real value (faithful rounding). "
-         "Checked against mpfr_float_100 and cpp_bin_float_100 on >= 1000 seeded random cases "
-         "(tests/reference/test_oracle_self_check.cpp). See docs/oracle.md.";
+  return "attncheck reference oracle: SPEC.md's loops in Boost.Multiprecision static_mpfr_float_50 (" +
+         std::to_string(bits) + "-bit MPFR; exp and log correctly rounded). Per row, with T the largest " +
+         "visible |scale| sum_d |Q K| and eps = 2^-" + std::to_string(bits - 1) +
+         " * (4 (D+2) (T+1) + 2 Lk + 8), every value before its one rounding to double is within eps " +
+         "times its scale of the exact real value: P_j for P; sum_j P_j |V_j,e| for O (cancellation is " +
+         "measured against that sum, not |O|); T + ln Lk + 1 for LSE. Where that is below 2^-54 |value| " +
+         "(for P whenever (D+2)(T+1) <= 2^" + std::to_string(bits - 58) +
+         "), the double returned is within 1 ulp of the exact value. Checked against mpfr_float_100 " +
+         "and cpp_bin_float_100 on 1,000 seeded cases (test_oracle_self_check); see docs/oracle.md.";
 }
 
 }  // namespace attncheck
