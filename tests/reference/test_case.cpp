@@ -81,6 +81,20 @@ TEST(visible, boolean_mask_broadcasts_and_ands_with_causal) {
   EXPECT_EQ(pattern(c, 1, 1), (rows{"100", "101"}));
 }
 
+TEST(visible, size_one_mask_dims_broadcast_over_heads_and_rows) {
+  attn_case c = shape(2, 3, 1, 2, 3, 1, 1);
+  c.mask_shape = {2, 1, 1, 3};  // per batch element: every head and row shares it
+  c.mask = {1, 0, 1,   // batch 0
+            0, 1, 1};  // batch 1
+  for (std::int64_t h = 0; h < 3; ++h) {
+    EXPECT_EQ(pattern(c, 0, h), (rows{"101", "101"})) << "head " << h;
+    EXPECT_EQ(pattern(c, 1, h), (rows{"011", "011"})) << "head " << h;
+  }
+  c.mask_shape = {1, 1, 2, 1};  // per row only: one bit for the whole row
+  c.mask = {0, 1};
+  EXPECT_EQ(pattern(c, 1, 2), (rows{"000", "111"}));
+}
+
 TEST(visible, mask_true_means_allowed) {
   attn_case c = shape(1, 1, 1, 1, 2, 1, 1);
   c.mask_shape = {1, 1, 1, 2};
