@@ -62,7 +62,7 @@ struct workspace {
   std::vector<const float*> vrows;  // V row jj of the block: packed, or the caller's f32 row
   std::vector<std::uint8_t> vis;
   std::vector<row_kind> kind;
-  std::vector<std::int64_t> hi, head, pos;
+  std::vector<std::int64_t> hi, head, pos, prefix, group_keys;
 
   void ensure(const problem& p, const geometry& g) {
     const auto grow = [](auto& v, std::int64_t n) {
@@ -81,6 +81,8 @@ struct workspace {
     grow(hi, g.rows);
     grow(head, g.rows);
     grow(pos, g.rows);
+    grow(prefix, g.rows);
+    grow(group_keys, g.rows / 4 + 1);
   }
 };
 
@@ -220,40 +222,45 @@ class unit_runner {
         }
       }
       ws_.kind[r] = allowed == 0 ? row_kind::none : allowed == kc ? row_kind::all : row_kind::partial;
+      std::int64_t prefix = 0;
+      while (prefix < cnt && vis[prefix]) ++prefix;
+      ws_.prefix[r] = prefix;
       kpack = std::max(kpack, last);
     }
     return kpack;
   }
 
-  /// K block transposed to kt[d][j] (f32) and V rows as f32 pointers, keys
-  /// [j0, j0 + kpack) only: nothing past what some row sees is read. f32 V
-  /// with unit stride and dv % 8 == 0 is used in place (no copy).
+  /// K block transposed to kt[d][j] and V block copied to vp[j][e], both f32,
+  /// keys [j0, j0 + kpack) only: nothing past what some row sees is read.
   void pack_kv(const unit_rows& ur, std::int64_t j0, std::int64_t kpack) {
     const std::int64_t d = p_.dims.d, dv = p_.dims.dv;
     const std::int64_t esize = convert::size_of(p_.kv.type);
     const char* kbase = static_cast<const char*>(p_.kv.k);
     const char* vbase = static_cast<const char*>(p_.kv.v);
     float* kt = ws_.kt.data();
-    const bool f32_rows = p_.kv.type == dtype::f32 && p_.kv.ks[3] == 1;
+    float* tmp = ws_.tmp.data();
     std::int64_t jj = 0;
-    if (f32_rows) {
-      // 8 keys x 8 dims at a time through an in-register transpose.
+    if (p_.kv.ks[3] == 1) {
+      // 8 keys x 8 dims at a time: convert to f32 lanes, transpose in registers.
+      const dtype t_kv = p_.kv.type;
       for (; jj + 8 <= kpack; jj += 8) {
-        const float* rows[8];
-        for (int t = 0; t < 8; ++t)
-          rows[t] = reinterpret_cast<const float*>(kbase + p_.kv.k_offset(ur.b, ur.kv_head, j0 + jj + t) * esize);
+        const char* rows[8];
+        for (int t = 0; t < 8; ++t) rows[t] = kbase + p_.kv.k_offset(ur.b, ur.kv_head, j0 + jj + t) * esize;
         std::int64_t dd = 0;
         for (; dd + 8 <= d; dd += 8) {
           __m256 r[8];
-          for (int t = 0; t < 8; ++t) r[t] = _mm256_loadu_ps(rows[t] + dd);
+          for (int t = 0; t < 8; ++t) r[t] = simd::load8(rows[t] + dd * esize, t_kv);
           simd::transpose8(r);
           for (int t = 0; t < 8; ++t) _mm256_storeu_ps(kt + (dd + t) * g_.k_tile8 + jj, r[t]);
         }
-        for (; dd < d; ++dd)
-          for (int t = 0; t < 8; ++t) kt[dd * g_.k_tile8 + jj + t] = rows[t][dd];
+        if (dd < d) {
+          for (int t = 0; t < 8; ++t) {
+            convert::load_row(tmp, rows[t] + dd * esize, t_kv, 1, d - dd);
+            for (std::int64_t x = dd; x < d; ++x) kt[x * g_.k_tile8 + jj + t] = tmp[x - dd];
+          }
+        }
       }
     }
-    float* tmp = ws_.tmp.data();
     for (; jj < kpack; ++jj) {
       const std::int64_t j = j0 + jj;
       convert::load_row(tmp, kbase + p_.kv.k_offset(ur.b, ur.kv_head, j) * esize, p_.kv.type, p_.kv.ks[3], d);
@@ -261,13 +268,10 @@ class unit_runner {
     }
     for (std::int64_t dd = 0; dd < d; ++dd)
       std::fill(kt + dd * g_.k_tile8 + kpack, kt + (dd + 1) * g_.k_tile8, 0.0f);
-    const bool v_in_place = p_.kv.type == dtype::f32 && p_.kv.vs[3] == 1 && dv % 8 == 0;
+    // V is always copied to a contiguous block: rows of the caller's tensor
+    // are pages apart, and the P.V kernel walks the block once per row group.
     for (jj = 0; jj < kpack; ++jj) {
       const char* src = vbase + p_.kv.v_offset(ur.b, ur.kv_head, j0 + jj) * esize;
-      if (v_in_place) {
-        ws_.vrows[jj] = reinterpret_cast<const float*>(src);
-        continue;
-      }
       float* vrow = ws_.vp.data() + jj * g_.dv8;
       convert::load_row(vrow, src, p_.kv.type, p_.kv.vs[3], dv);
       std::fill(vrow + dv, vrow + g_.dv8, 0.0f);
@@ -358,44 +362,60 @@ class unit_runner {
                                    st.acc + r0 * g_.dv8 + e0, g_.dv8);
   }
 
-  template <int NR>
-  void values_rows(std::int64_t r0, std::int64_t kc, const row_state& st) {
-    std::int64_t e = 0;
-    for (; e + 24 <= g_.dv8; e += 24) values_block<NR, 3>(r0, e, kc, st);
-    if (g_.dv8 - e == 16) values_block<NR, 2>(r0, e, kc, st);
-    if (g_.dv8 - e == 8) values_block<NR, 1>(r0, e, kc, st);
-  }
-
-  /// acc += P V. Groups of rows that see the whole block take the register
-  /// kernel; others add only their visible keys, with the same FMA chain.
+  /// acc += P V. Each group of 4 rows runs the register kernel over the keys
+  /// all its rows see from the block start (column slice outermost, so the V
+  /// slice stays in L1 across groups); each row then adds its remaining
+  /// visible keys in order. Either way a row's chain is one FMA per visible
+  /// key in increasing j: the same bits whatever rows share its group.
   void weighted_values(const unit_rows& ur, std::int64_t kpack, const row_state& st) {
     constexpr std::int64_t block = 4;
+    std::int64_t* keys = ws_.group_keys.data();
+    bool any_fast = false;
     for (std::int64_t r0 = 0; r0 < ur.rows; r0 += block) {
-      const std::int64_t nr = std::min(block, ur.rows - r0);
-      bool all = true;
-      for (std::int64_t r = r0; r < r0 + nr; ++r) all = all && ws_.kind[r] == row_kind::all;
-      if (all) {
-        switch (nr) {
-          case 1: values_rows<1>(r0, kpack, st); break;
-          case 2: values_rows<2>(r0, kpack, st); break;
-          case 3: values_rows<3>(r0, kpack, st); break;
-          default: values_rows<4>(r0, kpack, st); break;
-        }
-        continue;
+      std::int64_t common = kpack;
+      for (std::int64_t r = r0; r < std::min(r0 + block, ur.rows); ++r) common = std::min(common, ws_.prefix[r]);
+      keys[r0 / block] = common;
+      any_fast = any_fast || common > 0;
+    }
+    if (any_fast) {
+      for (std::int64_t e0 = 0; e0 < g_.dv8; e0 += 24) {
+        const std::int64_t ne = std::min<std::int64_t>(3, (g_.dv8 - e0) / 8);
+        for (std::int64_t r0 = 0; r0 < ur.rows; r0 += block)
+          if (keys[r0 / block] > 0)
+            values_dispatch(std::min(block, ur.rows - r0), ne, r0, e0, keys[r0 / block], st);
       }
-      for (std::int64_t r = r0; r < r0 + nr; ++r) {
-        if (ws_.kind[r] == row_kind::none) continue;
-        const float* pr = ws_.s.data() + r * g_.k_tile8;
-        const std::uint8_t* vis = ws_.vis.data() + r * g_.k_tile8;
-        float* acc = st.acc + r * g_.dv8;
-        for (std::int64_t jj = 0; jj < kpack; ++jj) {
-          if (!vis[jj]) continue;  // skipped, never multiplied: V there may be NaN
-          const __m256 pb = _mm256_broadcast_ss(pr + jj);
-          const float* v = ws_.vrows[jj];
-          for (std::int64_t e = 0; e < g_.dv8; e += 8)
-            _mm256_storeu_ps(acc + e, _mm256_fmadd_ps(pb, _mm256_loadu_ps(v + e), _mm256_loadu_ps(acc + e)));
-        }
+    }
+    for (std::int64_t r = 0; r < ur.rows; ++r) {
+      const std::int64_t from = keys[r / block];
+      if (ws_.kind[r] == row_kind::none || from >= kpack) continue;
+      const float* pr = ws_.s.data() + r * g_.k_tile8;
+      const std::uint8_t* vis = ws_.vis.data() + r * g_.k_tile8;
+      float* acc = st.acc + r * g_.dv8;
+      for (std::int64_t jj = from; jj < kpack; ++jj) {
+        if (!vis[jj]) continue;  // skipped, never multiplied: V there may be NaN
+        const __m256 pb = _mm256_broadcast_ss(pr + jj);
+        const float* v = ws_.vrows[jj];
+        for (std::int64_t e = 0; e < g_.dv8; e += 8)
+          _mm256_storeu_ps(acc + e, _mm256_fmadd_ps(pb, _mm256_loadu_ps(v + e), _mm256_loadu_ps(acc + e)));
       }
+    }
+  }
+
+  void values_dispatch(std::int64_t nr, std::int64_t ne, std::int64_t r0, std::int64_t e0, std::int64_t kc,
+                       const row_state& st) {
+    switch (nr * 4 + ne) {
+      case 1 * 4 + 1: values_block<1, 1>(r0, e0, kc, st); break;
+      case 1 * 4 + 2: values_block<1, 2>(r0, e0, kc, st); break;
+      case 1 * 4 + 3: values_block<1, 3>(r0, e0, kc, st); break;
+      case 2 * 4 + 1: values_block<2, 1>(r0, e0, kc, st); break;
+      case 2 * 4 + 2: values_block<2, 2>(r0, e0, kc, st); break;
+      case 2 * 4 + 3: values_block<2, 3>(r0, e0, kc, st); break;
+      case 3 * 4 + 1: values_block<3, 1>(r0, e0, kc, st); break;
+      case 3 * 4 + 2: values_block<3, 2>(r0, e0, kc, st); break;
+      case 3 * 4 + 3: values_block<3, 3>(r0, e0, kc, st); break;
+      case 4 * 4 + 1: values_block<4, 1>(r0, e0, kc, st); break;
+      case 4 * 4 + 2: values_block<4, 2>(r0, e0, kc, st); break;
+      default: values_block<4, 3>(r0, e0, kc, st); break;
     }
   }
 

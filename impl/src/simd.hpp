@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "attnimpl/attention.hpp"
+
 namespace attnimpl::simd {
 
 /// exp(x) on 8 lanes: Cody-Waite reduction x = n ln2 + r, Cephes degree-7
@@ -62,6 +64,19 @@ inline float hmax(__m256 v) {
 inline __m256 first_lanes(std::int64_t count) {
   const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), idx));
+}
+
+/// 8 consecutive elements of storage type t, exactly, as f32.
+inline __m256 load8(const char* p, dtype t) {
+  switch (t) {
+    case dtype::f16: return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    case dtype::bf16: {
+      const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    }
+    case dtype::f32: break;
+  }
+  return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
 
 /// In-register transpose of an 8x8 block: r[i][j] <- r[j][i].

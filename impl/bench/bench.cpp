@@ -1,0 +1,247 @@
+#include "bench.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "attnimpl/attention.hpp"
+#include "attnimpl/kv_cache.hpp"
+#include "naive_baseline.hpp"
+#include "probes.hpp"
+
+namespace attnimpl::bench {
+namespace {
+
+struct bench_case {
+  const char* name;
+  std::int64_t b, hq, hkv, lq, lk, d;
+  bool causal;
+  dtype kv_type;  // decode cases: storage of the cache
+  bool decode;
+};
+
+struct timing {
+  double wall = 1e300;  // best of reps, seconds
+  double cpu = 0;       // process CPU seconds of that best rep (all threads)
+};
+
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+template <class F>
+timing best_of(int reps, F&& f) {
+  f();  // warm-up: page faults, pool start, caches
+  timing best;
+  for (int r = 0; r < reps; ++r) {
+    const double c0 = cpu_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (wall < best.wall) best = {wall, cpu_seconds() - c0};
+  }
+  return best;
+}
+
+std::vector<float> filled(std::size_t n, std::uint32_t salt) {
+  std::vector<float> x(n);
+  std::uint32_t s = 2463534242u ^ salt;
+  for (auto& f : x) {
+    s ^= s << 13;
+    s ^= s >> 17;
+    s ^= s << 5;
+    f = static_cast<float>(s >> 8) * 0x1p-24f - 0.5f;
+  }
+  return x;
+}
+
+strides4 dense(std::int64_t l, std::int64_t h, std::int64_t d) { return {l * h * d, h * d, d, 1}; }
+
+/// Visible (query, key) pairs of the case: the FLOP count's basis.
+double visible_pairs(const bench_case& c) {
+  if (!c.causal) return static_cast<double>(c.lq) * static_cast<double>(c.lk);
+  double pairs = 0;
+  for (std::int64_t i = 0; i < c.lq; ++i) pairs += static_cast<double>(std::min(c.lk, c.lk - c.lq + i + 1));
+  return pairs;
+}
+
+struct peaks {
+  double fma1, fma_all, bw1, bw_all;
+};
+
+void print_row(const bench_case& c, int threads, const timing& k, const timing& naive, const peaks& pk) {
+  const double flops = 4.0 * static_cast<double>(c.b * c.hq) * visible_pairs(c) * static_cast<double>(c.d);
+  const double peak = threads == 1 ? pk.fma1 : pk.fma_all;
+  std::printf("%-44s %3d %10.2f %9.1f %6.1f%%", c.name, threads, k.wall * 1e3, flops / k.wall / 1e9,
+              100.0 * flops / k.wall / 1e9 / peak);
+  if (c.decode) {
+    const double bytes = static_cast<double>(c.b * c.lk * c.hkv * 2 * c.d) * (c.kv_type == dtype::f32 ? 4 : 2);
+    const double bw = threads == 1 ? pk.bw1 : pk.bw_all;
+    std::printf(" %8.1f %6.1f%%", bytes / k.wall / 1e9, 100.0 * bytes / k.wall / 1e9 / bw);
+  } else {
+    std::printf(" %8s %7s", "-", "-");
+  }
+  std::printf(" %10.2f %7.2fx %9.2f\n", naive.wall * 1e3, naive.wall / k.wall, k.cpu / k.wall);
+}
+
+void bench_prefill(const bench_case& c, int threads, int reps, const peaks& pk) {
+  const auto q = filled(static_cast<std::size_t>(c.b * c.lq * c.hq * c.d), 1);
+  const auto k = filled(static_cast<std::size_t>(c.b * c.lk * c.hkv * c.d), 2);
+  const auto v = filled(static_cast<std::size_t>(c.b * c.lk * c.hkv * c.d), 3);
+  std::vector<float> o(q.size()), o_naive(q.size());
+  attention_args a;
+  a.dims = {c.b, c.hq, c.hkv, c.lq, c.lk, c.d, c.d};
+  a.q = {q.data(), dtype::f32, dense(c.lq, c.hq, c.d)};
+  a.k = {k.data(), dtype::f32, dense(c.lk, c.hkv, c.d)};
+  a.v = {v.data(), dtype::f32, dense(c.lk, c.hkv, c.d)};
+  a.o = {o.data(), dtype::f32, dense(c.lq, c.hq, c.d)};
+  a.causal = c.causal;
+  const timing kt = best_of(reps, [&] { (void)attention(a, {.threads = threads}); });
+  const timing nt = best_of(reps, [&] {
+    naive_attention_f32(q.data(), k.data(), v.data(), o_naive.data(), c.b, c.hq, c.hkv, c.lq, c.lk, c.d, c.causal,
+                        threads);
+  });
+  print_row(c, threads, kt, nt, pk);
+}
+
+/// Decode through the paged cache (page size 16, pages in reverse order).
+void bench_decode(const bench_case& c, int threads, int reps, const peaks& pk) {
+  const std::int64_t page = 16, pages = c.b * ((c.lk + page - 1) / page);
+  std::vector<std::int32_t> order(static_cast<std::size_t>(pages));
+  for (std::int64_t p = 0; p < pages; ++p) order[static_cast<std::size_t>(p)] = static_cast<std::int32_t>(pages - 1 - p);
+  std::optional<paged_kv_cache> cache;
+  (void)paged_kv_cache::create({.batch = c.b, .hkv = c.hkv, .d = c.d, .dv = c.d, .type = c.kv_type,
+                                .page_size = page, .pages = pages},
+                               order, cache);
+  const auto k = filled(static_cast<std::size_t>(c.b * c.lk * c.hkv * c.d), 2);
+  const auto v = filled(static_cast<std::size_t>(c.b * c.lk * c.hkv * c.d), 3);
+  std::vector<std::uint16_t> k16(k.size()), v16(v.size());
+  for (std::size_t i = 0; i < k.size(); ++i) {  // bf16 by truncation: the values only need to be bf16
+    std::uint32_t bk, bv;
+    std::memcpy(&bk, &k[i], 4);
+    std::memcpy(&bv, &v[i], 4);
+    k16[i] = static_cast<std::uint16_t>(bk >> 16);
+    v16[i] = static_cast<std::uint16_t>(bv >> 16);
+  }
+  const bool f32 = c.kv_type == dtype::f32;
+  const std::int64_t es = f32 ? 4 : 2;
+  for (std::int64_t bi = 0; bi < c.b; ++bi) {
+    const std::int64_t off = bi * c.lk * c.hkv * c.d * es;
+    const char* kb = (f32 ? reinterpret_cast<const char*>(k.data()) : reinterpret_cast<const char*>(k16.data())) + off;
+    const char* vb = (f32 ? reinterpret_cast<const char*>(v.data()) : reinterpret_cast<const char*>(v16.data())) + off;
+    (void)cache->append(bi, c.lk,
+                        {kb, {c.hkv * c.d, c.d, 1}, vb, {c.hkv * c.d, c.d, 1}});
+  }
+  const auto q = filled(static_cast<std::size_t>(c.b * c.lq * c.hq * c.d), 1);
+  std::vector<float> o(q.size()), o_naive(q.size());
+  cache_attention_args a;
+  a.hq = c.hq;
+  a.lq = c.lq;
+  a.q = {q.data(), dtype::f32, dense(c.lq, c.hq, c.d)};
+  a.o = {o.data(), dtype::f32, dense(c.lq, c.hq, c.d)};
+  const int decode_reps = reps * 10;  // a decode step is milliseconds: more reps, same wall budget
+  const timing kt = best_of(decode_reps, [&] { (void)cache->attend(a, {.threads = threads}); });
+  const timing nt = best_of(decode_reps, [&] {
+    naive_attention_f32(q.data(), k.data(), v.data(), o_naive.data(), c.b, c.hq, c.hkv, c.lq, c.lk, c.d, false,
+                        threads);
+  });
+  print_row(c, threads, kt, nt, pk);
+}
+
+long peak_rss_kib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+/// Runs first, while the process is small: peak RSS minus the inputs and
+/// output is the kernel's own memory (tiles x threads, no Lq x Lk scores).
+void bench_memory(int threads, std::int64_t l) {
+  const std::int64_t h = 8, d = 128;
+  const long before = peak_rss_kib();
+  const std::size_t n = static_cast<std::size_t>(l * h * d);
+  std::vector<float> q(n, 0.01f), k(n, 0.02f), v(n, 0.03f), o(n, 0.0f);
+  attention_args a;
+  a.dims = {1, h, h, l, l, d, d};
+  a.q = {q.data(), dtype::f32, dense(l, h, d)};
+  a.k = {k.data(), dtype::f32, dense(l, h, d)};
+  a.v = {v.data(), dtype::f32, dense(l, h, d)};
+  a.o = {o.data(), dtype::f32, dense(l, h, d)};
+  a.causal = true;  // half the FLOPs of non-causal: same memory behaviour, half the wait
+  const auto t0 = std::chrono::steady_clock::now();
+  (void)attention(a, {.threads = threads});
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double io_mib = 4.0 * static_cast<double>(n) * 4 / (1 << 20);
+  const double peak_mib = static_cast<double>(peak_rss_kib()) / 1024;
+  const double scores_mib = static_cast<double>(h) * static_cast<double>(l) * static_cast<double>(l) * 4 / (1 << 20);
+  std::printf("memory: causal prefill B=1 H=8 L=%lld D=128 f32, %d threads, %.1f s\n", static_cast<long long>(l),
+              threads, secs);
+  std::printf("  peak RSS %.1f MiB (%.1f MiB before); Q+K+V+O %.1f MiB; kernel extra %.1f MiB; "
+              "a materialized score matrix would be %.0f MiB\n",
+              peak_mib, static_cast<double>(before) / 1024, io_mib, peak_mib - static_cast<double>(before) / 1024 - io_mib,
+              scores_mib);
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int reps = 2;
+  bool quick = false, rss = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--threads" && i + 1 < argc) threads = std::max(1, std::atoi(argv[++i]));
+    else if (arg == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else if (arg == "--quick") quick = true;
+    else if (arg == "--no-rss") rss = false;
+    else {
+      std::fprintf(stderr, "bench: unknown option %s (--threads N, --reps N, --quick, --no-rss)\n", arg.c_str());
+      return 2;
+    }
+  }
+  std::printf("attnimpl bench: %d threads, best of %d (config defaults: k_tile %lld, split_keys %lld, "
+              "exp %.2f ulps)\n",
+              threads, reps, static_cast<long long>(resolve({}).k_tile),
+              static_cast<long long>(resolve({}).split_keys), exp_ulps());
+  if (rss && !quick) bench_memory(threads, 16384);
+  peaks pk{fma_peak_gflops(1), fma_peak_gflops(threads), read_bandwidth_gbs(1), read_bandwidth_gbs(threads)};
+  std::printf("probe: f32 FMA peak %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads)\n", pk.fma1, pk.fma_all,
+              threads);
+  std::printf("probe: memory read bandwidth %.1f GB/s (1 thread), %.1f GB/s (%d threads)\n", pk.bw1, pk.bw_all,
+              threads);
+  const std::int64_t l = quick ? 256 : 2048, ld = quick ? 512 : 4096;
+  const bench_case cases[] = {
+      {"prefill B=1 H=16 L=2048 D=128", 1, 16, 16, l, l, 128, false, dtype::f32, false},
+      {"prefill causal B=1 H=16 L=2048 D=128", 1, 16, 16, l, l, 128, true, dtype::f32, false},
+      {"prefill B=4 H=8 L=512 D=64", 4, 8, 8, l / 4, l / 4, 64, false, dtype::f32, false},
+      {"decode GQA Hq=32 Hkv=8 Lk=4096 D=128 f32", 1, 32, 8, 1, ld, 128, false, dtype::f32, true},
+      {"decode GQA Hq=32 Hkv=8 Lk=4096 D=128 bf16", 1, 32, 8, 1, ld, 128, false, dtype::bf16, true},
+  };
+  std::printf("%s\n", quick ? "(quick: L and Lk scaled down, names keep the full sizes)" : "");
+  std::printf("%-44s %3s %10s %9s %7s %8s %7s %10s %8s %9s\n", "case", "thr", "time_ms", "GFLOP/s", "%peak",
+              "GB/s", "%bw", "naive_ms", "speedup", "cpu/wall");
+  for (const bench_case& c : cases) {
+    std::vector<int> counts = {threads};
+    if (threads > 1 && &c == &cases[0]) counts.insert(counts.begin(), 1);
+    for (int t : counts) {
+      if (c.decode) bench_decode(c, t, reps, pk);
+      else bench_prefill(c, t, reps, pk);
+    }
+  }
+  std::printf("FLOPs count 4*B*Hq*D per visible (query, key) pair (causal: the visible half). "
+              "Decode GB/s: K and V bytes of the cache per step. naive: materialized scores, Eigen GEMM, "
+              "softmax, GEMM, f32, same threads. cpu/wall < threads means the machine was shared.\n");
+  return 0;
+}
+
+}  // namespace attnimpl::bench

@@ -1,0 +1,73 @@
+#include "probes.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace attnimpl::bench {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+template <class F>
+double run_threads(int threads, F&& body) {
+  std::vector<std::thread> pool;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { body(t); });
+  for (auto& th : pool) th.join();
+  return seconds_since(t0);
+}
+
+}  // namespace
+
+double fma_peak_gflops(int threads) {
+  // 12 independent chains hide the FMA latency on 2 ports (latency <= 6).
+  constexpr long iters = 50'000'000;
+  std::vector<float> sink(static_cast<std::size_t>(threads));
+  double best = 0;
+  for (int rep = 0; rep < 2; ++rep) {
+    const double t = run_threads(threads, [&](int id) {
+      __m256 a[12];
+      for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(0.001f * static_cast<float>(i + id));
+      const __m256 b = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-4f);
+      for (long k = 0; k < iters; ++k)
+        for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], b, c);
+      float s = 0;
+      for (int i = 0; i < 12; ++i) s += _mm256_cvtss_f32(a[i]);
+      sink[static_cast<std::size_t>(id)] = s;
+    });
+    best = std::max(best, static_cast<double>(threads) * iters * 12 * 16 / t / 1e9);
+  }
+  return best;
+}
+
+double read_bandwidth_gbs(int threads) {
+  constexpr std::size_t floats = std::size_t{64} << 20;  // 256 MiB: beyond any L3 here
+  static std::vector<float> buf(floats, 1.0f);
+  std::vector<float> sink(static_cast<std::size_t>(threads));
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t = run_threads(threads, [&](int id) {
+      const std::size_t per = floats / static_cast<std::size_t>(threads);
+      const float* p = buf.data() + per * static_cast<std::size_t>(id);
+      __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+      for (std::size_t i = 0; i + 32 <= per; i += 32) {
+        s0 = _mm256_add_ps(s0, _mm256_loadu_ps(p + i));
+        s1 = _mm256_add_ps(s1, _mm256_loadu_ps(p + i + 8));
+        s2 = _mm256_add_ps(s2, _mm256_loadu_ps(p + i + 16));
+        s3 = _mm256_add_ps(s3, _mm256_loadu_ps(p + i + 24));
+      }
+      sink[static_cast<std::size_t>(id)] =
+          _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    });
+    best = std::max(best, static_cast<double>(floats) * 4 / t / 1e9);
+  }
+  return best;
+}
+
+}  // namespace attnimpl::bench
