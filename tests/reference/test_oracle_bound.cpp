@@ -138,6 +138,28 @@ TEST(oracle_bound, nan_where_a_visible_input_is_not_finite) {
   EXPECT_TRUE(std::isfinite(r.lse_bound[0]));
 }
 
+TEST(oracle_bound, rejects_invalid_declarations_naming_the_field) {
+  attn_case c = oracle_testing::with_zero_tensors(attn_case{});
+  const auto field_of = [&](oracle_options opt) -> std::string {
+    try {
+      reference(c, opt);
+    } catch (const input_error& e) {
+      return e.field();
+    }
+    return "accepted";
+  };
+  oracle_options opt;
+  opt.bound.key_blocks = 0;
+  EXPECT_EQ(field_of(opt), "bound.key_blocks");
+  opt = {};
+  opt.bound.u_compute = 0;
+  EXPECT_EQ(field_of(opt), "bound.u_compute");
+  opt = {};
+  opt.bound.exp_ulps = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(field_of(opt), "bound.exp_ulps");
+  EXPECT_EQ(field_of(oracle_options{}), "accepted");
+}
+
 struct campaign {
   double worst_ratio = 0;   // max observed error / bound over elements
   long elements = 0;        // compared (finite bound)

@@ -39,6 +39,11 @@ struct key_terms {
 void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vector<double>& gap,
                  const std::vector<double>& log_sum, oracle_result& r) {
   namespace k = bound_constants;
+  if (!(opt.bound.u_compute > 0 && opt.bound.u_compute < 1))
+    throw input_error("bound.u_compute", "must lie in (0, 1), e.g. 2^-24 for f32");
+  if (!(opt.bound.exp_ulps >= 0 && std::isfinite(opt.bound.exp_ulps)))
+    throw input_error("bound.exp_ulps", "must be finite and >= 0");
+  if (opt.bound.key_blocks < 1) throw input_error("bound.key_blocks", "must be >= 1 (one block: no rescale)");
   const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
   const double u = opt.bound.u_compute;
   const double c_exp = opt.bound.exp_ulps;
@@ -56,7 +61,7 @@ void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vecto
   const double scale = std::fabs(static_cast<double>(c.effective_scale()));
   const double f = k::safety_factor;
   // A declared precision too coarse for these lengths (n u >= 1) has no bound.
-  const bool in_domain = std::isfinite(g_dot) && std::isfinite(g_sum) && u >= 0 && c_exp >= 0 && nb >= 1;
+  const bool in_domain = std::isfinite(g_dot) && std::isfinite(g_sum);
 
   r.o_bound.assign(r.o.size(), 0.0);
   r.lse_bound.assign(r.lse.size(), 0.0);

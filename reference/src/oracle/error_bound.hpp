@@ -48,7 +48,9 @@ double gamma_n(double n, double u);
 /// element may overflow its storage type or an intermediate (the caller must
 /// compare such elements by their own rule) or the declared precision is too
 /// coarse for the lengths (gamma_n undefined). Rows with no visible key get 0:
-/// O must be exactly 0 and LSE exactly -inf.
+/// O must be exactly 0 and LSE exactly -inf. Throws input_error when
+/// opt.bound is invalid: u_compute outside (0, 1), exp_ulps negative or not
+/// finite, key_blocks < 1.
 void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vector<double>& gap,
                  const std::vector<double>& log_sum, oracle_result& r);
 
