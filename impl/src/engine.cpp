@@ -140,6 +140,7 @@ class unit_runner {
       const std::int64_t kpack = classify(ur, j0, kc);
       if (kpack == 0) continue;
       pack_kv(ur, j0, kpack);
+      if (j0 + g_.k_tile < end) prefetch_kv(ur, j0 + g_.k_tile, std::min(g_.k_tile, end - j0 - g_.k_tile));
       scores(ur);
       softmax(ur, st);
       weighted_values(ur, kpack, st);
@@ -276,6 +277,22 @@ class unit_runner {
       convert::load_row(vrow, src, p_.kv.type, p_.kv.vs[3], dv);
       std::fill(vrow + dv, vrow + g_.dv8, 0.0f);
       ws_.vrows[jj] = vrow;
+    }
+  }
+
+  /// Asks for the next block's K and V rows while this block computes: rows
+  /// sit pages apart (strided tensors, paged caches) where the hardware
+  /// prefetcher does not follow, and decode is bound by their latency.
+  void prefetch_kv(const unit_rows& ur, std::int64_t j0, std::int64_t count) {
+    const std::int64_t esize = convert::size_of(p_.kv.type);
+    const std::int64_t kbytes = p_.dims.d * p_.kv.ks[3] * esize, vbytes = p_.dims.dv * p_.kv.vs[3] * esize;
+    const char* kbase = static_cast<const char*>(p_.kv.k);
+    const char* vbase = static_cast<const char*>(p_.kv.v);
+    for (std::int64_t jj = 0; jj < count; ++jj) {
+      const char* k = kbase + p_.kv.k_offset(ur.b, ur.kv_head, j0 + jj) * esize;
+      const char* v = vbase + p_.kv.v_offset(ur.b, ur.kv_head, j0 + jj) * esize;
+      for (std::int64_t x = 0; x < kbytes; x += 64) _mm_prefetch(k + x, _MM_HINT_T0);
+      for (std::int64_t x = 0; x < vbytes; x += 64) _mm_prefetch(v + x, _MM_HINT_T0);
     }
   }
 

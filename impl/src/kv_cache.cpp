@@ -78,11 +78,14 @@ status paged_kv_cache::append(std::int64_t seq, std::int64_t count, const kv_tok
     for (std::int64_t tok = 0; tok < count; ++tok) {
       const std::int64_t pos = n + tok;
       const std::int64_t page = row[pos / cfg_.page_size];
-      unsigned char* dst = pool + ((page * cfg_.page_size + pos % cfg_.page_size) * cfg_.hkv * width) * esize;
-      for (std::int64_t g = 0; g < cfg_.hkv; ++g)
+      // Page layout (head, slot, dim): one head's rows of a page are contiguous,
+      // so a decode step walks few pages (TLB) in long runs (prefetcher).
+      for (std::int64_t g = 0; g < cfg_.hkv; ++g) {
+        unsigned char* dst = pool + (((page * cfg_.hkv + g) * cfg_.page_size + pos % cfg_.page_size) * width) * esize;
         for (std::int64_t e = 0; e < width; ++e)
-          std::memcpy(dst + (g * width + e) * esize, s + (tok * st[0] + g * st[1] + e * st[2]) * esize,
+          std::memcpy(dst + e * esize, s + (tok * st[0] + g * st[1] + e * st[2]) * esize,
                       static_cast<std::size_t>(esize));
+      }
     }
   };
   copy(k_pool_.data(), t.k, t.k_stride, cfg_.d);
@@ -111,8 +114,8 @@ status paged_kv_cache::attend(const cache_attention_args& a, const config& cfg) 
   p.kv.k = k_pool_.data();
   p.kv.v = v_pool_.data();
   p.kv.type = cfg_.type;
-  p.kv.ks = {0, cfg_.hkv * cfg_.d, cfg_.d, 1};
-  p.kv.vs = {0, cfg_.hkv * cfg_.dv, cfg_.dv, 1};
+  p.kv.ks = {0, cfg_.d, cfg_.page_size * cfg_.d, 1};  // (page, slot, head, dim) strides; see append
+  p.kv.vs = {0, cfg_.dv, cfg_.page_size * cfg_.dv, 1};
   p.kv.table = table_.data();
   p.kv.table_stride = cfg_.max_pages_per_seq;
   p.kv.page_size = cfg_.page_size;
