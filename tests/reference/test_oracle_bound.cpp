@@ -211,6 +211,26 @@ TEST(oracle_bound, holds_for_f32_subjects_plain_and_online) {
   EXPECT_GT(plain.elements, 1000);
 }
 
+// The binary64 precision is a subject of the class itself (u = 2^-53, glibc
+// exp and log < 1 ulp, one block); its O is a double, so out_type f32 is the
+// narrowest declaration available and only loosens the bound by 2^-24 |O|.
+TEST(oracle_bound, binary64_precision_lies_within_its_own_bound) {
+  const std::uint64_t seed = base_seed();
+  std::printf("ATTNCHECK_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  oracle_options fast, exact;
+  fast.precision = oracle_precision::binary64;
+  exact.bound.u_compute = 0x1p-53;
+  exact.bound.exp_ulps = 1;
+  campaign c64;
+  for (int t = 0; t < bound_cases; ++t) {
+    const attn_case c = any_small_case(seed + static_cast<std::uint64_t>(t));
+    const oracle_result r = reference(c, exact);
+    const oracle_result d = reference(c, fast);
+    compare(c, r, subject_result{d.o, d.lse}, c64, true);
+  }
+  std::printf("binary64: %ld elements, worst error/bound %.3g\n", c64.elements, c64.worst_ratio);
+}
+
 TEST(oracle_bound, catches_outputs_beyond_it) {
   const std::uint64_t seed = base_seed();
   std::printf("ATTNCHECK_SEED=%llu\n", static_cast<unsigned long long>(seed));
