@@ -35,8 +35,13 @@ status check_common(const shape& s, const config& cfg) {
   if (cfg.k_tile < 0 || cfg.k_tile > 4096) return status::invalid("config.k_tile must be in [0, 4096]");
   if (cfg.split_keys < 0 || cfg.split_keys > max_dim)
     return status::invalid("config.split_keys must be in [0, 2^30]");
-  if (s.hq / s.hkv * std::max<std::int64_t>(cfg.q_tile, 1) > 65536)
-    return status::invalid("(hq / hkv) * q_tile must be <= 65536 rows per work unit");
+  // Per-thread workspace is about rows x (d + dv + k_tile) floats; keep it under 1 GiB.
+  const config r = resolve(cfg);
+  const std::int64_t group = s.hq / s.hkv;
+  const std::int64_t rows = group * (cfg.q_tile > 0 ? cfg.q_tile : std::max<std::int64_t>(1, 128 / group));
+  if (group > 65536 || rows > 65536) return status::invalid("(hq / hkv) * q_tile must be <= 65536 rows per work unit");
+  if (rows * (s.d + s.dv + r.k_tile + 16) + r.k_tile * (s.d + s.dv + 16) > (std::int64_t{1} << 28))
+    return status::invalid("work unit too large for the workspace cap (1 GiB): lower q_tile or k_tile");
   return status::success();
 }
 

@@ -68,6 +68,18 @@ TEST(arguments, bad_config_is_rejected) {
   EXPECT_FALSE(call(p, {.q_tile = 1 << 20}).ok());
 }
 
+TEST(arguments, work_units_beyond_the_workspace_cap_are_rejected) {
+  problem p = small();
+  attnimpl::attention_args a = p.args();
+  a.dims.hq = std::int64_t{1} << 20;  // G = 2^20 rows in one unit; nothing is read before the check
+  a.dims.hkv = 1;
+  EXPECT_FALSE(attnimpl::attention(a).ok());
+  a.dims.hq = 8;
+  a.dims.d = 60000;
+  a.dims.dv = 60000;
+  EXPECT_FALSE(attnimpl::attention(a, {.q_tile = 4096}).ok());
+}
+
 TEST(arguments, bad_dtype_is_rejected) {
   problem p = small();
   attnimpl::attention_args a = p.args();
