@@ -6,7 +6,7 @@
 #include "commands.hpp"
 
 #ifdef ATTNCHECK_HAVE_BENCH
-#include "attnimpl_bench.hpp"
+#include "bench.hpp"
 #endif
 
 namespace attncheck::cli {

@@ -55,7 +55,7 @@ int run_case() {
 
 }  // namespace
 
-int default_gate_cases() { return 60; }
+int default_gate_cases() { return 400; }
 
 void add_gate(CLI::App& app) {
   auto* g = app.add_subcommand("gate", "Check a subject against every law; exit 1 if any law fails");

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -199,7 +200,36 @@ std::shared_ptr<subject> subject::wrap(const attncheck_subject* desc, std::strin
 }
 
 std::shared_ptr<subject> subject::load(const std::string& spec) {
-  if (spec == "builtin") return wrap(builtin_subject(), spec);
+  if (spec == "builtin") {
+    configure_builtin(0, 0, 0);
+    return wrap(builtin_subject(), spec);
+  }
+  if (spec.rfind("builtin:", 0) == 0) {
+    // builtin:q_tile=2,k_tile=3,split_keys=6 -- tiny tiles make tile edges show on small shapes.
+    std::int64_t t[3] = {0, 0, 0};
+    const char* names[3] = {"q_tile", "k_tile", "split_keys"};
+    std::string rest = spec.substr(8);
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      const std::string item = rest.substr(0, comma);
+      rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+      const auto eq = item.find('=');
+      int which = -1;
+      for (int i = 0; i < 3; ++i)
+        if (eq != std::string::npos && item.substr(0, eq) == names[i]) which = i;
+      std::int64_t v = -1;
+      if (which >= 0) {
+        const std::string num = item.substr(eq + 1);
+        auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
+        if (ec != std::errc() || ptr != num.data() + num.size()) v = -1;
+      }
+      if (which < 0 || v < 1 || v > 4096)
+        throw input_error("subject", "'" + item + "' in '" + spec + "': expected q_tile=N, k_tile=N or split_keys=N with N in [1, 4096]");
+      t[which] = v;
+    }
+    configure_builtin(t[0], t[1], t[2]);
+    return wrap(builtin_subject(), spec);
+  }
   if (spec == "naive") return wrap(naive_subject(), spec);
   void* h = dlopen(spec.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {

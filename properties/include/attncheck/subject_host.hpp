@@ -41,7 +41,8 @@ struct cache_plan {
 
 class subject {
  public:
-  /// "builtin" (the bundled kernel), "naive" (the in-tree naive f32 kernel),
+  /// "builtin" (the bundled kernel at production tiles), "builtin:q_tile=2,k_tile=3,split_keys=6"
+  /// (tiny tiles, so tile edges show on small shapes), "naive" (the in-tree naive f32 kernel),
   /// or a path to a plugin exporting attncheck_subject_v1. Throws input_error
   /// naming "subject" when it cannot be loaded or its ABI version differs.
   static std::shared_ptr<subject> load(const std::string& spec);
@@ -86,6 +87,8 @@ class subject {
 
 /// The bundled implementation's descriptor (properties/subjects/builtin).
 const attncheck_subject* builtin_subject();
+/// Tile sizes of the bundled implementation for this process (0 = production default).
+void configure_builtin(std::int64_t q_tile, std::int64_t k_tile, std::int64_t split_keys);
 /// The in-tree naive f32 kernel's descriptor (properties/subjects/naive).
 const attncheck_subject* naive_subject();
 

@@ -1,7 +1,6 @@
 // The bundled kernel (impl/) behind the subject ABI: the gate checks it
 // through exactly the interface a plugin uses.
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 #include "attncheck/subject.h"
@@ -21,13 +20,18 @@ attnimpl::dtype to_impl(attncheck_dtype t) {
   }
 }
 
+namespace {
+// Tile sizes for the whole process, set by subject::load("builtin:k_tile=3,...").
+attnimpl::config tiles{};
+}  // namespace
+
+void set_tiles(std::int64_t q_tile, std::int64_t k_tile, std::int64_t split_keys) {
+  tiles.q_tile = q_tile, tiles.k_tile = k_tile, tiles.split_keys = split_keys;
+}
+
 attnimpl::config config_for(const attncheck_problem* p) {
-  attnimpl::config cfg;
+  attnimpl::config cfg = tiles;
   cfg.threads = p->threads;
-  // Small key tiles make tile boundaries show on the small shapes the laws
-  // use; ATTNCHECK_BUILTIN_K_TILE overrides (0 = production default).
-  if (const char* t = std::getenv("ATTNCHECK_BUILTIN_K_TILE")) cfg.k_tile = std::atoll(t);
-  if (const char* t = std::getenv("ATTNCHECK_BUILTIN_Q_TILE")) cfg.q_tile = std::atoll(t);
   return cfg;
 }
 
@@ -80,6 +84,10 @@ attncheck_subject make_desc() {
 
 }  // namespace
 }  // namespace builtin
+
+void configure_builtin(std::int64_t q_tile, std::int64_t k_tile, std::int64_t split_keys) {
+  builtin::set_tiles(q_tile, k_tile, split_keys);
+}
 
 const attncheck_subject* builtin_subject() {
   static const attncheck_subject desc = builtin::make_desc();

@@ -32,11 +32,10 @@ static int attend(const attncheck_problem* p, char* err, size_t err_len) {
     snprintf(err, err_len, "example subject: out of memory");
     return 2;
   }
-  const int64_t group = p->hq / p->hkv;
   for (int64_t b = 0; b < p->b; ++b) {
     const int64_t n = p->key_len ? p->key_len[b] : p->lk; /* valid keys */
     for (int64_t h = 0; h < p->hq; ++h) {
-      const int64_t g = EXAMPLE_KV_HEAD(h, group, p->hkv);
+      const int64_t g = EXAMPLE_KV_HEAD(h, p->hq / p->hkv, p->hkv);
       for (int64_t i = 0; i < p->lq; ++i) {
         const int64_t pos = EXAMPLE_QUERY_POS(n, p->lq, i);
         const int64_t last = p->causal ? (pos < n - 1 ? pos : n - 1) : n - 1;

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# A broken plugin (one MUTANTS.md bug) must fail the gate with the right law,
+# a small shrunk counterexample, a saved case file that repro fails on.
+# Usage: broken_plugin_test.sh ATTNCHECK PLUGIN LAW MAX_HQ MAX_LQ MAX_LK
+set -u
+attncheck=$1 plugin=$2 law=$3 max_hq=$4 max_lq=$5 max_lk=$6
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+log="$out/gate.log"
+"$attncheck" gate --subject "$plugin" --cases 100 --seed 3 --out "$out/cases" --junit "$out/gate.xml" >"$log" 2>&1
+rc=$?
+cat "$log"
+[ $rc -eq 1 ] || { echo "expected gate exit 1, got $rc"; exit 1; }
+grep -q "^FAIL $law" "$log" || { echo "expected law $law to fail"; exit 1; }
+grep -q "failures=\"[1-9]" "$out/gate.xml" || { echo "JUnit XML records no failure"; exit 1; }
+file=$(ls "$out/cases/$law"-*.json 2>/dev/null | head -1)
+[ -n "$file" ] || { echo "no saved case file for $law"; exit 1; }
+# The shrunk case is small: parse hq, lq, lk from its one-line form.
+line=$(grep -A3 "^FAIL $law" "$log" | grep "case:" | head -1)
+echo "shrunk: $line"
+field() { echo "$line" | grep -o "[(,]$1=[0-9]*" | head -1 | cut -d= -f2; }
+hq=$(field hq) lq=$(field lq) lk=$(field lk)
+[ "$hq" -le "$max_hq" ] && [ "$lq" -le "$max_lq" ] && [ "$lk" -le "$max_lk" ] ||
+  { echo "counterexample larger than expected: hq=$hq lq=$lq lk=$lk (max $max_hq $max_lq $max_lk)"; exit 1; }
+"$attncheck" repro "$file" --subject "$plugin"
+rrc=$?
+[ $rrc -eq 1 ] || { echo "repro should fail with exit 1 while the bug is there, got $rrc"; exit 1; }
+"$attncheck" repro "$file" --subject naive >/dev/null
+[ $? -eq 0 ] || { echo "repro of the same file on a correct subject should pass"; exit 1; }
+echo "ok: $law killed, counterexample hq=$hq lq=$lq lk=$lk, saved $file, repro fails"
