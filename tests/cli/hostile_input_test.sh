@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Every way bad input reaches build/attncheck gives exactly one line on stderr
+# naming the field, exit code 2, and no crash (a sanitizer build makes a
+# crash or a leak fail here too).
+# Usage: hostile_input_test.sh ATTNCHECK CASES_DIR
+set -u
+attncheck=$1 cases=$2
+fails=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# expect_error WANT_SUBSTRING -- command...
+expect_error() {
+  local want=$1; shift; shift
+  timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$? lines
+  lines=$(wc -l <"$tmp/err")
+  if [ $rc -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -qF -- "$want" "$tmp/err"; then
+    echo "FAIL: $* -> exit $rc, $lines stderr lines (want exit 2, one line containing '$want'):"
+    sed 's/^/    /' "$tmp/err" | head -5
+    fails=$((fails + 1))
+  fi
+}
+
+# Every malformed case file, through every command that reads case files.
+for f in "$cases"/malformed/*.json; do
+  want=$(head -1 "${f%.json}.expect")
+  expect_error "$want" -- "$attncheck" oracle "$f"
+  expect_error "$want" -- "$attncheck" repro "$f"
+done
+expect_error "no such file" -- "$attncheck" oracle "$tmp/missing.json"
+expect_error "subject" -- "$attncheck" gate --subject "$tmp/nothing.so" --cases 1
+echo "not a plugin" >"$tmp/fake.so"
+expect_error "subject" -- "$attncheck" gate --subject "$tmp/fake.so" --cases 1
+expect_error "subject" -- "$attncheck" gate --subject "builtin:k_tile=0" --cases 1
+expect_error "subject" -- "$attncheck" gate --subject "builtin:tile=3" --cases 1
+expect_error "--only" -- "$attncheck" gate --only no_such_law --cases 1
+expect_error "--precision" -- "$attncheck" oracle "$cases/two_keys_ln3.json" --precision float
+expect_error "law" -- "$attncheck" repro "$cases/two_keys_ln3.json"
+expect_error "law" -- "$attncheck" repro "$cases/two_keys_ln3.json" --law no.such
+# One-line forms.
+expect_error "hkv" -- "$attncheck" case "ATTN(b=1,hq=6,hkv=4,lq=1,lk=1,d=1,dv=1,f32)"
+expect_error "lq" -- "$attncheck" case "ATTN(b=1,hq=1,hkv=1,lq=0,lk=1,d=1,dv=1,f32)"
+expect_error "lk" -- "$attncheck" case "ATTN(b=1,hq=1,hkv=1,lq=1,lk=99999999999999999999,d=1,dv=1,f32)"
+expect_error "" -- "$attncheck" case "ATTN(b=1048576,hq=1048576,hkv=1,lq=1048576,lk=1048576,d=1048576,dv=1,f32)"
+expect_error "" -- "$attncheck" case "ATTN(b=1,hq=1"
+expect_error "" -- "$attncheck" case "garbage"
+# Command-line arguments (CLI11 reports these itself, also on one line).
+for bad in "gate --cases -1" "gate --cases abc" "gate --max-work 1" "oracle" "nosuchcommand" "oracle a b c" "gate --seed -5x"; do
+  # shellcheck disable=SC2086
+  timeout 60 "$attncheck" $bad >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 0 ] || [ $rc -ge 128 ]; then
+    echo "FAIL: attncheck $bad -> exit $rc (want a non-zero exit without a crash)"
+    fails=$((fails + 1))
+  fi
+done
+echo "hostile input: $fails failures"
+[ $fails -eq 0 ]

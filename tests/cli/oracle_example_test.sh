@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# attncheck oracle on the shipped two_keys_ln3 case prints the values worked
+# out by hand in docs/oracle.md and tests/cases/README.md.
+set -u
+attncheck=$1 cases=$2
+out=$("$attncheck" oracle "$cases/two_keys_ln3.json" --p) || { echo "oracle failed"; exit 1; }
+echo "$out" | head -40
+check() {  # check NAME VALUE_REGEX
+  echo "$out" | tr -d ' \n' | grep -qE "$2" || { echo "FAIL: $1 does not match $2"; exit 1; }
+}
+check "O = 3.0000000148755657" '"o":\[\[\[\[3\.000000014875565[67]'
+check "LSE = 1.3862943759954562" '"lse":\[\[\[1\.386294375995456[23]'
+check "P = (0.2499999962811086, 0.7500000037188914)" '"p":\[\[\[\[0\.249999996281108[56],0\.750000003718891[34]'
+check "stated accuracy" '"accuracy":"[^"]+'
+echo "ok"
