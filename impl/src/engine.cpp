@@ -223,8 +223,9 @@ class unit_runner {
         }
       }
       ws_.kind[r] = allowed == 0 ? row_kind::none : allowed == kc ? row_kind::all : row_kind::partial;
-      std::int64_t prefix = 0;
-      while (prefix < cnt && vis[prefix]) ++prefix;
+      std::int64_t prefix = allowed == cnt ? cnt : 0;  // without holes the visible keys are [0, cnt)
+      if (prefix == 0)
+        while (prefix < cnt && vis[prefix]) ++prefix;
       ws_.prefix[r] = prefix;
       kpack = std::max(kpack, last);
     }
@@ -269,10 +270,16 @@ class unit_runner {
     }
     for (std::int64_t dd = 0; dd < d; ++dd)
       std::fill(kt + dd * g_.k_tile8 + kpack, kt + (dd + 1) * g_.k_tile8, 0.0f);
-    // V is always copied to a contiguous block: rows of the caller's tensor
-    // are pages apart, and the P.V kernel walks the block once per row group.
+    // Few rows (decode): f32 V rows are used in place, read once. Many rows:
+    // V is copied to a contiguous block, since the P.V kernel walks it once per
+    // row group and the caller's rows may sit pages apart (TLB).
+    const bool v_in_place = ur.rows <= 16 && p_.kv.type == dtype::f32 && p_.kv.vs[3] == 1 && dv % 8 == 0;
     for (jj = 0; jj < kpack; ++jj) {
       const char* src = vbase + p_.kv.v_offset(ur.b, ur.kv_head, j0 + jj) * esize;
+      if (v_in_place) {
+        ws_.vrows[jj] = reinterpret_cast<const float*>(src);
+        continue;
+      }
       float* vrow = ws_.vp.data() + jj * g_.dv8;
       convert::load_row(vrow, src, p_.kv.type, p_.kv.vs[3], dv);
       std::fill(vrow + dv, vrow + g_.dv8, 0.0f);
@@ -280,7 +287,8 @@ class unit_runner {
     }
   }
 
-  /// Asks for the next block's K and V rows while this block computes: rows
+  /// Asks for the next block's K and V rows (into L2: a block of K and V can
+  /// exceed L1) while this block computes: rows
   /// sit pages apart (strided tensors, paged caches) where the hardware
   /// prefetcher does not follow, and decode is bound by their latency.
   void prefetch_kv(const unit_rows& ur, std::int64_t j0, std::int64_t count) {
@@ -291,8 +299,8 @@ class unit_runner {
     for (std::int64_t jj = 0; jj < count; ++jj) {
       const char* k = kbase + p_.kv.k_offset(ur.b, ur.kv_head, j0 + jj) * esize;
       const char* v = vbase + p_.kv.v_offset(ur.b, ur.kv_head, j0 + jj) * esize;
-      for (std::int64_t x = 0; x < kbytes; x += 64) _mm_prefetch(k + x, _MM_HINT_T0);
-      for (std::int64_t x = 0; x < vbytes; x += 64) _mm_prefetch(v + x, _MM_HINT_T0);
+      for (std::int64_t x = 0; x < kbytes; x += 64) _mm_prefetch(k + x, _MM_HINT_T1);
+      for (std::int64_t x = 0; x < vbytes; x += 64) _mm_prefetch(v + x, _MM_HINT_T1);
     }
   }
 
@@ -334,7 +342,11 @@ class unit_runner {
       float* s = ws_.s.data() + r * ld;
       const std::uint8_t* vis = ws_.vis.data() + r * ld;
       __m256 mx = ninf;
-      for (std::int64_t c = 0; c < ld; c += 8) {
+      // Rows that see keys [0, prefix) need no per-lane mask there; lanes past
+      // it (holes, keys beyond the block, padding lanes) are selected to -inf.
+      const std::int64_t whole = ws_.prefix[r] / 8 * 8;
+      for (std::int64_t c = 0; c < whole; c += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + c));
+      for (std::int64_t c = whole; c < ld; c += 8) {
         const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(vis + c));
         const __m256 keep = _mm256_castsi256_ps(
             _mm256_cmpgt_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_setzero_si256()));
@@ -347,6 +359,7 @@ class unit_runner {
       const float m_new = mb > m_old ? mb : m_old;
       if (m_new == neg_inf) {
         ws_.kind[r] = row_kind::none;  // every visible score is -inf: all weights 0
+        ws_.prefix[r] = 0;             // and its scores must not reach the P.V kernel
         continue;
       }
       float* acc = st.acc + r * g_.dv8;
