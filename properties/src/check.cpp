@@ -44,6 +44,9 @@ void comparison::element(const std::string& where, double expected, double got, 
   if (std::isnan(got)) {
     w.ratio = std::numeric_limits<double>::infinity();
     fail("NaN at " + w.describe());
+  } else if (std::isinf(got) && std::isfinite(expected) && std::isfinite(bound) &&
+             (got > 0) == (expected > 0) && std::fabs(expected) + bound >= overflow_threshold) {
+    w.ratio = (overflow_threshold - std::fabs(expected)) / bound;  // <= 1: rounding to inf was allowed
   } else if (std::isinf(expected) || std::isinf(got)) {
     if (got != expected) {
       w.ratio = std::numeric_limits<double>::infinity();
@@ -78,6 +81,16 @@ void comparison::exact(const std::string& where, std::uint32_t expected_bits, st
   }
 }
 
+bool comparison::overflowed(const std::string& where, double truth, double bound, double x, double y) {
+  if (!std::isinf(x) && !std::isinf(y)) return false;
+  const bool allowed = std::isfinite(truth) && std::isfinite(bound) && std::fabs(truth) + bound >= overflow_threshold;
+  for (double v : {x, y})
+    if (std::isinf(v) && (!allowed || (v > 0) != (truth > 0)))
+      fail("infinity at " + where + " where the true value " + std::to_string(truth) + " (bound " + std::to_string(bound) +
+           ") cannot round to it");
+  return true;
+}
+
 void comparison::merge(const comparison& other) {
   if (!other.pass) fail(other.failure);
   if (other.max_ratio > max_ratio || (worst.where.empty() && !other.worst.where.empty())) {
@@ -86,8 +99,14 @@ void comparison::merge(const comparison& other) {
   }
 }
 
+double overflow_threshold(dtype t) {
+  // largest finite + half its ulp: 65520 (f16), 2^128 - 2^103 (f32), 2^128 - 2^119 (bf16).
+  return largest_finite(t) + std::ldexp(unit_roundoff(t), std::ilogb(largest_finite(t)));
+}
+
 comparison compare_with_reference(const attn_case& c, const subject_output& out, const oracle_result& ref, double slack) {
   comparison r;
+  r.overflow_threshold = overflow_threshold(c.type);
   if (!out.ok()) {
     r.fail(out.status ? "subject returned " + std::to_string(out.status) + ": " + out.error
                       : "subject wrote outside its output: " + out.guard_report);
@@ -141,6 +160,7 @@ comparison compare_bitwise(const attn_case& c, const subject_output& expected, c
 comparison compare_within_two_bounds(const attn_case& c, const subject_output& a, const subject_output& b,
                                      const oracle_result& ref) {
   comparison r;
+  r.overflow_threshold = overflow_threshold(c.type);
   for (const auto* o : {&a, &b})
     if (!o->ok()) {
       r.fail(o->status ? "subject returned " + std::to_string(o->status) + ": " + o->error
@@ -155,7 +175,9 @@ comparison compare_within_two_bounds(const attn_case& c, const subject_output& a
           const double x = a.o.at(bi, i, h, e), y = b.o.at(bi, i, h, e);
           if (std::isnan(ref.o[ref.o_index(bi, i, h, e)])) continue;
           if (std::isnan(x)) r.fail("NaN in the first run at " + o_where(bi, i, h, e));
-          r.element(o_where(bi, i, h, e), x, y, 2 * ref.o_bound[ref.o_index(bi, i, h, e)]);
+          const double bound = ref.o_bound[ref.o_index(bi, i, h, e)];
+          if (r.overflowed(o_where(bi, i, h, e), ref.o[ref.o_index(bi, i, h, e)], bound, x, y)) continue;
+          r.element(o_where(bi, i, h, e), x, y, 2 * bound);
         }
   if (!a.lse.empty() && !b.lse.empty())
     for (std::int64_t bi = 0; bi < c.b; ++bi)

@@ -2,6 +2,7 @@
 // Order of checks, per element: NaN, then infinities, then the bound.
 #pragma once
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -29,14 +30,23 @@ struct comparison {
   std::string failure;  ///< empty when pass
   worst_element worst;
   double max_ratio = 0;
+  /// Values at or past this magnitude round to +-inf in the output type
+  /// (largest finite + half an ulp); inf disables the overflow rule.
+  double overflow_threshold = std::numeric_limits<double>::infinity();
 
   /// Folds one element in. expected NaN accepts anything (SPEC: a NaN input in
   /// a visible slot may make its row non-finite); a non-finite bound for a
-  /// finite expected value is a failure of the caller, never a pass.
+  /// finite expected value is a failure of the caller, never a pass. A got of
+  /// +-inf for a finite expected passes only where expected + the bound (same
+  /// sign) reaches overflow_threshold: the value may legitimately round to inf.
   void element(const std::string& where, double expected, double got, double bound);
   /// Requires identical bit patterns (bitwise laws).
   void exact(const std::string& where, std::uint32_t expected_bits, std::uint32_t got_bits, double expected, double got);
   void fail(const std::string& why);
+  /// Two runs of a subject whose true value is `truth` (bound each): an
+  /// infinity in either is fine exactly where the overflow rule allows it.
+  /// Returns true when the element was decided here (skip the bound check).
+  bool overflowed(const std::string& where, double truth, double bound, double x, double y);
   void merge(const comparison& other);
 };
 
@@ -53,6 +63,9 @@ comparison compare_bitwise(const attn_case& c, const subject_output& expected, c
 /// Two outputs that each lie within `ref`'s bound of the truth: they may differ
 /// by up to twice the bound.
 comparison compare_within_two_bounds(const attn_case& c, const subject_output& a, const subject_output& b, const oracle_result& ref);
+
+/// The magnitude from which round-to-nearest in t gives +-inf.
+double overflow_threshold(dtype t);
 
 /// Bound parameters of a subject for a case, and the oracle options that go with them.
 oracle_options oracle_options_for(const subject& s, const attn_case& c, oracle_precision precision);

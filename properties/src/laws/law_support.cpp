@@ -46,6 +46,7 @@ attn_case relayout(const attn_case& c, layout_kind layout) {
 comparison compare_within_bounds(const attn_case& c, const subject_output& a, const oracle_result& ra,
                                  const subject_output& b, const oracle_result& rb) {
   comparison r;
+  r.overflow_threshold = overflow_threshold(c.type);
   for (const auto* o : {&a, &b})
     if (!o->ok()) {
       r.fail(o->status ? "subject returned " + std::to_string(o->status) + ": " + o->error
@@ -61,7 +62,9 @@ comparison compare_within_bounds(const attn_case& c, const subject_output& a, co
           if (std::isnan(ra.o[ka]) || std::isnan(rb.o[kb])) continue;
           const double x = a.o.at(bi, i, h, e);
           if (std::isnan(x)) r.fail("NaN in the first run at " + o_where(bi, i, h, e));
-          r.element(o_where(bi, i, h, e), x, b.o.at(bi, i, h, e), ra.o_bound[ka] + rb.o_bound[kb]);
+          const double y = b.o.at(bi, i, h, e);
+          if (r.overflowed(o_where(bi, i, h, e), ra.o[ka], ra.o_bound[ka] + rb.o_bound[kb], x, y)) continue;
+          r.element(o_where(bi, i, h, e), x, y, ra.o_bound[ka] + rb.o_bound[kb]);
         }
         if (!a.lse.empty() && !b.lse.empty()) {
           const auto ka = ra.lse_index(bi, h, i), kb = rb.lse_index(bi, h, i);

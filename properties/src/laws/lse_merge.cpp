@@ -37,6 +37,7 @@ law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
   if (run_failed(whole, o, "all keys") || run_failed(oa, o, "first keys") || run_failed(ob, o, "last keys")) return o;
   const oracle_result rw = fast_bound(s, c), ra = fast_bound(s, a), rb = fast_bound(s, b);
   comparison r;
+  r.overflow_threshold = overflow_threshold(c.type);
   for (std::int64_t bi = 0; bi < c.b; ++bi)
     for (std::int64_t h = 0; h < c.hq; ++h)
       for (std::int64_t i = 0; i < c.lq; ++i) {
@@ -52,6 +53,11 @@ law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
                   lse_of(whole, c, c.lq, bi, h, i), merged_lse, wa * dla + wb * dlb + rw.lse_bound[rw.lse_index(bi, h, i)]);
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const double xa = oa.o.at(bi, i, h, e), xb = ob.o.at(bi, i, h, e);
+          // A part that rounded to +-inf where its truth may: the merge says nothing there.
+          if (r.overflowed(o_where(bi, i, h, e) + " (first keys)", ra.o[ra.o_index(bi, i, h, e)], ra.o_bound[ra.o_index(bi, i, h, e)], xa, xa) ||
+              r.overflowed(o_where(bi, i, h, e) + " (last keys)", rb.o[rb.o_index(bi, i, h, e)], rb.o_bound[rb.o_index(bi, i, h, e)], xb, xb) ||
+              r.overflowed(o_where(bi, i, h, e), rw.o[rw.o_index(bi, i, h, e)], rw.o_bound[rw.o_index(bi, i, h, e)], whole.o.at(bi, i, h, e), whole.o.at(bi, i, h, e)))
+            continue;
           const double merged = wa * xa + wb * xb;
           const double bound = wa * ra.o_bound[ra.o_index(bi, i, h, e)] + wb * rb.o_bound[rb.o_index(bi, i, h, e)] +
                                wa * wb * std::fabs(xa - xb) * (dla + dlb) + rw.o_bound[rw.o_index(bi, i, h, e)];

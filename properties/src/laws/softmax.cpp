@@ -91,6 +91,7 @@ law_outcome output_in_convex_hull(const subject& s, const attn_case& c) {
   if (run_failed(out, o, "run")) return o;
   const oracle_result ref = fast_bound(s, c);
   comparison hull, single;
+  hull.overflow_threshold = overflow_threshold(c.type);
   for (std::int64_t b = 0; b < c.b; ++b)
     for (std::int64_t h = 0; h < c.hq; ++h)
       for (std::int64_t i = 0; i < c.lq; ++i) {
@@ -135,6 +136,7 @@ law_outcome output_in_convex_hull(const subject& s, const attn_case& c) {
   if (run_failed(outq, o, "equal keys")) return o;
   const oracle_result refq = fast_bound(s, eq);
   comparison mean;
+  mean.overflow_threshold = overflow_threshold(c.type);
   for (std::int64_t b = 0; b < c.b; ++b)
     for (std::int64_t h = 0; h < c.hq; ++h)
       for (std::int64_t i = 0; i < c.lq; ++i)
