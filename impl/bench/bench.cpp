@@ -120,9 +120,13 @@ void bench_decode(const bench_case& c, int threads, int reps, const peaks& pk) {
   std::vector<std::int32_t> order(static_cast<std::size_t>(pages));
   for (std::int64_t p = 0; p < pages; ++p) order[static_cast<std::size_t>(p)] = static_cast<std::int32_t>(pages - 1 - p);
   std::optional<paged_kv_cache> cache;
-  (void)paged_kv_cache::create({.batch = c.b, .hkv = c.hkv, .d = c.d, .dv = c.d, .type = c.kv_type,
-                                .page_size = page, .pages = pages},
-                               order, cache);
+  const status made = paged_kv_cache::create(
+      {.batch = c.b, .hkv = c.hkv, .d = c.d, .dv = c.d, .type = c.kv_type, .page_size = page, .pages = pages}, order,
+      cache);
+  if (!made.ok()) {
+    std::printf("%-44s cache: %s\n", c.name, made.message.c_str());
+    return;
+  }
   const auto k = filled(static_cast<std::size_t>(c.b * c.lk * c.hkv * c.d), 2);
   const auto v = filled(static_cast<std::size_t>(c.b * c.lk * c.hkv * c.d), 3);
   std::vector<std::uint16_t> k16(k.size()), v16(v.size());
@@ -139,8 +143,11 @@ void bench_decode(const bench_case& c, int threads, int reps, const peaks& pk) {
     const std::int64_t off = bi * c.lk * c.hkv * c.d * es;
     const char* kb = (f32 ? reinterpret_cast<const char*>(k.data()) : reinterpret_cast<const char*>(k16.data())) + off;
     const char* vb = (f32 ? reinterpret_cast<const char*>(v.data()) : reinterpret_cast<const char*>(v16.data())) + off;
-    (void)cache->append(bi, c.lk,
-                        {kb, {c.hkv * c.d, c.d, 1}, vb, {c.hkv * c.d, c.d, 1}});
+    const status appended = cache->append(bi, c.lk, {kb, {c.hkv * c.d, c.d, 1}, vb, {c.hkv * c.d, c.d, 1}});
+    if (!appended.ok()) {
+      std::printf("%-44s append: %s\n", c.name, appended.message.c_str());
+      return;
+    }
   }
   const auto q = filled(static_cast<std::size_t>(c.b * c.lq * c.hq * c.d), 1);
   std::vector<float> o(q.size()), o_naive(q.size());
