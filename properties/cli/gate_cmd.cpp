@@ -27,9 +27,10 @@ int run_gate_cmd() {
 
 struct repro_args {
   std::string file, subject = "builtin", law;
+  double timeout = 120;
 } rargs;
 
-int run_repro() { return repro_case_file(rargs.file, rargs.subject, rargs.law, std::cout); }
+int run_repro() { return repro_case_file(rargs.file, rargs.subject, rargs.law, std::cout, true, rargs.timeout); }
 
 int run_laws() {
   for (const auto& l : all_laws()) std::cout << l.name << "\n    " << l.summary << "\n";
@@ -67,6 +68,9 @@ void add_gate(CLI::App& app) {
   g->add_option("--junit", gate_args.junit, "write JUnit XML here");
   g->add_option("--out", gate_args.out_dir, "save shrunk counterexamples here (default attncheck-out)");
   g->add_option("--reproduce", gate_args.run.reproduce, "an RC_PARAMS reproduce string from an earlier failure");
+  g->add_option("--law-timeout", gate_args.law_timeout, "seconds one law may run before the subject is declared hung (default 120)")
+      ->check(CLI::Range(0.1, 86400.0));
+  g->add_flag("!--no-isolate", gate_args.isolate, "run laws in this process (a crashing subject then takes the gate down)");
   g->add_option("--max-work", gate_args.run.gen.max_work, "largest B*Hq*Lq*Lk*(D+Dv) of a generated case (default 200000)")
       ->check(CLI::Range(std::int64_t{16}, std::int64_t{1} << 32));
   register_runner(g, run_gate_cmd);
@@ -77,6 +81,7 @@ void add_repro(CLI::App& app) {
   r->add_option("file", rargs.file, "case file saved by the gate or the fuzzers")->required();
   r->add_option("--subject", rargs.subject, "builtin (default), naive, or a path to a plugin .so");
   r->add_option("--law", rargs.law, "law to replay (default: the law named in the file)");
+  r->add_option("--timeout", rargs.timeout, "seconds before the subject is declared hung (default 120)")->check(CLI::Range(0.1, 86400.0));
   register_runner(r, run_repro);
 }
 

@@ -1,6 +1,8 @@
 #include "attncheck/gate.hpp"
 
+#include <bit>
 #include <chrono>
+#include <optional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -8,7 +10,10 @@
 #include <iostream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "attncheck/case_file.hpp"
+#include "attncheck/isolate.hpp"
 
 namespace attncheck {
 
@@ -45,6 +50,101 @@ std::string ratio_text(double r) {
   return buf;
 }
 
+// law_report and law_outcome travel from a child process to the gate as JSON.
+nlohmann::json outcome_to_json(const law_outcome& o) {
+  return {{"v", static_cast<int>(o.v)},
+          {"message", o.message},
+          {"max_ratio", o.max_ratio},
+          {"worst", {{"where", o.worst.where}, {"expected", o.worst.expected}, {"got", o.worst.got},
+                     {"bound", o.worst.bound}, {"ratio", o.worst.ratio}}}};
+}
+
+// JSON numbers cannot hold inf or NaN: doubles travel as their bit patterns.
+nlohmann::json bits_of(double x) { return std::bit_cast<std::uint64_t>(x); }
+double double_of(const nlohmann::json& j) { return std::bit_cast<double>(j.get<std::uint64_t>()); }
+
+nlohmann::json outcome_json(const law_outcome& o) {
+  auto j = outcome_to_json(o);
+  j["max_ratio"] = bits_of(o.max_ratio);
+  for (const char* k : {"expected", "got", "bound", "ratio"}) j["worst"][k] = bits_of(j["worst"][k].get<double>());
+  return j;
+}
+
+law_outcome outcome_from(const nlohmann::json& j) {
+  law_outcome o;
+  o.v = static_cast<verdict>(j.at("v").get<int>());
+  o.message = j.at("message").get<std::string>();
+  o.max_ratio = double_of(j.at("max_ratio"));
+  const auto& w = j.at("worst");
+  o.worst = {w.at("where").get<std::string>(), double_of(w.at("expected")), double_of(w.at("got")),
+             double_of(w.at("bound")), double_of(w.at("ratio"))};
+  return o;
+}
+
+std::string report_to_payload(const law_report& r) {
+  nlohmann::json j = {{"law", r.law},
+                      {"v", static_cast<int>(r.v)},
+                      {"cases", r.cases},
+                      {"shrink_steps", r.shrink_steps},
+                      {"skip_reason", r.skip_reason},
+                      {"max_ratio", bits_of(r.max_ratio)},
+                      {"max_ratio_case", r.max_ratio_case},
+                      {"seconds", bits_of(r.seconds)},
+                      {"failure", outcome_json(r.failure)},
+                      {"reproduce", r.reproduce}};
+  if (r.counterexample) j["counterexample"] = format_case_file({*r.counterexample, r.law, {}, {}});
+  return j.dump();
+}
+
+law_report report_from_payload(const std::string& payload) {
+  const auto j = nlohmann::json::parse(payload);
+  law_report r;
+  r.law = j.at("law").get<std::string>();
+  r.v = static_cast<verdict>(j.at("v").get<int>());
+  r.cases = j.at("cases").get<int>();
+  r.shrink_steps = j.at("shrink_steps").get<int>();
+  r.skip_reason = j.at("skip_reason").get<std::string>();
+  r.max_ratio = double_of(j.at("max_ratio"));
+  r.max_ratio_case = j.at("max_ratio_case").get<std::string>();
+  r.seconds = double_of(j.at("seconds"));
+  r.failure = outcome_from(j.at("failure"));
+  r.reproduce = j.at("reproduce").get<std::string>();
+  if (j.contains("counterexample")) r.counterexample = parse_case_file(j.at("counterexample").get<std::string>()).c;
+  return r;
+}
+
+// The case a dead child was running, rebuilt from its one-line form.
+std::optional<attn_case> case_of_line(const std::string& line) {
+  if (line.empty()) return std::nullopt;
+  try {
+    attn_case c = parse_line(line);
+    materialize(c);
+    return c;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+law_report run_law_isolated(const law& l, const subject& s, const gate_options& opt) {
+  shared_note note;
+  run_options ro = opt.run;
+  ro.on_case = [&note](const attn_case& c) { note.write(to_line(c)); };
+  const auto start = std::chrono::steady_clock::now();
+  const child_outcome co = run_isolated([&] { return report_to_payload(run_law(l, s, ro)); }, opt.law_timeout);
+  if (co.completed) return report_from_payload(co.payload);
+  law_report r;
+  r.law = l.name;
+  r.v = verdict::fail;
+  const std::string line = note.read();
+  r.counterexample = case_of_line(line);
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%.0f", opt.law_timeout);
+  r.failure.fail("the subject's process was " + (co.timed_out ? std::string("stopped after ") + limit + " s (a hang)" : co.describe()) +
+                 (line.empty() ? std::string(" before the first case") : " while checking " + line));
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
 }  // namespace
 
 int gate_result::failed() const {
@@ -68,7 +168,7 @@ gate_result run_gate(const gate_options& opt, std::ostream& out) {
   for (const auto& l : all_laws()) {
     if (!selected(l.name, opt.only)) continue;
     if (opt.progress) std::cerr << "  running " << l.name << " ..." << std::flush;
-    law_report r = run_law(l, *subj, opt.run);
+    law_report r = opt.isolate ? run_law_isolated(l, *subj, opt) : run_law(l, *subj, opt.run);
     if (opt.progress) std::cerr << "\r\033[K" << std::flush;
     if (r.v == verdict::fail) {
       std::string saved;
@@ -142,7 +242,8 @@ void write_junit(const std::string& path, const gate_result& r, const std::strin
   if (!f) throw input_error("--junit", "write to '" + path + "' failed");
 }
 
-int repro_case_file(const std::string& file, const std::string& subject_spec, const std::string& law_override, std::ostream& out) {
+int repro_case_file(const std::string& file, const std::string& subject_spec, const std::string& law_override, std::ostream& out,
+                    bool isolate, double timeout_s) {
   const case_record rec = read_case_file(file);
   const std::string law_name = law_override.empty() ? rec.law : law_override;
   if (law_name.empty()) throw input_error("law", file + " names no law; pass --law NAME (see `attncheck laws`)");
@@ -157,7 +258,19 @@ int repro_case_file(const std::string& file, const std::string& subject_spec, co
     out << "SKIP " << law_name << ": subject cannot take this case (" << why << ")\n";
     return 0;
   }
-  const law_outcome o = replay(*l, *subj, rec.c);
+  law_outcome o;
+  if (isolate) {
+    const child_outcome co = run_isolated([&] { return outcome_json(replay(*l, *subj, rec.c)).dump(); }, timeout_s);
+    if (co.completed) {
+      o = outcome_from(nlohmann::json::parse(co.payload));
+    } else {
+      char limit[32];
+      std::snprintf(limit, sizeof limit, "%.0f", timeout_s);
+      o.fail("the subject's process was " + (co.timed_out ? std::string("stopped after ") + limit + " s (a hang)" : co.describe()));
+    }
+  } else {
+    o = replay(*l, *subj, rec.c);
+  }
   out << (o.v == verdict::fail ? "FAIL " : "PASS ") << law_name << "\n";
   out << "  subject:  " << subj->name() << " (" << subject_spec << ")\n";
   out << "  case:     " << to_line(rec.c) << "\n";

@@ -41,6 +41,7 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
     law_outcome out;
     try {
       materialize(c);
+      if (opt.on_case) opt.on_case(c);
       out = l.check(s, c);
     } catch (const std::exception& e) {
       out.fail(std::string("harness error on ") + to_line(c) + ": " + e.what());

@@ -17,6 +17,8 @@ struct gate_options {
   std::string junit;              ///< JUnit XML path; empty: none
   std::string out_dir = "attncheck-out";  ///< counterexamples land here
   bool progress = false;          ///< live progress lines (a terminal)
+  bool isolate = true;            ///< each law in a child process: a crash or hang fails that law only
+  double law_timeout = 120;       ///< seconds a law may run in its child before it is killed
 };
 
 struct gate_result {
@@ -32,7 +34,10 @@ gate_result run_gate(const gate_options& opt, std::ostream& out);
 /// Writes JUnit XML for a gate run.
 void write_junit(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed);
 
-/// Replays a saved case file on a subject; prints one screen; returns 0 when it now passes, 1 while it still fails.
-int repro_case_file(const std::string& file, const std::string& subject_spec, const std::string& law_override, std::ostream& out);
+/// Replays a saved case file on a subject (in a child process when isolate,
+/// so a crash or hang is reported, not suffered); prints one screen; returns 0
+/// when it now passes, 1 while it still fails.
+int repro_case_file(const std::string& file, const std::string& subject_spec, const std::string& law_override, std::ostream& out,
+                    bool isolate = true, double timeout_s = 120);
 
 }  // namespace attncheck

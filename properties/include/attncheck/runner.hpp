@@ -1,6 +1,7 @@
 // Runs a law as a rapidcheck property on a subject: generate, shrink, report.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -15,6 +16,9 @@ struct run_options {
   int max_size = 100;       ///< rapidcheck size ceiling
   gen_options gen{};
   std::string reproduce;    ///< RC_PARAMS reproduce string of an earlier failure (optional)
+  /// Called with each prepared, materialized case just before the law checks
+  /// it (the gate records it, so a case that kills the process is known).
+  std::function<void(const attn_case&)> on_case;
 };
 
 struct law_report {

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# A subject that crashes, hangs, errs or writes outside O fails the gate with
+# the right verdict, within the law timeout, with the case saved, and the gate
+# goes on with the next law.
+# Usage: misbehaving_plugin_test.sh ATTNCHECK PLUGIN EXPECTED_TEXT
+set -u
+attncheck=$1 plugin=$2 want=$3
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+start=$(date +%s)
+timeout 300 "$attncheck" gate --subject "$plugin" --cases 40 --seed 5 --law-timeout 4 --only differential --only softmax \
+  --only determinism --out "$out/cases" >"$out/log" 2>&1
+rc=$?
+took=$(( $(date +%s) - start ))
+cat "$out/log"
+[ $rc -eq 1 ] || { echo "expected gate exit 1, got $rc"; exit 1; }
+grep -q -- "$want" "$out/log" || { echo "expected the verdict to say: $want"; exit 1; }
+# Every selected law ran: the gate carried on after the first casualty.
+[ "$(grep -cE '^(differential|softmax|determinism)\.' "$out/log")" -eq 3 ] || { echo "a law is missing from the table"; exit 1; }
+n=$(ls "$out/cases"/*.json 2>/dev/null | wc -l)
+[ "$n" -ge 1 ] || { echo "no counterexample saved"; exit 1; }
+[ $took -lt 60 ] || { echo "took $took s: the timeout did not hold"; exit 1; }
+f=$(ls "$out/cases"/*.json | head -1)
+timeout 60 "$attncheck" repro "$f" --subject "$plugin" --timeout 4
+rrc=$?
+[ $rrc -eq 1 ] || { echo "repro should exit 1 (still failing), got $rrc"; exit 1; }
+echo "ok: '$want' reported, $n case(s) saved, $took s"
