@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   attncheck::cli::add_laws(app);
   attncheck::cli::add_case(app);
   attncheck::cli::add_bench(app);
+  attncheck::cli::add_campaign(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,196 @@
+#include "attncheck/campaign.hpp"
+
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <thread>
+#include <vector>
+
+#include "attncheck/case_file.hpp"
+#include "attncheck/check.hpp"
+#include "attncheck/generators.hpp"
+#include "attncheck/isolate.hpp"
+
+namespace attncheck {
+
+namespace {
+
+std::size_t bin_of(double ratio) {
+  if (ratio == 0) return 0;
+  for (std::size_t i = 0; i < campaign_edges.size(); ++i)
+    if (ratio < campaign_edges[i] || (i + 1 == campaign_edges.size() && ratio <= campaign_edges[i])) return i + 1;
+  return campaign_edges.size() + 1;
+}
+
+nlohmann::json to_json(const campaign_stats& s) {
+  return {{"cases", s.cases}, {"elements", s.elements}, {"violations", s.violations}, {"violating_cases", s.violating_cases},
+          {"histogram", s.histogram}, {"max_ratio", std::bit_cast<std::uint64_t>(s.max_ratio)},
+          {"max_ratio_case", s.max_ratio_case}, {"first_violation", s.first_violation}};
+}
+
+campaign_stats stats_from(const nlohmann::json& j) {
+  campaign_stats s;
+  s.cases = j.at("cases"), s.elements = j.at("elements"), s.violations = j.at("violations");
+  s.violating_cases = j.at("violating_cases");
+  s.histogram = j.at("histogram").get<decltype(s.histogram)>();
+  s.max_ratio = std::bit_cast<double>(j.at("max_ratio").get<std::uint64_t>());
+  s.max_ratio_case = j.at("max_ratio_case"), s.first_violation = j.at("first_violation");
+  return s;
+}
+
+// Cases first..last-1 of the campaign; case k is drawn with seed opt.seed + k.
+std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign_options& opt, std::int64_t first,
+                                                std::int64_t last) {
+  std::map<std::string, campaign_stats> by;
+  gen_options g;
+  g.max_work = opt.max_work;
+  const auto gen = any_case(s, g);
+  int saved = 0;
+  for (std::int64_t k = first; k < last; ++k) {
+    attn_case c = gen(rc::Random(opt.seed + static_cast<std::uint64_t>(k)), static_cast<int>(k % 100)).value();
+    if (opt.only_type) c.type = *opt.only_type;
+    materialize(c);
+    const auto out = s.attend(c);
+    const oracle_result ref = reference(c, oracle_options_for(s, c, oracle_precision::mpfr50));
+    auto& st = by[std::string(name(c.type))];
+    ++st.cases;
+    comparison worst;  // per element: every ratio goes into the histogram
+    worst.overflow_threshold = overflow_threshold(c.type);
+    bool violated = false;
+    auto one = [&](const std::string& where, double expected, double got, double bound) {
+      comparison e;
+      e.overflow_threshold = worst.overflow_threshold;
+      e.element(where, expected, got, bound);
+      if (std::isnan(expected)) return;
+      ++st.elements;
+      ++st.histogram[e.pass ? bin_of(e.max_ratio) : campaign_edges.size() + 1];
+      if (!e.pass) ++st.violations, violated = true;
+      worst.merge(e);
+    };
+    if (!out.ok()) {
+      violated = true;
+      ++st.violations;
+      worst.fail(out.status ? "subject returned " + out.error : "subject wrote outside its output: " + out.guard_report);
+    } else {
+      for (std::int64_t b = 0; b < c.b; ++b)
+        for (std::int64_t i = 0; i < c.lq; ++i)
+          for (std::int64_t h = 0; h < c.hq; ++h) {
+            for (std::int64_t e = 0; e < c.dv; ++e) {
+              const auto x = ref.o_index(b, i, h, e);
+              one(o_where(b, i, h, e), ref.o[x], out.o.at(b, i, h, e), ref.o_bound[x]);
+            }
+            if (!out.lse.empty())
+              one(lse_where(b, h, i), ref.lse[ref.lse_index(b, h, i)], out.lse[static_cast<std::size_t>((b * c.hq + h) * c.lq + i)],
+                  ref.lse_bound[ref.lse_index(b, h, i)]);
+          }
+    }
+    if (worst.max_ratio > st.max_ratio || st.max_ratio_case.empty()) {
+      st.max_ratio = std::max(st.max_ratio, worst.max_ratio);
+      st.max_ratio_case = to_line(c) + "  " + worst.worst.describe();
+    }
+    if (violated) {
+      ++st.violating_cases;
+      if (st.first_violation.empty()) st.first_violation = to_line(c) + "  " + worst.failure;
+      if (!opt.out_dir.empty() && saved < 20) {
+        std::filesystem::create_directories(opt.out_dir);
+        char file[64];
+        std::snprintf(file, sizeof file, "campaign-%016llx.json", static_cast<unsigned long long>(fingerprint(c)));
+        write_case_file((std::filesystem::path(opt.out_dir) / file).string(),
+                        {c, "differential.output_within_bound_of_oracle", s.name(), worst.failure.substr(0, 2000)});
+        ++saved;
+      }
+    }
+  }
+  return by;
+}
+
+std::string percent(std::int64_t n, std::int64_t of) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4f%%", of ? 100.0 * static_cast<double>(n) / static_cast<double>(of) : 0.0);
+  return buf;
+}
+
+}  // namespace
+
+void campaign_stats::add(const campaign_stats& o) {
+  cases += o.cases, elements += o.elements, violations += o.violations, violating_cases += o.violating_cases;
+  for (std::size_t i = 0; i < histogram.size(); ++i) histogram[i] += o.histogram[i];
+  if (o.max_ratio > max_ratio || max_ratio_case.empty()) max_ratio = o.max_ratio, max_ratio_case = o.max_ratio_case;
+  if (first_violation.empty()) first_violation = o.first_violation;
+}
+
+std::int64_t campaign_result::violations() const {
+  std::int64_t n = 0;
+  for (const auto& [t, s] : by_type) n += s.violations;
+  return n;
+}
+
+campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
+  if (opt.cases < 1) throw input_error("--cases", "must be >= 1");
+  if (opt.jobs < 1 || opt.jobs > 64) throw input_error("--jobs", "must be in [1, 64]");
+  const auto s = subject::load(opt.subject);
+  campaign_result r;
+  const auto start = std::chrono::steady_clock::now();
+  if (opt.jobs == 1) {
+    r.by_type = run_slice(*s, opt, 0, opt.cases);
+  } else {
+    // Forked workers, each a contiguous slice; summaries come back as JSON.
+    std::vector<child_outcome> outcomes(static_cast<std::size_t>(opt.jobs));
+    std::vector<std::thread> waiters;
+    for (int w = 0; w < opt.jobs; ++w) {
+      const std::int64_t first = opt.cases * w / opt.jobs, last = opt.cases * (w + 1) / opt.jobs;
+      waiters.emplace_back([&, w, first, last] {
+        outcomes[static_cast<std::size_t>(w)] = run_isolated(
+            [&] {
+              nlohmann::json j;
+              for (const auto& [t, st] : run_slice(*s, opt, first, last)) j[t] = to_json(st);
+              return j.dump();
+            },
+            1e7);
+      });
+    }
+    for (auto& t : waiters) t.join();
+    for (const auto& co : outcomes) {
+      if (!co.completed) throw std::runtime_error("a campaign worker was " + co.describe());
+      const auto summary = nlohmann::json::parse(co.payload);  // named: items() refers into it
+      for (const auto& [t, j] : summary.items()) r.by_type[t].add(stats_from(j));
+    }
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::int64_t total = 0;
+  for (const auto& [t, st] : r.by_type) total += st.cases;
+  out << "attncheck campaign: subject " << s->name() << " (" << opt.subject << "), " << total << " cases, seed " << opt.seed
+      << ", jobs " << opt.jobs << "\n";
+  char rate[64];
+  std::snprintf(rate, sizeof rate, "%.1f s, %.0f cases/s", r.seconds, static_cast<double>(total) / r.seconds);
+  out << "time: " << rate << "\n";
+  for (const auto& [t, st] : r.by_type) {
+    out << "\n[" << t << "] " << st.cases << " cases, " << st.elements << " elements (O and LSE), violations " << st.violations
+        << " in " << st.violating_cases << " cases\n";
+    out << "  observed/bound histogram (per element):\n";
+    out << "    " << std::setw(14) << "= 0" << "  " << std::setw(12) << st.histogram[0] << "  " << percent(st.histogram[0], st.elements) << "\n";
+    double lo = 0;
+    for (std::size_t i = 0; i < campaign_edges.size(); ++i) {
+      char label[40];
+      std::snprintf(label, sizeof label, "(%g, %g%s", lo, campaign_edges[i], i + 1 == campaign_edges.size() ? "]" : ")");
+      out << "    " << std::setw(14) << label << "  " << std::setw(12) << st.histogram[i + 1] << "  "
+          << percent(st.histogram[i + 1], st.elements) << "\n";
+      lo = campaign_edges[i];
+    }
+    out << "    " << std::setw(14) << "> 1" << "  " << std::setw(12) << st.histogram.back() << "  "
+        << percent(st.histogram.back(), st.elements) << "\n";
+    char m[32];
+    std::snprintf(m, sizeof m, "%.4g", st.max_ratio);
+    out << "  largest observed/bound " << m << ": " << st.max_ratio_case << "\n";
+    if (!st.first_violation.empty()) out << "  first violation: " << st.first_violation << "\n";
+  }
+  out << "\ncampaign: " << r.violations() << " violations" << (r.violations() ? "  -> FAIL" : "  -> PASS") << "\n";
+  return r;
+}
+
+}  // namespace attncheck
