@@ -32,7 +32,7 @@ std::vector<law> make_laws() {
                },
                prepare_cache, chunked_cache_equals_prefill});
   v.push_back({"scale.power_of_two_scalings_are_exact",
-               "Q * 2^a with scale * 2^-a gives the same bits; V * 2^a gives O * 2^a exactly", always, as_generated,
+               "Q * 2^a with scale * 2^-a gives the same bits; V * 2^a gives O * 2^a exactly; another scale moves O", always, as_generated,
                power_of_two_scalings_are_exact});
   v.push_back({"shift.constant_score_offset_changes_nothing",
                "adding a constant to every score of a row (an extra head dimension) leaves O within the bound", always,
