@@ -93,6 +93,33 @@ struct unit_rows {
   std::int64_t max_hi = 0;    // no row sees a key at or beyond this
 };
 
+/// kt[dd][t] = row t's element dd for 8 rows and dd < d rounded down to 8;
+/// returns how many dims it did. Everything by value: vector stores may alias
+/// anything, so members would be reloaded after each one.
+std::int64_t transpose_rows(const char* const rows_in[8], dtype t_kv, std::int64_t esize, std::int64_t d, float* kt,
+                            std::int64_t ld) {
+  const char* r0 = rows_in[0];
+  const char* r1 = rows_in[1];
+  const char* r2 = rows_in[2];
+  const char* r3 = rows_in[3];
+  const char* r4 = rows_in[4];
+  const char* r5 = rows_in[5];
+  const char* r6 = rows_in[6];
+  const char* r7 = rows_in[7];
+  std::int64_t dd = 0;
+  for (; dd + 8 <= d; dd += 8) {
+    const std::int64_t at = dd * esize;
+    __m256 r[8] = {simd::load8(r0 + at, t_kv), simd::load8(r1 + at, t_kv), simd::load8(r2 + at, t_kv),
+                   simd::load8(r3 + at, t_kv), simd::load8(r4 + at, t_kv), simd::load8(r5 + at, t_kv),
+                   simd::load8(r6 + at, t_kv), simd::load8(r7 + at, t_kv)};
+    simd::transpose8(r);
+    float* out = kt + dd * ld;
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t) _mm256_storeu_ps(out + t * ld, r[t]);
+  }
+  return dd;
+}
+
 class unit_runner {
  public:
   unit_runner(const problem& p, const geometry& g, workspace& ws) : p_(p), g_(g), ws_(ws) {}
@@ -248,13 +275,7 @@ class unit_runner {
       for (; jj + 8 <= kpack; jj += 8) {
         const char* rows[8];
         for (int t = 0; t < 8; ++t) rows[t] = kbase + p_.kv.k_offset(ur.b, ur.kv_head, j0 + jj + t) * esize;
-        std::int64_t dd = 0;
-        for (; dd + 8 <= d; dd += 8) {
-          __m256 r[8];
-          for (int t = 0; t < 8; ++t) r[t] = simd::load8(rows[t] + dd * esize, t_kv);
-          simd::transpose8(r);
-          for (int t = 0; t < 8; ++t) _mm256_storeu_ps(kt + (dd + t) * g_.k_tile8 + jj, r[t]);
-        }
+        const std::int64_t dd = transpose_rows(rows, t_kv, esize, d, kt + jj, g_.k_tile8);
         if (dd < d) {
           for (int t = 0; t < 8; ++t) {
             convert::load_row(tmp, rows[t] + dd * esize, t_kv, 1, d - dd);
@@ -420,12 +441,14 @@ class unit_runner {
       if (ws_.kind[r] == row_kind::none || from >= kpack) continue;
       const float* pr = ws_.s.data() + r * g_.k_tile8;
       const std::uint8_t* vis = ws_.vis.data() + r * g_.k_tile8;
-      float* acc = st.acc + r * g_.dv8;
+      const float* const* vrows = ws_.vrows.data();
+      const std::int64_t dv8 = g_.dv8;  // a local: vector stores may alias members
+      float* acc = st.acc + r * dv8;
       for (std::int64_t jj = from; jj < kpack; ++jj) {
         if (!vis[jj]) continue;  // skipped, never multiplied: V there may be NaN
         const __m256 pb = _mm256_broadcast_ss(pr + jj);
-        const float* v = ws_.vrows[jj];
-        for (std::int64_t e = 0; e < g_.dv8; e += 8)
+        const float* v = vrows[jj];
+        for (std::int64_t e = 0; e < dv8; e += 8)
           _mm256_storeu_ps(acc + e, _mm256_fmadd_ps(pb, _mm256_loadu_ps(v + e), _mm256_loadu_ps(acc + e)));
       }
     }
