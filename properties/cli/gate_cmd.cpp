@@ -56,7 +56,7 @@ int run_case() {
 
 }  // namespace
 
-int default_gate_cases() { return 400; }
+int default_gate_cases() { return 1000; }
 
 void add_gate(CLI::App& app) {
   auto* g = app.add_subcommand("gate", "Check a subject against every law; exit 1 if any law fails");

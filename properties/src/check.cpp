@@ -91,6 +91,16 @@ bool comparison::overflowed(const std::string& where, double truth, double bound
   return true;
 }
 
+bool comparison::runs_ok(std::initializer_list<const subject_output*> runs) {
+  for (const auto* o : runs)
+    if (!o->ok()) {
+      fail(o->status ? "subject returned " + std::to_string(o->status) + ": " + o->error
+                     : "subject wrote outside its output: " + o->guard_report);
+      return false;
+    }
+  return true;
+}
+
 void comparison::merge(const comparison& other) {
   if (!other.pass) fail(other.failure);
   if (other.max_ratio > max_ratio || (worst.where.empty() && !other.worst.where.empty())) {
@@ -107,11 +117,7 @@ double overflow_threshold(dtype t) {
 comparison compare_with_reference(const attn_case& c, const subject_output& out, const oracle_result& ref, double slack) {
   comparison r;
   r.overflow_threshold = overflow_threshold(c.type);
-  if (!out.ok()) {
-    r.fail(out.status ? "subject returned " + std::to_string(out.status) + ": " + out.error
-                      : "subject wrote outside its output: " + out.guard_report);
-    return r;
-  }
+  if (!r.runs_ok({&out})) return r;
   const std::int64_t lq = out.o.shape[1];
   for (std::int64_t b = 0; b < c.b; ++b)
     for (std::int64_t i = 0; i < lq; ++i)
@@ -133,12 +139,7 @@ comparison compare_with_reference(const attn_case& c, const subject_output& out,
 
 comparison compare_bitwise(const attn_case& c, const subject_output& expected, const subject_output& got) {
   comparison r;
-  for (const auto* o : {&expected, &got})
-    if (!o->ok()) {
-      r.fail(o->status ? "subject returned " + std::to_string(o->status) + ": " + o->error
-                       : "subject wrote outside its output: " + o->guard_report);
-      return r;
-    }
+  if (!r.runs_ok({&expected, &got})) return r;
   const std::int64_t lq = expected.o.shape[1];
   for (std::int64_t b = 0; b < c.b; ++b)
     for (std::int64_t i = 0; i < lq; ++i)
@@ -157,39 +158,6 @@ comparison compare_bitwise(const attn_case& c, const subject_output& expected, c
   return r;
 }
 
-comparison compare_within_two_bounds(const attn_case& c, const subject_output& a, const subject_output& b,
-                                     const oracle_result& ref) {
-  comparison r;
-  r.overflow_threshold = overflow_threshold(c.type);
-  for (const auto* o : {&a, &b})
-    if (!o->ok()) {
-      r.fail(o->status ? "subject returned " + std::to_string(o->status) + ": " + o->error
-                       : "subject wrote outside its output: " + o->guard_report);
-      return r;
-    }
-  const std::int64_t lq = a.o.shape[1];
-  for (std::int64_t bi = 0; bi < c.b; ++bi)
-    for (std::int64_t i = 0; i < lq; ++i)
-      for (std::int64_t h = 0; h < c.hq; ++h)
-        for (std::int64_t e = 0; e < c.dv; ++e) {
-          const double x = a.o.at(bi, i, h, e), y = b.o.at(bi, i, h, e);
-          if (std::isnan(ref.o[ref.o_index(bi, i, h, e)])) continue;
-          if (std::isnan(x)) r.fail("NaN in the first run at " + o_where(bi, i, h, e));
-          const double bound = ref.o_bound[ref.o_index(bi, i, h, e)];
-          if (r.overflowed(o_where(bi, i, h, e), ref.o[ref.o_index(bi, i, h, e)], bound, x, y)) continue;
-          r.element(o_where(bi, i, h, e), x, y, 2 * bound);
-        }
-  if (!a.lse.empty() && !b.lse.empty())
-    for (std::int64_t bi = 0; bi < c.b; ++bi)
-      for (std::int64_t h = 0; h < c.hq; ++h)
-        for (std::int64_t i = 0; i < lq; ++i) {
-          const auto k = static_cast<std::size_t>((bi * c.hq + h) * lq + i);
-          if (std::isnan(ref.lse[ref.lse_index(bi, h, i)])) continue;
-          if (std::isnan(a.lse[k])) r.fail("NaN in the first run at " + lse_where(bi, h, i));
-          r.element(lse_where(bi, h, i), a.lse[k], b.lse[k], 2 * ref.lse_bound[ref.lse_index(bi, h, i)]);
-        }
-  return r;
-}
 
 oracle_options oracle_options_for(const subject& s, const attn_case& c, oracle_precision precision) {
   oracle_options o;

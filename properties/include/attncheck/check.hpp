@@ -2,6 +2,7 @@
 // Order of checks, per element: NaN, then infinities, then the bound.
 #pragma once
 
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
@@ -43,6 +44,8 @@ struct comparison {
   /// Requires identical bit patterns (bitwise laws).
   void exact(const std::string& where, std::uint32_t expected_bits, std::uint32_t got_bits, double expected, double got);
   void fail(const std::string& why);
+  /// Fails (and returns false) when a run did not succeed: an error code or a write outside O/LSE.
+  bool runs_ok(std::initializer_list<const subject_output*> runs);
   /// Two runs of a subject whose true value is `truth` (bound each): an
   /// infinity in either is fine exactly where the overflow rule allows it.
   /// Returns true when the element was decided here (skip the bound check).
@@ -59,10 +62,6 @@ comparison compare_with_reference(const attn_case& c, const subject_output& out,
 
 /// Two outputs of the same shape, bit for bit (O and LSE).
 comparison compare_bitwise(const attn_case& c, const subject_output& expected, const subject_output& got);
-
-/// Two outputs that each lie within `ref`'s bound of the truth: they may differ
-/// by up to twice the bound.
-comparison compare_within_two_bounds(const attn_case& c, const subject_output& a, const subject_output& b, const oracle_result& ref);
 
 /// The magnitude from which round-to-nearest in t gives +-inf.
 double overflow_threshold(dtype t);

@@ -47,12 +47,7 @@ comparison compare_within_bounds(const attn_case& c, const subject_output& a, co
                                  const subject_output& b, const oracle_result& rb) {
   comparison r;
   r.overflow_threshold = overflow_threshold(c.type);
-  for (const auto* o : {&a, &b})
-    if (!o->ok()) {
-      r.fail(o->status ? "subject returned " + std::to_string(o->status) + ": " + o->error
-                       : "subject wrote outside its output: " + o->guard_report);
-      return r;
-    }
+  if (!r.runs_ok({&a, &b})) return r;
   const std::int64_t lq = a.o.shape[1];
   for (std::int64_t bi = 0; bi < c.b; ++bi)
     for (std::int64_t i = 0; i < lq; ++i)
