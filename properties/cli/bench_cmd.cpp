@@ -12,12 +12,13 @@
 namespace attncheck::cli {
 
 namespace {
-std::vector<std::string> bench_rest;
+CLI::App* bench_app = nullptr;
 
 int run_bench() {
 #ifdef ATTNCHECK_HAVE_BENCH
+  // Everything after `bench` (options included) belongs to the benchmark.
   std::vector<std::string> args{"attncheck bench"};
-  args.insert(args.end(), bench_rest.begin(), bench_rest.end());
+  for (const auto& a : bench_app->remaining()) args.push_back(a);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   return attnimpl::bench::run(static_cast<int>(argv.size()), argv.data());
@@ -29,10 +30,11 @@ int run_bench() {
 }  // namespace
 
 void add_bench(CLI::App& app) {
-  auto* b = app.add_subcommand("bench", "Benchmark the bundled kernel: FMA peak and bandwidth probes, prefill and decode cases");
-  b->allow_extras();
-  b->add_option("args", bench_rest, "arguments passed to the benchmark (try --help)");
-  register_runner(b, [] { return run_bench(); });
+  bench_app = app.add_subcommand("bench", "Benchmark the bundled kernel: FMA peak and bandwidth probes, prefill and decode cases "
+                                          "(options pass through: --threads N, --reps N, --quick, --no-rss)");
+  bench_app->allow_extras();
+  bench_app->prefix_command();
+  register_runner(bench_app, [] { return run_bench(); });
 }
 
 }  // namespace attncheck::cli
