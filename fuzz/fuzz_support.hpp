@@ -49,6 +49,8 @@ void decode_values(FuzzedDataProvider& in, const shape_caps& caps, attn_case& c)
 /// names a path, writes the case there as a case file naming the law (what
 /// `attncheck repro` replays); then aborts, so libFuzzer saves the input.
 /// With ATTNCHECK_FUZZ_VERBOSE set, passing cases print one line each.
+/// With ATTNCHECK_FUZZ_EXPECT_LAW / ATTNCHECK_FUZZ_EXPECT_WHY set (crash
+/// minimization), only a failure of that law whose message contains that text aborts.
 void expect_pass(const std::string& law, const subject& s, const attn_case& c, const law_outcome& o);
 
 }  // namespace attncheck::fuzz
