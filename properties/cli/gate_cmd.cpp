@@ -72,7 +72,7 @@ void add_gate(CLI::App& app) {
       ->check(CLI::Range(0.1, 86400.0));
   g->add_flag("!--no-isolate", gate_args.isolate, "run laws in this process (a crashing subject then takes the gate down)");
   g->add_option("--max-work", gate_args.run.gen.max_work, "largest B*Hq*Lq*Lk*(D+Dv) of a generated case (default 200000)")
-      ->check(CLI::Range(std::int64_t{16}, std::int64_t{1} << 32));
+      ->check(CLI::Range(std::int64_t{16}, max_work_limit));
   register_runner(g, run_gate_cmd);
 }
 
