@@ -5,9 +5,11 @@
 //   laws             lists the laws
 //   case LINE        writes the case file of a one-line form
 //   bench            the bundled kernel's benchmark table
+//   mutation         gates every mutant of the bundled kernel (ci/mutation)
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <string>
 
 #include "attncheck/case.hpp"
 #include "commands.hpp"
@@ -22,10 +24,24 @@ int main(int argc, char** argv) {
   attncheck::cli::add_case(app);
   attncheck::cli::add_bench(app);
   attncheck::cli::add_campaign(app);
+  attncheck::cli::add_mutation(app);
+  std::string names;
+  bool known = false;
+  for (const auto* sub : app.get_subcommands({})) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    known = known || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    std::fprintf(stderr, "attncheck: unknown command '%s' (one of: %s)\n", argv[1], names.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // One line naming the option and the limit, like every other input error.
+    std::fprintf(stderr, "attncheck: %s (see attncheck --help)\n", e.what());
+    return 2;
   }
   try {
     return attncheck::cli::run_selected(app);
