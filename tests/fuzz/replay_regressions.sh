@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Replays the case files of tests/regressions/ with `attncheck repro` on the
 # bundled implementation (production and tiny tiles): fixed ones (*.json) must
-# pass (exit 0); open ones (open/*.json) must still fail (exit 1), and one that
-# passes fails this test so that it is moved up (README.md there).
+# pass (exit 0); open ones (open/*.json) are replayed and reported: one that
+# passes everywhere is listed as fixed, to be moved up (README.md there). Open
+# ones never fail this test: some depend on the compiler (docs/fuzz.md, D).
 # Usage: replay_regressions.sh ATTNCHECK REGRESSIONS_DIR
 set -u
 attncheck=$1 dir=$2
@@ -25,8 +26,7 @@ for f in "$dir"/open/*.json; do
     [ $rc -gt 1 ] && { echo "ERROR: repro of $f exits $rc on $s"; status=1; }
   done
   if [ $still -eq 0 ]; then
-    echo "FIXED: $f now passes on every bundled subject: git mv it to $dir/ (and its .input to inputs/<harness>/)"
-    status=1
+    echo "fixed in this build? $f passes on every bundled subject: once fixed for good, git mv it to $dir/"
   else
     echo "open (still fails, as recorded): $f"
   fi
