@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "mutation.hpp"
+
 namespace attnimpl::convert {
 
 float from_bf16(std::uint16_t b) {
@@ -20,13 +22,18 @@ std::uint16_t to_bf16(float x) {
   std::memcpy(&u, &x, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);  // quiet NaN
   u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even; overflow carries to inf
+  if (ATTNIMPL_MUTANT(bf16_truncate)) std::memcpy(&u, &x, 4);  // rounds toward zero
   return static_cast<std::uint16_t>(u >> 16);
 }
 
-std::uint16_t to_f16(float x) { return _cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+std::uint16_t to_f16(float x) {
+  if (ATTNIMPL_MUTANT(f16_round_to_zero)) return _cvtss_sh(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  return _cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
 
 void load_row(float* dst, const void* src, dtype t, std::int64_t stride, std::int64_t n) {
   std::int64_t k = 0;
+  if (ATTNIMPL_MUTANT(load_ignores_stride)) stride = 1;
   switch (t) {
     case dtype::f32: {
       const float* s = static_cast<const float*>(src);

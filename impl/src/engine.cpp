@@ -13,6 +13,7 @@
 
 #include "convert.hpp"
 #include "micro_kernels.hpp"
+#include "mutation.hpp"
 #include "simd.hpp"
 #include "thread_pool.hpp"
 
@@ -73,7 +74,7 @@ struct workspace {
     grow(vp, g.k_tile * g.dv8);
     grow(vrows, g.k_tile);
     grow(s, g.rows * g.k_tile8);
-    grow(tmp, std::max(p.dims.d, g.dv8));
+    grow(tmp, std::max(p.dims.d, g.dv8) + (ATTNIMPL_MUTANT(masked_row_mean) ? g.dv8 : 0));
     grow(chunk, state_floats(g));
     grow(total, state_floats(g));
     grow(vis, g.rows * g.k_tile8);
@@ -135,25 +136,38 @@ class unit_runner {
     const std::int64_t positions = std::min(g_.q_tile, p_.dims.lq - ur.i0);
     ur.rows = positions * g_.group;
     ur.keys = p_.key_len ? p_.key_len[ur.b] : p_.dims.lk;
+    if (ATTNIMPL_MUTANT(padding_off_by_one) && p_.key_len) ur.keys = std::min(ur.keys + 1, p_.dims.lk);  // j <= n[b]
+    if (ATTNIMPL_MUTANT(padding_uses_first_length) && p_.key_len) ur.keys = p_.key_len[0];
     const std::int64_t qsize = convert::size_of(p_.q.type);
     for (std::int64_t r = 0; r < ur.rows; ++r) {
       // Rows of one position are adjacent: in decode and on the causal
       // diagonal they share visibility, which keeps the fast paths busy.
       const std::int64_t i = ur.i0 + r / g_.group;
-      const std::int64_t h = ur.kv_head * g_.group + r % g_.group;
-      const std::int64_t pos = ur.keys - p_.dims.lq + i;
-      std::int64_t hi = p_.causal ? std::min(ur.keys, pos + 1) : ur.keys;
+      std::int64_t h = ur.kv_head * g_.group + r % g_.group;
+      if (ATTNIMPL_MUTANT(gqa_modulo)) h = (r % g_.group) * p_.dims.hkv + ur.kv_head;  // h % Hkv == kv_head
+      std::int64_t pos = ur.keys - p_.dims.lq + i;
+      if (ATTNIMPL_MUTANT(causal_top_left)) pos = i;
+      if (ATTNIMPL_MUTANT(decode_position)) pos = p_.dims.lk - p_.dims.lq + i;  // the cache passes its capacity as lk
+      bool causal = p_.causal;
+      if (ATTNIMPL_MUTANT(causal_dropped_chunk)) causal = causal && p_.dims.lq == p_.dims.lk;
+      std::int64_t hi = causal ? std::min(ur.keys, pos + 1) : ur.keys;
+      if (ATTNIMPL_MUTANT(causal_no_diagonal)) hi = causal ? std::min(ur.keys, pos) : ur.keys;
       hi = std::max<std::int64_t>(hi, 0);
       ws_.hi[r] = hi;
       ws_.head[r] = h;
       ws_.pos[r] = i;
       ur.max_hi = std::max(ur.max_hi, hi);
+      if (ATTNIMPL_MUTANT(causal_unit_stops_at_first_row) && r > 0) ur.max_hi = ws_.hi[0];
       float* qrow = ws_.qp.data() + r * p_.dims.d;
       if (hi == 0) continue;  // sees nothing: its Q is never read
       const char* src = static_cast<const char*>(p_.q.data) +
                         (ur.b * p_.q.stride[0] + i * p_.q.stride[1] + h * p_.q.stride[2]) * qsize;
       convert::load_row(qrow, src, p_.q.type, p_.q.stride[3], p_.dims.d);
       for (std::int64_t dd = 0; dd < p_.dims.d; ++dd) qrow[dd] *= p_.scale;
+      if (ATTNIMPL_MUTANT(scale_dropped)) convert::load_row(qrow, src, p_.q.type, p_.q.stride[3], p_.dims.d);  // unscaled
+      if (ATTNIMPL_MUTANT(scale_model_dim))  // 1/sqrt(Hq*D) where the caller's 1/sqrt(D) was meant
+        for (std::int64_t dd = 0; dd < p_.dims.d; ++dd) qrow[dd] /= std::sqrt(static_cast<float>(p_.dims.hq));
+      if (ATTNIMPL_MUTANT(head_dim_tail)) std::fill(qrow + p_.dims.d / 8 * 8, qrow + p_.dims.d, 0.0f);  // dims past the last 8
     }
     return ur;
   }
@@ -161,7 +175,8 @@ class unit_runner {
   /// Online softmax of the unit's rows over keys [c0, c1) into st.
   void chunk(const unit_rows& ur, std::int64_t c0, std::int64_t c1, const row_state& st) {
     reset_state(st, g_, ur.rows);
-    const std::int64_t end = std::min({c1, ur.max_hi, ur.keys});
+    std::int64_t end = std::min({c1, ur.max_hi, ur.keys});
+    if (ATTNIMPL_MUTANT(split_boundary_key_dropped)) end = std::min({c1 - 1, ur.max_hi, ur.keys});
     for (std::int64_t j0 = c0; j0 < end; j0 += g_.k_tile) {
       const std::int64_t kc = std::min(g_.k_tile, end - j0);
       const std::int64_t kpack = classify(ur, j0, kc);
@@ -171,6 +186,8 @@ class unit_runner {
       scores(ur);
       softmax(ur, st);
       weighted_values(ur, kpack, st);
+      if (ATTNIMPL_MUTANT(low_precision_acc))  // the accumulator kept in bf16
+        for (std::int64_t x = 0; x < ur.rows * g_.dv8; ++x) st.acc[x] = convert::from_bf16(convert::to_bf16(st.acc[x]));
     }
   }
 
@@ -183,14 +200,19 @@ class unit_runner {
       const std::int64_t h = ws_.head[r], i = ws_.pos[r];
       const float m = st.m[r];
       float lse = neg_inf;
-      if (m == neg_inf) {
+      if (m == neg_inf && !ATTNIMPL_MUTANT(masked_row_nan)) {
         std::fill(out, out + dv, 0.0f);  // no visible key: O = 0, LSE = -inf
+        if (ATTNIMPL_MUTANT(masked_row_mean)) mean_values(ur, out);  // what a finite -1e9 fill gives
+        if (ATTNIMPL_MUTANT(empty_row_lse_zero)) lse = 0.0f;
       } else {
         const float* acc = st.acc + r * g_.dv8;
-        const __m256 l = _mm256_set1_ps(st.l[r]);
+        float l_row = st.l[r];
+        if (ATTNIMPL_MUTANT(softmax_wrong_axis)) l_row = query_axis_sum(ur, st, r);
+        const __m256 l = _mm256_set1_ps(l_row);
         for (std::int64_t e = 0; e < g_.dv8; e += 8)
           _mm256_storeu_ps(out + e, _mm256_div_ps(_mm256_loadu_ps(acc + e), l));
         lse = m + std::log(st.l[r]);
+        if (ATTNIMPL_MUTANT(lse_missing_max)) lse = std::log(st.l[r]);
       }
       char* dst = static_cast<char*>(p_.o.data) +
                   (ur.b * p_.o.stride[0] + i * p_.o.stride[1] + h * p_.o.stride[2]) * osize;
@@ -214,8 +236,10 @@ class unit_runner {
       }
       if (mp == neg_inf) continue;
       const float mt = total.m[r];
-      const float mn = mp > mt ? mp : mt;
-      const float a = simd::exp1(mt - mn), c = simd::exp1(mp - mn);
+      float mn = mp > mt ? mp : mt;
+      if (ATTNIMPL_MUTANT(merge_min_not_max)) mn = mp < mt ? mp : mt;
+      float a = simd::exp1(mt - mn), c = simd::exp1(mp - mn);
+      if (ATTNIMPL_MUTANT(merge_unscaled)) a = c = 1.0f;
       const __m256 av = _mm256_set1_ps(a), cv = _mm256_set1_ps(c);
       for (std::int64_t e = 0; e < g_.dv8; e += 8)
         _mm256_storeu_ps(ta + e, _mm256_fmadd_ps(_mm256_loadu_ps(pa + e), cv,
@@ -226,6 +250,36 @@ class unit_runner {
   }
 
  private:
+#ifdef ATTNIMPL_MUTATION
+  /// mean(V) over the keys of the batch element (mutant masked_row_mean).
+  void mean_values(const unit_rows& ur, float* out) {
+    float* row = ws_.tmp.data() + g_.dv8;
+    for (std::int64_t j = 0; j < ur.keys; ++j) {
+      convert::load_row(row, static_cast<const char*>(p_.kv.v) + p_.kv.v_offset(ur.b, ur.kv_head, j) * convert::size_of(p_.kv.type),
+                        p_.kv.type, p_.kv.vs[3], p_.dims.dv);
+      for (std::int64_t e = 0; e < p_.dims.dv; ++e) out[e] += row[e] / static_cast<float>(ur.keys);
+    }
+  }
+  /// Row r's sum taken over the unit's query positions of its head (mutant softmax_wrong_axis).
+  float query_axis_sum(const unit_rows& ur, const row_state& st, std::int64_t r) {
+    float sum = 0.0f;
+    for (std::int64_t x = r % g_.group; x < ur.rows; x += g_.group)
+      if (st.m[x] != neg_inf) sum += st.l[x] * simd::exp1(st.m[x] - st.m[r]);
+    return sum;
+  }
+  /// kv head = h / Hkv, for the group's last query head (clamped: the real
+  /// bug reads past the last KV head) (mutant gqa_wrong_divisor).
+  std::int64_t load_head(const unit_rows& ur) const {
+    if (ATTNIMPL_MUTANT(gqa_wrong_divisor))
+      return std::min(p_.dims.hkv - 1, (ur.kv_head * g_.group + g_.group - 1) / p_.dims.hkv);
+    return ur.kv_head;
+  }
+#else
+  std::int64_t load_head(const unit_rows& ur) const { return ur.kv_head; }
+  void mean_values(const unit_rows&, float*) {}
+  float query_axis_sum(const unit_rows&, const row_state& st, std::int64_t r) { return st.l[r]; }
+#endif
+
   /// Sets kind/vis of every row for block [j0, j0 + kc); returns how many
   /// leading keys of the block any row sees (0: skip the block).
   std::int64_t classify(const unit_rows& ur, std::int64_t j0, std::int64_t kc) {
@@ -239,22 +293,27 @@ class unit_runner {
         std::fill(vis, vis + cnt, std::uint8_t{1});
         allowed = last = cnt;
       } else {
-        const std::uint8_t* mrow = p_.mask.data + ur.b * p_.mask.stride[0] + ws_.head[r] * p_.mask.stride[1] +
+        const std::uint8_t* mrow = p_.mask.data + ur.b * p_.mask.stride[0] +
+                                   (ATTNIMPL_MUTANT(mask_head_uses_kv_head) ? ur.kv_head : ws_.head[r]) * p_.mask.stride[1] +
                                    ws_.pos[r] * p_.mask.stride[2];
         for (std::int64_t jj = 0; jj < cnt; ++jj) {
-          if (mrow[(j0 + jj) * p_.mask.stride[3]] != 0) {
+          if ((mrow[(j0 + jj) * p_.mask.stride[3]] != 0) != ATTNIMPL_MUTANT(mask_polarity)) {
             vis[jj] = 1;
             ++allowed;
             last = jj + 1;
           }
         }
       }
+      // Lanes past the sequence's last key (zero K, never packed V) taken as keys.
+      if (ATTNIMPL_MUTANT(tail_tile_unmasked) && cnt == kc && j0 + kc == ur.keys)
+        std::fill(vis + kc, vis + g_.k_tile, std::uint8_t{1});
       ws_.kind[r] = allowed == 0 ? row_kind::none : allowed == kc ? row_kind::all : row_kind::partial;
       std::int64_t prefix = allowed == cnt ? cnt : 0;  // without holes the visible keys are [0, cnt)
       if (prefix == 0)
         while (prefix < cnt && vis[prefix]) ++prefix;
+      if (ATTNIMPL_MUTANT(prefix_ignores_holes)) prefix = allowed;
       ws_.prefix[r] = prefix;
-      kpack = std::max(kpack, last);
+      kpack = std::max(kpack, ATTNIMPL_MUTANT(kpack_counts_visible) ? allowed : last);
     }
     return kpack;
   }
@@ -274,7 +333,7 @@ class unit_runner {
       const dtype t_kv = p_.kv.type;
       for (; jj + 8 <= kpack; jj += 8) {
         const char* rows[8];
-        for (int t = 0; t < 8; ++t) rows[t] = kbase + p_.kv.k_offset(ur.b, ur.kv_head, j0 + jj + t) * esize;
+        for (int t = 0; t < 8; ++t) rows[t] = kbase + p_.kv.k_offset(ur.b, load_head(ur), j0 + jj + t) * esize;
         const std::int64_t dd = transpose_rows(rows, t_kv, esize, d, kt + jj, g_.k_tile8);
         if (dd < d) {
           for (int t = 0; t < 8; ++t) {
@@ -286,7 +345,7 @@ class unit_runner {
     }
     for (; jj < kpack; ++jj) {
       const std::int64_t j = j0 + jj;
-      convert::load_row(tmp, kbase + p_.kv.k_offset(ur.b, ur.kv_head, j) * esize, p_.kv.type, p_.kv.ks[3], d);
+      convert::load_row(tmp, kbase + p_.kv.k_offset(ur.b, load_head(ur), j) * esize, p_.kv.type, p_.kv.ks[3], d);
       for (std::int64_t dd = 0; dd < d; ++dd) kt[dd * g_.k_tile8 + jj] = tmp[dd];
     }
     for (std::int64_t dd = 0; dd < d; ++dd)
@@ -294,16 +353,19 @@ class unit_runner {
     // Few rows (decode): f32 V rows are used in place, read once. Many rows:
     // V is copied to a contiguous block, since the P.V kernel walks it once per
     // row group and the caller's rows may sit pages apart (TLB).
-    const bool v_in_place = ur.rows <= 16 && p_.kv.type == dtype::f32 && p_.kv.vs[3] == 1 && dv % 8 == 0;
+    const bool v_in_place = ur.rows <= 16 && p_.kv.type == dtype::f32 && p_.kv.vs[3] == 1 && dv % 8 == 0 &&
+                            !ATTNIMPL_MUTANT(dv_equals_d);
     for (jj = 0; jj < kpack; ++jj) {
-      const char* src = vbase + p_.kv.v_offset(ur.b, ur.kv_head, j0 + jj) * esize;
+      const char* src = vbase + p_.kv.v_offset(ur.b, load_head(ur), j0 + jj) * esize;
+      if (ATTNIMPL_MUTANT(v_uses_k_strides)) src = vbase + p_.kv.k_offset(ur.b, load_head(ur), j0 + jj) * esize;
       if (v_in_place) {
         ws_.vrows[jj] = reinterpret_cast<const float*>(src);
         continue;
       }
       float* vrow = ws_.vp.data() + jj * g_.dv8;
-      convert::load_row(vrow, src, p_.kv.type, p_.kv.vs[3], dv);
-      std::fill(vrow + dv, vrow + g_.dv8, 0.0f);
+      convert::load_row(vrow, src, p_.kv.type, ATTNIMPL_MUTANT(v_uses_k_strides) ? p_.kv.ks[3] : p_.kv.vs[3],
+                        ATTNIMPL_MUTANT(dv_equals_d) ? std::min(d, dv) : dv);  // mutant: the value loop runs to D
+      std::fill(vrow + (ATTNIMPL_MUTANT(dv_equals_d) ? std::min(d, dv) : dv), vrow + g_.dv8, 0.0f);
       ws_.vrows[jj] = vrow;
     }
   }
@@ -377,20 +439,22 @@ class unit_runner {
       }
       const float mb = simd::hmax(mx);
       const float m_old = st.m[r];
-      const float m_new = mb > m_old ? mb : m_old;
+      float m_new = mb > m_old ? mb : m_old;
       if (m_new == neg_inf) {
         ws_.kind[r] = row_kind::none;  // every visible score is -inf: all weights 0
         ws_.prefix[r] = 0;             // and its scores must not reach the P.V kernel
         continue;
       }
+      if (ATTNIMPL_MUTANT(no_max_shift)) m_new = 0.0f;  // p = exp(s)
       float* acc = st.acc + r * g_.dv8;
       if (m_new > m_old) {
         if (m_old != neg_inf) {
-          const float alpha = simd::exp1(m_old - m_new);
+          float alpha = simd::exp1(m_old - m_new);
+          if (ATTNIMPL_MUTANT(rescale_inverted)) alpha = simd::exp1(m_new - m_old);
           const __m256 av = _mm256_set1_ps(alpha);
-          for (std::int64_t e = 0; e < g_.dv8; e += 8)
+          for (std::int64_t e = 0; e < g_.dv8 && !ATTNIMPL_MUTANT(rescale_skipped); e += 8)
             _mm256_storeu_ps(acc + e, _mm256_mul_ps(_mm256_loadu_ps(acc + e), av));
-          st.l[r] *= alpha;
+          if (!ATTNIMPL_MUTANT(rescale_sum_skipped)) st.l[r] *= alpha;
         }
         st.m[r] = m_new;
       }
@@ -445,7 +509,7 @@ class unit_runner {
       const std::int64_t dv8 = g_.dv8;  // a local: vector stores may alias members
       float* acc = st.acc + r * dv8;
       for (std::int64_t jj = from; jj < kpack; ++jj) {
-        if (!vis[jj]) continue;  // skipped, never multiplied: V there may be NaN
+        if (!vis[jj] && !ATTNIMPL_MUTANT(masked_value_leak)) continue;  // skipped, never multiplied: V there may be NaN
         const __m256 pb = _mm256_broadcast_ss(pr + jj);
         const float* v = vrows[jj];
         for (std::int64_t e = 0; e < dv8; e += 8)
@@ -485,6 +549,7 @@ geometry plan(const problem& p, const config& cfg) {
   g.q_tile = std::min(q_tile, p.dims.lq);
   g.rows = g.group * g.q_tile;
   g.q_tiles = (p.dims.lq + g.q_tile - 1) / g.q_tile;
+  if (ATTNIMPL_MUTANT(query_tail_tile_dropped)) g.q_tiles = std::max<std::int64_t>(1, p.dims.lq / g.q_tile);
   g.units = p.dims.b * p.dims.hkv * g.q_tiles;
   g.k_tile = cfg.k_tile;
   g.k_tile8 = round8(cfg.k_tile);
@@ -538,8 +603,11 @@ void run(const problem& p, const config& cfg) {
     unit_runner runner(p, g, ws);
     const unit_rows ur = runner.setup(u);
     const row_state total = view_state(ws.total.data(), g);
-    for (std::int64_t c = 0; c < g.chunks; ++c)
-      runner.fold(ur, total, view_state(parts.data() + (u * g.chunks + c) * state_floats(g), g), c == 0);
+    for (std::int64_t c = 0; c < g.chunks; ++c) {
+      std::int64_t at = c;
+      if (ATTNIMPL_MUTANT(thread_order)) at = g.chunks - 1 - c;  // this path folds last chunk first
+      runner.fold(ur, total, view_state(parts.data() + (u * g.chunks + at) * state_floats(g), g), c == 0);
+    }
     runner.finish(ur, total);
   });
 }

@@ -8,6 +8,7 @@
 
 #include "convert.hpp"
 #include "engine.hpp"
+#include "mutation.hpp"
 
 namespace attnimpl {
 
@@ -62,7 +63,8 @@ status paged_kv_cache::append(std::int64_t seq, std::int64_t count, const kv_tok
   if (!t.k || !t.v) return status::invalid("k and v must not be null");
   const std::int64_t n = lengths_[static_cast<std::size_t>(seq)];
   const std::int64_t end = n + count;
-  const std::int64_t pages_needed = (end + cfg_.page_size - 1) / cfg_.page_size;
+  const std::int64_t shift = ATTNIMPL_MUTANT(cache_append_offset) ? 1 : 0;  // writes at n + 1
+  const std::int64_t pages_needed = (end + cfg_.page_size - 1 + shift) / cfg_.page_size;
   if (pages_needed > cfg_.max_pages_per_seq) return status::invalid("sequence would exceed max_pages_per_seq");
   const std::int64_t have = (n + cfg_.page_size - 1) / cfg_.page_size;
   if (pages_needed - have > static_cast<std::int64_t>(free_.size())) return status::invalid("page pool exhausted");
@@ -76,8 +78,9 @@ status paged_kv_cache::append(std::int64_t seq, std::int64_t count, const kv_tok
                         std::int64_t width) {
     const unsigned char* s = static_cast<const unsigned char*>(src);
     for (std::int64_t tok = 0; tok < count; ++tok) {
-      const std::int64_t pos = n + tok;
-      const std::int64_t page = row[pos / cfg_.page_size];
+      const std::int64_t pos = n + tok + shift;
+      std::int64_t page = row[pos / cfg_.page_size];
+      if (ATTNIMPL_MUTANT(cache_identity_page_table)) page = seq * cfg_.max_pages_per_seq + pos / cfg_.page_size;
       // Page layout (head, slot, dim): one head's rows of a page are contiguous,
       // so a decode step walks few pages (TLB) in long runs (prefetcher).
       for (std::int64_t g = 0; g < cfg_.hkv; ++g) {
@@ -101,6 +104,7 @@ status paged_kv_cache::attend(const cache_attention_args& a, const config& cfg) 
   s.hkv = cfg_.hkv;
   s.lq = a.lq;
   s.lk = *std::max_element(lengths_.begin(), lengths_.end());
+  if (ATTNIMPL_MUTANT(decode_position)) s.lk = cfg_.max_pages_per_seq * cfg_.page_size;  // the engine takes positions from lk
   s.d = cfg_.d;
   s.dv = cfg_.dv;
   if (status st = detail::check_common(s, cfg); !st.ok()) return st;
@@ -116,6 +120,7 @@ status paged_kv_cache::attend(const cache_attention_args& a, const config& cfg) 
   p.kv.type = cfg_.type;
   p.kv.ks = {0, cfg_.d, cfg_.page_size * cfg_.d, 1};  // (page, slot, head, dim) strides; see append
   p.kv.vs = {0, cfg_.dv, cfg_.page_size * cfg_.dv, 1};
+  if (ATTNIMPL_MUTANT(cache_head_stride)) p.kv.ks[2] = cfg_.d, p.kv.vs[2] = cfg_.dv;  // heads as if one slot per page
   p.kv.table = table_.data();
   p.kv.table_stride = cfg_.max_pages_per_seq;
   p.kv.page_size = cfg_.page_size;

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "attnimpl/attention.hpp"
+#include "mutation.hpp"
 
 namespace attnimpl::simd {
 
@@ -22,9 +23,10 @@ inline __m256 exp8(__m256 x) {
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  if (!ATTNIMPL_MUTANT(exp_reduction_lo_dropped)) r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
   __m256 y = _mm256_set1_ps(1.9875691500e-4f);
   y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+  if (ATTNIMPL_MUTANT(exp_poly_low_degree)) y = _mm256_setzero_ps();  // degree 5: the r^7 and r^6 terms lost
   y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
   y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
   y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));

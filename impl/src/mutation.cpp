@@ -1,0 +1,52 @@
+// The run-time switch of the mutation build (see mutation.hpp); empty in the
+// production library.
+#include "mutation.hpp"
+
+#ifdef ATTNIMPL_MUTATION
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace attnimpl::mutation {
+
+namespace {
+
+const char* const all_names[] = {
+#define ATTNIMPL_MUTANT_NAME(name) #name,
+    ATTNIMPL_MUTANT_LIST(ATTNIMPL_MUTANT_NAME)
+#undef ATTNIMPL_MUTANT_NAME
+        nullptr};
+
+id from_environment() {
+  const char* env = std::getenv("ATTNIMPL_MUTANT");
+  if (!env || !*env || std::strcmp(env, "none") == 0) return id::none;
+  for (int i = 0; all_names[i]; ++i)
+    if (std::strcmp(env, all_names[i]) == 0) return static_cast<id>(i + 1);
+  // A typo must not quietly test the correct kernel.
+  std::fprintf(stderr, "attnimpl mutation build: ATTNIMPL_MUTANT=%s names no mutant\n", env);
+  std::abort();
+}
+
+}  // namespace
+
+id active = from_environment();
+
+bool select(const char* name) {
+  if (!name || !*name || std::strcmp(name, "none") == 0) {
+    active = id::none;
+    return true;
+  }
+  for (int i = 0; all_names[i]; ++i)
+    if (std::strcmp(name, all_names[i]) == 0) {
+      active = static_cast<id>(i + 1);
+      return true;
+    }
+  return false;
+}
+
+const char* const* names() { return all_names; }
+
+}  // namespace attnimpl::mutation
+
+#endif
