@@ -66,6 +66,7 @@ void add_gate(CLI::App& app) {
   g->add_option("--seed", gate_seed, "rapidcheck seed; the same seed gives the same cases and verdicts");
   g->add_option("--only", gate_args.only, "run only these laws or groups (repeatable), e.g. --only cache --only gqa");
   g->add_option("--junit", gate_args.junit, "write JUnit XML here");
+  g->add_option("--json", gate_args.json, "write per-law results as JSON here (verdict, cases, shrink steps, counterexample)");
   g->add_option("--out", gate_args.out_dir, "save shrunk counterexamples here (default attncheck-out)");
   g->add_option("--reproduce", gate_args.run.reproduce, "an RC_PARAMS reproduce string from an earlier failure");
   g->add_option("--law-timeout", gate_args.law_timeout, "seconds one law may run before the subject is declared hung (default 120)")

@@ -1,6 +1,7 @@
 #include "attncheck/gate.hpp"
 
 #include <bit>
+#include <cmath>
 #include <chrono>
 #include <optional>
 #include <cstdio>
@@ -207,7 +208,40 @@ gate_result run_gate(const gate_options& opt, std::ostream& out) {
   out << "\ngate: " << passed << " passed, " << failed << " failed, " << skipped << " skipped in " << total << " s";
   out << (failed ? "  -> FAIL" : "  -> PASS") << "\n";
   if (!opt.junit.empty()) write_junit(opt.junit, g, subj->name(), opt.run.seed);
+  if (!opt.json.empty()) write_json(opt.json, g, subj->name(), opt.run.seed);
   return g;
+}
+
+void write_json(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed) {
+  // inf and NaN are not JSON numbers: a non-finite ratio is written as null.
+  const auto number = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+  nlohmann::json laws = nlohmann::json::array();
+  for (const auto& l : r.reports) {
+    nlohmann::json j = {{"name", l.law},
+                        {"verdict", verdict_name(l.v) == "FAIL" ? "fail" : verdict_name(l.v)},
+                        {"cases", l.cases},
+                        {"shrink_steps", l.shrink_steps},
+                        {"seconds", l.seconds},
+                        {"max_ratio", number(l.max_ratio)}};
+    if (l.v == verdict::skip) j["skip_reason"] = l.skip_reason;
+    if (l.v == verdict::fail) {
+      j["message"] = l.failure.message;
+      if (!l.failure.worst.where.empty()) j["worst"] = l.failure.worst.describe();
+      j["reproduce"] = l.reproduce;
+      if (l.counterexample) {
+        const attn_case& c = *l.counterexample;
+        j["counterexample"] = to_line(c);
+        j["shape"] = {{"b", c.b}, {"hq", c.hq}, {"hkv", c.hkv}, {"lq", c.lq}, {"lk", c.lk}, {"d", c.d}, {"dv", c.dv}};
+      }
+    }
+    laws.push_back(std::move(j));
+  }
+  const nlohmann::json doc = {{"subject", subject_name}, {"seed", seed},    {"seconds", r.seconds},
+                              {"failed", r.failed()},   {"laws", laws}};
+  std::ofstream f(path);
+  if (!f) throw input_error("--json", "cannot write '" + path + "'");
+  f << doc.dump(2) << "\n";
+  if (!f) throw input_error("--json", "write to '" + path + "' failed");
 }
 
 void write_junit(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed) {

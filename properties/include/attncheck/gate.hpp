@@ -15,6 +15,7 @@ struct gate_options {
   run_options run{};
   std::vector<std::string> only;  ///< law names or group prefixes ("cache", "gqa."); empty: all
   std::string junit;              ///< JUnit XML path; empty: none
+  std::string json;               ///< per-law results as JSON (write_json); empty: none
   std::string out_dir = "attncheck-out";  ///< counterexamples land here
   bool progress = false;          ///< live progress lines (a terminal)
   bool isolate = true;            ///< each law in a child process: a crash or hang fails that law only
@@ -33,6 +34,12 @@ gate_result run_gate(const gate_options& opt, std::ostream& out);
 
 /// Writes JUnit XML for a gate run.
 void write_junit(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed);
+
+/// Writes a gate run as JSON: subject, seed, seconds, failed, and per law its
+/// name, verdict (pass/fail/skipped), cases, shrink_steps, seconds, max_ratio
+/// (null when not finite); on failure also message, worst, reproduce,
+/// counterexample (the one-line form) and shape {b, hq, hkv, lq, lk, d, dv}.
+void write_json(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed);
 
 /// Replays a saved case file on a subject (in a child process when isolate,
 /// so a crash or hang is reported, not suffered); prints one screen; returns 0

@@ -1,0 +1,365 @@
+// attncheck mutation: proves the gate kills every deliberate bug of the
+// bundled kernel (impl/src/mutation.hpp, built into plugins/libattnimpl_mutant.so).
+//
+// For each mutant and seed it runs `attncheck gate` on the mutation plugin in
+// a child process with ATTNIMPL_MUTANT set, reads the gate's --json, and
+// prints one table row: killed on every seed?, by which laws, cases until the
+// first failure, the shrunk shape, seconds to kill. The first seed runs every
+// law (all killing laws are listed); later seeds run only the laws expected to
+// kill the mutant (--all-laws runs every law on every seed). A control run with
+// no mutant must pass, or the kills would mean nothing. Exit 0 only when every
+// mutant is killed on every seed by one of its expected laws.
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "attncheck/case.hpp"
+#include "cli_state.hpp"
+#include "commands.hpp"
+
+namespace attncheck::cli {
+
+namespace {
+
+/// One mutant: the laws that name its bug (any of them must kill it), the
+/// smallest shape MUTANTS.md expects to show it, and whether --quick runs it.
+struct mutant_spec {
+  const char* name;
+  std::vector<std::string> laws;
+  const char* min_shape;
+  bool quick;
+};
+
+const std::string diff = "differential.output_within_bound_of_oracle";
+const std::string dist = "softmax.weights_form_a_distribution";
+const std::string causal = "causal.future_keys_never_change_past_outputs";
+const std::string gqa = "gqa.matches_mha_on_repeated_kv";
+const std::string cache = "cache.chunked_decode_equals_prefill";
+const std::string scale = "scale.power_of_two_scalings_are_exact";
+const std::string batch = "independence.batch_elements_do_not_interact";
+const std::string slots = "independence.masked_slots_are_ignored";
+const std::string padding = "independence.padding_equals_truncation";
+const std::string hull = "hull.output_within_visible_values";
+const std::string masked = "masked.fully_masked_rows_are_zero";
+const std::string extreme = "extreme.large_logits_within_bound";
+const std::string determinism = "determinism.same_bits_every_run_thread_count_layout";
+const std::string lse = "lse.split_keys_merge_by_lse";
+
+// The expected laws are the ones that name the broken behaviour (MUTANTS.md
+// column 3); the differential law is listed alone only where no more specific
+// law applies.
+const std::vector<mutant_spec>& mutant_specs() {
+  static const std::vector<mutant_spec> v = {
+      {"scale_model_dim", {diff, scale}, "Hq=2, Lk=2", false},
+      {"scale_dropped", {scale}, "Lk=2", true},
+      {"softmax_wrong_axis", {dist}, "Lq=Lk=2", true},
+      {"no_max_shift", {extreme}, "Lk=1", true},
+      {"rescale_inverted", {diff}, "Lk=3", false},
+      {"rescale_skipped", {diff}, "Lk=3", true},
+      {"masked_row_nan", {masked}, "Lq=Lk=1", true},
+      {"masked_row_mean", {masked}, "Lq=Lk=1", false},
+      {"causal_top_left", {cache}, "Lq=1, Lk=2", true},
+      {"causal_no_diagonal", {diff, hull}, "Lq=Lk=1", false},
+      {"causal_dropped_chunk", {causal}, "Lq=2, Lk=3", true},
+      {"mask_polarity", {slots, diff}, "Lk=2", false},
+      {"masked_value_leak", {slots}, "Lk=2", true},
+      {"padding_off_by_one", {padding, slots}, "Lk=2", true},
+      {"gqa_modulo", {gqa}, "Hq=6, Hkv=2", true},
+      {"gqa_wrong_divisor", {gqa}, "Hq=6, Hkv=2", false},
+      {"tail_tile_unmasked", {diff}, "Lk=T+1", true},
+      {"head_dim_tail", {diff}, "D=3", false},
+      {"dv_equals_d", {diff}, "D=2, Dv=3", false},
+      {"v_uses_k_strides", {determinism}, "H=2, L=2", true},
+      {"cache_append_offset", {cache}, "Lk=2", true},
+      {"decode_position", {cache}, "Lk=2", false},
+      {"low_precision_acc", {diff}, "Lk=70", true},
+      {"thread_order", {determinism}, "2 blocks", true},
+      {"lse_missing_max", {lse}, "Lk=1", true},
+      // Ours: neighbours of the rows above in this kernel's structure.
+      {"rescale_sum_skipped", {diff}, "Lk=3", false},
+      {"merge_unscaled", {diff, lse}, "Lk=T*S+1", false},
+      {"merge_min_not_max", {extreme}, "Lk=S+1", true},
+      {"split_boundary_key_dropped", {diff, hull}, "Lk=S", false},
+      {"kpack_counts_visible", {diff}, "Lk=2 (mask hole)", false},
+      {"prefix_ignores_holes", {slots}, "Lk=2 (mask hole)", false},
+      {"f16_round_to_zero", {diff}, "Lk=1 (f16)", false},
+      {"bf16_truncate", {diff}, "Lk=1 (bf16)", true},
+      {"exp_reduction_lo_dropped", {diff}, "Lk=2", false},
+      {"exp_poly_low_degree", {diff}, "Lk=2", false},
+      {"cache_identity_page_table", {cache}, "Lk=2 (shuffled pages)", true},
+      {"cache_head_stride", {cache}, "Hkv=2, Lk=2", false},
+      {"load_ignores_stride", {determinism}, "D=2 (strided)", false},
+      {"query_tail_tile_dropped", {diff}, "Lq=3", false},
+      {"empty_row_lse_zero", {masked}, "Lq=Lk=1", false},
+      {"causal_unit_stops_at_first_row", {diff}, "Lq=2, Lk=2", false},
+      {"mask_head_uses_kv_head", {diff}, "Hq=2, Hkv=1", false},
+      {"padding_uses_first_length", {batch, padding}, "B=2", false},
+  };
+  return v;
+}
+
+/// Short law names for the table.
+std::string alias(const std::string& law) {
+  if (law.rfind("independence.", 0) == 0) {
+    const std::string rest = law.substr(13);
+    return rest.rfind("batch", 0) == 0 ? "batch" : rest.rfind("masked", 0) == 0 ? "masked_slots" : "padding";
+  }
+  if (law == masked) return "fully_masked";
+  return law.substr(0, law.find('.'));
+}
+
+struct options {
+  std::string plugin;
+  std::vector<std::uint64_t> seeds{1, 2, 3, 4};
+  int cases = 1000;
+  double law_timeout = 60;
+  std::vector<std::string> mutants;  ///< empty: all (or the quick subset)
+  std::string out = "mutation-out";
+  std::string markdown;
+  bool quick = false;
+  bool all_laws = false;
+  int jobs = 1;
+} opt;
+
+struct run_result {
+  bool ran = false;          // the gate produced its JSON
+  bool killed = false;       // some law failed
+  bool expected = false;     // one of the expected laws failed
+  std::vector<std::string> killers;
+  int cases = -1;            // cases of the first expected law that failed
+  double seconds = 0;        // that law's seconds (cases + shrinking)
+  double wall = 0;           // the whole gate call
+  std::string shape, line, how;  // shrunk shape, its case line, crash/hang note
+};
+
+std::string self_path() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("attncheck") : p.string();
+}
+
+std::string quote(const std::string& s) {
+  std::string o = "'";
+  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return o + "'";
+}
+
+run_result run_one(const mutant_spec& m, std::uint64_t seed, bool every_law) {
+  run_result r;
+  const std::string tag = std::string(m.name) + "-seed" + std::to_string(seed);
+  const auto base = std::filesystem::path(opt.out) / tag;
+  std::string cmd = "ATTNIMPL_MUTANT=" + std::string(m.name) + " " + quote(self_path()) + " gate --subject " +
+                    quote(opt.plugin) + " --seed " + std::to_string(seed) + " --cases " + std::to_string(opt.cases) +
+                    " --law-timeout " + std::to_string(opt.law_timeout) + " --json " + quote(base.string() + ".json") +
+                    " --out " + quote(base.string());
+  if (!every_law)
+    for (const auto& l : m.laws) cmd += " --only " + l;
+  cmd += " > " + quote(base.string() + ".log") + " 2>&1";
+  std::filesystem::remove(base.string() + ".json");
+  const auto start = std::chrono::steady_clock::now();
+  const int status = std::system(cmd.c_str());
+  r.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::ifstream f(base.string() + ".json");
+  if (!f) {
+    r.how = "gate did not finish (status " + std::to_string(status) + "), see " + base.string() + ".log";
+    return r;
+  }
+  const auto doc = nlohmann::json::parse(f);
+  r.ran = true;
+  for (const auto& l : doc.at("laws")) {
+    if (l.at("verdict") != "fail") continue;
+    const std::string name = l.at("name");
+    r.killed = true;
+    r.killers.push_back(name);
+    const bool exp = std::find(m.laws.begin(), m.laws.end(), name) != m.laws.end();
+    if (exp && !r.expected) {
+      r.expected = true;
+      r.cases = l.at("cases");
+      r.seconds = l.at("seconds");
+      const std::string msg = l.value("message", "");
+      if (msg.find("(a hang)") != std::string::npos) r.how = "hang";
+      else if (msg.find("subject's process was") != std::string::npos) r.how = "crash";
+      if (l.contains("shape")) {
+        const auto& s = l.at("shape");
+        std::ostringstream o;
+        o << s.at("b") << "," << s.at("hq") << "," << s.at("hkv") << "," << s.at("lq") << "," << s.at("lk") << ","
+          << s.at("d") << "," << s.at("dv");
+        r.shape = o.str();
+        r.line = l.value("counterexample", "");
+      }
+    }
+  }
+  return r;
+}
+
+/// The mutants the plugin offers; they must be exactly the ones in the table.
+std::vector<std::string> plugin_mutants() {
+  ::unsetenv("ATTNIMPL_MUTANT");  // the plugin reads it when loaded
+  void* h = dlopen(opt.plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) throw input_error("--plugin", std::string("cannot load: ") + dlerror());
+  using list_fn = const char* const* (*)();
+  auto fn = reinterpret_cast<list_fn>(dlsym(h, "attnimpl_mutants"));
+  if (!fn) throw input_error("--plugin", opt.plugin + " exports no attnimpl_mutants (not the mutation plugin?)");
+  std::vector<std::string> v;
+  for (const char* const* p = fn(); *p; ++p) v.emplace_back(*p);
+  return v;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string o;
+  for (const auto& s : v) o += (o.empty() ? "" : sep) + s;
+  return o;
+}
+
+int run_mutation() {
+  if (opt.plugin.empty())
+    opt.plugin = (std::filesystem::path(self_path()).parent_path() / "plugins" / "libattnimpl_mutant.so").string();
+  if (opt.quick) opt.seeds.resize(1);
+  // Every mutant the plugin offers has a row, and every row a mutant.
+  const auto offered = plugin_mutants();
+  std::set<std::string> known;
+  for (const auto& m : mutant_specs()) known.insert(m.name);
+  for (const auto& n : offered)
+    if (!known.count(n)) throw input_error("mutation", "the plugin's mutant '" + n + "' has no row in mutation_cmd.cpp");
+  if (offered.size() != known.size()) throw input_error("mutation", "mutation_cmd.cpp lists mutants the plugin lacks");
+  std::vector<const mutant_spec*> chosen;
+  for (const auto& m : mutant_specs()) {
+    const bool named = std::find(opt.mutants.begin(), opt.mutants.end(), m.name) != opt.mutants.end();
+    if (opt.mutants.empty() ? (!opt.quick || m.quick) : named) chosen.push_back(&m);
+  }
+  for (const auto& n : opt.mutants)
+    if (!known.count(n)) throw input_error("--mutant", "'" + n + "' is not a mutant");
+  std::filesystem::create_directories(opt.out);
+  std::cout << "attncheck mutation: " << chosen.size() << " mutants of " << opt.plugin << ", seeds";
+  for (auto s : opt.seeds) std::cout << " " << s;
+  std::cout << ", " << opt.cases << " cases per law, law timeout " << opt.law_timeout << " s\n" << std::flush;
+
+  // The control: the mutation build with no mutant passes the laws used here.
+  {
+    mutant_spec none{"none", {}, "", true};
+    std::set<std::string> laws;
+    for (const auto* m : chosen) laws.insert(m->laws.begin(), m->laws.end());
+    none.laws.assign(laws.begin(), laws.end());
+    const run_result c = run_one(none, opt.seeds[0], !opt.quick);
+    if (!c.ran || c.killed) {
+      std::cout << "control FAILED: the mutation build without a mutant fails " << join(c.killers, ", ") << c.how
+                << " (see " << opt.out << "/none-seed" << opt.seeds[0] << ".log)\n";
+      return 1;
+    }
+    std::cout << "control: no mutant, " << (opt.quick ? "expected laws" : "every law") << " pass (" << std::fixed
+              << std::setprecision(0) << c.wall << " s)\n" << std::flush;
+  }
+
+  // (mutant, seed) tasks; the first seed runs every law unless --quick.
+  struct task {
+    std::size_t m, s;
+  };
+  std::vector<task> tasks;
+  for (std::size_t m = 0; m < chosen.size(); ++m)
+    for (std::size_t s = 0; s < opt.seeds.size(); ++s) tasks.push_back({m, s});
+  std::vector<std::vector<run_result>> results(chosen.size(), std::vector<run_result>(opt.seeds.size()));
+  std::atomic<std::size_t> next{0};
+  std::mutex print;
+  const auto worker = [&] {
+    for (std::size_t t; (t = next.fetch_add(1)) < tasks.size();) {
+      const auto [m, s] = tasks[t];
+      const bool every = opt.all_laws || (s == 0 && !opt.quick);
+      results[m][s] = run_one(*chosen[m], opt.seeds[s], every);
+      const auto& r = results[m][s];
+      std::lock_guard lock(print);
+      std::cerr << "  " << chosen[m]->name << " seed " << opt.seeds[s] << ": "
+                << (r.expected ? "killed by " + alias(r.killers.front()) : r.killed ? "killed, not by an expected law" : "SURVIVED")
+                << " (" << std::fixed << std::setprecision(0) << r.wall << " s)\n";
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int j = 0; j < std::max(1, opt.jobs); ++j) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+
+  // The table.
+  std::ostringstream tab;
+  tab << "| mutant | killed (seeds) | killing laws (seed " << opt.seeds[0] << ") | cases to kill | shrunk B,Hq,Hkv,Lq,Lk,D,Dv | MUTANTS.md min | s to kill |\n";
+  tab << "|---|---|---|---|---|---|---|\n";
+  int all_killed = 0;
+  std::vector<double> cases_all;
+  std::vector<std::string> survivors;
+  for (std::size_t m = 0; m < chosen.size(); ++m) {
+    const auto& rs = results[m];
+    int k = 0;
+    std::vector<std::string> cs;
+    for (const auto& r : rs) {
+      k += r.expected;
+      cs.push_back(r.expected ? std::to_string(r.cases) : "-");
+      if (r.expected) cases_all.push_back(r.cases);
+    }
+    if (k == static_cast<int>(rs.size())) ++all_killed;
+    else survivors.push_back(chosen[m]->name);
+    std::vector<std::string> killers;
+    for (const auto& l : rs[0].killers) {
+      const bool exp = std::find(chosen[m]->laws.begin(), chosen[m]->laws.end(), l) != chosen[m]->laws.end();
+      killers.push_back(exp ? "**" + alias(l) + "**" : alias(l));
+    }
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.1f", rs[0].seconds);
+    tab << "| " << chosen[m]->name << " | " << (k == static_cast<int>(rs.size()) ? "yes" : "NO") << " " << k << "/" << rs.size()
+        << " | " << (killers.empty() ? "none" : join(killers, ", ")) << (rs[0].how.empty() ? "" : " (" + rs[0].how + ")")
+        << " | " << join(cs, " ") << " | " << (rs[0].shape.empty() ? "-" : rs[0].shape) << " | " << chosen[m]->min_shape
+        << " | " << (rs[0].expected ? secs : "-") << " |\n";
+  }
+  char summary[256];
+  std::snprintf(summary, sizeof summary, "\nkill rate: %d/%zu mutants killed on every seed by an expected law (%.0f%%); median cases to kill: %g\n",
+                all_killed, chosen.size(), chosen.empty() ? 100.0 : 100.0 * all_killed / static_cast<double>(chosen.size()),
+                median(cases_all));
+  std::cout << "\n" << tab.str() << summary;
+  std::cout << "(bold: a law expected to kill it; cases to kill: one per seed, the first expected law that failed)\n";
+  if (!survivors.empty()) std::cout << "SURVIVED (or killed only by an unexpected law): " << join(survivors, ", ") << "\n";
+  if (!opt.markdown.empty()) {
+    std::ofstream md(opt.markdown);
+    md << tab.str() << summary;
+    if (!md) throw input_error("--markdown", "cannot write '" + opt.markdown + "'");
+  }
+  return survivors.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+void add_mutation(CLI::App& app) {
+  auto* m = app.add_subcommand("mutation", "Gate every mutant of the bundled kernel; exit 1 if any survives a seed");
+  m->add_option("--plugin", opt.plugin, "the mutation plugin (default: plugins/libattnimpl_mutant.so next to attncheck)");
+  m->add_option("--seeds", opt.seeds, "seeds; the first runs every law, the others the expected laws (default 1 2 3 4)");
+  m->add_option("--cases", opt.cases, "cases per law (default 1000, the gate's)")->check(CLI::Range(1, 10'000'000));
+  m->add_option("--law-timeout", opt.law_timeout, "seconds before a law's child is a hang: a kill (default 60)")
+      ->check(CLI::Range(0.1, 86400.0));
+  m->add_option("--mutant", opt.mutants, "run only these mutants (repeatable)");
+  m->add_option("--out", opt.out, "gate logs, JSON and counterexamples land here (default mutation-out)");
+  m->add_option("--markdown", opt.markdown, "also write the table here");
+  m->add_option("--jobs", opt.jobs, "gate runs at once (default 1)")->check(CLI::Range(1, 64));
+  m->add_flag("--quick", opt.quick, "CI subset: one seed, only the expected laws, the mutants marked quick");
+  m->add_flag("--all-laws", opt.all_laws, "run every law on every seed (slow)");
+  register_runner(m, run_mutation);
+}
+
+}  // namespace attncheck::cli
