@@ -35,13 +35,15 @@ struct comparison {
   /// (largest finite + half an ulp); inf disables the overflow rule.
   double overflow_threshold = std::numeric_limits<double>::infinity();
 
-  /// Folds one element in. expected NaN accepts anything (SPEC: a NaN input in
-  /// a visible slot may make its row non-finite); a non-finite bound for a
-  /// finite expected value is a failure of the caller, never a pass. A got of
+  /// Folds one element in. A NaN expected value or a NaN bound (a NaN or inf
+  /// input in a visible slot) accepts anything: SPEC lets that row be
+  /// non-finite. An infinite bound ("the analysis says nothing here", e.g.
+  /// scores that may overflow) is a failure of the caller, never a pass. A got of
   /// +-inf for a finite expected passes only where expected + the bound (same
   /// sign) reaches overflow_threshold: the value may legitimately round to inf.
   void element(const std::string& where, double expected, double got, double bound);
-  /// Requires identical bit patterns (bitwise laws).
+  /// Requires identical bit patterns (bitwise laws); any two NaNs count as
+  /// equal, since IEEE 754 does not specify a NaN result's sign or payload.
   void exact(const std::string& where, std::uint32_t expected_bits, std::uint32_t got_bits, double expected, double got);
   void fail(const std::string& why);
   /// Fails (and returns false) when a run did not succeed: an error code or a write outside O/LSE.

@@ -85,11 +85,15 @@ law_outcome gqa_matches_repeated_kv(const subject& s, const attn_case& c) {
     bool changed = false, sees = false;
     for (std::int64_t b = 0; b < c.b; ++b)
       for (std::int64_t i = 0; i < c.lq; ++i) {
-        for (std::int64_t j = 0; j < c.lk; ++j) sees = sees || c.visible(b, h, i, j);
+        // A row that sees a NaN or inf input (its bound is NaN) may be anything, moved or not.
+        bool finite_row = true;
+        for (std::int64_t e = 0; e < c.dv; ++e)
+          finite_row = finite_row && std::isfinite(base.o.at(b, i, h, e)) && !std::isnan(ref.o_bound[ref.o_index(b, i, h, e)]);
+        for (std::int64_t j = 0; j < c.lk; ++j) sees = sees || (finite_row && c.visible(b, h, i, j));
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const auto x = base.o.bits_at(b, i, h, e), y = out.o.bits_at(b, i, h, e);
           if (c.kv_head(h) != g0) others.exact(o_where(b, i, h, e) + " (query head of another KV head)", x, y, base.o.at(b, i, h, e), out.o.at(b, i, h, e));
-          changed = changed || x != y;
+          changed = changed || (x != y && !(std::isnan(base.o.at(b, i, h, e)) && std::isnan(out.o.at(b, i, h, e))));
         }
       }
     if (c.kv_head(h) == g0 && sees && !changed)

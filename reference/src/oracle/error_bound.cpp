@@ -76,13 +76,17 @@ void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vecto
         double worst_score_error = 0;  // max_j |S_hat_j - S_j| <= gamma_(D+2) T_j + underflow
         for (std::int64_t j = 0; j < c.lk; ++j) {
           if (!c.visible(bi, h, i, j)) continue;
-          double raw = 0, q_abs = 0, k_abs = 0;
+          double raw = 0, q_abs = 0, k_abs = 0, qk_max = 0;
           for (std::int64_t d = 0; d < c.d; ++d) {
             const double qd = std::fabs(c.q.at(bi, i, h, d)), kd = std::fabs(c.k.at(bi, j, g, d));
             raw += qd * kd;
             q_abs += qd;
             k_abs += kd;
+            qk_max = std::max({qk_max, qd, kd});
           }
+          // SPEC allows the scale folded into Q or K first: scale * q_d or
+          // scale * k_d must not overflow either, even where every product is finite.
+          worst_partial = std::max(worst_partial, scale * qk_max);
           const double t = scale * raw;  // T_j of SPEC.md
           // Underflow in the dot product: each of the D products and the scale
           // multiply may round to a subnormal (error <= eta_c/2 each, in raw
