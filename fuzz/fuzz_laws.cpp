@@ -77,3 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz::expect_pass(l->name, s, c, l->check(s, c));
   return 0;
 }
+
+extern "C" std::size_t LLVMFuzzerCustomMutator(std::uint8_t* data, std::size_t size, std::size_t max_size, unsigned seed) {
+  return attncheck::fuzz::structural_mutate(data, size, max_size, seed);
+}

@@ -190,4 +190,24 @@ void expect_pass(const std::string& law, const subject& s, const attn_case& c, c
   std::abort();  // libFuzzer saves the input as a crash
 }
 
+std::size_t structural_mutate(std::uint8_t* data, std::size_t size, std::size_t max_size, unsigned seed) {
+  static const bool on = [] {
+    const char* e = std::getenv("ATTNCHECK_FUZZ_STRUCTURAL");
+    return !(e && std::string(e) == "0");
+  }();
+  std::uint32_t r = seed * 2654435761u + 0x9e3779b9u;
+  auto next = [&r] { return r = r * 1664525u + 1013904223u, r >> 8; };
+  if (!on || size == 0 || next() % 2 == 0) return LLVMFuzzerMutate(data, size, max_size);
+  // The header's fields: the law pick, dtype, Lk, Lq, D, Dv, B, Hkv, G, then flags.
+  constexpr std::size_t header_bytes = 16;
+  const std::size_t k = next() % std::min(size, header_bytes);
+  std::uint8_t& b = data[size - 1 - k];
+  switch (next() % 3) {
+    case 0: ++b; break;   // a length, head count or dim one larger
+    case 1: --b; break;   // one smaller
+    default: b ^= 1; break;  // a flag flipped
+  }
+  return size;
+}
+
 }  // namespace attncheck::fuzz

@@ -53,4 +53,13 @@ void decode_values(FuzzedDataProvider& in, const shape_caps& caps, attn_case& c)
 /// minimization), only a failure of that law whose message contains that text aborts.
 void expect_pass(const std::string& law, const subject& s, const attn_case& c, const law_outcome& o);
 
+/// A structural mutation for LLVMFuzzerCustomMutator: decode_header reads its
+/// fields one byte each from the end of the input, so nudging one of the last
+/// bytes by +-1 grows or shrinks one length, head count or dim by one, or
+/// flips a flag; otherwise libFuzzer's own mutation. Off (libFuzzer's only)
+/// with ATTNCHECK_FUZZ_STRUCTURAL=0. Measured in docs/fuzz.md.
+std::size_t structural_mutate(std::uint8_t* data, std::size_t size, std::size_t max_size, unsigned seed);
+
 }  // namespace attncheck::fuzz
+
+extern "C" std::size_t LLVMFuzzerMutate(std::uint8_t* data, std::size_t size, std::size_t max_size);
