@@ -57,6 +57,23 @@ subject_output batch_rows(const subject_output& whole, const attn_case& c, std::
   return r;
 }
 
+// The same values with every element followed by a NaN gap (element stride 2):
+// the three named layouts all keep the head dimension dense, and SPEC.md
+// allows any element stride (mutant load_ignores_stride read past it unseen).
+tensor element_strided(const tensor& t) {
+  tensor r;
+  r.type = t.type;
+  r.shape = t.shape;
+  const auto [nb, ns, nh, nx] = t.shape;
+  r.stride = {ns * nh * nx * 2, nh * nx * 2, nx * 2, 2};
+  r.bits.assign(static_cast<std::size_t>(nb * ns * nh * nx * 2), gap_sentinel(t.type));
+  for (std::int64_t a = 0; a < nb; ++a)
+    for (std::int64_t s = 0; s < ns; ++s)
+      for (std::int64_t h = 0; h < nh; ++h)
+        for (std::int64_t x = 0; x < nx; ++x) r.set_bits(a, s, h, x, t.bits_at(a, s, h, x));
+  return r;
+}
+
 }  // namespace
 
 void prepare_causal(attn_case& c, const subject& s) {
@@ -214,6 +231,12 @@ law_outcome runs_are_deterministic(const subject& s, const attn_case& c) {
       if (run_failed(out, o, std::string("layout ") + std::string(name(l)))) return o;
       o.add(std::string("layout ") + std::string(name(c.layout)) + " vs " + std::string(name(l)), compare_bitwise(c, first, out));
     }
+    attn_case r = c;
+    r.q = element_strided(c.q), r.k = element_strided(c.k), r.v = element_strided(c.v);
+    const auto out = s.attend(r);
+    if (run_failed(out, o, "element stride 2")) return o;
+    o.add(std::string("layout ") + std::string(name(c.layout)) + " vs element stride 2 (NaN between elements)",
+          compare_bitwise(c, first, out));
   }
   return o;
 }
