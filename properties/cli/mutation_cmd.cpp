@@ -37,13 +37,12 @@ namespace attncheck::cli {
 
 namespace {
 
-/// One mutant: the laws that name its bug (any of them must kill it), the
-/// smallest shape MUTANTS.md expects to show it, and whether --quick runs it.
+/// One mutant: the laws that name its bug (any of them must kill it) and the
+/// smallest shape MUTANTS.md expects to show it.
 struct mutant_spec {
   const char* name;
   std::vector<std::string> laws;
   const char* min_shape;
-  bool quick;
 };
 
 const std::string diff = "differential.output_within_bound_of_oracle";
@@ -66,50 +65,50 @@ const std::string lse = "lse.split_keys_merge_by_lse";
 // law applies.
 const std::vector<mutant_spec>& mutant_specs() {
   static const std::vector<mutant_spec> v = {
-      {"scale_model_dim", {diff, scale}, "Hq=2, Lk=2", false},
-      {"scale_dropped", {scale}, "Lk=2", true},
-      {"softmax_wrong_axis", {dist}, "Lq=Lk=2", true},
-      {"no_max_shift", {extreme}, "Lk=1", true},
-      {"rescale_inverted", {diff}, "Lk=3", false},
-      {"rescale_skipped", {diff}, "Lk=3", true},
-      {"masked_row_nan", {masked}, "Lq=Lk=1", true},
-      {"masked_row_mean", {masked}, "Lq=Lk=1", false},
-      {"causal_top_left", {cache}, "Lq=1, Lk=2", true},
-      {"causal_no_diagonal", {diff, hull}, "Lq=Lk=1", false},
-      {"causal_dropped_chunk", {causal}, "Lq=2, Lk=3", true},
-      {"mask_polarity", {slots, diff}, "Lk=2", false},
-      {"masked_value_leak", {slots}, "Lk=2", true},
-      {"padding_off_by_one", {padding, slots}, "Lk=2", true},
-      {"gqa_modulo", {gqa}, "Hq=6, Hkv=2", true},
-      {"gqa_wrong_divisor", {gqa}, "Hq=6, Hkv=2", false},
-      {"tail_tile_unmasked", {diff}, "Lk=T+1", true},
-      {"head_dim_tail", {diff}, "D=3", false},
-      {"dv_equals_d", {diff}, "D=2, Dv=3", false},
-      {"v_uses_k_strides", {determinism}, "H=2, L=2", true},
-      {"cache_append_offset", {cache}, "Lk=2", true},
-      {"decode_position", {cache}, "Lk=2", false},
-      {"low_precision_acc", {diff}, "Lk=70", true},
-      {"thread_order", {determinism}, "2 blocks", true},
-      {"lse_missing_max", {lse}, "Lk=1", true},
+      {"scale_model_dim", {diff, scale}, "Hq=2, Lk=2"},
+      {"scale_dropped", {scale}, "Lk=2"},
+      {"softmax_wrong_axis", {dist}, "Lq=Lk=2"},
+      {"no_max_shift", {extreme}, "Lk=1"},
+      {"rescale_inverted", {diff}, "Lk=3"},
+      {"rescale_skipped", {diff}, "Lk=3"},
+      {"masked_row_nan", {masked}, "Lq=Lk=1"},
+      {"masked_row_mean", {masked}, "Lq=Lk=1"},
+      {"causal_top_left", {cache}, "Lq=1, Lk=2"},
+      {"causal_no_diagonal", {diff, hull}, "Lq=Lk=1"},
+      {"causal_dropped_chunk", {causal}, "Lq=2, Lk=3"},
+      {"mask_polarity", {slots, diff}, "Lk=2"},
+      {"masked_value_leak", {slots}, "Lk=2"},
+      {"padding_off_by_one", {padding, slots}, "Lk=2"},
+      {"gqa_modulo", {gqa}, "Hq=6, Hkv=2"},
+      {"gqa_wrong_divisor", {gqa}, "Hq=6, Hkv=2"},
+      {"tail_tile_unmasked", {diff}, "Lk=T+1"},
+      {"head_dim_tail", {diff}, "D=3"},
+      {"dv_equals_d", {diff}, "D=2, Dv=3"},
+      {"v_uses_k_strides", {determinism}, "H=2, L=2"},
+      {"cache_append_offset", {cache}, "Lk=2"},
+      {"decode_position", {cache}, "Lk=2"},
+      {"low_precision_acc", {diff}, "Lk=70"},
+      {"thread_order", {determinism}, "2 blocks"},
+      {"lse_missing_max", {lse}, "Lk=1"},
       // Ours: neighbours of the rows above in this kernel's structure.
-      {"rescale_sum_skipped", {diff}, "Lk=3", false},
-      {"merge_unscaled", {diff, lse}, "Lk=T*S+1", false},
-      {"merge_min_not_max", {extreme}, "Lk=S+1", true},
-      {"split_boundary_key_dropped", {diff, hull}, "Lk=S", false},
-      {"kpack_counts_visible", {diff}, "Lk=2 (mask hole)", false},
-      {"prefix_ignores_holes", {slots}, "Lk=2 (mask hole)", false},
-      {"f16_round_to_zero", {diff}, "Lk=1 (f16)", false},
-      {"bf16_truncate", {diff}, "Lk=1 (bf16)", true},
-      {"exp_reduction_lo_dropped", {diff}, "Lk=2", false},
-      {"exp_poly_low_degree", {diff}, "Lk=2", false},
-      {"cache_identity_page_table", {cache}, "Lk=2 (shuffled pages)", true},
-      {"cache_head_stride", {cache}, "Hkv=2, Lk=2", false},
-      {"load_ignores_stride", {determinism}, "D=2 (strided)", false},
-      {"query_tail_tile_dropped", {diff}, "Lq=3", false},
-      {"empty_row_lse_zero", {masked}, "Lq=Lk=1", false},
-      {"causal_unit_stops_at_first_row", {diff}, "Lq=2, Lk=2", false},
-      {"mask_head_uses_kv_head", {diff}, "Hq=2, Hkv=1", false},
-      {"padding_uses_first_length", {batch, padding}, "B=2", false},
+      {"rescale_sum_skipped", {diff}, "Lk=3"},
+      {"merge_unscaled", {diff, lse}, "Lk=T*S+1"},
+      {"merge_min_not_max", {extreme}, "Lk=S+1"},
+      {"split_boundary_key_dropped", {diff, hull}, "Lk=S"},
+      {"kpack_counts_visible", {diff}, "Lk=2 (mask hole)"},
+      {"prefix_ignores_holes", {slots}, "Lk=2 (mask hole)"},
+      {"f16_round_to_zero", {diff}, "Lk=1 (f16)"},
+      {"bf16_truncate", {diff}, "Lk=1 (bf16)"},
+      {"exp_reduction_lo_dropped", {diff}, "Lk=2"},
+      {"exp_poly_low_degree", {diff}, "Lk=2"},
+      {"cache_identity_page_table", {cache}, "Lk=2 (shuffled pages)"},
+      {"cache_head_stride", {cache}, "Hkv=2, Lk=2"},
+      {"load_ignores_stride", {determinism}, "D=2 (strided)"},
+      {"query_tail_tile_dropped", {diff}, "Lq=3"},
+      {"empty_row_lse_zero", {masked}, "Lq=Lk=1"},
+      {"causal_unit_stops_at_first_row", {diff}, "Lq=2, Lk=2"},
+      {"mask_head_uses_kv_head", {diff}, "Hq=2, Hkv=1"},
+      {"padding_uses_first_length", {batch, padding}, "B=2"},
   };
   return v;
 }
@@ -129,7 +128,7 @@ struct options {
   std::vector<std::uint64_t> seeds{1, 2, 3, 4};
   int cases = 1000;
   double law_timeout = 60;
-  std::vector<std::string> mutants;  ///< empty: all (or the quick subset)
+  std::vector<std::string> mutants;  ///< empty: all
   std::string out = "mutation-out";
   std::string markdown;
   bool quick = false;
@@ -248,7 +247,7 @@ int run_mutation() {
   std::vector<const mutant_spec*> chosen;
   for (const auto& m : mutant_specs()) {
     const bool named = std::find(opt.mutants.begin(), opt.mutants.end(), m.name) != opt.mutants.end();
-    if (opt.mutants.empty() ? (!opt.quick || m.quick) : named) chosen.push_back(&m);
+    if (opt.mutants.empty() || named) chosen.push_back(&m);
   }
   for (const auto& n : opt.mutants)
     if (!known.count(n)) throw input_error("--mutant", "'" + n + "' is not a mutant");
@@ -259,7 +258,7 @@ int run_mutation() {
 
   // The control: the mutation build with no mutant passes the laws used here.
   {
-    mutant_spec none{"none", {}, "", true};
+    mutant_spec none{"none", {}, ""};
     std::set<std::string> laws;
     for (const auto* m : chosen) laws.insert(m->laws.begin(), m->laws.end());
     none.laws.assign(laws.begin(), laws.end());
@@ -357,7 +356,7 @@ void add_mutation(CLI::App& app) {
   m->add_option("--out", opt.out, "gate logs, JSON and counterexamples land here (default mutation-out)");
   m->add_option("--markdown", opt.markdown, "also write the table here");
   m->add_option("--jobs", opt.jobs, "gate runs at once (default 1)")->check(CLI::Range(1, 64));
-  m->add_flag("--quick", opt.quick, "CI subset: one seed, only the expected laws, the mutants marked quick");
+  m->add_flag("--quick", opt.quick, "for CI: the first seed only, and only each mutant's expected laws");
   m->add_flag("--all-laws", opt.all_laws, "run every law on every seed (slow)");
   register_runner(m, run_mutation);
 }
