@@ -3,7 +3,8 @@
 # bundled implementation (production and tiny tiles): fixed ones (*.json) must
 # pass (exit 0); open ones (open/*.json) are replayed and reported: one that
 # passes everywhere is listed as fixed, to be moved up (README.md there). Open
-# ones never fail this test: some depend on the compiler (docs/fuzz.md, D).
+# ones never fail this test: some depend on the compiler (docs/fuzz.md, D);
+# out_of_domain/*.json must keep an infinite bound (repro says so).
 # Usage: replay_regressions.sh ATTNCHECK REGRESSIONS_DIR
 set -u
 attncheck=$1 dir=$2
@@ -31,5 +32,16 @@ for f in "$dir"/open/*.json; do
     echo "open (still fails, as recorded): $f"
   fi
 done
-echo "replayed $fixed fixed and $open open regression case files"
+# Out of the judged domain: the bound must say +inf (overflow possible), so
+# the law refuses to judge; a finite bound here again would be a regression.
+ood=0
+for f in "$dir"/out_of_domain/*.json; do
+  ood=$((ood + 1))
+  for s in "${subjects[@]}"; do
+    if ! "$attncheck" repro "$f" --subject "$s" 2>&1 | grep -q "the bound is not finite"; then
+      echo "REGRESSION: the bound of $f is finite again on $s (docs/fuzz.md, class B)"; status=1
+    fi
+  done
+done
+echo "replayed $fixed fixed, $open open and $ood out-of-domain regression case files"
 exit $status
