@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "attncheck/case_file.hpp"
+#include "attncheck/check.hpp"
+#include "attncheck/oracle.hpp"
 
 namespace attncheck::fuzz {
 
@@ -208,6 +210,15 @@ std::size_t structural_mutate(std::uint8_t* data, std::size_t size, std::size_t 
     default: b ^= 1; break;  // a flag flipped
   }
   return size;
+}
+
+bool bound_is_finite_everywhere(const subject& s, const attn_case& c) {
+  const oracle_result r = reference(c, oracle_options_for(s, c, oracle_precision::binary64));
+  for (std::size_t k = 0; k < r.o.size(); ++k)
+    if (!std::isnan(r.o[k]) && !std::isfinite(r.o_bound[k])) return false;
+  for (std::size_t k = 0; k < r.lse.size(); ++k)
+    if (!std::isnan(r.lse[k]) && !std::isinf(r.lse[k]) && !std::isfinite(r.lse_bound[k])) return false;
+  return true;
 }
 
 }  // namespace attncheck::fuzz

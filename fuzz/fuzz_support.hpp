@@ -60,6 +60,12 @@ void expect_pass(const std::string& law, const subject& s, const attn_case& c, c
 /// with ATTNCHECK_FUZZ_STRUCTURAL=0. Measured in docs/fuzz.md.
 std::size_t structural_mutate(std::uint8_t* data, std::size_t size, std::size_t max_size, unsigned seed);
 
+/// False when the SPEC bound is +inf for some element (it may overflow an f32
+/// intermediate or its storage type, where the contract states no accuracy):
+/// such cases lie outside the bounded harnesses' domain, never findings. A
+/// cheap binary64 run of the oracle's loops decides it.
+bool bound_is_finite_everywhere(const subject& s, const attn_case& c);
+
 }  // namespace attncheck::fuzz
 
 extern "C" std::size_t LLVMFuzzerMutate(std::uint8_t* data, std::size_t size, std::size_t max_size);
