@@ -5,8 +5,8 @@
 // In the production library ATTNIMPL_MUTANT(id) is the constant `false`: the
 // alternatives compile away and the code is the same as without them. Only
 // the separate target attnimpl_mutation defines ATTNIMPL_MUTATION; there the
-// mutant is chosen at run time by name (select(), or the environment
-// variable ATTNIMPL_MUTANT read once at load; unset or "none": no mutant).
+// mutant is chosen at run time by name (select(); the mutation plugin sets it
+// from its instance's mutant= option at every entry point).
 #pragma once
 
 // Every mutant of the kernel, in one list: MUTANTS.md rows first, then ours.
@@ -36,7 +36,7 @@ enum class id : int {
 #undef ATTNIMPL_MUTANT_ENUM
 };
 
-/// The mutant in effect (id::none until select() or ATTNIMPL_MUTANT says otherwise).
+/// The mutant in effect (id::none until select() says otherwise).
 extern id active;
 
 /// Selects a mutant by name ("none" or "" for none); false for an unknown name.

@@ -22,7 +22,7 @@ int run_gate_cmd() {
   gate_args.run.cases = gate_cases;
   gate_args.progress = isatty(STDERR_FILENO) != 0;
   const gate_result r = run_gate(gate_args, std::cout);
-  return r.failed() ? 1 : 0;
+  return r.failed() || r.unjudged() ? 1 : 0;
 }
 
 struct repro_args {
@@ -60,7 +60,7 @@ int default_gate_cases() { return 1000; }
 
 void add_gate(CLI::App& app) {
   auto* g = app.add_subcommand("gate", "Check a subject against every law; exit 1 if any law fails");
-  g->add_option("--subject", gate_args.subject, "builtin (default), naive, or a path to a plugin .so");
+  g->add_option("--subject", gate_args.subject, "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, or a plugin .so[:options]");
   g->add_option("--cases", gate_cases, "cases per law (default " + std::to_string(default_gate_cases()) + ")")
       ->check(CLI::Range(1, 10'000'000));
   g->add_option("--seed", gate_seed, "rapidcheck seed; the same seed gives the same cases and verdicts");
@@ -72,15 +72,23 @@ void add_gate(CLI::App& app) {
   g->add_option("--law-timeout", gate_args.law_timeout, "seconds one law may run before the subject is declared hung (default 120)")
       ->check(CLI::Range(0.1, 86400.0));
   g->add_flag("!--no-isolate", gate_args.isolate, "run laws in this process (a crashing subject then takes the gate down)");
-  g->add_option("--max-work", gate_args.run.gen.max_work, "largest B*Hq*Lq*Lk*(D+Dv) of a generated case (default 200000)")
+  g->add_option("--max-work", gate_args.run.gen.max_work,
+                 "largest B*Hq*Lq*Lk*(D+Dv) of a generated case while a law's work budget lasts (default " +
+                     std::to_string(gen_options{}.max_work) + ")")
       ->check(CLI::Range(std::int64_t{16}, max_work_limit));
+  g->add_option("--law-work", gate_args.run.gen.law_work,
+                "each law's budget of multiply-adds on large cases; after it, cases stay small (default " +
+                    std::to_string(gen_options{}.law_work) + ")")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 50));
+  g->add_flag("--stats", gate_args.stats, "print the realized distribution of the cases run, with each share's floor");
+  g->add_flag("--strict", gate_args.strict, "refuse a subject that declares u > 2^-24 (compute coarser than f32)");
   register_runner(g, run_gate_cmd);
 }
 
 void add_repro(CLI::App& app) {
   auto* r = app.add_subcommand("repro", "Replay a saved counterexample; exit 1 while it still fails");
   r->add_option("file", rargs.file, "case file saved by the gate or the fuzzers")->required();
-  r->add_option("--subject", rargs.subject, "builtin (default), naive, or a path to a plugin .so");
+  r->add_option("--subject", rargs.subject, "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, or a plugin .so[:options]");
   r->add_option("--law", rargs.law, "law to replay (default: the law named in the file)");
   r->add_option("--timeout", rargs.timeout, "seconds before the subject is declared hung (default 120)")->check(CLI::Range(0.1, 86400.0));
   register_runner(r, run_repro);

@@ -2,7 +2,8 @@
 // bundled kernel (impl/src/mutation.hpp, built into plugins/libattnimpl_mutant.so).
 //
 // For each mutant and seed it runs `attncheck gate` on the mutation plugin in
-// a child process with ATTNIMPL_MUTANT set, reads the gate's --json, and
+// a child process (--subject PLUGIN:mutant=NAME,q_tile=..,k_tile=..,split_keys=..),
+// reads the gate's --json, and
 // prints one table row: killed on every seed?, by which laws, cases until the
 // first failure, the shrunk shape, seconds to kill. The first seed runs every
 // law (all killing laws are listed); later seeds run only the laws expected to
@@ -134,7 +135,33 @@ struct options {
   bool quick = false;
   bool all_laws = false;
   int jobs = 1;
+  std::string tiles = "2,3,6";  ///< q_tile,k_tile,split_keys; 0 = production
 } opt;
+
+std::int64_t tile[3] = {2, 3, 6};
+
+std::string tile_options() {
+  return "q_tile=" + std::to_string(tile[0]) + ",k_tile=" + std::to_string(tile[1]) + ",split_keys=" + std::to_string(tile[2]);
+}
+
+void parse_tiles() {
+  std::istringstream in(opt.tiles);
+  std::string part;
+  int n = 0;
+  while (std::getline(in, part, ',')) {
+    std::size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (n >= 3 || used != part.size() || v < 0 || v > 65536)
+      throw input_error("--tiles", "'" + opt.tiles + "': expected q_tile,k_tile,split_keys, each in [0, 65536] (0: production)");
+    tile[n++] = v;
+  }
+  if (n != 3) throw input_error("--tiles", "'" + opt.tiles + "': expected three numbers q_tile,k_tile,split_keys");
+}
 
 struct run_result {
   bool ran = false;          // the gate produced its JSON
@@ -164,8 +191,8 @@ run_result run_one(const mutant_spec& m, std::uint64_t seed, bool every_law) {
   run_result r;
   const std::string tag = std::string(m.name) + "-seed" + std::to_string(seed);
   const auto base = std::filesystem::path(opt.out) / tag;
-  std::string cmd = "ATTNIMPL_MUTANT=" + std::string(m.name) + " " + quote(self_path()) + " gate --subject " +
-                    quote(opt.plugin) + " --seed " + std::to_string(seed) + " --cases " + std::to_string(opt.cases) +
+  const std::string subject = opt.plugin + ":mutant=" + m.name + "," + tile_options();
+  std::string cmd = quote(self_path()) + " gate --subject " + quote(subject) + " --seed " + std::to_string(seed) + " --cases " + std::to_string(opt.cases) +
                     " --law-timeout " + std::to_string(opt.law_timeout) + " --json " + quote(base.string() + ".json") +
                     " --out " + quote(base.string());
   if (!every_law)
@@ -211,7 +238,6 @@ run_result run_one(const mutant_spec& m, std::uint64_t seed, bool every_law) {
 
 /// The mutants the plugin offers; they must be exactly the ones in the table.
 std::vector<std::string> plugin_mutants() {
-  ::unsetenv("ATTNIMPL_MUTANT");  // the plugin reads it when loaded
   void* h = dlopen(opt.plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) throw input_error("--plugin", std::string("cannot load: ") + dlerror());
   using list_fn = const char* const* (*)();
@@ -239,6 +265,7 @@ int run_mutation() {
   if (opt.plugin.empty())
     opt.plugin = (std::filesystem::path(self_path()).parent_path() / "plugins" / "libattnimpl_mutant.so").string();
   if (opt.quick) opt.seeds.resize(1);
+  parse_tiles();
   // Every mutant the plugin offers has a row, and every row a mutant.
   const auto offered = plugin_mutants();
   std::set<std::string> known;
@@ -256,7 +283,8 @@ int run_mutation() {
   std::filesystem::create_directories(opt.out);
   std::cout << "attncheck mutation: " << chosen.size() << " mutants of " << opt.plugin << ", seeds";
   for (auto s : opt.seeds) std::cout << " " << s;
-  std::cout << ", " << opt.cases << " cases per law, law timeout " << opt.law_timeout << " s\n" << std::flush;
+  std::cout << ", tiles " << tile_options() << " (0: production), " << opt.cases << " cases per law, law timeout "
+            << opt.law_timeout << " s\n" << std::flush;
 
   // The control: the mutation build with no mutant passes the laws used here.
   {
@@ -362,6 +390,8 @@ void add_mutation(CLI::App& app) {
   m->add_option("--out", opt.out, "gate logs, JSON and counterexamples land here (default mutation-out)");
   m->add_option("--markdown", opt.markdown, "also write the table here");
   m->add_option("--jobs", opt.jobs, "gate runs at once (default 1)")->check(CLI::Range(1, 64));
+  m->add_option("--tiles", opt.tiles,
+                "q_tile,k_tile,split_keys of the mutated kernel; 0 = the production value (default 2,3,6: tiny tiles)");
   m->add_flag("--quick", opt.quick, "for CI: the first seed only, and only each mutant's expected laws");
   m->add_flag("--all-laws", opt.all_laws, "run every law on every seed (slow)");
   register_runner(m, run_mutation);

@@ -42,6 +42,14 @@ void comparison::element(const std::string& where, double expected, double got, 
   // NaN expected, or a NaN bound (a visible input is not finite): SPEC lets
   // such a row be anything non-crashing; other rows are judged on their own.
   if (std::isnan(expected) || std::isnan(bound)) return;
+  // +inf: outside the bound's domain (a score, partial dot product or
+  // accumulator may overflow): nothing can be judged here. Counted, never
+  // passed as judged: a law whose cases judge nothing is flagged (unjudged).
+  if (bound == std::numeric_limits<double>::infinity()) {
+    ++unbounded;
+    return;
+  }
+  ++compared;
   worst_element w{where, expected, got, bound, 0.0};
   if (std::isnan(got)) {
     w.ratio = std::numeric_limits<double>::infinity();
@@ -72,6 +80,7 @@ void comparison::element(const std::string& where, double expected, double got, 
 
 void comparison::exact(const std::string& where, std::uint32_t expected_bits, std::uint32_t got_bits, double expected,
                        double got) {
+  ++compared;
   // IEEE 754 leaves the sign and payload of a NaN result unspecified (x86's
   // default NaN is negative): bit for bit means every NaN equals every NaN.
   if (expected_bits == got_bits || (std::isnan(expected) && std::isnan(got))) return;
@@ -108,6 +117,8 @@ bool comparison::runs_ok(std::initializer_list<const subject_output*> runs) {
 
 void comparison::merge(const comparison& other) {
   if (!other.pass) fail(other.failure);
+  compared += other.compared;
+  unbounded += other.unbounded;
   if (other.max_ratio > max_ratio || (worst.where.empty() && !other.worst.where.empty())) {
     max_ratio = std::max(max_ratio, other.max_ratio);
     worst = other.worst;

@@ -27,7 +27,36 @@ bool selected(const std::string& law, const std::vector<std::string>& only) {
   return false;
 }
 
-std::string verdict_name(verdict v) { return v == verdict::pass ? "pass" : v == verdict::fail ? "FAIL" : "skipped"; }
+std::string verdict_name(verdict v) {
+  switch (v) {
+    case verdict::pass: return "pass";
+    case verdict::fail: return "FAIL";
+    case verdict::skip: return "skipped";
+    case verdict::unjudged: return "UNJUDGED";
+  }
+  return "?";
+}
+
+std::string json_verdict(verdict v) {
+  switch (v) {
+    case verdict::pass: return "pass";
+    case verdict::fail: return "fail";
+    case verdict::skip: return "skipped";
+    case verdict::unjudged: return "unjudged";
+  }
+  return "?";
+}
+
+std::string judged_text(const law_report& r) {
+  if (r.v == verdict::skip) return "-";
+  return std::to_string(r.judged) + "/" + std::to_string(r.cases);
+}
+
+std::string number_text(double x, const char* fmt = "%.6g") {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, fmt, x);
+  return buf;
+}
 
 std::string xml_escape(const std::string& s) {
   std::string o;
@@ -55,6 +84,8 @@ std::string ratio_text(double r) {
 nlohmann::json outcome_to_json(const law_outcome& o) {
   return {{"v", static_cast<int>(o.v)},
           {"message", o.message},
+          {"compared", o.compared},
+          {"vacuous", o.vacuous},
           {"max_ratio", o.max_ratio},
           {"worst", {{"where", o.worst.where}, {"expected", o.worst.expected}, {"got", o.worst.got},
                      {"bound", o.worst.bound}, {"ratio", o.worst.ratio}}}};
@@ -75,6 +106,8 @@ law_outcome outcome_from(const nlohmann::json& j) {
   law_outcome o;
   o.v = static_cast<verdict>(j.at("v").get<int>());
   o.message = j.at("message").get<std::string>();
+  o.compared = j.value("compared", std::int64_t{0});
+  o.vacuous = j.value("vacuous", std::string());
   o.max_ratio = double_of(j.at("max_ratio"));
   const auto& w = j.at("worst");
   o.worst = {w.at("where").get<std::string>(), double_of(w.at("expected")), double_of(w.at("got")),
@@ -86,6 +119,11 @@ std::string report_to_payload(const law_report& r) {
   nlohmann::json j = {{"law", r.law},
                       {"v", static_cast<int>(r.v)},
                       {"cases", r.cases},
+                      {"judged", r.judged},
+                      {"unjudged_why", r.unjudged_why},
+                      {"min_judged", r.min_judged},
+                      {"stats", r.stats.counts},
+                      {"stats_n", r.stats.n},
                       {"shrink_steps", r.shrink_steps},
                       {"skip_reason", r.skip_reason},
                       {"max_ratio", bits_of(r.max_ratio)},
@@ -103,6 +141,11 @@ law_report report_from_payload(const std::string& payload) {
   r.law = j.at("law").get<std::string>();
   r.v = static_cast<verdict>(j.at("v").get<int>());
   r.cases = j.at("cases").get<int>();
+  r.judged = j.at("judged").get<int>();
+  r.unjudged_why = j.at("unjudged_why").get<std::string>();
+  r.min_judged = j.at("min_judged").get<double>();
+  r.stats.counts = j.at("stats").get<std::map<std::string, std::int64_t>>();
+  r.stats.n = j.at("stats_n").get<std::int64_t>();
   r.shrink_steps = j.at("shrink_steps").get<int>();
   r.skip_reason = j.at("skip_reason").get<std::string>();
   r.max_ratio = double_of(j.at("max_ratio"));
@@ -154,6 +197,44 @@ int gate_result::failed() const {
   return n;
 }
 
+int gate_result::unjudged() const {
+  int n = 0;
+  for (const auto& r : reports) n += r.v == verdict::unjudged;
+  return n;
+}
+
+void print_stats(const gate_result& g, std::ostream& out) {
+  case_stats all;
+  for (const auto& r : g.reports) all.merge(r.stats);
+  out << "\ndistribution of the " << all.n << " cases run (all laws; docs/distribution.md):\n";
+  for (const auto& f : distribution_floors()) {
+    const double share = all.share(f.key);
+    const bool low = share < f.floor;
+    out << "  " << std::left << std::setw(20) << f.key << std::right << std::setw(7) << number_text(100 * share, "%.1f") << "%   floor "
+        << std::setw(4) << number_text(100 * f.floor, "%.0f") << "%" << (f.needs_all ? " (subjects taking every dtype and mask)" : "")
+        << (low ? "   BELOW" : "") << "   " << f.what << "\n";
+  }
+}
+
+void print_declaration(const subject& s, std::ostream& out) {
+  const declared_numbers d = s.declared();
+  out << "  declared: ABI v" << s.abi() << ", u = 2^" << number_text(std::log2(d.u), "%.4g") << ", exp " << number_text(d.exp_ulps)
+      << " ulps, key blocks nb";
+  for (const auto& [lk, nb] : d.nb_at) out << " " << nb << " at Lk=" << lk << (lk == d.nb_at.back().first ? "" : ",");
+  out << "\n";
+  const auto& h = s.hints();
+  out << "  size hints" << (s.default_hints() ? " (none declared; common production sizes)" : "") << ":";
+  if (h.q_tile) out << " q_tile " << h.q_tile;
+  if (h.k_tile) out << " k_tile " << h.k_tile;
+  if (h.split_keys) out << " split_keys " << h.split_keys;
+  std::string lengths, dims;
+  for (int i = 0; i < ATTNCHECK_SIZE_HINT_SLOTS && h.lengths[i]; ++i) lengths += (lengths.empty() ? "" : ",") + std::to_string(h.lengths[i]);
+  for (int i = 0; i < ATTNCHECK_SIZE_HINT_SLOTS && h.head_dims[i]; ++i) dims += (dims.empty() ? "" : ",") + std::to_string(h.head_dims[i]);
+  if (!lengths.empty()) out << " lengths " << lengths;
+  if (!dims.empty()) out << " head dims " << dims;
+  out << "\n";
+}
+
 gate_result run_gate(const gate_options& opt, std::ostream& out) {
   gate_result g;
   const auto start = std::chrono::steady_clock::now();
@@ -164,8 +245,12 @@ gate_result run_gate(const gate_options& opt, std::ostream& out) {
       for (const auto& l : all_laws()) prefix = prefix || selected(l.name, {name});
       if (!prefix) throw input_error("--only", "'" + name + "' names no law or group (see `attncheck laws`)");
     }
+  if (opt.strict && !(subj->desc().compute_unit_roundoff <= 0x1p-24))
+    throw input_error("subject.compute_unit_roundoff", "--strict requires u <= 2^-24 (f32 compute); " + subj->name() +
+                                                           " declares u = " + number_text(subj->desc().compute_unit_roundoff));
   out << "attncheck gate: subject " << subj->name() << " (" << opt.subject << "), seed " << opt.run.seed << ", "
-      << opt.run.cases << " cases per law\n";
+      << opt.run.cases << " cases per law" << (opt.strict ? ", strict" : "") << "\n";
+  print_declaration(*subj, out);
   for (const auto& l : all_laws()) {
     if (!selected(l.name, opt.only)) continue;
     if (opt.progress) std::cerr << "  running " << l.name << " ..." << std::flush;
@@ -190,23 +275,28 @@ gate_result run_gate(const gate_options& opt, std::ostream& out) {
   // The table.
   std::size_t w = 4;
   for (const auto& r : g.reports) w = std::max(w, r.law.size());
-  out << "\n" << std::left << std::setw(static_cast<int>(w)) << "law" << "  " << std::right << std::setw(6) << "cases"
-      << "  " << std::setw(8) << "skipped" << "  " << std::setw(10) << "max obs/bd" << "  " << std::setw(8) << "verdict"
-      << "  " << std::setw(7) << "seconds" << "\n";
-  int passed = 0, failed = 0, skipped = 0;
+  out << "\n" << std::left << std::setw(static_cast<int>(w)) << "law" << "  " << std::right << std::setw(11) << "judged/run"
+      << "  " << std::setw(10) << "max obs/bd" << "  " << std::setw(8) << "verdict" << "  " << std::setw(7) << "seconds" << "\n";
+  int passed = 0, failed = 0, skipped = 0, unjudged = 0;
   for (const auto& r : g.reports) {
     passed += r.v == verdict::pass, failed += r.v == verdict::fail, skipped += r.v == verdict::skip;
+    unjudged += r.v == verdict::unjudged;
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f", r.seconds);
-    out << std::left << std::setw(static_cast<int>(w)) << r.law << "  " << std::right << std::setw(6) << r.cases << "  "
-        << std::setw(8) << (r.v == verdict::skip ? "all" : "0") << "  " << std::setw(10) << ratio_text(r.max_ratio) << "  "
-        << std::setw(8) << verdict_name(r.v) << "  " << std::setw(7) << secs << "\n";
+    out << std::left << std::setw(static_cast<int>(w)) << r.law << "  " << std::right << std::setw(11) << judged_text(r) << "  "
+        << std::setw(10) << ratio_text(r.max_ratio) << "  " << std::setw(8) << verdict_name(r.v) << "  " << std::setw(7) << secs
+        << "\n";
     if (r.v == verdict::skip) out << "    skipped: " << r.skip_reason << "\n";
+    if (r.v == verdict::unjudged)
+      out << "    judged " << r.judged << " of " << r.cases << " cases, below the law's floor of " << number_text(100 * r.min_judged, "%.0f")
+          << "%; most common reason: " << r.unjudged_why << "\n";
   }
   char total[64];
   std::snprintf(total, sizeof total, "%.1f", g.seconds);
-  out << "\ngate: " << passed << " passed, " << failed << " failed, " << skipped << " skipped in " << total << " s";
-  out << (failed ? "  -> FAIL" : "  -> PASS") << "\n";
+  out << "\ngate: " << passed << " passed, " << failed << " failed, " << unjudged << " unjudged, " << skipped << " skipped in "
+      << total << " s";
+  out << (failed || unjudged ? "  -> FAIL" : "  -> PASS") << "\n";
+  if (opt.stats) print_stats(g, out);
   if (!opt.junit.empty()) write_junit(opt.junit, g, subj->name(), opt.run.seed);
   if (!opt.json.empty()) write_json(opt.json, g, subj->name(), opt.run.seed);
   return g;
@@ -218,12 +308,15 @@ void write_json(const std::string& path, const gate_result& r, const std::string
   nlohmann::json laws = nlohmann::json::array();
   for (const auto& l : r.reports) {
     nlohmann::json j = {{"name", l.law},
-                        {"verdict", verdict_name(l.v) == "FAIL" ? "fail" : verdict_name(l.v)},
+                        {"verdict", json_verdict(l.v)},
                         {"cases", l.cases},
+                        {"judged", l.judged},
+                        {"min_judged", l.min_judged},
                         {"shrink_steps", l.shrink_steps},
                         {"seconds", l.seconds},
                         {"max_ratio", number(l.max_ratio)}};
     if (l.v == verdict::skip) j["skip_reason"] = l.skip_reason;
+    if (!l.unjudged_why.empty()) j["unjudged_why"] = l.unjudged_why;
     if (l.v == verdict::fail) {
       j["message"] = l.failure.message;
       if (!l.failure.worst.where.empty()) j["worst"] = l.failure.worst.describe();
@@ -237,7 +330,7 @@ void write_json(const std::string& path, const gate_result& r, const std::string
     laws.push_back(std::move(j));
   }
   const nlohmann::json doc = {{"subject", subject_name}, {"seed", seed},    {"seconds", r.seconds},
-                              {"failed", r.failed()},   {"laws", laws}};
+                              {"failed", r.failed()},   {"unjudged", r.unjudged()}, {"laws", laws}};
   std::ofstream f(path);
   if (!f) throw input_error("--json", "cannot write '" + path + "'");
   f << doc.dump(2) << "\n";
@@ -247,7 +340,7 @@ void write_json(const std::string& path, const gate_result& r, const std::string
 void write_junit(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed) {
   std::ostringstream x;
   int failures = 0, skipped = 0;
-  for (const auto& l : r.reports) failures += l.v == verdict::fail, skipped += l.v == verdict::skip;
+  for (const auto& l : r.reports) failures += l.v == verdict::fail || l.v == verdict::unjudged, skipped += l.v == verdict::skip;
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   x << "<testsuites name=\"attncheck\" tests=\"" << r.reports.size() << "\" failures=\"" << failures << "\" skipped=\"" << skipped
     << "\" time=\"" << r.seconds << "\">\n";
@@ -261,12 +354,16 @@ void write_junit(const std::string& path, const gate_result& r, const std::strin
     x << "    <testcase classname=\"" << xml_escape(l.law.substr(0, dot)) << "\" name=\"" << xml_escape(l.law.substr(dot + 1))
       << "\" time=\"" << l.seconds << "\" assertions=\"" << l.cases << "\">\n";
     if (l.v == verdict::skip) x << "      <skipped message=\"" << xml_escape(l.skip_reason) << "\"/>\n";
+    if (l.v == verdict::unjudged)
+      x << "      <failure message=\"judged " << l.judged << " of " << l.cases << " cases, below the floor of "
+        << number_text(100 * l.min_judged, "%.0f") << "%\" type=\"unjudged\">" << xml_escape(l.unjudged_why) << "</failure>\n";
     if (l.v == verdict::fail) {
       x << "      <failure message=\"" << xml_escape(l.failure.message.substr(0, 500)) << "\" type=\"law\">"
         << xml_escape(l.counterexample ? to_line(*l.counterexample) : std::string()) << "\n"
         << xml_escape(l.failure.worst.where.empty() ? "" : l.failure.worst.describe()) << "</failure>\n";
     }
-    x << "      <system-out>max observed/bound " << l.max_ratio << " on " << xml_escape(l.max_ratio_case) << "</system-out>\n";
+    x << "      <system-out>judged " << l.judged << "/" << l.cases << "; max observed/bound " << l.max_ratio << " on "
+      << xml_escape(l.max_ratio_case) << "</system-out>\n";
     x << "    </testcase>\n";
   }
   x << "  </testsuite>\n</testsuites>\n";
@@ -284,13 +381,14 @@ int repro_case_file(const std::string& file, const std::string& subject_spec, co
   const law* l = find_law(law_name);
   if (!l) throw input_error("law", "'" + law_name + "' is not a law (see `attncheck laws`)");
   const auto subj = subject::load(subject_spec);
+  // A skip replayed nothing: never exit 0 (which would read as "fixed").
   if (auto why = l->applicable(*subj); !why.empty()) {
-    out << "SKIP " << law_name << ": " << why << "\n";
-    return 0;
+    out << "SKIP " << law_name << ": " << why << " (nothing replayed)\n";
+    return 3;
   }
   if (auto why = subj->cannot_take(rec.c); !why.empty()) {
-    out << "SKIP " << law_name << ": subject cannot take this case (" << why << ")\n";
-    return 0;
+    out << "SKIP " << law_name << ": subject cannot take this case (" << why << "; nothing replayed)\n";
+    return 3;
   }
   law_outcome o;
   if (isolate) {

@@ -3,6 +3,7 @@
 #include <rapidcheck.h>
 
 #include <chrono>
+#include <map>
 #include <sstream>
 #include <unordered_map>
 
@@ -34,7 +35,12 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
     return r;
   }
   bool failed_once = false;
-  const auto gen = any_case(s, opt.gen);
+  r.min_judged = l.min_judged;
+  std::map<std::string, int> why_counts;
+  gen_options gopt = opt.gen;
+  gopt.budget = std::make_shared<work_budget>();
+  gopt.budget->limit = gopt.law_work;
+  const auto gen = any_case(s, gopt);
   auto property = [&] {
     attn_case c = *gen;
     l.prepare(c, s);
@@ -48,6 +54,10 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
     }
     if (!failed_once) {
       ++r.cases;
+      r.stats.add(c, s);
+      gopt.budget->spent += std::max<std::int64_t>(0, case_work(c) - gopt.small_work);
+      if (out.judged()) ++r.judged;
+      else ++why_counts[out.vacuous.empty() ? std::string("compared no element") : out.vacuous];
       if (out.max_ratio > r.max_ratio || r.max_ratio_case.empty()) {
         if (out.max_ratio >= r.max_ratio) {
           r.max_ratio = out.max_ratio;
@@ -59,6 +69,7 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
     }
     if (out.v == verdict::fail) {
       failed_once = true;
+      gopt.budget->frozen = true;
       // The last failing call is the last accepted shrink: the minimal case.
       r.counterexample = c;
       r.failure = out;
@@ -99,6 +110,10 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
     r.v = verdict::fail;
     r.failure.fail("rapidcheck error: " + result.template get<rc::detail::Error>().description);
   }
+  int most = 0;
+  for (const auto& [why, n] : why_counts)
+    if (n > most) most = n, r.unjudged_why = why;
+  if (r.v == verdict::pass && r.cases > 0 && r.judged < l.min_judged * r.cases) r.v = verdict::unjudged;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

@@ -178,10 +178,93 @@ constexpr std::size_t err_cap = 512;
 
 }  // namespace
 
-subject::subject(const attncheck_subject* desc, void* handle, std::string spec)
-    : desc_(desc), handle_(handle), spec_(std::move(spec)) {}
+namespace {
+
+// ---- Version 1 plugins, adapted to a version 2 instance ---------------------
+namespace v1 {
+const attncheck_subject* of(void* state) { return static_cast<const attncheck_subject*>(state); }
+std::int64_t key_blocks(void* st, const attncheck_problem* p) { return of(st)->key_blocks ? of(st)->key_blocks(p) : 1; }
+int attend(void* st, const attncheck_problem* p, char* err, std::size_t len) { return of(st)->attend(p, err, len); }
+void* cache_create(void* st, const attncheck_cache_config* cfg, char* err, std::size_t len) {
+  return of(st)->cache_create(cfg, err, len);
+}
+int cache_append(void* st, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, std::int64_t c,
+                 const std::int64_t* count, char* err, std::size_t len) {
+  return of(st)->cache_append(cache, k, v, c, count, err, len);
+}
+int cache_attend(void* st, void* cache, const attncheck_problem* p, char* err, std::size_t len) {
+  return of(st)->cache_attend(cache, p, err, len);
+}
+void cache_free(void* st, void* cache) { of(st)->cache_free(cache); }
+void destroy(attncheck_instance* self) { delete self; }
+
+attncheck_instance* adapt(const attncheck_subject* d) {
+  auto* x = new attncheck_instance{};
+  x->abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_2;
+  x->struct_size = sizeof *x;
+  x->name = d->name;
+  x->dtypes = d->dtypes, x->features = d->features, x->invariances = d->invariances;
+  x->compute_unit_roundoff = d->compute_unit_roundoff, x->exp_ulps = d->exp_ulps;
+  x->state = const_cast<attncheck_subject*>(d);
+  x->key_blocks = key_blocks;
+  x->attend = d->attend ? attend : nullptr;
+  if (d->cache_create) x->cache_create = cache_create;
+  if (d->cache_append) x->cache_append = cache_append;
+  if (d->cache_attend) x->cache_attend = cache_attend;
+  if (d->cache_free) x->cache_free = cache_free;
+  x->destroy = destroy;
+  return x;
+}
+}  // namespace v1
+
+// Common production sizes, for a subject that declares none: tiles and
+// split-KV chunks of widely used kernels sit at these.
+constexpr std::int64_t production_lengths[] = {16, 32, 64, 128, 256, 512, 1024};
+
+// Checks the declared numbers; throws input_error naming the field and the limit.
+void check_declaration(const attncheck_instance& d, const std::string& spec) {
+  if (!d.attend) throw input_error("subject", spec + " has no attend entry point");
+  if ((d.features & ATTNCHECK_FEATURE_CACHE) && !(d.cache_create && d.cache_append && d.cache_attend && d.cache_free))
+    throw input_error("subject", spec + " declares a cache but lacks cache_* entry points");
+  const double u = d.compute_unit_roundoff;
+  if (!(u >= 0x1p-64 && u <= 0x1p-8))
+    throw input_error("subject.compute_unit_roundoff",
+                      spec + " declares u = " + std::to_string(u) + "; it must lie in [2^-64, 2^-8] (2^-24 for f32 compute)");
+  if (!(d.exp_ulps >= 0 && d.exp_ulps <= 4096))
+    throw input_error("subject.exp_ulps", spec + " declares exp_ulps = " + std::to_string(d.exp_ulps) +
+                                              "; it must lie in [0, 4096] ulps");
+  const auto hint_ok = [](std::int64_t h) { return h >= 0 && h <= (1 << 20); };
+  bool ok = hint_ok(d.hints.q_tile) && hint_ok(d.hints.k_tile) && hint_ok(d.hints.split_keys);
+  for (int i = 0; i < ATTNCHECK_SIZE_HINT_SLOTS; ++i) ok = ok && hint_ok(d.hints.lengths[i]) && hint_ok(d.hints.head_dims[i]);
+  if (!ok) throw input_error("subject.hints", spec + " declares a size hint outside [0, 2^20]");
+}
+
+// Splits NAME|PATH[:options]: options start at the first ':' followed by key=...
+std::pair<std::string, std::string> split_spec(const std::string& spec) {
+  for (std::size_t i = spec.find(':'); i != std::string::npos; i = spec.find(':', i + 1)) {
+    const std::string rest = spec.substr(i + 1);
+    const auto eq = rest.find('=');
+    const auto comma = rest.find(',');
+    if (rest.empty() || (eq != std::string::npos && (comma == std::string::npos || eq < comma) && eq > 0))
+      return {spec.substr(0, i), rest};
+  }
+  return {spec, ""};
+}
+
+}  // namespace
+
+subject::subject(attncheck_instance* inst, void* handle, std::string spec, unsigned abi)
+    : inst_(inst), handle_(handle), spec_(std::move(spec)), abi_(abi) {
+  hints_ = inst_->hints;
+  default_hints_ = hints_.q_tile == 0 && hints_.k_tile == 0 && hints_.split_keys == 0 && hints_.lengths[0] == 0;
+  if (default_hints_) {
+    int n = 0;
+    for (std::int64_t l : production_lengths) hints_.lengths[n++] = l;
+  }
+}
 
 subject::~subject() {
+  if (inst_ && inst_->destroy) inst_->destroy(inst_);
   if (handle_) dlclose(handle_);
 }
 
@@ -189,71 +272,92 @@ std::shared_ptr<subject> subject::wrap(const attncheck_subject* desc, std::strin
   if (!desc) throw input_error("subject", spec + " returned no descriptor");
   if (desc->abi_version != ATTNCHECK_SUBJECT_ABI_VERSION)
     throw input_error("subject", spec + " has ABI version " + std::to_string(desc->abi_version) +
-                                     "; this attncheck takes version " + std::to_string(ATTNCHECK_SUBJECT_ABI_VERSION));
-  if (!desc->attend) throw input_error("subject", spec + " has no attend entry point");
-  if ((desc->features & ATTNCHECK_FEATURE_CACHE) &&
-      !(desc->cache_create && desc->cache_append && desc->cache_attend && desc->cache_free))
-    throw input_error("subject", spec + " declares a cache but lacks cache_* entry points");
-  if (!(desc->compute_unit_roundoff > 0 && desc->compute_unit_roundoff < 0.5) || !(desc->exp_ulps >= 0))
-    throw input_error("subject", spec + " declares compute_unit_roundoff or exp_ulps out of range");
-  return std::shared_ptr<subject>(new subject(desc, nullptr, std::move(spec)));
+                                     " in its attncheck_subject_v1 descriptor; expected " +
+                                     std::to_string(ATTNCHECK_SUBJECT_ABI_VERSION));
+  attncheck_instance* x = v1::adapt(desc);
+  try {
+    check_declaration(*x, spec);
+  } catch (...) {
+    x->destroy(x);
+    throw;
+  }
+  return std::shared_ptr<subject>(new subject(x, nullptr, std::move(spec), 1));
+}
+
+std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string spec) {
+  if (!inst) throw input_error("subject", spec + " returned no instance");
+  if (inst->abi_version != ATTNCHECK_SUBJECT_ABI_VERSION_2 || inst->struct_size < sizeof(attncheck_instance)) {
+    if (inst->destroy) inst->destroy(inst);
+    throw input_error("subject", spec + " returned an instance of ABI version " + std::to_string(inst->abi_version) +
+                                     " (struct_size " + std::to_string(inst->struct_size) + "); expected version 2");
+  }
+  try {
+    check_declaration(*inst, spec);
+  } catch (...) {
+    if (inst->destroy) inst->destroy(inst);
+    throw;
+  }
+  return std::shared_ptr<subject>(new subject(inst, nullptr, std::move(spec), 2));
 }
 
 std::shared_ptr<subject> subject::load(const std::string& spec) {
-  if (spec == "builtin") {
-    configure_builtin(0, 0, 0);
-    return wrap(builtin_subject(), spec);
+  const auto [where, options] = split_spec(spec);
+  char err[err_cap] = {0};
+  const auto refused = [&](const std::string& who) {
+    err[err_cap - 1] = 0;
+    throw input_error("subject", "'" + spec + "': " + who + " refused the options '" + options + "': " +
+                                     (err[0] ? err : "no reason given"));
+  };
+  if (where == "builtin") {
+    auto* inst = builtin_instance(options.c_str(), err, err_cap);
+    if (!inst) refused("builtin");
+    return adopt(inst, spec);
   }
-  if (spec.rfind("builtin:", 0) == 0) {
-    // builtin:q_tile=2,k_tile=3,split_keys=6 -- tiny tiles make tile edges show on small shapes.
-    std::int64_t t[3] = {0, 0, 0};
-    const char* names[3] = {"q_tile", "k_tile", "split_keys"};
-    std::string rest = spec.substr(8);
-    while (!rest.empty()) {
-      const auto comma = rest.find(',');
-      const std::string item = rest.substr(0, comma);
-      rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
-      const auto eq = item.find('=');
-      int which = -1;
-      for (int i = 0; i < 3; ++i)
-        if (eq != std::string::npos && item.substr(0, eq) == names[i]) which = i;
-      std::int64_t v = -1;
-      if (which >= 0) {
-        const std::string num = item.substr(eq + 1);
-        auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
-        if (ec != std::errc() || ptr != num.data() + num.size()) v = -1;
-      }
-      if (which < 0 || v < 1 || v > 4096)
-        throw input_error("subject", "'" + item + "' in '" + spec + "': expected q_tile=N, k_tile=N or split_keys=N with N in [1, 4096]");
-      t[which] = v;
-    }
-    configure_builtin(t[0], t[1], t[2]);
-    return wrap(builtin_subject(), spec);
+  if (where == "naive") {
+    if (!options.empty()) throw input_error("subject", "'" + spec + "': naive takes no options");
+    return wrap(naive_subject(), spec);
   }
-  if (spec == "naive") return wrap(naive_subject(), spec);
-  void* h = dlopen(spec.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* h = dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
-    throw input_error("subject", "cannot load '" + spec + "': " + (e ? e : "unknown error") +
-                                     " (expected builtin, naive or a path to a plugin .so)");
+    throw input_error("subject", "cannot load '" + where + "': " + (e ? e : "unknown error") +
+                                     " (expected builtin[:options], naive or a path to a plugin .so[:options])");
   }
-  auto entry = reinterpret_cast<attncheck_subject_entry>(dlsym(h, ATTNCHECK_SUBJECT_ENTRY));
-  if (!entry) {
-    dlclose(h);
-    throw input_error("subject", spec + " does not export " ATTNCHECK_SUBJECT_ENTRY);
-  }
+  std::shared_ptr<subject> s;
   try {
-    auto s = wrap(entry(), spec);
-    s->handle_ = h;
-    return s;
+    if (auto v2 = reinterpret_cast<attncheck_subject_entry_v2>(dlsym(h, ATTNCHECK_SUBJECT_ENTRY_V2))) {
+      auto* inst = v2(options.c_str(), err, err_cap);
+      if (!inst) refused(where);
+      s = adopt(inst, spec);
+    } else if (auto v1e = reinterpret_cast<attncheck_subject_entry>(dlsym(h, ATTNCHECK_SUBJECT_ENTRY))) {
+      if (!options.empty())
+        throw input_error("subject", "'" + spec + "': " + where + " is an ABI v1 plugin and takes no options");
+      s = wrap(v1e(), spec);
+    } else {
+      throw input_error("subject", where + " exports neither " ATTNCHECK_SUBJECT_ENTRY_V2 " nor " ATTNCHECK_SUBJECT_ENTRY);
+    }
   } catch (...) {
     dlclose(h);
     throw;
   }
+  s->handle_ = h;
+  return s;
+}
+
+declared_numbers subject::declared() const {
+  declared_numbers d;
+  d.u = inst_->compute_unit_roundoff;
+  d.exp_ulps = inst_->exp_ulps;
+  for (std::int64_t lk : {1, 64, 1024, 4096}) {
+    attn_case c;
+    c.lk = lk;
+    d.nb_at.emplace_back(lk, key_blocks(c));
+  }
+  return d;
 }
 
 std::string subject::cannot_take(const attn_case& c, bool want_lse) const {
-  if (!(desc_->dtypes & (1u << static_cast<unsigned>(to_abi(c.type))))) return std::string("no ") + std::string(attncheck::name(c.type));
+  if (!(inst_->dtypes & (1u << static_cast<unsigned>(to_abi(c.type))))) return std::string("no ") + std::string(attncheck::name(c.type));
   if (c.causal && !has(ATTNCHECK_FEATURE_CAUSAL)) return "no causal mask";
   if (c.has_padding() && !has(ATTNCHECK_FEATURE_PADDING)) return "no key padding";
   if (c.has_mask() && !has(ATTNCHECK_FEATURE_MASK)) return "no boolean mask";
@@ -262,10 +366,11 @@ std::string subject::cannot_take(const attn_case& c, bool want_lse) const {
 }
 
 std::int64_t subject::key_blocks(const attn_case& c) const {
-  if (!desc_->key_blocks) return 1;
+  if (!inst_->key_blocks) return 1;
   attncheck_problem p{};
   fill_problem(p, c, 0);
-  return std::max<std::int64_t>(1, desc_->key_blocks(&p));
+  const std::int64_t cap = std::max<std::int64_t>(1, 2 * c.lk);
+  return std::clamp<std::int64_t>(inst_->key_blocks(inst_->state, &p), 1, cap);
 }
 
 subject_output subject::attend(const attn_case& c, int threads) const {
@@ -290,7 +395,7 @@ subject_output subject::attend(const attn_case& c, int threads) const {
   }
   set_output(p, ob);
   char err[err_cap] = {0};
-  out.status = desc_->attend(&p, err, err_cap);
+  out.status = inst_->attend(inst_->state, &p, err, err_cap);
   err[err_cap - 1] = 0;
   if (out.status != 0) out.error = err;
   ob.collect(out, c.lq, c.hq, c.b);
@@ -321,7 +426,7 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
   cfg.page_order = plan.page_order.empty() ? nullptr : plan.page_order.data();
   cfg.page_count = static_cast<std::int64_t>(plan.page_order.size());
   char err[err_cap] = {0};
-  void* cache = desc_->cache_create(&cfg, err, err_cap);
+  void* cache = inst_->cache_create(inst_->state, &cfg, err, err_cap);
   if (!cache) {
     out.status = -1;
     err[err_cap - 1] = 0;
@@ -345,7 +450,7 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
         }
     guarded_bytes kg(kn), vg(vn);
     attncheck_tensor kv = view_of(kg, kn), vv = view_of(vg, vn);
-    if (desc_->cache_append(cache, &kv, &vv, cn, step.append.data(), err, err_cap) != 0) {
+    if (inst_->cache_append(inst_->state, cache, &kv, &vv, cn, step.append.data(), err, err_cap) != 0) {
       out.status = -1;
       err[err_cap - 1] = 0;
       out.error = std::string("cache_append failed: ") + err;
@@ -372,7 +477,7 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
     fill_problem(p, stepcase, threads);
     p.q = view_of(qg, qn);
     set_output(p, ob);
-    const int rc = desc_->cache_attend(cache, &p, err, err_cap);
+    const int rc = inst_->cache_attend(inst_->state, cache, &p, err, err_cap);
     subject_output part;
     ob.collect(part, step.lq, c.hq, c.b);
     if (rc != 0 || part.guard_violated) {
@@ -393,7 +498,7 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
         }
     row0 += step.lq;
   }
-  desc_->cache_free(cache);
+  inst_->cache_free(inst_->state, cache);
   return out;
 }
 

@@ -8,6 +8,9 @@
 
 #include "attncheck/case_file.hpp"
 #include "attncheck/gate.hpp"
+#include "attncheck/subject_host.hpp"
+
+#include <tuple>
 
 namespace attncheck {
 namespace {
@@ -37,7 +40,10 @@ TEST(gate, passes_on_the_naive_subject_and_writes_junit) {
   EXPECT_EQ(r.failed(), 0) << out.str();
   EXPECT_EQ(r.reports.size(), all_laws().size());
   const std::string xml = slurp(opt.junit);
-  EXPECT_NE(xml.find("<testsuites name=\"attncheck\" tests=\"16\" failures=\"0\""), std::string::npos) << xml;
+  const std::string head = "<testsuites name=\"attncheck\" tests=\"" + std::to_string(all_laws().size()) + "\" failures=\"0\"";
+  EXPECT_NE(xml.find(head), std::string::npos) << xml;
+  for (const auto& l : all_laws())
+    EXPECT_NE(xml.find("name=\"" + l.name.substr(l.name.find('.') + 1) + "\""), std::string::npos) << l.name;
   EXPECT_NE(xml.find("name=\"future_keys_never_change_past_outputs\""), std::string::npos);
 }
 
@@ -49,24 +55,96 @@ TEST(gate, unknown_law_is_an_input_error) {
 }
 
 TEST(gate, same_seed_same_cases_same_verdicts_same_files) {
-  // A subject that fails: the example plugin has no cache, so force a failure
-  // another way: the naive subject against a law on a pinned seed twice; then
-  // compare the printed tables (minus timings) and any saved files bit for bit.
-  auto run = [](const std::string& dir) {
+  // A subject that fails (the example plugin with GQA's modulo bug), gated
+  // twice on a pinned seed: the tables (minus timings) and every saved
+  // counterexample file must be identical, bit for bit.
+  auto run = [](const std::string& dir, std::vector<std::string>& files) {
     gate_options opt;
-    opt.subject = "naive";
+    opt.subject = ATTNCHECK_PLUGIN_DIR "/libbroken_gqa_modulo.so";
     opt.run.cases = 25;
     opt.run.seed = 12345;
     opt.out_dir = dir;
+    opt.isolate = false;
     std::ostringstream out;
     const gate_result r = run_gate(opt, out);
+    EXPECT_GE(r.failed(), 1) << out.str();
     std::string table;
     for (const auto& l : r.reports)
-      table += l.law + " " + std::to_string(l.cases) + " " + std::to_string(static_cast<int>(l.v)) + " " +
-               std::to_string(l.max_ratio) + " " + l.max_ratio_case + "\n";
+      table += l.law + " " + std::to_string(l.cases) + " " + std::to_string(l.judged) + " " + std::to_string(static_cast<int>(l.v)) +
+               " " + std::to_string(l.max_ratio) + " " + l.max_ratio_case + "\n";
+    for (const auto& f : r.saved) files.push_back(slurp(f));
     return table;
   };
-  EXPECT_EQ(run(temp_dir("det1")), run(temp_dir("det2")));
+  std::vector<std::string> f1, f2;
+  EXPECT_EQ(run(temp_dir("det1"), f1), run(temp_dir("det2"), f2));
+  EXPECT_FALSE(f1.empty());
+  EXPECT_EQ(f1, f2);
+}
+
+TEST(subject_instances, two_builtin_instances_keep_their_own_tiles) {
+  const auto a = subject::load("builtin:k_tile=7");
+  const auto b = subject::load("builtin:k_tile=64");
+  const auto tiny = subject::load(builtin_tiny);
+  attn_case c;
+  c.lk = 128;
+  // k_tile 7: ceil(128/7) = 19 blocks, one split chunk; k_tile 64: 2 blocks.
+  EXPECT_EQ(a->key_blocks(c), 19);
+  EXPECT_EQ(b->key_blocks(c), 2);
+  EXPECT_EQ(a->hints().k_tile, 7);
+  EXPECT_EQ(b->hints().k_tile, 64);
+  EXPECT_EQ(tiny->hints().k_tile, 3);
+  EXPECT_EQ(tiny->hints().split_keys, 6);
+  // Loading b after a did not retune a.
+  EXPECT_EQ(a->key_blocks(c), 19);
+  // Both compute through their own tiles; results agree within the bound (gated elsewhere).
+  c.b = c.hq = c.hkv = c.lq = 1;
+  c.d = c.dv = 4;
+  c.seed = 3;
+  materialize(c);
+  EXPECT_TRUE(a->attend(c).ok());
+  EXPECT_TRUE(b->attend(c).ok());
+}
+
+TEST(subject_instances, v1_subject_has_the_production_size_hints) {
+  const auto s = subject::load("naive");
+  EXPECT_EQ(s->abi(), 1u);
+  EXPECT_TRUE(s->default_hints());
+  EXPECT_EQ(s->hints().lengths[0], 16);
+  EXPECT_EQ(s->hints().lengths[6], 1024);
+}
+
+attncheck_instance absurd_instance(double u, double exp_ulps) {
+  attncheck_instance d{};
+  d.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_2;
+  d.struct_size = sizeof d;
+  d.name = "absurd";
+  d.dtypes = 1;
+  d.compute_unit_roundoff = u;
+  d.exp_ulps = exp_ulps;
+  d.attend = [](void*, const attncheck_problem*, char*, size_t) { return 0; };
+  return d;
+}
+
+TEST(subject_instances, absurd_declarations_are_refused_naming_the_field) {
+  for (auto [u, e, field] : {std::tuple{0.5, 1.0, "compute_unit_roundoff"}, std::tuple{0x1p-24, 1e6, "exp_ulps"},
+                             std::tuple{0.0, 1.0, "compute_unit_roundoff"}}) {
+    attncheck_instance d = absurd_instance(u, e);
+    try {
+      subject::adopt(&d, "absurd");
+      ADD_FAILURE() << "accepted u=" << u << " exp_ulps=" << e;
+    } catch (const input_error& err) {
+      EXPECT_NE(std::string(err.what()).find(field), std::string::npos) << err.what();
+    }
+  }
+}
+
+TEST(subject_instances, key_blocks_are_capped_near_the_key_count) {
+  attncheck_instance d = absurd_instance(0x1p-24, 1.0);
+  d.key_blocks = [](void*, const attncheck_problem*) -> std::int64_t { return 1'000'000'000; };
+  const auto s = subject::adopt(&d, "absurd");
+  attn_case c;
+  c.lk = 10;
+  EXPECT_EQ(s->key_blocks(c), 20);
 }
 
 }  // namespace

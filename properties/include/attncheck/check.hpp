@@ -30,6 +30,11 @@ struct comparison {
   bool pass = true;
   std::string failure;  ///< empty when pass
   worst_element worst;
+  /// Elements actually judged (compared against a value and a finite bound,
+  /// or bit for bit); 0 means the comparison judged nothing.
+  std::int64_t compared = 0;
+  /// Elements left unjudged because their bound is +inf (outside the bound's domain).
+  std::int64_t unbounded = 0;
   double max_ratio = 0;
   /// Values at or past this magnitude round to +-inf in the output type
   /// (largest finite + half an ulp); inf disables the overflow rule.
@@ -38,7 +43,8 @@ struct comparison {
   /// Folds one element in. A NaN expected value or a NaN bound (a NaN or inf
   /// input in a visible slot) accepts anything: SPEC lets that row be
   /// non-finite. An infinite bound ("the analysis says nothing here", e.g.
-  /// scores that may overflow) is a failure of the caller, never a pass. A got of
+  /// scores that may overflow) judges nothing: the element counts in
+  /// `unbounded`, not in `compared`. A got of
   /// +-inf for a finite expected passes only where expected + the bound (same
   /// sign) reaches overflow_threshold: the value may legitimately round to inf.
   void element(const std::string& where, double expected, double got, double bound);

@@ -20,14 +20,24 @@ struct gate_options {
   bool progress = false;          ///< live progress lines (a terminal)
   bool isolate = true;            ///< each law in a child process: a crash or hang fails that law only
   double law_timeout = 120;       ///< seconds a law may run in its child before it is killed
+  bool strict = false;            ///< refuse subjects that declare u > 2^-24 (compute coarser than f32)
+  bool stats = false;             ///< print the realized distribution of the cases run (print_stats)
 };
 
 struct gate_result {
   std::vector<law_report> reports;
   std::vector<std::string> saved;  ///< counterexample files, one per failing law
   double seconds = 0;
-  int failed() const;
+  int failed() const;    ///< laws that failed
+  int unjudged() const;  ///< laws that ran but judged fewer cases than their floor (the gate fails)
 };
+
+/// The realized distribution of the cases the gate ran (all laws together):
+/// each share of docs/distribution.md with its floor.
+void print_stats(const gate_result& g, std::ostream& out);
+
+/// The gate's header lines: the subject's declared bound numbers and size hints.
+void print_declaration(const subject& s, std::ostream& out);
 
 /// Runs the gate, printing the table (and each failure's screen) to `out`.
 gate_result run_gate(const gate_options& opt, std::ostream& out);
@@ -43,7 +53,8 @@ void write_json(const std::string& path, const gate_result& r, const std::string
 
 /// Replays a saved case file on a subject (in a child process when isolate,
 /// so a crash or hang is reported, not suffered); prints one screen; returns 0
-/// when it now passes, 1 while it still fails.
+/// when it now passes, 1 while it still fails, 3 when the law or case is
+/// skipped for this subject (nothing was replayed).
 int repro_case_file(const std::string& file, const std::string& subject_spec, const std::string& law_override, std::ostream& out,
                     bool isolate = true, double timeout_s = 120);
 

@@ -14,18 +14,30 @@
 
 namespace attncheck {
 
-enum class verdict : std::uint8_t { pass, fail, skip };
+/// pass; fail; skip (the subject cannot take the law); unjudged (it ran, but
+/// judged fewer cases than the law's floor: not a pass).
+enum class verdict : std::uint8_t { pass, fail, skip, unjudged };
 
 struct law_outcome {
   verdict v = verdict::pass;
   std::string message;   ///< why it failed, or why it was skipped
   double max_ratio = 0;  ///< largest observed/bound among bounded comparisons
   worst_element worst;   ///< the element behind max_ratio or the failure
+  std::int64_t compared = 0;  ///< elements judged by the comparisons folded in
+  /// Non-empty when the case was degenerate for this law (B = 1 for batch
+  /// independence, no unused slot for masked slots, ...): it ran, but judged nothing.
+  std::string vacuous;
 
-  static law_outcome skip(std::string why) { return {verdict::skip, std::move(why), 0, {}}; }
+  static law_outcome skip(std::string why) { return {verdict::skip, std::move(why), 0, {}, 0, {}}; }
   /// Folds a comparison in under a label ("V = ones", "threads 1 vs 3").
   void add(const std::string& label, const comparison& c);
   void fail(const std::string& why);
+  /// Marks the case as one that could not test the law (keeps the first reason).
+  void nothing_to_judge(const std::string& why) {
+    if (vacuous.empty()) vacuous = why;
+  }
+  /// The case judged something: an element was compared and the case was not degenerate.
+  bool judged() const { return compared > 0 && vacuous.empty(); }
 };
 
 struct law {
@@ -37,6 +49,9 @@ struct law {
   std::function<void(attn_case&, const subject&)> prepare;
   /// Checks the law on a materialized case.
   std::function<law_outcome(const subject&, const attn_case&)> check;
+  /// The documented floor of judged/run: a run that judged a smaller share of
+  /// its cases is flagged (verdict unjudged), never passed in silence.
+  double min_judged = 0.5;
 };
 
 /// Every law, in the order the gate runs and prints them.

@@ -25,6 +25,10 @@ struct law_report {
   std::string law;
   verdict v = verdict::pass;
   int cases = 0;             ///< cases run before the verdict (shrink steps not counted)
+  int judged = 0;            ///< of those, cases where the law compared something (law_outcome::judged)
+  std::string unjudged_why;  ///< the most frequent reason a case judged nothing
+  double min_judged = 0;     ///< the law's floor of judged/run
+  case_stats stats;          ///< the realized distribution of the cases run
   int shrink_steps = 0;
   std::string skip_reason;
   double max_ratio = 0;      ///< largest observed/bound over the passing cases (and the failure)

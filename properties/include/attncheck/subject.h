@@ -1,13 +1,25 @@
-/* attncheck subject ABI, version 1.
+/* attncheck subject ABI, versions 1 and 2.
  *
- * Any attention implementation is checked through this one C header. A
- * plugin is a shared library exporting
+ * Any attention implementation is checked through this one C header.
  *
- *     const attncheck_subject* attncheck_subject_v1(void);
+ * Version 2 (preferred): a plugin is a shared library exporting
  *
- * which returns a static description: name, capabilities, the numbers the
- * error bound needs, the invariances it claims, and its entry points.
- * Semantics are those of SPEC.md (the attention contract). All sizes and
+ *     attncheck_instance* attncheck_subject_v2(const char* options, char* err, size_t err_len);
+ *
+ * which makes one INSTANCE from an option string ("key=value,key=value", ""
+ * for the defaults; the host passes what follows the first ':' of
+ * `--subject PATH:options`). The instance carries its name, capabilities,
+ * the numbers the error bound needs, the invariances it claims, the sizes at
+ * which its code changes path (size hints) and its entry points; every entry
+ * point receives the instance's `state`. Two instances of one plugin never
+ * share configuration. Unknown options must be refused (NULL and a message
+ * naming the option). The host calls `destroy` once when done.
+ *
+ * Version 1: a plugin exporting `const attncheck_subject* attncheck_subject_v1(void)`
+ * (one static description, no options, no size hints) keeps loading and
+ * passing unchanged; the host adapts it.
+ *
+ * Semantics are those of docs/spec.md (the attention contract). All sizes and
  * strides are in elements, int64. Laws a subject cannot take (a dtype,
  * a mask kind or the cache it does not declare) are reported as skipped.
  */
@@ -112,9 +124,56 @@ typedef struct attncheck_subject {
   void (*cache_free)(void* cache);
 } attncheck_subject;
 
-/* The one exported symbol of a plugin. */
+/* The one exported symbol of a version 1 plugin. */
 typedef const attncheck_subject* (*attncheck_subject_entry)(void);
 #define ATTNCHECK_SUBJECT_ENTRY "attncheck_subject_v1"
+
+/* ---- Version 2 ---------------------------------------------------------- */
+
+#define ATTNCHECK_SUBJECT_ABI_VERSION_2 2u
+#define ATTNCHECK_SIZE_HINT_SLOTS 8
+
+/* Where a subject's code changes path. Generators lean to each hint +-1, to
+ * its multiples and to masks that blank whole tiles. 0 means "none" and ends
+ * the lists. A subject without hints is probed at the common production
+ * values (16, 32, 64, 128, 256, 512, 1024). */
+typedef struct attncheck_size_hints {
+  int64_t q_tile;      /* query rows per tile, or 0 */
+  int64_t k_tile;      /* keys per online-softmax block, or 0 */
+  int64_t split_keys;  /* keys per split-KV chunk, or 0 */
+  int64_t lengths[ATTNCHECK_SIZE_HINT_SLOTS];   /* other Lq/Lk thresholds (e.g. a prefill path at Lq >= 64) */
+  int64_t head_dims[ATTNCHECK_SIZE_HINT_SLOTS]; /* D/Dv thresholds or vector widths (e.g. 8, 64) */
+} attncheck_size_hints;
+
+typedef struct attncheck_instance {
+  uint32_t abi_version;  /* ATTNCHECK_SUBJECT_ABI_VERSION_2 */
+  uint32_t struct_size;  /* sizeof(attncheck_instance) of the plugin */
+  const char* name;      /* may describe the options, e.g. "attnimpl k_tile=7" */
+  uint32_t dtypes;       /* bit (1u << dtype) for each dtype taken */
+  uint32_t features;     /* ATTNCHECK_FEATURE_* */
+  uint32_t invariances;  /* ATTNCHECK_CLAIM_* */
+  double compute_unit_roundoff; /* u of the compute type: in [2^-53, 2^-8] */
+  double exp_ulps;              /* c_exp, in ulps: in [0, 64] */
+  attncheck_size_hints hints;
+  void* state;           /* the instance's own data, passed to every entry point */
+
+  /* nb for the bound (see version 1); NULL: 1. The host caps it at Lk + 1. */
+  int64_t (*key_blocks)(void* state, const attncheck_problem* p);
+  /* Required. */
+  int (*attend)(void* state, const attncheck_problem* p, char* err, size_t err_len);
+  /* Cache: all set when ATTNCHECK_FEATURE_CACHE, else NULL (semantics as in version 1). */
+  void* (*cache_create)(void* state, const attncheck_cache_config* cfg, char* err, size_t err_len);
+  int (*cache_append)(void* state, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, int64_t c,
+                      const int64_t* count, char* err, size_t err_len);
+  int (*cache_attend)(void* state, void* cache, const attncheck_problem* p, char* err, size_t err_len);
+  void (*cache_free)(void* state, void* cache);
+  /* Releases the instance (this struct included, if the plugin allocated it). */
+  void (*destroy)(struct attncheck_instance* self);
+} attncheck_instance;
+
+/* The exported symbol of a version 2 plugin (it may export version 1 too; the host prefers 2). */
+typedef attncheck_instance* (*attncheck_subject_entry_v2)(const char* options, char* err, size_t err_len);
+#define ATTNCHECK_SUBJECT_ENTRY_V2 "attncheck_subject_v2"
 
 #ifdef __cplusplus
 }

@@ -39,33 +39,54 @@ struct cache_plan {
   std::vector<cache_step> steps;
 };
 
+/// The tolerance a subject declares for itself, as the gate prints it.
+struct declared_numbers {
+  double u = 0, exp_ulps = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> nb_at;  ///< (Lk, nb) samples
+};
+
 class subject {
  public:
-  /// "builtin" (the bundled kernel at production tiles), "builtin:q_tile=2,k_tile=3,split_keys=6"
-  /// (tiny tiles, so tile edges show on small shapes), "naive" (the in-tree naive f32 kernel),
-  /// or a path to a plugin exporting attncheck_subject_v1. Throws input_error
-  /// naming "subject" when it cannot be loaded or its ABI version differs.
+  /// One grammar for every subject: NAME|PATH[:key=value,...].
+  ///   builtin[:q_tile=N,k_tile=N,split_keys=N]  the bundled kernel (0 or absent: production tiles)
+  ///   builtin:tiles=tiny                        the same with the named tiny tiles (tiny_tiles below)
+  ///   naive                                     the in-tree naive f32 kernel (no options)
+  ///   path/to/plugin.so[:options]               a plugin; ABI v2 gets the options, ABI v1 takes none
+  /// Each call makes an independent instance. Throws input_error naming
+  /// "subject" when it cannot be loaded, refuses its options or declares
+  /// absurd numbers (u outside [2^-64, 2^-8], exp_ulps outside [0, 4096]).
   static std::shared_ptr<subject> load(const std::string& spec);
-  /// Wraps a descriptor that lives in this process (no dlopen).
+  /// Wraps a version 1 descriptor that lives in this process (no dlopen).
   static std::shared_ptr<subject> wrap(const attncheck_subject* desc, std::string spec);
+  /// Takes ownership of a version 2 instance (destroyed with the subject).
+  static std::shared_ptr<subject> adopt(attncheck_instance* inst, std::string spec);
 
   ~subject();
   subject(const subject&) = delete;
   subject& operator=(const subject&) = delete;
 
-  const attncheck_subject& desc() const { return *desc_; }
+  const attncheck_instance& desc() const { return *inst_; }
   const std::string& spec() const { return spec_; }
-  std::string name() const { return desc_->name ? desc_->name : spec_; }
+  std::string name() const { return inst_->name ? inst_->name : spec_; }
+  /// 1 or 2: the ABI the subject was built against.
+  unsigned abi() const { return abi_; }
 
   /// Empty when the subject can take this case; otherwise why not (dtype,
   /// mask kind, ...), which makes a law report "skipped".
   std::string cannot_take(const attn_case& c, bool want_lse = false) const;
-  bool has(std::uint32_t feature) const { return (desc_->features & feature) != 0; }
-  bool claims(std::uint32_t invariance) const { return (desc_->invariances & invariance) != 0; }
+  bool has(std::uint32_t feature) const { return (inst_->features & feature) != 0; }
+  bool claims(std::uint32_t invariance) const { return (inst_->invariances & invariance) != 0; }
   bool has_lse() const { return has(ATTNCHECK_FEATURE_LSE); }
 
-  /// nb for the bound on this case.
+  /// nb for the bound on this case: the subject's declaration, at least 1 and
+  /// capped at max(1, 2 Lk) (one rescale and one merge per key at most).
   std::int64_t key_blocks(const attn_case& c) const;
+  /// The subject's size hints; a subject without any gets the common production values.
+  const attncheck_size_hints& hints() const { return hints_; }
+  /// True when the subject declared no size hints of its own.
+  bool default_hints() const { return default_hints_; }
+  /// The declared bound numbers, with nb sampled at a few lengths.
+  declared_numbers declared() const;
 
   /// Runs attend on a materialized case. threads: 0 = subject default.
   subject_output attend(const attn_case& c, int threads = 0) const;
@@ -79,17 +100,25 @@ class subject {
   subject_output attend_cached(const attn_case& c, const cache_plan& plan, int threads = 0) const;
 
  private:
-  subject(const attncheck_subject* desc, void* handle, std::string spec);
-  const attncheck_subject* desc_;
+  subject(attncheck_instance* inst, void* handle, std::string spec, unsigned abi);
+  attncheck_instance* inst_;
   void* handle_;
   std::string spec_;
+  unsigned abi_;
+  attncheck_size_hints hints_{};
+  bool default_hints_ = false;
 };
 
-/// The bundled implementation's descriptor (properties/subjects/builtin).
-const attncheck_subject* builtin_subject();
-/// Tile sizes of the bundled implementation for this process (0 = production default).
-void configure_builtin(std::int64_t q_tile, std::int64_t k_tile, std::int64_t split_keys);
-/// The in-tree naive f32 kernel's descriptor (properties/subjects/naive).
+/// The named tiny-tile configuration of the bundled kernel: tiles so small
+/// that tile edges, rescales and split merges show on the small shapes laws shrink to.
+inline constexpr const char* tiny_tiles = "q_tile=2,k_tile=3,split_keys=6";
+/// The builtin subject at tiny tiles: "builtin:tiles=tiny".
+inline constexpr const char* builtin_tiny = "builtin:tiles=tiny";
+
+/// Makes an instance of the bundled implementation (properties/subjects/builtin)
+/// from an option string; NULL and a message in err when the options are bad.
+attncheck_instance* builtin_instance(const char* options, char* err, std::size_t err_len);
+/// The in-tree naive f32 kernel's descriptor (properties/subjects/naive), ABI v1.
 const attncheck_subject* naive_subject();
 
 }  // namespace attncheck

@@ -12,11 +12,12 @@ namespace attncheck::builtin {
 namespace {
 
 struct cache_handle {
+  const instance* owner;
   attncheck_dtype dtype;
   std::optional<attnimpl::paged_kv_cache> cache;
 };
 
-void* create(const attncheck_cache_config* cfg, char* err, std::size_t err_len) {
+void* create(void* state, const attncheck_cache_config* cfg, char* err, std::size_t err_len) {
   if (cfg->b < 1 || cfg->page_size < 1 || cfg->capacity < 0) {
     write_err(err, err_len, "cache config: b and page_size must be >= 1, capacity >= 0");
     return nullptr;
@@ -36,7 +37,7 @@ void* create(const attncheck_cache_config* cfg, char* err, std::size_t err_len) 
     }
     for (std::int64_t i = 0; i < cfg->page_count; ++i) order.push_back(static_cast<std::int32_t>(cfg->page_order[i]));
   }
-  auto* h = new (std::nothrow) cache_handle{cfg->dtype, std::nullopt};
+  auto* h = new (std::nothrow) cache_handle{static_cast<const instance*>(state), cfg->dtype, std::nullopt};
   if (!h) return nullptr;
   const auto st = attnimpl::paged_kv_cache::create(c, std::move(order), h->cache);
   if (!st.ok()) {
@@ -47,7 +48,7 @@ void* create(const attncheck_cache_config* cfg, char* err, std::size_t err_len) 
   return h;
 }
 
-int append(void* cache, const attncheck_tensor* k, const attncheck_tensor* v, std::int64_t, const std::int64_t* count, char* err,
+int append(void*, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, std::int64_t, const std::int64_t* count, char* err,
            std::size_t err_len) {
   auto* h = static_cast<cache_handle*>(cache);
   const std::size_t width = h->dtype == ATTNCHECK_F32 ? 4 : 2;
@@ -66,7 +67,7 @@ int append(void* cache, const attncheck_tensor* k, const attncheck_tensor* v, st
   return 0;
 }
 
-int attend(void* cache, const attncheck_problem* p, char* err, std::size_t err_len) {
+int attend(void*, void* cache, const attncheck_problem* p, char* err, std::size_t err_len) {
   auto* h = static_cast<cache_handle*>(cache);
   attnimpl::cache_attention_args a;
   a.hq = p->hq;
@@ -77,7 +78,7 @@ int attend(void* cache, const attncheck_problem* p, char* err, std::size_t err_l
   if (p->lse) a.lse = {p->lse, {p->lse_stride[0], p->lse_stride[1], p->lse_stride[2]}};
   a.scale = p->scale;
   a.causal = p->causal != 0;
-  const auto st = h->cache->attend(a, config_for(p));
+  const auto st = h->cache->attend(a, config_for(h->owner, p));
   if (!st.ok()) {
     write_err(err, err_len, st.message);
     return 1;
@@ -85,11 +86,11 @@ int attend(void* cache, const attncheck_problem* p, char* err, std::size_t err_l
   return 0;
 }
 
-void release(void* cache) { delete static_cast<cache_handle*>(cache); }
+void release(void*, void* cache) { delete static_cast<cache_handle*>(cache); }
 
 }  // namespace
 
-void install_cache(attncheck_subject& d) {
+void install_cache(attncheck_instance& d) {
   d.features |= ATTNCHECK_FEATURE_CACHE;
   // Same engine, key blocks at fixed absolute positions: prefill == any chunking, bit for bit.
   d.invariances |= ATTNCHECK_CLAIM_CACHE;

@@ -8,14 +8,23 @@
 
 namespace attncheck::builtin {
 
-attnimpl::dtype to_impl(attncheck_dtype t);
-attnimpl::config config_for(const attncheck_problem* p);
-/// Tile sizes every later call uses (0 = the kernel's production default).
-void set_tiles(std::int64_t q_tile, std::int64_t k_tile, std::int64_t split_keys);
-void write_err(char* err, std::size_t len, const std::string& msg);
+/// One instance of the builtin subject: its own tiles and its descriptor
+/// (desc.state points back here).
+struct instance {
+  attnimpl::config tiles{};  ///< 0: the kernel's production default
+  std::string name;
+  attncheck_instance desc{};
+};
 
-/// Sets the cache_* entry points, the cache feature and the cache claim when
-/// the bundled kernel has a cache; leaves d alone otherwise.
-void install_cache(attncheck_subject& d);
+attnimpl::dtype to_impl(attncheck_dtype t);
+attnimpl::config config_for(const instance* in, const attncheck_problem* p);
+void write_err(char* err, std::size_t len, const std::string& msg);
+/// Parses "q_tile=N,k_tile=N,split_keys=N" or "tiles=tiny"; false and why on a bad item.
+bool parse_options(const char* options, attnimpl::config& tiles, std::string& why);
+/// Fills in.desc for the instance's tiles (name, features, claims, bound numbers, hints, entry points).
+void describe(instance& in, const char* name);
+
+/// Sets the cache_* entry points, the cache feature and the cache claim.
+void install_cache(attncheck_instance& d);
 
 }  // namespace attncheck::builtin

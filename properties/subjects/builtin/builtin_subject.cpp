@@ -1,16 +1,18 @@
-// The bundled kernel (impl/) behind the subject ABI: the gate checks it
-// through exactly the interface a plugin uses.
+// The bundled kernel (impl/) behind the subject ABI (version 2): the gate
+// checks it through exactly the interface a plugin uses. Each instance keeps
+// its own tile sizes, parsed from its option string.
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 #include "attncheck/subject.h"
 #include "attncheck/subject_host.hpp"
 #include "attnimpl/attention.hpp"
 #include "builtin_cache.hpp"
 
-namespace attncheck {
-
-namespace builtin {
+namespace attncheck::builtin {
 
 attnimpl::dtype to_impl(attncheck_dtype t) {
   switch (t) {
@@ -20,17 +22,8 @@ attnimpl::dtype to_impl(attncheck_dtype t) {
   }
 }
 
-namespace {
-// Tile sizes for the whole process, set by subject::load("builtin:k_tile=3,...").
-attnimpl::config tiles{};
-}  // namespace
-
-void set_tiles(std::int64_t q_tile, std::int64_t k_tile, std::int64_t split_keys) {
-  tiles.q_tile = q_tile, tiles.k_tile = k_tile, tiles.split_keys = split_keys;
-}
-
-attnimpl::config config_for(const attncheck_problem* p) {
-  attnimpl::config cfg = tiles;
+attnimpl::config config_for(const instance* in, const attncheck_problem* p) {
+  attnimpl::config cfg = in->tiles;
   cfg.threads = p->threads;
   return cfg;
 }
@@ -39,9 +32,44 @@ void write_err(char* err, std::size_t len, const std::string& msg) {
   if (err && len) std::snprintf(err, len, "%s", msg.c_str());
 }
 
+bool parse_options(const char* options, attnimpl::config& tiles, std::string& why) {
+  std::string rest = options ? options : "";
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string item = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    const auto eq = item.find('=');
+    const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    if (key == "tiles") {
+      if (value == "tiny") {
+        tiles.q_tile = 2, tiles.k_tile = 3, tiles.split_keys = 6;  // tiny_tiles in subject_host.hpp
+        continue;
+      }
+      if (value == "production") {
+        tiles.q_tile = 0, tiles.k_tile = 0, tiles.split_keys = 0;
+        continue;
+      }
+      why = "'" + item + "': tiles takes tiny or production";
+      return false;
+    }
+    std::int64_t* slot = key == "q_tile" ? &tiles.q_tile : key == "k_tile" ? &tiles.k_tile : key == "split_keys" ? &tiles.split_keys : nullptr;
+    std::int64_t v = -1;
+    if (slot) {
+      auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec != std::errc() || ptr != value.data() + value.size()) v = -1;
+    }
+    if (!slot || v < 0 || v > 65536) {
+      why = "'" + item + "': expected q_tile=N, k_tile=N or split_keys=N with N in [0, 65536] (0: production), or tiles=tiny";
+      return false;
+    }
+    *slot = v;
+  }
+  return true;
+}
+
 namespace {
 
-int attend(const attncheck_problem* p, char* err, std::size_t err_len) {
+int attend(void* state, const attncheck_problem* p, char* err, std::size_t err_len) {
   attnimpl::attention_args a;
   a.dims = {p->b, p->hq, p->hkv, p->lq, p->lk, p->d, p->dv};
   const auto t = to_impl(p->dtype);
@@ -54,7 +82,7 @@ int attend(const attncheck_problem* p, char* err, std::size_t err_len) {
   a.causal = p->causal != 0;
   a.key_len = p->key_len;
   if (p->mask) a.mask = {p->mask, {p->mask_stride[0], p->mask_stride[1], p->mask_stride[2], p->mask_stride[3]}};
-  const auto st = attnimpl::attention(a, config_for(p));
+  const auto st = attnimpl::attention(a, config_for(static_cast<instance*>(state), p));
   if (!st.ok()) {
     write_err(err, err_len, st.message);
     return 1;
@@ -62,36 +90,65 @@ int attend(const attncheck_problem* p, char* err, std::size_t err_len) {
   return 0;
 }
 
-std::int64_t key_blocks(const attncheck_problem* p) { return attnimpl::key_blocks(p->lk, config_for(p)); }
+std::int64_t key_blocks(void* state, const attncheck_problem* p) {
+  return attnimpl::key_blocks(p->lk, config_for(static_cast<instance*>(state), p));
+}
 
-attncheck_subject make_desc() {
-  attncheck_subject d{};
-  d.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION;
-  d.name = "attnimpl";
+void destroy(attncheck_instance* self) { delete static_cast<instance*>(self->state); }
+
+}  // namespace
+
+void describe(instance& in, const char* name) {
+  attncheck_instance& d = in.desc;
+  d.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_2;
+  d.struct_size = sizeof d;
+  const attnimpl::config& t = in.tiles;
+  in.name = name;
+  if (t.q_tile || t.k_tile || t.split_keys)
+    in.name += " q_tile=" + std::to_string(t.q_tile) + ",k_tile=" + std::to_string(t.k_tile) + ",split_keys=" +
+               std::to_string(t.split_keys);
+  d.name = in.name.c_str();
   d.dtypes = (1u << ATTNCHECK_F32) | (1u << ATTNCHECK_F16) | (1u << ATTNCHECK_BF16);
   d.features = ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_PADDING | ATTNCHECK_FEATURE_MASK | ATTNCHECK_FEATURE_LSE |
                ATTNCHECK_FEATURE_THREADS;
-  // Block boundaries at fixed key positions and a fixed merge order (impl/README):
+  // Block boundaries at fixed key positions and a fixed merge order (docs/impl.md):
   d.invariances = ATTNCHECK_CLAIM_DETERMINISTIC | ATTNCHECK_CLAIM_THREADS | ATTNCHECK_CLAIM_BATCH |
                   ATTNCHECK_CLAIM_LAYOUT | ATTNCHECK_CLAIM_LQ;
   d.compute_unit_roundoff = 0x1p-24;
   d.exp_ulps = attnimpl::exp_ulps();
+  // Where the kernel changes path: its tiles as resolved, the query tile of
+  // each group size (max(1, 128 / G) rows), and the 8-wide vectors of D and Dv.
+  attnimpl::config r = attnimpl::resolve(t);
+  d.hints.q_tile = t.q_tile > 0 ? t.q_tile : 128;
+  d.hints.k_tile = r.k_tile;
+  d.hints.split_keys = r.split_keys;
+  if (t.q_tile <= 0) {
+    const std::int64_t per_group[] = {64, 42, 32, 16, 8};
+    for (int i = 0; i < 5; ++i) d.hints.lengths[i] = per_group[i];
+  }
+  d.hints.head_dims[0] = 8;
+  d.state = &in;
   d.key_blocks = key_blocks;
   d.attend = attend;
+  d.destroy = destroy;
   install_cache(d);
-  return d;
 }
 
-}  // namespace
-}  // namespace builtin
+}  // namespace attncheck::builtin
 
-void configure_builtin(std::int64_t q_tile, std::int64_t k_tile, std::int64_t split_keys) {
-  builtin::set_tiles(q_tile, k_tile, split_keys);
-}
+namespace attncheck {
 
-const attncheck_subject* builtin_subject() {
-  static const attncheck_subject desc = builtin::make_desc();
-  return &desc;
+attncheck_instance* builtin_instance(const char* options, char* err, std::size_t err_len) {
+  auto* in = new (std::nothrow) builtin::instance{};
+  if (!in) return nullptr;
+  std::string why;
+  if (!builtin::parse_options(options, in->tiles, why)) {
+    builtin::write_err(err, err_len, why);
+    delete in;
+    return nullptr;
+  }
+  builtin::describe(*in, "attnimpl");
+  return &in->desc;
 }
 
 }  // namespace attncheck

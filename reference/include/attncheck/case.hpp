@@ -38,6 +38,11 @@ enum class value_kind : std::uint8_t {
   equal_keys,  ///< every key the same: weights uniform
   huge_v,      ///< |V| ~ 1e3..1e30 (clipped to the type)
   tiny_v,      ///< |V| near the smallest normal, subnormals included
+  far_below,   ///< every score of a row near -C, C in 1e4..1e30 (f32/bf16) or up to 6e4 (f16): a shared offset far below 0
+  far_above,   ///< every score of a row near +C: a shared offset far above 0
+  underflow_gaps, ///< gaps below the row maximum spread over [0, 120], across exp's underflow (~87 normal, ~104 subnormal)
+  masked_lead, ///< far_below scores, and a mask (when the case has one) that blanks the leading keys [0, 2^k), 2^k < Lk
+  max_v,       ///< |V| in [M/2, M], M the largest value an f32 accumulator of Lk terms holds (type max for f16)
 };
 std::string_view name(value_kind k);
 std::optional<value_kind> parse_value_kind(std::string_view s);

@@ -10,7 +10,7 @@ namespace attncheck {
 namespace {
 
 // Enum <-> name tables; the names are the one-line form's spelling.
-constexpr std::array<std::pair<value_kind, std::string_view>, 8> value_names{{
+constexpr std::array<std::pair<value_kind, std::string_view>, 13> value_names{{
     {value_kind::dyadic, "dyadic"},
     {value_kind::normal, "normal"},
     {value_kind::uniform, "uniform"},
@@ -19,6 +19,11 @@ constexpr std::array<std::pair<value_kind, std::string_view>, 8> value_names{{
     {value_kind::equal_keys, "equal_keys"},
     {value_kind::huge_v, "huge_v"},
     {value_kind::tiny_v, "tiny_v"},
+    {value_kind::far_below, "far_below"},
+    {value_kind::far_above, "far_above"},
+    {value_kind::underflow_gaps, "underflow_gaps"},
+    {value_kind::masked_lead, "masked_lead"},
+    {value_kind::max_v, "max_v"},
 }};
 constexpr std::array<std::pair<layout_kind, std::string_view>, 3> layout_names{{
     {layout_kind::bshd, "bshd"},

@@ -191,7 +191,7 @@ void read_header(const json& j, attn_case& c, const case_limits& limits) {
     if (!mask) fail("mask", "missing (mask_shape is given)");
   }
   c.type = as_enum(j, "dtype", parse_dtype, "f32, f16, bf16");
-  if (find(j, "values")) c.values = as_enum(j, "values", parse_value_kind, "dyadic, normal, uniform, large_logits, dominant, equal_keys, huge_v, tiny_v");
+  if (find(j, "values")) c.values = as_enum(j, "values", parse_value_kind, "dyadic, normal, uniform, large_logits, dominant, equal_keys, huge_v, tiny_v, far_below, far_above, underflow_gaps, masked_lead, max_v");
   if (find(j, "layout")) c.layout = as_enum(j, "layout", parse_layout_kind, "bshd, bhsd, padded");
   if (find(j, "poison")) c.poison = as_enum(j, "poison", parse_poison_kind, "none, nan, big");
   if (const json* s = find(j, "seed")) {

@@ -106,7 +106,7 @@ void validate(const attn_case& c, bool tensors_required, const case_limits& limi
   if (c.hq % c.hkv != 0) fail("hkv", "hq=" + str(c.hq) + " is not a multiple of hkv=" + str(c.hkv));
 
   if (static_cast<int>(c.type) > static_cast<int>(dtype::bf16)) fail("dtype", "is not f32, f16 or bf16");
-  if (static_cast<int>(c.values) > static_cast<int>(value_kind::tiny_v)) fail("values", "is not a known value kind");
+  if (static_cast<int>(c.values) > static_cast<int>(value_kind::max_v)) fail("values", "is not a known value kind");
   if (static_cast<int>(c.layout) > static_cast<int>(layout_kind::padded)) fail("layout", "is not a known layout");
   if (static_cast<int>(c.poison) > static_cast<int>(poison_kind::big)) fail("poison", "is not a known poison");
   if (c.scale && !std::isfinite(*c.scale)) fail("scale", "must be finite");

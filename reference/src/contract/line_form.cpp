@@ -161,7 +161,7 @@ attn_case parse_line(std::string_view line, const case_limits& limits) {
     } else if (key == "values") {
       need_value();
       const auto v = parse_value_kind(val);
-      if (!v) fail("values", quoted(val) + " is not one of dyadic, normal, uniform, large_logits, dominant, equal_keys, huge_v, tiny_v");
+      if (!v) fail("values", quoted(val) + " is not one of dyadic, normal, uniform, large_logits, dominant, equal_keys, huge_v, tiny_v, far_below, far_above, underflow_gaps, masked_lead, max_v");
       c.values = *v;
     } else if (key == "layout") {
       need_value();

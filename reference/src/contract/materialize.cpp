@@ -15,20 +15,27 @@ namespace {
 using detail::random_stream;
 
 // Stream tags: one per consumer, so adding a draw to one never shifts another.
-enum stream_tag : std::uint64_t { tag_q = 1, tag_k, tag_v, tag_mask, tag_dominant, tag_poison };
+enum stream_tag : std::uint64_t { tag_q = 1, tag_k, tag_v, tag_mask, tag_dominant, tag_poison, tag_offset };
 
-// Largest |score| large_logits aims for: ~1e4 in f32 (exp(s) overflows f32
-// beyond 88, so any kernel without the max shift breaks); just under f16's
-// 65504 for f16, where Q and K are stored near their own limits; for bf16
-// (f32's exponent range) 1e30 leaves f32 room for the D-term sums.
+// Largest |score| large_logits aims for: ~1e4 in f32 and bf16 (exp(s)
+// overflows f32 beyond 88, so any kernel without the max shift breaks, while
+// gamma_(D+2) T stays below 1, so the analytic bound is finite and O is judged,
+// not only held to the hull); just under f16's 65504 for f16, where Q and K
+// are stored near their own limits. Magnitudes up to 1e30 come from far_below
+// and far_above.
 double logit_target(dtype t) {
   switch (t) {
     case dtype::f32: return 1e4;
     case dtype::f16: return 6e4;
-    case dtype::bf16: return 1e30;
+    case dtype::bf16: return 1e4;
   }
   return 1e4;
 }
+
+// Offset of far_below / far_above rows: |scores| ~ 2^13 .. 2^100 (8e3 .. 1e30)
+// in f32 and bf16 (f32's range, with room for the D-term sums), 2^13 .. 2^15
+// in f16 (up to ~6e4, where Q and K stay well inside f16).
+int offset_exponent_max(dtype t) { return t == dtype::f16 ? 15 : 100; }
 
 // Score gap of the dominant key: exp(-30) ~ 1e-13 is below f32 resolution.
 constexpr double dominant_gap = 30.0;
@@ -54,6 +61,25 @@ class value_source {
       dominant_amp_ = std::min(2.0 * (dominant_gap / (s * dd) + 1.0), largest_finite(c.type));
     }
     if (c.effective_scale() < 0) dominant_amp_ = -dominant_amp_;
+    if (s > 0) {
+      // far_below / far_above / masked_lead: dimension 0 of every Q row is a,
+      // of every K row -+b, with scale * a * b = C: every score is -+C plus the
+      // O(1) scores of the other dimensions. C = m 2^e, m in [1, 2), e uniform.
+      const random_stream off(c.seed, tag_offset);
+      const int e = 13 + static_cast<int>(off.below(offset_exponent_max(c.type) - 13 + 1, {0}));
+      const double target = std::ldexp(1.0 + off.uniform({1}), e);
+      offset_q_ = std::min(std::sqrt(target / s), largest_finite(c.type) / 2);
+      offset_k_ = std::min(target / (s * offset_q_), largest_finite(c.type) / 2);
+      if (c.values == value_kind::far_below || c.values == value_kind::masked_lead) offset_k_ = -offset_k_;
+      if (c.effective_scale() < 0) offset_k_ = -offset_k_;
+      // underflow_gaps: dimension 0 of Q is 1, of K_j is -gap_j / scale with
+      // gap_j in [0, 120]; the other dimensions are zero (exact scores).
+      gap_unit_ = 1.0 / s;
+      if (c.effective_scale() < 0) gap_unit_ = -gap_unit_;
+    }
+    // max_v: the largest |V| an f32 sum of Lk terms of weight <= 1 holds with
+    // room (the bound's accumulator rule), and at most the type's own maximum.
+    max_v_ = std::min(largest_finite(c.type), 0x1.fffffep127 / (4.0 * static_cast<double>(std::max<std::int64_t>(1, c.lk))));
   }
 
   double q(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t x) const {
@@ -62,6 +88,10 @@ class value_source {
       case value_kind::uniform: return uniform(q_, b, i, h, x);
       case value_kind::large_logits: return logit_amp_ * signed_half_to_one(q_, b, i, h, x);
       case value_kind::dominant: return 0.5 + 0.5 * q_.uniform({b, i, h, x});  // positive: every row favours the big key
+      case value_kind::far_below:
+      case value_kind::far_above:
+      case value_kind::masked_lead: return x == 0 ? offset_q_ : uniform(q_, b, i, h, x);
+      case value_kind::underflow_gaps: return x == 0 ? 1.0 : 0.0;
       default: return q_.normal(b, i, h, x);
     }
   }
@@ -73,6 +103,10 @@ class value_source {
       case value_kind::large_logits: return logit_amp_ * signed_half_to_one(k_, b, j, g, x);
       case value_kind::dominant: return j == dominant_key(b, g) ? dominant_amp_ : uniform(k_, b, j, g, x);
       case value_kind::equal_keys: return k_.normal(0, 0, 0, x);  // one row, repeated everywhere
+      case value_kind::far_below:
+      case value_kind::far_above:
+      case value_kind::masked_lead: return x == 0 ? offset_k_ : uniform(k_, b, j, g, x);
+      case value_kind::underflow_gaps: return x == 0 ? -gap_unit_ * 120.0 * k_.uniform({b, j, g}) : 0.0;
       default: return k_.normal(b, j, g, x);
     }
   }
@@ -90,6 +124,10 @@ class value_source {
         // Three binades below the smallest normal (subnormals) and three above.
         const int lo = min_normal_exponent(c_.type) - 3;
         return binade_value(v_, b, j, g, e, lo, lo + 5);
+      }
+      case value_kind::max_v: {
+        const std::uint64_t bits = v_.bits({b, j, g, e});
+        return clip(sign_of(bits) * max_v_ * (0.5 + static_cast<double>(bits >> 12) * 0x1p-53), c_.type);
       }
       default: return v_.normal(b, j, g, e);
     }
@@ -130,19 +168,28 @@ class value_source {
   random_stream q_, k_, v_, dom_;
   double logit_amp_ = 1.0;
   double dominant_amp_ = 2.0;
+  double offset_q_ = 1.0, offset_k_ = 1.0, gap_unit_ = 1.0, max_v_ = 1.0;
 };
 
 // Mask rows: one in eight all-false, one in eight all-true, the rest random
-// bits at density 1/2, so masks are never only all-or-nothing.
+// bits at density 1/2, so masks are never only all-or-nothing. masked_lead:
+// every row blanks keys [0, 2^k) for the largest 2^k < Lk (whole leading
+// tiles of any power-of-two tile size) and allows the rest.
 void fill_mask(attn_case& c) {
   const auto& s = c.mask_shape;
   c.mask.assign(static_cast<std::size_t>(s[0] * s[1] * s[2] * s[3]), 0);
   const random_stream r(c.seed, tag_mask);
   const std::int64_t rows = s[0] * s[1] * s[2];
+  std::int64_t lead = 1;
+  while (2 * lead < s[3]) lead *= 2;
+  if (s[3] <= 1) lead = 0;
   for (std::int64_t row = 0; row < rows; ++row) {
     const std::int64_t kind = r.below(8, {row, -1});
     for (std::int64_t j = 0; j < s[3]; ++j) {
-      const bool allowed = kind == 0 ? false : kind == 1 ? true : (r.bits({row, j}) & 1) != 0;
+      const bool allowed = c.values == value_kind::masked_lead ? j >= lead
+                           : kind == 0                          ? false
+                           : kind == 1                          ? true
+                                                                : (r.bits({row, j}) & 1) != 0;
       c.mask[static_cast<std::size_t>(row * s[3] + j)] = allowed ? 1 : 0;
     }
   }
