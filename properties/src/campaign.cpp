@@ -43,9 +43,15 @@ campaign_stats stats_from(const nlohmann::json& j) {
   return s;
 }
 
+// Cases judged by the oracle's fast tier (auto_tier), per dtype.
+using tier_counts = std::map<std::string, std::int64_t>;
+
 // Cases first..last-1 of the campaign; case k is drawn with seed opt.seed + k.
+// The oracle is auto_tier: its fast binary64 tier where that tier's own error
+// is at most 2^-20 of the bound on every element, mpfr50 otherwise
+// (docs/oracle.md, "Tiers"); fast counts the cases the fast tier judged.
 std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign_options& opt, std::int64_t first,
-                                                std::int64_t last) {
+                                                std::int64_t last, tier_counts& fast) {
   std::map<std::string, campaign_stats> by;
   gen_options g;
   g.max_work = opt.max_work;
@@ -56,9 +62,10 @@ std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign
     if (opt.only_type) c.type = *opt.only_type;
     materialize(c);
     const auto out = s.attend(c);
-    const oracle_result ref = reference(c, oracle_options_for(s, c, oracle_precision::mpfr50));
+    const oracle_result ref = reference(c, oracle_options_for(s, c, oracle_precision::auto_tier));
     auto& st = by[std::string(name(c.type))];
     ++st.cases;
+    if (ref.tier == oracle_tier::fast_binary64) ++fast[std::string(name(c.type))];
     comparison worst;  // per element: every ratio goes into the histogram
     worst.overflow_threshold = overflow_threshold(c.type);
     bool violated = false;
@@ -135,9 +142,10 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
   if (opt.jobs < 1 || opt.jobs > 64) throw input_error("--jobs", "must be in [1, 64]");
   const auto s = subject::load(opt.subject);
   campaign_result r;
+  tier_counts fast;
   const auto start = std::chrono::steady_clock::now();
   if (opt.jobs == 1) {
-    r.by_type = run_slice(*s, opt, 0, opt.cases);
+    r.by_type = run_slice(*s, opt, 0, opt.cases, fast);
   } else {
     // Forked workers, each a contiguous slice; summaries come back as JSON.
     std::vector<child_outcome> outcomes(static_cast<std::size_t>(opt.jobs));
@@ -148,7 +156,11 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
         outcomes[static_cast<std::size_t>(w)] = run_isolated(
             [&] {
               nlohmann::json j;
-              for (const auto& [t, st] : run_slice(*s, opt, first, last)) j[t] = to_json(st);
+              tier_counts slice_fast;
+              for (const auto& [t, st] : run_slice(*s, opt, first, last, slice_fast)) {
+                j[t] = to_json(st);
+                j[t]["fast_tier_cases"] = slice_fast[t];
+              }
               return j.dump();
             },
             1e7);
@@ -158,20 +170,26 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
     for (const auto& co : outcomes) {
       if (!co.completed) throw std::runtime_error("a campaign worker was " + co.describe());
       const auto summary = nlohmann::json::parse(co.payload);  // named: items() refers into it
-      for (const auto& [t, j] : summary.items()) r.by_type[t].add(stats_from(j));
+      for (const auto& [t, j] : summary.items()) {
+        r.by_type[t].add(stats_from(j));
+        fast[t] += j.value("fast_tier_cases", std::int64_t{0});
+      }
     }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::int64_t total = 0;
-  for (const auto& [t, st] : r.by_type) total += st.cases;
+  std::int64_t total = 0, total_fast = 0;
+  for (const auto& [t, st] : r.by_type) total += st.cases, total_fast += fast[t];
   out << "attncheck campaign: subject " << s->name() << " (" << opt.subject << "), " << total << " cases, seed " << opt.seed
       << ", jobs " << opt.jobs << "\n";
+  out << "oracle: auto_tier: fast binary64 tier judged " << total_fast << " of " << total << " cases ("
+      << percent(total_fast, total) << "), mpfr50 the rest\n";
   char rate[64];
   std::snprintf(rate, sizeof rate, "%.1f s, %.0f cases/s", r.seconds, static_cast<double>(total) / r.seconds);
   out << "time: " << rate << "\n";
   for (const auto& [t, st] : r.by_type) {
     out << "\n[" << t << "] " << st.cases << " cases, " << st.elements << " elements (O and LSE), violations " << st.violations
         << " in " << st.violating_cases << " cases\n";
+    out << "  judged by the fast oracle tier: " << fast[t] << " cases (" << percent(fast[t], st.cases) << ")\n";
     out << "  observed/bound histogram (per element):\n";
     out << "    " << std::setw(14) << "= 0" << "  " << std::setw(12) << st.histogram[0] << "  " << percent(st.histogram[0], st.elements) << "\n";
     double lo = 0;

@@ -1,6 +1,8 @@
 // oracle_cost: measures the oracle's cost per multiply-add in each real type
-// against plain double, on one fixed case, in one run. Not a test (timings
-// are not pass/fail); docs/oracle.md quotes its output and command.
+// against plain double, on one fixed case, in one run, then the whole oracle
+// (values and bounds) in mpfr50 against auto_tier's fast tier on that case and
+// on Lq = 64, Lk = 1024, D = 128. Not a test (timings are not pass/fail);
+// docs/oracle.md quotes its output and command.
 //
 // Usage: oracle_cost [min_seconds_per_type]   (default 1.0, range > 0)
 #include <chrono>
@@ -9,10 +11,42 @@
 #include <string>
 #include <vector>
 
+#include "attncheck/oracle.hpp"
 #include "oracle_backends.hpp"
 
 namespace attncheck {
 namespace {
+
+// Seconds per multiply-add of reference() (values and bounds) at a precision,
+// run repeatedly for at least min_seconds; the tier of the last run in *tier.
+double reference_seconds_per_madd(const attn_case& c, oracle_precision p, double min_seconds, oracle_tier* tier) {
+  const double madds = static_cast<double>(c.b * c.hq * c.lq * c.lk * (c.d + c.dv));
+  oracle_options opt;
+  opt.precision = p;
+  opt.out_type = c.type;
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  long runs = 0;
+  double elapsed = 0, sink = 0;
+  do {
+    const oracle_result r = reference(c, opt);
+    sink += r.o[0] + r.o_bound[0];
+    *tier = r.tier;
+    ++runs;
+    elapsed = std::chrono::duration<double>(clock::now() - start).count();
+  } while (elapsed < min_seconds);
+  if (sink == 12345.678) std::puts("");
+  return elapsed / (static_cast<double>(runs) * madds);
+}
+
+const char* name_of(oracle_tier t) {
+  switch (t) {
+    case oracle_tier::multiprecision: return "multiprecision";
+    case oracle_tier::binary64: return "binary64";
+    case oracle_tier::fast_binary64: return "fast_binary64";
+  }
+  return "?";
+}
 
 // Shapes of a small prefill: GQA, D = Dv = 64, causal off so every pair counts.
 attn_case cost_case() {
@@ -112,8 +146,8 @@ int main(int argc, char** argv) {
   };
   row("double (bare loop)", 53, bare_double_seconds_per_madd(min_seconds));
   row("double", 53, base);
-  row("static_mpfr_float_50", std::numeric_limits<oracle_detail::mpfr50>::digits,
-      seconds_per_madd<oracle_detail::mpfr50>(c, min_seconds));  // the default
+  const double mpfr50_loops = seconds_per_madd<oracle_detail::mpfr50>(c, min_seconds);  // the default
+  row("static_mpfr_float_50", std::numeric_limits<oracle_detail::mpfr50>::digits, mpfr50_loops);
   row("mpfr_float_50", std::numeric_limits<mp::mpfr_float_50>::digits,
       seconds_per_madd<mp::mpfr_float_50>(c, min_seconds));
   row("cpp_bin_float_50", std::numeric_limits<mp::cpp_bin_float_50>::digits,
@@ -122,6 +156,28 @@ int main(int argc, char** argv) {
       seconds_per_madd<oracle_detail::mpfr100>(c, min_seconds));
   row("cpp_bin_float_100", std::numeric_limits<oracle_detail::cpp_bin100>::digits,
       seconds_per_madd<oracle_detail::cpp_bin100>(c, min_seconds));
+  // The whole oracle, values and bounds: mpfr50 against auto_tier (the fast tier when it accepts).
+  std::printf("reference() with bounds:\n");
+  const auto tiers = [&](const attn_case& cc, double secs) {
+    oracle_tier t_mpfr{}, t_auto{};
+    const double mpfr = reference_seconds_per_madd(cc, oracle_precision::mpfr50, secs, &t_mpfr);
+    const double fast = reference_seconds_per_madd(cc, oracle_precision::auto_tier, secs, &t_auto);
+    std::printf("  %s: %lld multiply-adds\n", to_line(cc).c_str(),
+                static_cast<long long>(cc.b * cc.hq * cc.lq * cc.lk * (cc.d + cc.dv)));
+    std::printf("  %-18s %-15s %9.2f ns/madd\n", "mpfr50", name_of(t_mpfr), mpfr * 1e9);
+    std::printf("  %-18s %-15s %9.2f ns/madd  %8.1fx faster than mpfr50 with bounds, %.1fx than the static_mpfr_float_50 loops alone\n",
+                "auto_tier", name_of(t_auto), fast * 1e9, mpfr / fast, mpfr50_loops / fast);
+  };
+  tiers(c, min_seconds);
+  // The example: Lq = 64, Lk = 1024, D = 128 (one run of mpfr50 takes seconds).
+  attn_case big;
+  big.lq = 64;
+  big.lk = 1024;
+  big.d = 128;
+  big.dv = 128;
+  big.seed = 1;
+  materialize(big);
+  tiers(big, min_seconds);
   std::printf("exp alone (arguments in [-20, 0]):\n");
   const auto exp_row = [&](const char* name, double s) { std::printf("%-20s %9.2f ns/exp\n", name, s * 1e9); };
   exp_row("double", seconds_per_exp<double>(min_seconds));

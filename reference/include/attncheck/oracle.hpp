@@ -23,7 +23,28 @@ enum class oracle_precision : std::uint8_t {
   mpfr100,   ///< self-check: mpfr_float_100
   cpp_bin100,///< self-check on another backend: cpp_bin_float_100
   binary64,  ///< plain double: for cost comparison and fast bound-only use, never as the oracle
+  /// The oracle at a fraction of the cost: the fast binary64 tier, whose own
+  /// error bound is added to o_bound and lse_bound, where that error is at most
+  /// fast_tier_fraction of the bound on every element of the case; otherwise the
+  /// whole case is computed by mpfr50 (docs/oracle.md, "Tiers"). With want_p
+  /// always mpfr50: P carries no bound of its own.
+  auto_tier,
 };
+
+/// Which computation produced an oracle_result.
+enum class oracle_tier : std::uint8_t {
+  multiprecision,  ///< the SPEC loops in mpfr50 (default, and auto_tier's fallback), mpfr100 or cpp_bin100
+  binary64,        ///< oracle_precision::binary64: the same loops in plain double, never the oracle
+  fast_binary64,   ///< auto_tier's fast tier: its own error is inside o_bound and lse_bound
+};
+
+/// auto_tier accepts its fast tier only where, on every element, the bound it
+/// returns exceeds the bound mpfr50 would return by at most this share of it
+/// (its own error plus the slack of evaluating the bound at its values), and
+/// its value lies within half this share of the bound from mpfr50's: a subject
+/// it accepts is within (1 + 2^-19) times the MPFR bound of the MPFR value, and
+/// every subject mpfr50 accepts, it accepts too (docs/oracle.md, "Tiers").
+inline constexpr double fast_tier_fraction = 0x1p-20;
 
 struct oracle_options {
   oracle_precision precision = oracle_precision::mpfr50;
@@ -45,6 +66,7 @@ struct oracle_result {
   std::vector<double> o, o_bound;
   std::vector<double> lse, lse_bound;
   std::vector<double> p;
+  oracle_tier tier = oracle_tier::multiprecision;  ///< what produced O, LSE and P
   std::int64_t b = 0, hq = 0, lq = 0, lk = 0, dv = 0;
 
   std::size_t o_index(std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t e) const {

@@ -2,11 +2,15 @@
 // LSE. Derivation, final formula and what it does not cover: docs/bound.md.
 #pragma once
 
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "attncheck/case.hpp"
 #include "attncheck/dtype.hpp"
 #include "attncheck/oracle.hpp"
+#include "dense_inputs.hpp"
 
 namespace attncheck::oracle_detail {
 
@@ -53,5 +57,69 @@ double gamma_n(double n, double u);
 /// finite, key_blocks < 1.
 void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vector<double>& gap,
                  const std::vector<double>& log_sum, oracle_result& r);
+
+// The row-level pieces of fill_bounds, shared with the fast tier (fast_tier.cpp),
+// which evaluates the same formula at its own values plus their slack.
+
+/// Per-case constants of the bound (validated declaration, types, gammas).
+struct bound_setup {
+  double u = 0, c_exp = 0, nb = 0, u_out = 0, eta_out = 0, u_lse = 0, eta_lse = 0, lse_max = 0;
+  double eta_c = 0, largest_c = 0, g_dot = 0, g_sum = 0, scale = 0, f = 0;
+  bool in_domain = false;  ///< gamma_(D+2) and gamma_(Lk+nb+1) defined
+};
+/// Validates opt.bound (input_error as fill_bounds) and derives the constants.
+bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt);
+
+/// How far the values a row's bound is evaluated at may lie from the MPFR
+/// oracle's (docs/oracle.md, "Tiers"). All zero: they are the oracle's own, and
+/// the bound is fill_bounds' bit for bit. Each field widens the formula's
+/// inputs in the direction that can only raise the bound.
+struct row_slack {
+  double p_rel = 0;      ///< for P_j >= p_floor: P_oracle_j <= P_j (1 + p_rel)
+  double p_floor = 0;    ///< below it P_j is bounded by exp(-gap_lo_j - log_sum_lo) instead
+  double gap_rel = 0;    ///< |gap_oracle_j - gap_j| <= gap_rel gap_j + gap_abs
+  double gap_abs = 0;
+  double log_sum_abs = 0;  ///< |log_sum_oracle - log_sum| <= log_sum_abs
+  double lse_abs = 0;      ///< |LSE_oracle - LSE| <= lse_abs
+};
+
+/// One row's per-key terms of the bound and what the O and LSE formulas need.
+struct row_terms {
+  std::vector<double> p, phi, pk;  ///< per listed key: P_j (raised by the slack), Phi_j, P_j expm1(Phi_j)
+  double b = 0, phi_bar = 0;
+  double nv = 0;
+  bool scores_finite = true;
+  bool unbounded = false;     ///< out of domain or a score may overflow: +inf
+  double worst_score_error = 0;
+};
+
+/// Computes the per-key terms of row (bi, h, i) whose visible keys are `keys`:
+/// raw[k] = sum_d |Q_d K_jd| of keys[k] (d in order), q_abs_sum / q_abs_max of
+/// the query row, p_row and gap_row indexed by key j, log_sum of the row.
+void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs& x, std::size_t key_base,
+                   const std::vector<std::int64_t>& keys, const double* raw, double q_abs_sum,
+                   double q_abs_max, const double* p_row, const double* gap_row, double log_sum,
+                   const row_slack& slack, row_terms& t);
+
+/// Per-column sums over the row's keys, in key order: sum_j pk_j |V_je| (terms
+/// with pk_j or V_je zero skipped: never 0 * inf), sum_j |V_je|, max_j |V_je|.
+struct column_sums {
+  std::vector<double> weighted, v_sum, v_max;
+};
+void row_column_sums(const dense_inputs& x, std::size_t key_base, const std::vector<std::int64_t>& keys,
+                     const double* pk, column_sums& out);
+
+/// The LSE bound of a row at |LSE| <= lse_abs_hi and log L <= log_sum_hi.
+double row_lse_bound(const bound_setup& s, const row_terms& t, double log_sum_hi, double lse, double lse_abs_hi);
+
+/// The O bound of column e at |O_e| <= o_abs_hi.
+double row_o_bound(const bound_setup& s, const row_terms& t, const column_sums& cs, std::size_t e, double o_abs_hi);
+
+/// sum_d |q_d k_d| in d order (the bound's T_j before the scale).
+inline double abs_dot(const double* q, const double* k, std::int64_t d) {
+  double raw = 0;
+  for (std::int64_t i = 0; i < d; ++i) raw += std::fabs(q[i]) * std::fabs(k[i]);
+  return raw;
+}
 
 }  // namespace attncheck::oracle_detail

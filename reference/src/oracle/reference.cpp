@@ -2,9 +2,12 @@
 // result once to double, then computes the SPEC.md bound from those results.
 #include <limits>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "attncheck/oracle.hpp"
 #include "error_bound.hpp"
+#include "fast_tier.hpp"
 #include "oracle_backends.hpp"
 
 namespace attncheck {
@@ -32,6 +35,7 @@ oracle_result run(const attn_case& c, const oracle_options& opt) {
   r.p = rounded_to_double(n.p);
   oracle_detail::fill_bounds(c, opt, n.gap, n.log_sum, r);
   if (!opt.want_p) r.p = {};
+  r.tier = std::is_same_v<Real, double> ? oracle_tier::binary64 : oracle_tier::multiprecision;
   return r;
 }
 
@@ -44,6 +48,13 @@ oracle_result reference(const attn_case& c, const oracle_options& opt) {
     case oracle_precision::mpfr100: return run<oracle_detail::mpfr100>(c, opt);
     case oracle_precision::cpp_bin100: return run<oracle_detail::cpp_bin100>(c, opt);
     case oracle_precision::binary64: return run<double>(c, opt);
+    case oracle_precision::auto_tier: {
+      if (!opt.want_p) {
+        oracle_detail::fast_tier_result f = oracle_detail::fast_tier(c, opt);
+        if (f.accepted) return std::move(f.r);
+      }
+      return run<oracle_detail::mpfr50>(c, opt);
+    }
   }
   throw input_error("precision", "unknown oracle precision");
 }

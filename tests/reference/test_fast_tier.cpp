@@ -1,0 +1,409 @@
+// The oracle's fast tier (oracle_precision::auto_tier) against the MPFR oracle
+// on thousands of seeded cases, adversarial ones included: on every element
+// the fast values lie within the fast tier's own error bound of the MPFR
+// values, and where the tier chooser accepts the fast tier, its bound contains
+// the MPFR bound around the MPFR value and exceeds it by at most
+// fast_tier_fraction. A fast tier that is wrong on purpose is caught.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+
+#include "attncheck/oracle.hpp"
+#include "fast_tier.hpp"
+#include "oracle_backends.hpp"
+#include "oracle_test_support.hpp"
+
+namespace attncheck {
+namespace {
+
+using oracle_detail::fast_tier;
+using oracle_detail::fast_tier_hooks;
+using oracle_detail::fast_tier_result;
+using oracle_testing::base_seed;
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+
+// Random cases drawn by materialize(): most small (every mask, dtype, value kind,
+// layout, poison), some with D and Lk up to a few hundred.
+constexpr int small_cases = 4000;
+constexpr int wide_cases = 600;
+// Hand-built adversarial rows, each kind drawn this many times.
+constexpr int adversarial_per_kind = 200;
+// Caps the wide cases' multiply-adds (MPFR: ~0.5 us each) so the test stays
+// well under a minute on two shared cores.
+constexpr std::int64_t wide_work_cap = 200'000;
+
+std::int64_t work_of(const attn_case& c) { return c.b * c.hq * c.lq * c.lk * (c.d + c.dv); }
+
+// A case with D and Lk up to a few hundred (Dv up to 64): Lk, D and Dv are
+// drawn first, then Lq and the heads shrink until the work fits wide_work_cap;
+// masks, padding, causal, dtype, values at random.
+attn_case any_wide_case(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  attn_case c;
+  c.lk = 1 + below(320);
+  c.d = 1 + below(256);
+  c.dv = 1 + below(64);
+  c.hkv = 1 + below(2);
+  c.hq = c.hkv * (1 + below(2));
+  c.lq = 1 + below(3);
+  while (work_of(c) > wide_work_cap && c.lq > 1) --c.lq;
+  if (work_of(c) > wide_work_cap) c.hq = c.hkv = 1;
+  c.causal = below(2) == 0;
+  if (below(3) == 0) c.key_len = {below(c.lk + 1)};
+  if (below(4) == 0) c.mask_shape = {1, below(2) ? c.hq : 1, below(2) ? c.lq : 1, c.lk};
+  c.type = static_cast<dtype>(below(3));
+  c.values = static_cast<value_kind>(below(8));
+  c.layout = static_cast<layout_kind>(below(3));
+  c.poison = static_cast<poison_kind>(below(3));
+  c.seed = rng();
+  materialize(c);
+  return c;
+}
+
+// The adversarial rows materialize() does not draw on purpose.
+enum class adversary { all_scores_far_below_zero, cancelling_v, gaps_across_exp_underflow, subnormal_scores, big_scale };
+constexpr adversary adversaries[] = {adversary::all_scores_far_below_zero, adversary::cancelling_v,
+                                     adversary::gaps_across_exp_underflow, adversary::subnormal_scores,
+                                     adversary::big_scale};
+const char* name_of(adversary a) {
+  switch (a) {
+    case adversary::all_scores_far_below_zero: return "adv:all_scores_far_below_zero";
+    case adversary::cancelling_v: return "adv:cancelling_v";
+    case adversary::gaps_across_exp_underflow: return "adv:gaps_across_exp_underflow";
+    case adversary::subnormal_scores: return "adv:subnormal_scores";
+    case adversary::big_scale: return "adv:big_scale";
+  }
+  return "?";
+}
+
+attn_case adversarial_case(adversary a, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(-1, 1);
+  attn_case c;
+  c.hq = 2;
+  c.hkv = 1;
+  c.lq = 2;
+  c.lk = 3 + static_cast<std::int64_t>(rng() % 40);
+  c.d = 1 + static_cast<std::int64_t>(rng() % 8);
+  c.dv = 1 + static_cast<std::int64_t>(rng() % 6);
+  c.type = static_cast<dtype>(rng() % 3);
+  c.causal = rng() % 2 == 0;
+  c.seed = seed;
+  if (a == adversary::gaps_across_exp_underflow) c.d = 1, c.scale = 1.0f;
+  if (a == adversary::big_scale) c.scale = static_cast<float>(std::ldexp(1.0, 4 + static_cast<int>(rng() % 10)));
+  c = oracle_testing::with_zero_tensors(c);
+  for (std::int64_t i = 0; i < c.lq; ++i)
+    for (std::int64_t h = 0; h < c.hq; ++h)
+      for (std::int64_t d = 0; d < c.d; ++d) {
+        double q = unit(rng);
+        if (a == adversary::all_scores_far_below_zero) q = 30 + 10 * std::fabs(q);  // K < 0 below: every S << 0
+        if (a == adversary::gaps_across_exp_underflow) q = 1;
+        if (a == adversary::subnormal_scores) q = std::ldexp(unit(rng), -70);
+        c.q.set(0, i, h, d, q);
+      }
+  for (std::int64_t j = 0; j < c.lk; ++j) {
+    for (std::int64_t d = 0; d < c.d; ++d) {
+      double k = unit(rng);
+      if (a == adversary::all_scores_far_below_zero) k = -(20 + 10 * std::fabs(k));
+      // Scores 0 and -(690 .. 790): weights that are normal, subnormal and 0 in binary64.
+      if (a == adversary::gaps_across_exp_underflow) k = j == 0 ? 0.0 : -(690.0 + static_cast<double>(rng() % 100));
+      if (a == adversary::subnormal_scores) k = std::ldexp(unit(rng), -70);
+      c.k.set(0, j, 0, d, k);
+    }
+    for (std::int64_t e = 0; e < c.dv; ++e) {
+      double v = unit(rng);
+      // V of both signs that nearly cancel: O far below sum_j P_j |V_je|.
+      if (a == adversary::cancelling_v) v = (j % 2 ? -1.0 : 1.0) * (1 + std::ldexp(static_cast<double>(rng() % 8), -9));
+      c.v.set(0, j, 0, e, v);
+    }
+  }
+  return c;
+}
+
+oracle_options options_for(const attn_case& c, std::uint64_t seed) {
+  oracle_options opt;
+  opt.out_type = c.type;
+  opt.bound.key_blocks = 1 + static_cast<std::int64_t>(seed % 3) * 3;  // 1, 4 or 7 blocks
+  opt.bound.exp_ulps = 1 + static_cast<double>(seed % 2);
+  // One case in five declares binary64 compute: bounds as tight as the fast
+  // tier's own error, where the chooser must fall back.
+  if (seed % 5 == 4) opt.bound.u_compute = 0x1p-53;
+  return opt;
+}
+
+struct tally {
+  long cases = 0, fast = 0;
+  std::map<std::string, long> reasons;  // why the others fell back
+};
+
+struct own_error_check {
+  long elements = 0;  // compared: the own error is finite
+  long outside = 0;   // |fast - mpfr| > own error, or NaN
+  std::string first;
+};
+
+// |fast - mpfr| <= own error on every element with a finite own error.
+void check_own_error(const attn_case& c, const fast_tier_result& f, const oracle_result& m, own_error_check& out) {
+  const auto one = [&](const char* what, std::size_t x, double fast, double mpfr, double own) {
+    if (!std::isfinite(own)) return;
+    ++out.elements;
+    const bool ok = fast == mpfr || std::fabs(fast - mpfr) <= own;  // == : -inf of empty rows
+    if (!ok) {
+      ++out.outside;
+      if (out.first.empty()) {
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "%s[%zu]: fast %.17g mpfr %.17g |diff| %.3g own error %.3g", what, x, fast, mpfr,
+                      std::fabs(fast - mpfr), own);
+        out.first = to_line(c) + "  " + buf;
+      }
+    }
+  };
+  for (std::size_t x = 0; x < m.o.size(); ++x) one("O", x, f.r.o[x], m.o[x], f.o_error[x]);
+  for (std::size_t x = 0; x < m.lse.size(); ++x) one("LSE", x, f.r.lse[x], m.lse[x], f.lse_error[x]);
+}
+
+// Largest ratios seen where the fast tier was accepted, per declared subject.
+struct excess {
+  double over_mpfr = 0;  // (B_fast - B_mpfr) / B_mpfr
+  double own_share = 0;  // E_own / B_fast
+};
+
+// Where the fast tier is accepted: the MPFR acceptance region lies inside the
+// fast one (B_fast >= B_mpfr + |fast - mpfr|), B_fast <= B_mpfr (1 + fraction),
+// and the fast region inside the MPFR one widened by twice the fraction.
+void check_accepted(const attn_case& c, const fast_tier_result& f, const oracle_result& t, const oracle_result& m,
+                    excess& worst) {
+  const auto one = [&](const char* what, std::size_t x, double fast, double mpfr, double b_fast, double b_mpfr,
+                       double own) {
+    ASSERT_TRUE(std::isfinite(b_mpfr)) << what << "[" << x << "] accepted where the MPFR bound is " << b_mpfr << ": "
+                                       << to_line(c);
+    const double diff = fast == mpfr ? 0.0 : std::fabs(fast - mpfr);
+    EXPECT_GE(b_fast, b_mpfr + diff) << what << "[" << x << "] " << to_line(c);
+    EXPECT_LE(b_fast, b_mpfr * (1 + fast_tier_fraction)) << what << "[" << x << "] " << to_line(c);
+    EXPECT_LE(b_fast + diff, b_mpfr * (1 + 2 * fast_tier_fraction)) << what << "[" << x << "] " << to_line(c);
+    if (b_mpfr > 0) worst.over_mpfr = std::max(worst.over_mpfr, (b_fast - b_mpfr) / b_mpfr);
+    if (b_fast > 0) worst.own_share = std::max(worst.own_share, own / b_fast);
+  };
+  for (std::size_t x = 0; x < m.o.size(); ++x)
+    one("O", x, t.o[x], m.o[x], t.o_bound[x], m.o_bound[x], f.o_error[x]);
+  for (std::size_t x = 0; x < m.lse.size(); ++x)
+    one("LSE", x, t.lse[x], m.lse[x], t.lse_bound[x], m.lse_bound[x], f.lse_error[x]);
+}
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t x = 0; x < a.size(); ++x)
+    if (std::memcmp(&a[x], &b[x], sizeof(double)) != 0) return false;
+  return true;
+}
+
+// Runs one case through all three: the fast tier alone, auto_tier and mpfr50.
+void run_case(const attn_case& c, const oracle_options& opt, const std::string& kind, std::map<std::string, tally>& shares,
+              own_error_check& own, std::map<std::string, excess>& worst) {
+  const fast_tier_result f = fast_tier(c, opt);
+  oracle_options mo = opt, to = opt;
+  mo.precision = oracle_precision::mpfr50;
+  to.precision = oracle_precision::auto_tier;
+  const oracle_result m = reference(c, mo);
+  const oracle_result t = reference(c, to);
+  check_own_error(c, f, m, own);
+  const bool binary64_subject = opt.bound.u_compute < 0x1p-24;
+  tally& s = shares[(binary64_subject ? "u=2^-53 " : "") + kind];
+  ++s.cases;
+  if (!f.accepted) ++s.reasons[f.reason.substr(f.reason.find(": ") + 2)];
+  if (f.accepted) {
+    ++s.fast;
+    ASSERT_EQ(t.tier, oracle_tier::fast_binary64) << to_line(c);
+    EXPECT_TRUE(same_bits(t.o, f.r.o) && same_bits(t.lse, f.r.lse)) << to_line(c);
+    check_accepted(c, f, t, m, worst[binary64_subject ? "binary64 subjects" : "f32 subjects"]);
+  } else {
+    // Fallback: the whole case, bit for bit the MPFR oracle.
+    ASSERT_EQ(t.tier, oracle_tier::multiprecision) << to_line(c);
+    EXPECT_TRUE(same_bits(t.o, m.o) && same_bits(t.lse, m.lse) && same_bits(t.o_bound, m.o_bound) &&
+                same_bits(t.lse_bound, m.lse_bound))
+        << to_line(c);
+  }
+}
+
+TEST(fast_tier, within_its_own_error_of_mpfr_and_never_looser_than_the_fraction) {
+  const std::uint64_t seed = base_seed();
+  std::printf("ATTNCHECK_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  std::map<std::string, tally> shares;
+  own_error_check own;
+  std::map<std::string, excess> worst;
+  for (int t = 0; t < small_cases && !::testing::Test::HasFatalFailure(); ++t) {
+    const std::uint64_t s = seed + static_cast<std::uint64_t>(t);
+    const attn_case c = oracle_testing::any_small_case(s);
+    run_case(c, options_for(c, s), std::string(name(c.values)), shares, own, worst);
+  }
+  for (int t = 0; t < wide_cases && !::testing::Test::HasFatalFailure(); ++t) {
+    const std::uint64_t s = seed + 1'000'000 + static_cast<std::uint64_t>(t);
+    const attn_case c = any_wide_case(s);
+    run_case(c, options_for(c, s), "wide:" + std::string(name(c.values)), shares, own, worst);
+  }
+  for (adversary a : adversaries)
+    for (int t = 0; t < adversarial_per_kind && !::testing::Test::HasFatalFailure(); ++t) {
+      const std::uint64_t s = seed + 2'000'000 + static_cast<std::uint64_t>(t) * 8 + static_cast<std::uint64_t>(a);
+      const attn_case c = adversarial_case(a, s);
+      run_case(c, options_for(c, s), name_of(a), shares, own, worst);
+    }
+  EXPECT_EQ(own.outside, 0) << "first: " << own.first;
+  long cases = 0, fast = 0;
+  std::printf("tier shares (cases judged by the fast tier / cases):\n");
+  for (const auto& [kind, s] : shares) {
+    std::printf("  %-36s %5ld / %5ld  %5.1f%%\n", kind.c_str(), s.fast, s.cases, 100.0 * static_cast<double>(s.fast) / static_cast<double>(s.cases));
+    cases += s.cases;
+    fast += s.fast;
+  }
+  std::printf("  %-36s %5ld / %5ld  %5.1f%%\n", "all", fast, cases, 100.0 * static_cast<double>(fast) / static_cast<double>(cases));
+  std::printf("fallback reasons (cases: f32 subjects, binary64 subjects):\n");
+  std::map<std::string, std::pair<long, long>> reasons;
+  for (const auto& [kind, s] : shares)
+    for (const auto& [why, count] : s.reasons)
+      (kind.starts_with("u=") ? reasons[why].second : reasons[why].first) += count;
+  for (const auto& [why, count] : reasons) std::printf("  %5ld %5ld  %s\n", count.first, count.second, why.c_str());
+  std::printf("own error checked on %ld elements\n", own.elements);
+  for (const auto& [who, w] : worst)
+    std::printf("%s, where accepted: largest (B_fast - B_mpfr) / B_mpfr 2^%.1f, largest E_own / B_fast 2^%.1f\n",
+                who.c_str(), std::log2(w.over_mpfr), std::log2(w.own_share));
+  // A chooser that never picks the fast tier would pass every check above.
+  EXPECT_GT(fast, cases / 2);
+  EXPECT_GT(own.elements, 10'000);
+}
+
+oracle_options mpfr50_options(oracle_options opt) {
+  opt.precision = oracle_precision::mpfr50;
+  return opt;
+}
+
+// The chooser's fallbacks, one case each: the whole case goes to mpfr50.
+TEST(fast_tier, falls_back_where_its_error_is_not_small_or_no_bound_exists) {
+  const auto expect_fallback = [](const attn_case& c, const oracle_options& opt, const char* why,
+                                  const char* reason) {
+    const fast_tier_result f = fast_tier(c, opt);
+    EXPECT_FALSE(f.accepted) << why << ": " << to_line(c);
+    EXPECT_NE(f.reason.find(reason), std::string::npos) << why << ": rejected for " << f.reason;
+    oracle_options to = opt;
+    to.precision = oracle_precision::auto_tier;
+    const oracle_result t = reference(c, to), m = reference(c, mpfr50_options(opt));
+    EXPECT_EQ(t.tier, oracle_tier::multiprecision) << why;
+    EXPECT_TRUE(same_bits(t.o, m.o) && same_bits(t.o_bound, m.o_bound) && same_bits(t.lse_bound, m.lse_bound)) << why;
+    std::printf("%-58s -> mpfr50 (%s)\n", why, f.reason.c_str());
+  };
+  // V of both signs cancelling exactly (O = 0) under a binary64 subject's bound:
+  // the fast tier's own error is a sizeable share of that bound.
+  attn_case c;
+  c.lk = 6;
+  c.dv = 2;
+  c = oracle_testing::with_zero_tensors(c);
+  for (std::int64_t j = 0; j < c.lk; ++j)
+    for (std::int64_t e = 0; e < c.dv; ++e) c.v.set(0, j, 0, e, j % 2 ? -1.5 : 1.5);
+  oracle_options tight;
+  tight.bound.u_compute = 0x1p-53;
+  expect_fallback(c, tight, "cancelling V, subject declaring binary64", "O: fast error above its share");
+  EXPECT_TRUE(fast_tier(c, oracle_options{}).accepted) << "the same case under an f32 subject's bound";
+  // A NaN at a visible slot: no bound exists (NaN).
+  attn_case nan_case = c;
+  nan_case.v.set(0, 2, 0, 1, std::numeric_limits<double>::quiet_NaN());
+  expect_fallback(nan_case, oracle_options{}, "NaN in a visible V", "O: SPEC bound not finite");
+  // V near the f32 limit: the SPEC bound is +inf (an accumulator may overflow f32).
+  attn_case huge = c;
+  for (std::int64_t j = 0; j < huge.lk; ++j) huge.v.set(0, j, 0, 0, 3e38);
+  expect_fallback(huge, oracle_options{}, "V near the f32 limit (SPEC bound +inf)", "O: SPEC bound not finite");
+  // bf16 logits near the type's limit: binary64's own score error is far from small.
+  attn_case big;
+  big.lk = 3;
+  big.type = dtype::bf16;
+  big.scale = 1.0f;
+  big = oracle_testing::with_zero_tensors(big);
+  big.q.set(0, 0, 0, 0, 1e30);
+  for (std::int64_t j = 0; j < big.lk; ++j) big.k.set(0, j, 0, 0, 1e8 * static_cast<double>(j + 1));
+  oracle_options bf16_out;
+  bf16_out.out_type = dtype::bf16;
+  expect_fallback(big, bf16_out, "bf16 scores near the f32 limit", "weights outside the first-order range");
+  // Scores so large that binary64's own dot-product error leaves the first-order range.
+  attn_case large = big;
+  large.type = dtype::f32;
+  large = oracle_testing::with_zero_tensors(large);
+  large.q.set(0, 0, 0, 0, 1e18);
+  for (std::int64_t j = 0; j < large.lk; ++j) large.k.set(0, j, 0, 0, 1e2 * static_cast<double>(j + 1));
+  expect_fallback(large, oracle_options{}, "|scores| ~ 1e20: binary64 score error > 2^-30",
+                  "weights outside the first-order range");
+}
+
+// The checks above can fail: a fast tier whose exp is 2^-40 off (about 8000
+// ulps where 4 are declared) on every other key, and fast values moved by
+// twice their own error, must both be caught.
+TEST(fast_tier, a_deliberately_wrong_fast_tier_is_caught) {
+  const std::uint64_t seed = base_seed();
+  own_error_check wrong_exp, moved;
+  fast_tier_hooks bad;
+  bad.exp_relative_error = 0x1p-40;
+  for (int t = 0; t < 300; ++t) {
+    const std::uint64_t s = seed + static_cast<std::uint64_t>(t);
+    const attn_case c = oracle_testing::any_small_case(s);
+    const oracle_options opt = options_for(c, s);
+    const oracle_result m = reference(c, mpfr50_options(opt));
+    check_own_error(c, fast_tier(c, opt, bad), m, wrong_exp);
+    // Each element with a nonzero own error moved to 2x that error from the
+    // MPFR value; the others (empty rows: exact) marked non-finite so they are skipped.
+    fast_tier_result f = fast_tier(c, opt);
+    for (std::size_t x = 0; x < f.r.o.size(); ++x) {
+      if (std::isfinite(f.o_error[x]) && f.o_error[x] > 0) f.r.o[x] = m.o[x] + 2 * f.o_error[x];
+      else f.o_error[x] = inf;
+    }
+    for (std::size_t x = 0; x < f.r.lse.size(); ++x) {
+      if (std::isfinite(f.lse_error[x]) && f.lse_error[x] > 0) f.r.lse[x] = m.lse[x] - 2 * f.lse_error[x];
+      else f.lse_error[x] = inf;
+    }
+    check_own_error(c, f, m, moved);
+  }
+  std::printf("wrong exp: %ld of %ld elements outside the own error (first: %s)\n", wrong_exp.outside,
+              wrong_exp.elements, wrong_exp.first.c_str());
+  std::printf("moved by 2x own error: %ld of %ld elements caught\n", moved.outside, moved.elements);
+  EXPECT_GT(wrong_exp.outside, 0);
+  EXPECT_EQ(moved.outside, moved.elements);
+  EXPECT_GT(moved.elements, 1000);
+}
+
+// The one libm assumption of the fast tier: glibc's double exp and log within
+// fast_constants::exp_ulps of the correctly rounded result (MPFR), checked on
+// this machine over the arguments the fast tier uses (exp of [-760, 0]
+// including its subnormal range; log of [1, 2^40]).
+TEST(fast_tier, libm_exp_and_log_within_the_declared_ulps) {
+  using mp = oracle_detail::mpfr50;
+  std::mt19937_64 rng(base_seed());
+  std::uniform_real_distribution<double> exp_arg(-760, 0), log_exponent(0, 40);
+  // Error in ulps of the correctly rounded value y (ulp of a subnormal: 2^-1074).
+  const auto ulps = [](double got, const mp& exact) {
+    const double y = static_cast<double>(exact);
+    if (y == 0) return got == 0 ? 0.0 : inf;
+    int ex = 0;
+    std::frexp(y, &ex);
+    const double ulp = std::ldexp(1.0, std::max(ex - 53, -1074));
+    return static_cast<double>(abs(mp(got) - exact)) / ulp;
+  };
+  double worst_exp = 0, worst_log = 0;
+  for (int t = 0; t < 20'000; ++t) {
+    const double a = t < 200 ? -static_cast<double>(t) / 199 * 1e-6 : exp_arg(rng);  // also arguments near 0
+    worst_exp = std::max(worst_exp, ulps(std::exp(a), exp(mp(a))));
+    const double l = std::exp2(log_exponent(rng));
+    worst_log = std::max(worst_log, ulps(std::log(l), log(mp(l))));
+  }
+  std::printf("glibc exp: worst %.3f ulps, log: worst %.3f ulps (declared %g)\n", worst_exp, worst_log,
+              oracle_detail::fast_constants::exp_ulps);
+  EXPECT_LE(worst_exp, oracle_detail::fast_constants::exp_ulps);
+  EXPECT_LE(worst_log, oracle_detail::fast_constants::exp_ulps);
+}
+
+}  // namespace
+}  // namespace attncheck
