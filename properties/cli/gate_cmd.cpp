@@ -1,7 +1,9 @@
 // attncheck gate / repro / laws / case.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <thread>
 #include <iostream>
 
 #include "attncheck/case_file.hpp"
@@ -16,11 +18,13 @@ namespace {
 gate_options gate_args;
 std::uint64_t gate_seed = 1;
 int gate_cases = default_gate_cases();
+int gate_jobs = 0;  // 0: the number of CPUs, at most 8
 
 int run_gate_cmd() {
   gate_args.run.seed = gate_seed;
   gate_args.run.cases = gate_cases;
   gate_args.progress = isatty(STDERR_FILENO) != 0;
+  gate_args.jobs = gate_jobs > 0 ? gate_jobs : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
   const gate_result r = run_gate(gate_args, std::cout);
   return r.failed() || r.unjudged() ? 1 : 0;
 }
@@ -80,6 +84,8 @@ void add_gate(CLI::App& app) {
                 "each law's budget of multiply-adds on large cases; after it, cases stay small (default " +
                     std::to_string(gen_options{}.law_work) + ")")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 50));
+  g->add_option("--jobs", gate_jobs, "laws checked at once, each in its own process (default: the number of CPUs, at most 8)")
+      ->check(CLI::Range(1, 64));
   g->add_flag("--stats", gate_args.stats, "print the realized distribution of the cases run, with each share's floor");
   g->add_flag("--strict", gate_args.strict, "refuse a subject that declares u > 2^-24 (compute coarser than f32)");
   register_runner(g, run_gate_cmd);

@@ -331,7 +331,7 @@ int run_mutation() {
 
   // The table.
   std::ostringstream tab;
-  tab << "| mutant | killed (seeds) | killing laws (seed " << opt.seeds[0] << ") | cases to kill | shrunk B,Hq,Hkv,Lq,Lk,D,Dv | MUTANTS.md min | s to kill |\n";
+  tab << "| mutant | killed (seeds) | killing laws (seed " << opt.seeds[0] << ") | cases to kill | shrunk B,Hq,Hkv,Lq,Lk,D,Dv | smallest shape | s to kill |\n";
   tab << "|---|---|---|---|---|---|---|\n";
   int all_killed = 0;
   std::vector<double> cases_all;

@@ -3,6 +3,7 @@
 #include <bit>
 #include <cmath>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <cstdio>
 #include <filesystem>
@@ -169,12 +170,8 @@ std::optional<attn_case> case_of_line(const std::string& line) {
   }
 }
 
-law_report run_law_isolated(const law& l, const subject& s, const gate_options& opt) {
-  shared_note note;
-  run_options ro = opt.run;
-  ro.on_case = [&note](const attn_case& c) { note.write(to_line(c)); };
-  const auto start = std::chrono::steady_clock::now();
-  const child_outcome co = run_isolated([&] { return report_to_payload(run_law(l, s, ro)); }, opt.law_timeout);
+// The report of a law whose child completed, crashed or hung.
+law_report report_of_child(const law& l, const child_outcome& co, const shared_note& note, const gate_options& opt, double seconds) {
   if (co.completed) return report_from_payload(co.payload);
   law_report r;
   r.law = l.name;
@@ -185,8 +182,29 @@ law_report run_law_isolated(const law& l, const subject& s, const gate_options& 
   std::snprintf(limit, sizeof limit, "%.0f", opt.law_timeout);
   r.failure.fail("the subject's process was " + (co.timed_out ? std::string("stopped after ") + limit + " s (a hang)" : co.describe()) +
                  (line.empty() ? std::string(" before the first case") : " while checking " + line));
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.seconds = seconds;
   return r;
+}
+
+// Runs the laws, each in its own child process, `jobs` at once (results in order).
+std::vector<law_report> run_laws_isolated(const std::vector<const law*>& laws, const subject& s, const gate_options& opt) {
+  std::vector<std::unique_ptr<shared_note>> notes;
+  std::vector<std::function<std::string()>> tasks;
+  for (const law* l : laws) {
+    notes.push_back(std::make_unique<shared_note>());
+    shared_note* note = notes.back().get();
+    tasks.push_back([l, &s, &opt, note] {
+      run_options ro = opt.run;
+      ro.on_case = [note](const attn_case& c) { note->write(to_line(c)); };
+      return report_to_payload(run_law(*l, s, ro));
+    });
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto outcomes = run_isolated_all(tasks, opt.law_timeout, opt.jobs);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<law_report> reports;
+  for (std::size_t i = 0; i < laws.size(); ++i) reports.push_back(report_of_child(*laws[i], outcomes[i], *notes[i], opt, seconds));
+  return reports;
 }
 
 }  // namespace
@@ -251,11 +269,21 @@ gate_result run_gate(const gate_options& opt, std::ostream& out) {
   out << "attncheck gate: subject " << subj->name() << " (" << opt.subject << "), seed " << opt.run.seed << ", "
       << opt.run.cases << " cases per law" << (opt.strict ? ", strict" : "") << "\n";
   print_declaration(*subj, out);
-  for (const auto& l : all_laws()) {
-    if (!selected(l.name, opt.only)) continue;
-    if (opt.progress) std::cerr << "  running " << l.name << " ..." << std::flush;
-    law_report r = opt.isolate ? run_law_isolated(l, *subj, opt) : run_law(l, *subj, opt.run);
+  std::vector<const law*> chosen;
+  for (const auto& l : all_laws())
+    if (selected(l.name, opt.only)) chosen.push_back(&l);
+  std::vector<law_report> reports;
+  if (opt.isolate) {
+    if (opt.progress)
+      std::cerr << "  running " << chosen.size() << " laws, " << opt.jobs << " at a time ..." << std::flush;
+    reports = run_laws_isolated(chosen, *subj, opt);
     if (opt.progress) std::cerr << "\r\033[K" << std::flush;
+  } else {
+    for (const law* l : chosen) reports.push_back(run_law(*l, *subj, opt.run));
+  }
+  for (std::size_t k = 0; k < chosen.size(); ++k) {
+    const law& l = *chosen[k];
+    law_report r = std::move(reports[k]);
     if (r.v == verdict::fail) {
       std::string saved;
       if (r.counterexample && !opt.out_dir.empty()) {

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstring>
 #include <new>
+#include <stdexcept>
+#include <vector>
 
 namespace attncheck {
 
@@ -22,8 +24,18 @@ std::string child_outcome::describe() const {
   return "exited with code " + std::to_string(exit_code) + " before reporting";
 }
 
-child_outcome run_isolated(const std::function<std::string()>& fn, double timeout_s) {
+namespace {
+
+// One forked child: its pid, the read end of its pipe, what it sent so far.
+struct running_child {
+  pid_t pid = -1;
+  int fd = -1;
+  std::chrono::steady_clock::time_point deadline;
   child_outcome out;
+  bool eof = false;
+};
+
+running_child spawn(const std::function<std::string()>& fn, double timeout_s) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
   std::fflush(nullptr);  // no duplicated buffered output in the child
@@ -54,28 +66,21 @@ child_outcome run_isolated(const std::function<std::string()>& fn, double timeou
     _exit(code);  // no static destructors: the parent owns them
   }
   close(fds[1]);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  char buf[1 << 16];
-  bool eof = false;
-  while (!eof) {
-    const auto left = std::chrono::duration<double, std::milli>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) {
-      out.timed_out = true;
-      kill(pid, SIGKILL);
-      break;
-    }
-    pollfd pfd{fds[0], POLLIN, 0};
-    const int r = poll(&pfd, 1, static_cast<int>(std::min(left, 1000.0)) + 1);
-    if (r < 0 && errno != EINTR) break;
-    if (r <= 0) continue;
-    const ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n > 0) out.payload.append(buf, static_cast<std::size_t>(n));
-    else eof = true;
-  }
-  close(fds[0]);
+  running_child c;
+  c.pid = pid;
+  c.fd = fds[0];
+  c.deadline = std::chrono::steady_clock::now() +
+               std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
+  return c;
+}
+
+// Reaps a child whose pipe closed or whose time ran out.
+child_outcome finish(running_child& c) {
+  close(c.fd);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
   }
+  child_outcome out = std::move(c.out);
   if (!out.timed_out) {
     if (WIFSIGNALED(status)) out.signal = WTERMSIG(status);
     else if (WIFEXITED(status)) out.exit_code = WEXITSTATUS(status);
@@ -84,6 +89,56 @@ child_outcome run_isolated(const std::function<std::string()>& fn, double timeou
       throw std::runtime_error(out.payload.substr(1));
   }
   return out;
+}
+
+}  // namespace
+
+child_outcome run_isolated(const std::function<std::string()>& fn, double timeout_s) {
+  return run_isolated_all({fn}, timeout_s, 1).front();
+}
+
+std::vector<child_outcome> run_isolated_all(const std::vector<std::function<std::string()>>& fns, double timeout_s, int jobs) {
+  std::vector<child_outcome> results(fns.size());
+  std::vector<std::pair<std::size_t, running_child>> live;
+  std::size_t next = 0;
+  char buf[1 << 16];
+  while (next < fns.size() || !live.empty()) {
+    while (next < fns.size() && static_cast<int>(live.size()) < std::max(1, jobs)) {
+      live.emplace_back(next, spawn(fns[next], timeout_s));
+      ++next;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    double wait_ms = 1000;
+    std::vector<pollfd> pfds;
+    for (auto& [i, c] : live) {
+      const double left = std::chrono::duration<double, std::milli>(c.deadline - now).count();
+      if (left <= 0) {
+        c.out.timed_out = true;
+        kill(c.pid, SIGKILL);
+        c.eof = true;
+      }
+      wait_ms = std::min(wait_ms, std::max(0.0, left));
+      pfds.push_back({c.fd, POLLIN, 0});
+    }
+    const int r = poll(pfds.data(), pfds.size(), static_cast<int>(wait_ms) + 1);
+    if (r < 0 && errno != EINTR) throw std::runtime_error("poll failed");
+    for (std::size_t k = 0; k < live.size() && r > 0; ++k) {
+      auto& c = live[k].second;
+      if (c.eof || !(pfds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const ssize_t n = ::read(c.fd, buf, sizeof buf);
+      if (n > 0) c.out.payload.append(buf, static_cast<std::size_t>(n));
+      else if (n == 0 || errno != EINTR) c.eof = true;
+    }
+    for (std::size_t k = 0; k < live.size();) {
+      if (live[k].second.eof) {
+        results[live[k].first] = finish(live[k].second);
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+      } else {
+        ++k;
+      }
+    }
+  }
+  return results;
 }
 
 shared_note::shared_note(std::size_t capacity) : capacity_(capacity) {

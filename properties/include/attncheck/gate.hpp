@@ -20,6 +20,7 @@ struct gate_options {
   bool progress = false;          ///< live progress lines (a terminal)
   bool isolate = true;            ///< each law in a child process: a crash or hang fails that law only
   double law_timeout = 120;       ///< seconds a law may run in its child before it is killed
+  int jobs = 2;                   ///< laws run at once, each in its own child (with isolate)
   bool strict = false;            ///< refuse subjects that declare u > 2^-24 (compute coarser than f32)
   bool stats = false;             ///< print the realized distribution of the cases run (print_stats)
 };

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace attncheck {
 
@@ -21,6 +22,11 @@ struct child_outcome {
 /// The caller must not hold threads that the child needs (fork copies only the
 /// calling thread): the gate forks before any kernel call in the parent.
 child_outcome run_isolated(const std::function<std::string()>& fn, double timeout_s);
+
+/// Runs every fn in its own forked child, at most `jobs` at once, each with
+/// its own time limit; results in the order of fns. Single-threaded: the
+/// parent polls the children's pipes, so forking stays safe.
+std::vector<child_outcome> run_isolated_all(const std::vector<std::function<std::string()>>& fns, double timeout_s, int jobs);
 
 /// A small buffer shared with forked children: the child writes the case it
 /// is about to run, the parent reads it when the child dies.

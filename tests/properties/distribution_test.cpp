@@ -1,0 +1,132 @@
+// The case distribution of the gate (docs/distribution.md): every documented
+// share holds its floor, cases fit the work caps, and a failure found among
+// the production sizes still shrinks to the 1s.
+#include <gtest/gtest.h>
+
+#include <rapidcheck.h>
+
+#include <set>
+
+#include "attncheck/generators.hpp"
+#include "attncheck/runner.hpp"
+#include "attncheck/subject_host.hpp"
+
+namespace attncheck {
+namespace {
+
+case_stats sample(const subject& s, int n, std::uint64_t seed, const gen_options& opt = {}) {
+  const auto gen = any_case(s, opt);
+  case_stats st;
+  for (int k = 0; k < n; ++k) {
+    const rc::Random r(seed * 1'000'003 + static_cast<std::uint64_t>(k));
+    const attn_case c = gen(r, rc::kNominalSize / 2).value();  // any size: the raw choices ignore it
+    EXPECT_LE(case_work(c), opt.max_work) << to_line(c);
+    EXPECT_LE(c.hq, 64);
+    EXPECT_EQ(c.hq % c.hkv, 0);
+    st.add(c, s);
+  }
+  return st;
+}
+
+void expect_floors(const subject& s, const case_stats& st, bool takes_everything) {
+  for (const auto& f : distribution_floors()) {
+    if (f.needs_all && !takes_everything) continue;
+    EXPECT_GE(st.share(f.key), f.floor) << s.spec() << ": share of '" << f.key << "' (" << f.what << ") is " << st.share(f.key)
+                                        << ", below its documented floor " << f.floor;
+  }
+}
+
+TEST(distribution, every_share_holds_its_floor_on_the_builtin_subject) {
+  const auto s = subject::load("builtin");
+  for (std::uint64_t seed : {1u, 2u, 3u}) expect_floors(*s, sample(*s, 3000, seed), true);
+}
+
+TEST(distribution, every_share_holds_its_floor_on_a_v1_subject_without_hints) {
+  // The naive subject declares no size hints: lengths lean to 16 .. 1024.
+  const auto s = subject::load("naive");
+  ASSERT_TRUE(s->default_hints());
+  expect_floors(*s, sample(*s, 3000, 7), true);
+}
+
+TEST(distribution, sizes_reach_production_values) {
+  const auto s = subject::load("builtin");
+  const auto gen = any_case(*s);
+
+  std::int64_t max_lk = 0, max_decode_lk = 0, max_d = 0, max_g = 0, max_b = 0, max_hq = 0;
+  std::set<std::int64_t> dims;
+  for (int k = 0; k < 6000; ++k) {
+    const rc::Random r(static_cast<std::uint64_t>(k) * 7919 + 17);
+    const attn_case c = gen(r, 0).value();  // size 0: what rapidcheck asks for at the first case
+    max_lk = std::max(max_lk, c.lk);
+    if (c.lq == 1) max_decode_lk = std::max(max_decode_lk, c.lk);
+    max_d = std::max({max_d, c.d, c.dv});
+    max_g = std::max(max_g, c.group());
+    max_b = std::max(max_b, c.b);
+    max_hq = std::max(max_hq, c.hq);
+    dims.insert(c.d);
+  }
+  EXPECT_GE(max_lk, 2048);
+  EXPECT_GE(max_decode_lk, 4096);
+  EXPECT_EQ(max_d, 256);
+  EXPECT_EQ(max_g, 16);
+  EXPECT_GE(max_b, 8);
+  EXPECT_EQ(max_hq, 64);
+  for (std::int64_t d : {32, 64, 128, 256}) EXPECT_TRUE(dims.count(d)) << "D = " << d << " never drawn";
+}
+
+TEST(distribution, the_split_size_and_twice_the_tile_plus_one_are_drawn) {
+  const auto s = subject::load("builtin");
+  const auto gen = any_case(*s);
+
+  std::set<std::int64_t> lengths;
+  for (int k = 0; k < 6000; ++k) {
+    const rc::Random r(static_cast<std::uint64_t>(k) * 7919 + 17);
+    const attn_case c = gen(r, 0).value();
+    lengths.insert(c.lk);
+  }
+  const auto& h = s->hints();
+  for (std::int64_t l : {h.split_keys - 1, h.split_keys, h.split_keys + 1, 2 * h.k_tile + 1, h.k_tile - 1, h.k_tile + 1})
+    EXPECT_TRUE(lengths.count(l)) << "Lk = " << l << " never drawn";
+}
+
+TEST(distribution, a_spent_budget_keeps_cases_small) {
+  const auto s = subject::load("builtin");
+  gen_options opt;
+  opt.budget = std::make_shared<work_budget>();
+  opt.budget->limit = 0;  // already spent
+  const auto st = sample(*s, 500, 3, [&] {
+    gen_options o = opt;
+    o.max_work = opt.small_work;
+    return o;
+  }());
+  EXPECT_EQ(st.n, 500);
+}
+
+TEST(distribution, a_failure_among_production_sizes_shrinks_to_the_ones) {
+  // A law that fails on every case: rapidcheck must shrink whatever it drew
+  // (production sizes included) to the smallest header.
+  const auto s = subject::load("builtin");
+  law always_fails{"test.always_fails", "fails on every case", [](const subject&) { return std::string(); },
+                   [](attn_case&, const subject&) {},
+                   [](const subject&, const attn_case&) {
+                     law_outcome o;
+                     o.fail("always");
+                     return o;
+                   }};
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    run_options ro;
+    ro.seed = seed;
+    ro.cases = 10;
+    const law_report r = run_law(always_fails, *s, ro);
+    ASSERT_EQ(r.v, verdict::fail);
+    ASSERT_TRUE(r.counterexample.has_value());
+    const attn_case& c = *r.counterexample;
+    EXPECT_EQ(std::vector<std::int64_t>({c.b, c.hq, c.hkv, c.lq, c.lk, c.d, c.dv}), std::vector<std::int64_t>({1, 1, 1, 1, 1, 1, 1}))
+        << to_line(c);
+    EXPECT_FALSE(c.causal || c.has_padding() || c.has_mask() || c.scale.has_value()) << to_line(c);
+    EXPECT_EQ(c.type, dtype::f32);
+  }
+}
+
+}  // namespace
+}  // namespace attncheck
