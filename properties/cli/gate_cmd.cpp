@@ -19,14 +19,30 @@ gate_options gate_args;
 std::uint64_t gate_seed = 1;
 int gate_cases = default_gate_cases();
 int gate_jobs = 0;  // 0: the number of CPUs, at most 8
+std::vector<std::string> gate_subjects;  // repeatable --subject: each gated in turn
 
 int run_gate_cmd() {
   gate_args.run.seed = gate_seed;
   gate_args.run.cases = gate_cases;
   gate_args.progress = isatty(STDERR_FILENO) != 0;
   gate_args.jobs = gate_jobs > 0 ? gate_jobs : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
-  const gate_result r = run_gate(gate_args, std::cout);
-  return r.failed() || r.unjudged() ? 1 : 0;
+  if (gate_subjects.empty()) gate_subjects.push_back("builtin");
+  int status = 0;
+  for (std::size_t k = 0; k < gate_subjects.size(); ++k) {
+    gate_options opt = gate_args;
+    opt.subject = gate_subjects[k];
+    if (gate_subjects.size() > 1) {
+      // One JUnit/JSON file and one counterexample folder per subject.
+      const std::string tag = "." + std::to_string(k + 1);
+      if (!opt.junit.empty()) opt.junit += tag;
+      if (!opt.json.empty()) opt.json += tag;
+      opt.out_dir += "/" + std::to_string(k + 1);
+      if (k > 0) std::cout << "\n";
+    }
+    const gate_result r = run_gate(opt, std::cout);
+    if (r.failed() || r.unjudged()) status = 1;
+  }
+  return status;
 }
 
 struct repro_args {
@@ -64,7 +80,8 @@ int default_gate_cases() { return 1000; }
 
 void add_gate(CLI::App& app) {
   auto* g = app.add_subcommand("gate", "Check a subject against every law; exit 1 if any law fails");
-  g->add_option("--subject", gate_args.subject, "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, or a plugin .so[:options]");
+  g->add_option("--subject", gate_subjects, "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, or a plugin .so[:options]; "
+                "repeatable: each subject is gated in turn, files get a .N suffix");
   g->add_option("--cases", gate_cases, "cases per law (default " + std::to_string(default_gate_cases()) + ")")
       ->check(CLI::Range(1, 10'000'000));
   g->add_option("--seed", gate_seed, "rapidcheck seed; the same seed gives the same cases and verdicts");
