@@ -269,6 +269,10 @@ gate_result run_gate(const gate_options& opt, std::ostream& out) {
   out << "attncheck gate: subject " << subj->name() << " (" << opt.subject << "), seed " << opt.run.seed << ", "
       << opt.run.cases << " cases per law" << (opt.strict ? ", strict" : "") << "\n";
   print_declaration(*subj, out);
+  g.declared = subj->declared();
+  g.hints = subj->hints();
+  g.abi = subj->abi();
+  g.default_hints = subj->default_hints();
   std::vector<const law*> chosen;
   for (const auto& l : all_laws())
     if (selected(l.name, opt.only)) chosen.push_back(&l);
@@ -357,7 +361,25 @@ void write_json(const std::string& path, const gate_result& r, const std::string
     }
     laws.push_back(std::move(j));
   }
-  const nlohmann::json doc = {{"subject", subject_name}, {"seed", seed},    {"seconds", r.seconds},
+  nlohmann::json nb = nlohmann::json::array();
+  for (const auto& [lk, n] : r.declared.nb_at) nb.push_back({{"lk", lk}, {"nb", n}});
+  std::vector<std::int64_t> lengths, dims;
+  for (int i = 0; i < ATTNCHECK_SIZE_HINT_SLOTS; ++i) {
+    if (r.hints.lengths[i]) lengths.push_back(r.hints.lengths[i]);
+    if (r.hints.head_dims[i]) dims.push_back(r.hints.head_dims[i]);
+  }
+  const nlohmann::json declared = {{"abi", r.abi},
+                                   {"compute_unit_roundoff", r.declared.u},
+                                   {"exp_ulps", r.declared.exp_ulps},
+                                   {"key_blocks", nb},
+                                   {"size_hints",
+                                    {{"declared", !r.default_hints},
+                                     {"q_tile", r.hints.q_tile},
+                                     {"k_tile", r.hints.k_tile},
+                                     {"split_keys", r.hints.split_keys},
+                                     {"lengths", lengths},
+                                     {"head_dims", dims}}}};
+  const nlohmann::json doc = {{"subject", subject_name}, {"declared", declared}, {"seed", seed}, {"seconds", r.seconds},
                               {"failed", r.failed()},   {"unjudged", r.unjudged()}, {"laws", laws}};
   std::ofstream f(path);
   if (!f) throw input_error("--json", "cannot write '" + path + "'");
@@ -374,8 +396,13 @@ void write_junit(const std::string& path, const gate_result& r, const std::strin
     << "\" time=\"" << r.seconds << "\">\n";
   x << "  <testsuite name=\"attncheck-gate." << xml_escape(subject_name) << "\" tests=\"" << r.reports.size() << "\" failures=\""
     << failures << "\" skipped=\"" << skipped << "\" time=\"" << r.seconds << "\">\n";
+  std::string nb;
+  for (const auto& [lk, n] : r.declared.nb_at) nb += (nb.empty() ? "" : ", ") + std::to_string(n) + " at Lk=" + std::to_string(lk);
   x << "    <properties><property name=\"seed\" value=\"" << seed << "\"/><property name=\"subject\" value=\""
-    << xml_escape(subject_name) << "\"/></properties>\n";
+    << xml_escape(subject_name) << "\"/><property name=\"abi\" value=\"" << r.abi
+    << "\"/><property name=\"compute_unit_roundoff\" value=\"" << number_text(r.declared.u, "%.17g")
+    << "\"/><property name=\"exp_ulps\" value=\"" << number_text(r.declared.exp_ulps, "%.17g")
+    << "\"/><property name=\"key_blocks\" value=\"" << nb << "\"/></properties>\n";
   for (std::size_t i = 0; i < r.reports.size(); ++i) {
     const auto& l = r.reports[i];
     const auto dot = l.law.find('.');

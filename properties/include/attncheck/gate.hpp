@@ -29,6 +29,12 @@ struct gate_result {
   std::vector<law_report> reports;
   std::vector<std::string> saved;  ///< counterexample files, one per failing law
   double seconds = 0;
+  /// What the subject declared about itself: the bound's numbers and its size
+  /// hints (printed in the header, written to JSON and JUnit).
+  declared_numbers declared;
+  attncheck_size_hints hints{};
+  unsigned abi = 0;
+  bool default_hints = false;
   int failed() const;    ///< laws that failed
   int unjudged() const;  ///< laws that ran but judged fewer cases than their floor (the gate fails)
 };
