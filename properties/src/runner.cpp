@@ -3,6 +3,7 @@
 #include <rapidcheck.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <sstream>
 #include <unordered_map>
@@ -118,6 +119,27 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
   return r;
 }
 
+std::string replay_command(const std::string& saved_file, const std::string& subject_spec) {
+  // The attncheck next to the running binary (the gate itself, or a fuzz
+  // harness in the same build), relative to the working directory when shorter.
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::filesystem::path tool = ec ? std::filesystem::path("attncheck") : self.parent_path() / "attncheck";
+  if (!ec && self.filename() != "attncheck") {
+    // A harness or test binary: look for attncheck in the build root above it.
+    for (auto dir = self.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
+      if (std::filesystem::exists(dir / "attncheck") && !std::filesystem::is_directory(dir / "attncheck")) {
+        tool = dir / "attncheck";
+        break;
+      }
+  }
+  const auto rel = std::filesystem::relative(tool, std::filesystem::current_path(), ec);
+  if (!ec && !rel.empty() && rel.string().size() < tool.string().size()) tool = rel;
+  std::string t = tool.string();
+  if (t.find('/') == std::string::npos) t = "./" + t;
+  return t + " repro " + saved_file + (subject_spec == "builtin" ? "" : " --subject '" + subject_spec + "'");
+}
+
 std::string failure_screen(const law_report& r, const subject& s, const std::string& saved_file) {
   std::ostringstream o;
   o << "FAIL " << r.law << "\n";
@@ -128,7 +150,7 @@ std::string failure_screen(const law_report& r, const subject& s, const std::str
   if (!r.failure.worst.where.empty()) o << "  worst:    " << r.failure.worst.describe() << "\n";
   if (!saved_file.empty()) {
     o << "  saved:    " << saved_file << "\n";
-    o << "  replay:   build/attncheck repro " << saved_file << (s.spec() == "builtin" ? "" : " --subject " + s.spec()) << "\n";
+    o << "  replay:   " << replay_command(saved_file, s.spec()) << "\n";
   }
   if (!r.reproduce.empty()) o << "  rapidcheck: RC_PARAMS=\"reproduce=" << r.reproduce << "\"\n";
   return o.str();

@@ -47,6 +47,10 @@ law_report run_law(const law& l, const subject& s, const run_options& opt);
 /// Checks one law on one saved case (the repro path).
 law_outcome replay(const law& l, const subject& s, const attn_case& c);
 
+/// The command that replays a saved case: the attncheck of the running build
+/// (found from /proc/self/exe), never a hard-coded path.
+std::string replay_command(const std::string& saved_file, const std::string& subject_spec);
+
 /// The one-screen verdict of a failure: law, case line, seed, worst element,
 /// saved file and replay command.
 std::string failure_screen(const law_report& r, const subject& s, const std::string& saved_file);
