@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The realized distribution of a gate run holds every documented floor
+# (docs/distribution.md): `attncheck gate --stats` must print no BELOW line.
+# Usage: gate_stats_test.sh ATTNCHECK OUTDIR SUBJECT [gate args...]
+set -uo pipefail
+attncheck=$1 out=$2 subject=$3
+shift 3
+log=$("$attncheck" gate --subject "$subject" --stats --out "$out" "$@" 2>&1)
+status=$?
+printf '%s\n' "$log" | sed -n '/^distribution of/,$p'
+if ! printf '%s\n' "$log" | grep -q '^distribution of'; then
+  echo "FAIL: no distribution printed (gate exit $status)"
+  printf '%s\n' "$log" | tail -20
+  exit 1
+fi
+if printf '%s\n' "$log" | grep -q 'BELOW'; then
+  echo "FAIL: a share of the distribution is below its documented floor"
+  exit 1
+fi
+echo "every share holds its floor"
