@@ -27,7 +27,7 @@ int run_gate_cmd() {
   gate_args.progress = isatty(STDERR_FILENO) != 0;
   gate_args.jobs = gate_jobs > 0 ? gate_jobs : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
   if (gate_subjects.empty()) gate_subjects.push_back("builtin");
-  int status = 0;
+  std::vector<gate_options> all;
   for (std::size_t k = 0; k < gate_subjects.size(); ++k) {
     gate_options opt = gate_args;
     opt.subject = gate_subjects[k];
@@ -37,11 +37,12 @@ int run_gate_cmd() {
       if (!opt.junit.empty()) opt.junit += tag;
       if (!opt.json.empty()) opt.json += tag;
       opt.out_dir += "/" + std::to_string(k + 1);
-      if (k > 0) std::cout << "\n";
     }
-    const gate_result r = run_gate(opt, std::cout);
-    if (r.failed() || r.unjudged()) status = 1;
+    all.push_back(opt);
   }
+  int status = 0;
+  for (const gate_result& r : run_gates(all, std::cout))
+    if (r.failed() || r.unjudged()) status = 1;
   return status;
 }
 

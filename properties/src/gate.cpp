@@ -187,23 +187,29 @@ law_report report_of_child(const law& l, const child_outcome& co, const shared_n
 }
 
 // Runs the laws, each in its own child process, `jobs` at once (results in order).
-std::vector<law_report> run_laws_isolated(const std::vector<const law*>& laws, const subject& s, const gate_options& opt) {
+std::vector<law_report> run_laws_isolated(const std::vector<const law*>& laws, const std::vector<const subject*>& subjects,
+                                          const std::vector<const gate_options*>& options, int jobs) {
   std::vector<std::unique_ptr<shared_note>> notes;
   std::vector<std::function<std::string()>> tasks;
-  for (const law* l : laws) {
+  for (std::size_t i = 0; i < laws.size(); ++i) {
     notes.push_back(std::make_unique<shared_note>());
     shared_note* note = notes.back().get();
-    tasks.push_back([l, &s, &opt, note] {
-      run_options ro = opt.run;
+    const law* l = laws[i];
+    const subject* s = subjects[i];
+    const gate_options* opt = options[i];
+    tasks.push_back([l, s, opt, note] {
+      run_options ro = opt->run;
       ro.on_case = [note](const attn_case& c) { note->write(to_line(c)); };
-      return report_to_payload(run_law(*l, s, ro));
+      return report_to_payload(run_law(*l, *s, ro));
     });
   }
   const auto start = std::chrono::steady_clock::now();
-  const auto outcomes = run_isolated_all(tasks, opt.law_timeout, opt.jobs);
+  // Each law's own limit (the options of its subject; the first decides).
+  const auto outcomes = run_isolated_all(tasks, options.empty() ? 120.0 : options.front()->law_timeout, jobs);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::vector<law_report> reports;
-  for (std::size_t i = 0; i < laws.size(); ++i) reports.push_back(report_of_child(*laws[i], outcomes[i], *notes[i], opt, seconds));
+  for (std::size_t i = 0; i < laws.size(); ++i)
+    reports.push_back(report_of_child(*laws[i], outcomes[i], *notes[i], *options[i], seconds));
   return reports;
 }
 
@@ -253,19 +259,77 @@ void print_declaration(const subject& s, std::ostream& out) {
   out << "\n";
 }
 
-gate_result run_gate(const gate_options& opt, std::ostream& out) {
-  gate_result g;
-  const auto start = std::chrono::steady_clock::now();
-  const auto subj = subject::load(opt.subject);
+namespace {
+
+// One subject's part of a gate run: its instance and the laws it runs.
+struct gate_plan {
+  const gate_options* opt;
+  std::shared_ptr<subject> subj;
+  std::vector<const law*> chosen;
+};
+
+gate_plan plan_gate(const gate_options& opt) {
+  gate_plan p{&opt, subject::load(opt.subject), {}};
   for (const auto& name : opt.only)
     if (!find_law(name)) {
       bool prefix = false;
       for (const auto& l : all_laws()) prefix = prefix || selected(l.name, {name});
       if (!prefix) throw input_error("--only", "'" + name + "' names no law or group (see `attncheck laws`)");
     }
-  if (opt.strict && !(subj->desc().compute_unit_roundoff <= 0x1p-24))
-    throw input_error("subject.compute_unit_roundoff", "--strict requires u <= 2^-24 (f32 compute); " + subj->name() +
-                                                           " declares u = " + number_text(subj->desc().compute_unit_roundoff));
+  if (opt.strict && !(p.subj->desc().compute_unit_roundoff <= 0x1p-24))
+    throw input_error("subject.compute_unit_roundoff", "--strict requires u <= 2^-24 (f32 compute); " + p.subj->name() +
+                                                           " declares u = " + number_text(p.subj->desc().compute_unit_roundoff));
+  for (const auto& l : all_laws())
+    if (selected(l.name, opt.only)) p.chosen.push_back(&l);
+  return p;
+}
+
+// Prints one subject's header, failure screens and table; saves its counterexamples.
+gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, double seconds, std::ostream& out);
+
+}  // namespace
+
+gate_result run_gate(const gate_options& opt, std::ostream& out) { return run_gates({opt}, out).front(); }
+
+std::vector<gate_result> run_gates(const std::vector<gate_options>& opts, std::ostream& out) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<gate_plan> plans;
+  for (const auto& o : opts) plans.push_back(plan_gate(o));
+  // Every (subject, law) pair in one schedule, so no core idles while a slow
+  // law of one subject finishes; reports come back in order.
+  std::vector<std::vector<law_report>> reports(plans.size());
+  if (!opts.empty() && opts.front().isolate) {
+    std::vector<const law*> laws;
+    std::vector<const subject*> subjects;
+    std::vector<const gate_options*> options;
+    for (const auto& p : plans)
+      for (const law* l : p.chosen) laws.push_back(l), subjects.push_back(p.subj.get()), options.push_back(p.opt);
+    if (opts.front().progress)
+      std::cerr << "  running " << laws.size() << " laws, " << opts.front().jobs << " at a time ..." << std::flush;
+    auto all = run_laws_isolated(laws, subjects, options, opts.front().jobs);
+    if (opts.front().progress) std::cerr << "\r\033[K" << std::flush;
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < plans.size(); ++i)
+      for (std::size_t n = 0; n < plans[i].chosen.size(); ++n) reports[i].push_back(std::move(all[k++]));
+  } else {
+    for (std::size_t i = 0; i < plans.size(); ++i)
+      for (const law* l : plans[i].chosen) reports[i].push_back(run_law(*l, *plans[i].subj, plans[i].opt->run));
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<gate_result> results;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    if (i > 0) out << "\n";
+    results.push_back(finish_gate(plans[i], std::move(reports[i]), seconds, out));
+  }
+  return results;
+}
+
+namespace {
+
+gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, double seconds, std::ostream& out) {
+  const gate_options& opt = *p.opt;
+  const auto& subj = p.subj;
+  gate_result g;
   out << "attncheck gate: subject " << subj->name() << " (" << opt.subject << "), seed " << opt.run.seed << ", "
       << opt.run.cases << " cases per law" << (opt.strict ? ", strict" : "") << "\n";
   print_declaration(*subj, out);
@@ -273,20 +337,8 @@ gate_result run_gate(const gate_options& opt, std::ostream& out) {
   g.hints = subj->hints();
   g.abi = subj->abi();
   g.default_hints = subj->default_hints();
-  std::vector<const law*> chosen;
-  for (const auto& l : all_laws())
-    if (selected(l.name, opt.only)) chosen.push_back(&l);
-  std::vector<law_report> reports;
-  if (opt.isolate) {
-    if (opt.progress)
-      std::cerr << "  running " << chosen.size() << " laws, " << opt.jobs << " at a time ..." << std::flush;
-    reports = run_laws_isolated(chosen, *subj, opt);
-    if (opt.progress) std::cerr << "\r\033[K" << std::flush;
-  } else {
-    for (const law* l : chosen) reports.push_back(run_law(*l, *subj, opt.run));
-  }
-  for (std::size_t k = 0; k < chosen.size(); ++k) {
-    const law& l = *chosen[k];
+  for (std::size_t k = 0; k < p.chosen.size(); ++k) {
+    const law& l = *p.chosen[k];
     law_report r = std::move(reports[k]);
     if (r.v == verdict::fail) {
       std::string saved;
@@ -303,7 +355,7 @@ gate_result run_gate(const gate_options& opt, std::ostream& out) {
     }
     g.reports.push_back(std::move(r));
   }
-  g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  g.seconds = seconds;
   // The table.
   std::size_t w = 4;
   for (const auto& r : g.reports) w = std::max(w, r.law.size());
@@ -333,6 +385,8 @@ gate_result run_gate(const gate_options& opt, std::ostream& out) {
   if (!opt.json.empty()) write_json(opt.json, g, subj->name(), opt.run.seed);
   return g;
 }
+
+}  // namespace
 
 void write_json(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed) {
   // inf and NaN are not JSON numbers: a non-finite ratio is written as null.

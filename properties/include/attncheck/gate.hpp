@@ -48,6 +48,10 @@ void print_declaration(const subject& s, std::ostream& out);
 
 /// Runs the gate, printing the table (and each failure's screen) to `out`.
 gate_result run_gate(const gate_options& opt, std::ostream& out);
+/// Gates several subjects (one gate_options each) in one schedule of child
+/// processes, `jobs` of the first options at once; prints each subject's
+/// header, failures and table in order, exactly as run_gate would.
+std::vector<gate_result> run_gates(const std::vector<gate_options>& opts, std::ostream& out);
 
 /// Writes JUnit XML for a gate run.
 void write_junit(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed);
