@@ -479,26 +479,38 @@ class unit_runner {
     for (std::int64_t jj = 0; jj < kpack; jj += 8) {
       const char* rows[8];
       for (std::int64_t t = 0; t < 8; ++t) rows[t] = jj + t < kpack ? ws_.krows[jj + t] : zero;  // lanes past kpack: K = 0
-      const std::int64_t ahead = std::clamp<std::int64_t>(next - jj, 0, 8);
-      prefetch_rows(ws_.knext.data() + jj, ahead, kbytes);
-      prefetch_rows(ws_.vnext.data() + jj, ahead, vbytes);
+      // The first pass spreads the requests over its loads: a burst of a
+      // hundred prefetches fills the load queue and stalls the arithmetic
+      // that could run meanwhile.
+      prefetch_set pf{ws_.knext.data() + jj, ws_.vnext.data() + jj, std::clamp<std::int64_t>(next - jj, 0, 8), kbytes,
+                      vbytes};
       for (std::int64_t r0 = 0; r0 < ur.rows; r0 += 4) {
         const std::int64_t nr = std::min<std::int64_t>(4, ur.rows - r0);
         bool any = false;
         for (std::int64_t r = r0; r < r0 + nr; ++r) any = any || ws_.kind[r] != row_kind::none;
         if (!any) continue;
         switch (nr) {
-          case 1: score_group<1, T>(rows, r0, jj); break;
-          case 2: score_group<2, T>(rows, r0, jj); break;
-          case 3: score_group<3, T>(rows, r0, jj); break;
-          default: score_group<4, T>(rows, r0, jj); break;
+          case 1: score_group<1, T>(rows, r0, jj, pf); break;
+          case 2: score_group<2, T>(rows, r0, jj, pf); break;
+          case 3: score_group<3, T>(rows, r0, jj, pf); break;
+          default: score_group<4, T>(rows, r0, jj, pf); break;
         }
+        pf.count = 0;
       }
+      prefetch_rows(pf.k, pf.count, kbytes);  // no pass ran
+      prefetch_rows(pf.v, pf.count, vbytes);
     }
   }
 
+  /// Rows of the next block to request while a group of keys computes.
+  struct prefetch_set {
+    const char* const* k;
+    const char* const* v;
+    std::int64_t count, kbytes, vbytes;
+  };
+
   template <int NR, dtype T>
-  void score_group(const char* const rows_in[8], std::int64_t r0, std::int64_t jj) {
+  void score_group(const char* const rows_in[8], std::int64_t r0, std::int64_t jj, const prefetch_set& pf) {
     constexpr std::int64_t es = T == dtype::f32 ? 4 : 2;
     const std::int64_t d = p_.dims.d, ld = g_.k_tile8;  // locals: vector stores may alias members
     const float* q = ws_.qp.data() + r0 * d;
@@ -514,9 +526,18 @@ class unit_runner {
     __m256 acc[NR];
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+    const std::int64_t pf_count = pf.count, vbytes = pf.vbytes;
+    const char* const* pk = pf.k;
+    const char* const* pv = pf.v;
     std::int64_t dd = 0;
     for (; dd + 8 <= d; dd += 8) {
       const std::int64_t at = dd * es;
+      if (at % 64 == 0) {
+        for (std::int64_t t = 0; t < pf_count; ++t) {
+          _mm_prefetch(pk[t] + at, _MM_HINT_T0);
+          if (at < vbytes) _mm_prefetch(pv[t] + at, _MM_HINT_T0);
+        }
+      }
       __m256 k[8] = {simd::load8(r0p + at, T), simd::load8(r1p + at, T), simd::load8(r2p + at, T),
                      simd::load8(r3p + at, T), simd::load8(r4p + at, T), simd::load8(r5p + at, T),
                      simd::load8(r6p + at, T), simd::load8(r7p + at, T)};
@@ -526,6 +547,13 @@ class unit_runner {
 #pragma GCC unroll 4
         for (int r = 0; r < NR; ++r)
           acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(q + r * d + dd + x), k[x], acc[r]);
+    }
+    // Lines past the last whole 8 dims: K's tail, V's rest when dv > d.
+    for (std::int64_t at = (dd * es + 63) / 64 * 64; at < std::max(pf.kbytes, vbytes); at += 64) {
+      for (std::int64_t t = 0; t < pf_count; ++t) {
+        if (at < pf.kbytes) _mm_prefetch(pk[t] + at, _MM_HINT_T0);
+        if (at < vbytes) _mm_prefetch(pv[t] + at, _MM_HINT_T0);
+      }
     }
     for (; dd < d; ++dd) {
       const __m256 k = _mm256_setr_ps(element<T>(r0p, dd), element<T>(r1p, dd), element<T>(r2p, dd),
