@@ -533,10 +533,9 @@ class unit_runner {
     for (; dd + 8 <= d; dd += 8) {
       const std::int64_t at = dd * es;
       if (at % 64 == 0) {
-        for (std::int64_t t = 0; t < pf_count; ++t) {
-          _mm_prefetch(pk[t] + at, _MM_HINT_T0);
-          if (at < vbytes) _mm_prefetch(pv[t] + at, _MM_HINT_T0);
-        }
+        for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pk[t] + at, _MM_HINT_T0);
+      } else if (at % 64 == 32 && at - 32 < vbytes) {
+        for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pv[t] + at - 32, _MM_HINT_T0);
       }
       __m256 k[8] = {simd::load8(r0p + at, T), simd::load8(r1p + at, T), simd::load8(r2p + at, T),
                      simd::load8(r3p + at, T), simd::load8(r4p + at, T), simd::load8(r5p + at, T),
@@ -548,13 +547,11 @@ class unit_runner {
         for (int r = 0; r < NR; ++r)
           acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(q + r * d + dd + x), k[x], acc[r]);
     }
-    // Lines past the last whole 8 dims: K's tail, V's rest when dv > d.
-    for (std::int64_t at = (dd * es + 63) / 64 * 64; at < std::max(pf.kbytes, vbytes); at += 64) {
-      for (std::int64_t t = 0; t < pf_count; ++t) {
-        if (at < pf.kbytes) _mm_prefetch(pk[t] + at, _MM_HINT_T0);
-        if (at < vbytes) _mm_prefetch(pv[t] + at, _MM_HINT_T0);
-      }
-    }
+    // Lines the dim loop did not reach: K's tail, V's rest (dv > d, or d % 16).
+    for (std::int64_t at = (dd * es + 63) / 64 * 64; at < pf.kbytes; at += 64)
+      for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pk[t] + at, _MM_HINT_T0);
+    for (std::int64_t at = (dd * es + 31) / 64 * 64; at < vbytes; at += 64)
+      for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pv[t] + at, _MM_HINT_T0);
     for (; dd < d; ++dd) {
       const __m256 k = _mm256_setr_ps(element<T>(r0p, dd), element<T>(r1p, dd), element<T>(r2p, dd),
                                       element<T>(r3p, dd), element<T>(r4p, dd), element<T>(r5p, dd),
