@@ -251,12 +251,15 @@ int run(int argc, char** argv) {
               spread(bw_all).c_str());
   const std::int64_t l = quick ? 256 : 2048, ld = quick ? 512 : 4096, ll = quick ? 1024 : 32768;
   const std::int64_t bl = quick ? 2 : 8;
-  // The Lk = 4096, B = 1 decode fits a last-level cache (32 MiB of f32 K+V);
-  // the Lk = 32768 and B = 8 cases (256 MiB of f32 K+V) read from memory.
+  // Decode K+V: Lk = 512 is 4 MiB of f32 (in cache: the kernel's compute
+  // speed), Lk = 4096 32 MiB (a last-level cache's size), Lk = 32768 and B = 8
+  // 256 MiB (read from memory).
   const bench_case cases[] = {
       {"prefill B=1 H=16 L=2048 D=128", 1, 16, 16, l, l, 128, false, dtype::f32, false},
       {"prefill causal B=1 H=16 L=2048 D=128", 1, 16, 16, l, l, 128, true, dtype::f32, false},
       {"prefill B=4 H=8 L=512 D=64", 4, 8, 8, l / 4, l / 4, 64, false, dtype::f32, false},
+      {"decode GQA Hq=32 Hkv=8 Lk=512 D=128 f32", 1, 32, 8, 1, 512, 128, false, dtype::f32, true},
+      {"decode GQA Hq=32 Hkv=8 Lk=512 D=128 bf16", 1, 32, 8, 1, 512, 128, false, dtype::bf16, true},
       {"decode GQA Hq=32 Hkv=8 Lk=4096 D=128 f32", 1, 32, 8, 1, ld, 128, false, dtype::f32, true},
       {"decode GQA Hq=32 Hkv=8 Lk=4096 D=128 bf16", 1, 32, 8, 1, ld, 128, false, dtype::bf16, true},
       {"decode GQA Hq=32 Hkv=8 Lk=32768 D=128 f32", 1, 32, 8, 1, ll, 128, false, dtype::f32, true},
