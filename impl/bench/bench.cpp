@@ -82,16 +82,19 @@ struct peaks {
 void print_row(const bench_case& c, int threads, const timing& k, const timing& naive, const peaks& pk) {
   const double flops = 4.0 * static_cast<double>(c.b * c.hq) * visible_pairs(c) * static_cast<double>(c.d);
   const double peak = threads == 1 ? pk.fma1 : pk.fma_all;
-  std::printf("%-44s %3d %10.2f %9.1f %6.1f%%", c.name, threads, k.wall * 1e3, flops / k.wall / 1e9,
+  std::printf("%-46s %3d %10.2f %9.1f %6.1f%%", c.name, threads, k.wall * 1e3, flops / k.wall / 1e9,
               100.0 * flops / k.wall / 1e9 / peak);
   if (c.decode) {
     const double bytes = static_cast<double>(c.b * c.lk * c.hkv * 2 * c.d) * (c.kv_type == dtype::f32 ? 4 : 2);
     const double bw = threads == 1 ? pk.bw1 : pk.bw_all;
-    std::printf(" %8.1f %6.1f%%", bytes / k.wall / 1e9, 100.0 * bytes / k.wall / 1e9 / bw);
+    // One decode step yields one token per sequence.
+    std::printf(" %8.1f %6.1f%% %9.0f", bytes / k.wall / 1e9, 100.0 * bytes / k.wall / 1e9 / bw,
+                static_cast<double>(c.b * c.lq) / k.wall);
   } else {
-    std::printf(" %8s %7s", "-", "-");
+    std::printf(" %8s %7s %9s", "-", "-", "-");
   }
   std::printf(" %10.2f %7.2fx %9.2f\n", naive.wall * 1e3, naive.wall / k.wall, k.cpu / k.wall);
+  std::fflush(stdout);
 }
 
 void bench_prefill(const bench_case& c, int threads, int reps, const peaks& pk) {
@@ -129,15 +132,15 @@ void bench_decode(const bench_case& c, int threads, int reps, const peaks& pk) {
   }
   const auto k = filled(static_cast<std::size_t>(c.b * c.lk * c.hkv * c.d), 2);
   const auto v = filled(static_cast<std::size_t>(c.b * c.lk * c.hkv * c.d), 3);
-  std::vector<std::uint16_t> k16(k.size()), v16(v.size());
-  for (std::size_t i = 0; i < k.size(); ++i) {  // bf16 by truncation: the values only need to be bf16
+  const bool f32 = c.kv_type == dtype::f32;
+  std::vector<std::uint16_t> k16(f32 ? 0 : k.size()), v16(f32 ? 0 : v.size());
+  for (std::size_t i = 0; i < k16.size(); ++i) {  // bf16 by truncation: the values only need to be bf16
     std::uint32_t bk, bv;
     std::memcpy(&bk, &k[i], 4);
     std::memcpy(&bv, &v[i], 4);
     k16[i] = static_cast<std::uint16_t>(bk >> 16);
     v16[i] = static_cast<std::uint16_t>(bv >> 16);
   }
-  const bool f32 = c.kv_type == dtype::f32;
   const std::int64_t es = f32 ? 4 : 2;
   for (std::int64_t bi = 0; bi < c.b; ++bi) {
     const std::int64_t off = bi * c.lk * c.hkv * c.d * es;
@@ -156,7 +159,10 @@ void bench_decode(const bench_case& c, int threads, int reps, const peaks& pk) {
   a.lq = c.lq;
   a.q = {q.data(), dtype::f32, dense(c.lq, c.hq, c.d)};
   a.o = {o.data(), dtype::f32, dense(c.lq, c.hq, c.d)};
-  const int decode_reps = reps * 10;  // a decode step is milliseconds: more reps, same wall budget
+  // A decode step is milliseconds: more reps, same wall budget (steps past the
+  // cache take longer, so fewer of them).
+  const double kv_mib = static_cast<double>(c.b * c.lk * c.hkv * 2 * c.d * es) / (1 << 20);
+  const int decode_reps = kv_mib > 64 ? reps * 4 : reps * 10;
   const timing kt = best_of(decode_reps, [&] { (void)cache->attend(a, {.threads = threads}); });
   const timing nt = best_of(decode_reps, [&] {
     naive_attention_f32(q.data(), k.data(), v.data(), o_naive.data(), c.b, c.hq, c.hkv, c.lq, c.lk, c.d, false,
@@ -199,20 +205,32 @@ void bench_memory(int threads, std::int64_t l) {
               scores_mib);
 }
 
+/// "best B, median M, worst W over N reps" of probe samples.
+std::string spread(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "best %.1f, median %.1f, worst %.1f GB/s over %zu reps", x.back(), x[x.size() / 2],
+                x.front(), x.size());
+  return buf;
+}
+
 }  // namespace
 
 int run(int argc, char** argv) {
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int reps = 2;
   bool quick = false, rss = true;
+  std::string filter;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--threads" && i + 1 < argc) threads = std::max(1, std::atoi(argv[++i]));
     else if (arg == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else if (arg == "--filter" && i + 1 < argc) filter = argv[++i];
     else if (arg == "--quick") quick = true;
     else if (arg == "--no-rss") rss = false;
     else {
-      std::fprintf(stderr, "bench: unknown option %s (--threads N, --reps N, --quick, --no-rss)\n", arg.c_str());
+      std::fprintf(stderr, "bench: unknown option %s (--threads N, --reps N, --filter TEXT, --quick, --no-rss)\n",
+                   arg.c_str());
       return 2;
     }
   }
@@ -221,23 +239,39 @@ int run(int argc, char** argv) {
               threads, reps, static_cast<long long>(resolve({}).k_tile),
               static_cast<long long>(resolve({}).split_keys), exp_ulps());
   if (rss && !quick) bench_memory(threads, 16384);
-  peaks pk{fma_peak_gflops(1), fma_peak_gflops(threads), read_bandwidth_gbs(1), read_bandwidth_gbs(threads)};
+  // The bandwidth probe's spread says how much the shared machine moved
+  // during the run: a decode %bw is only as good as it.
+  const int probe_reps = quick ? 2 : 5;
+  const auto bw1 = read_bandwidth_samples(1, probe_reps), bw_all = read_bandwidth_samples(threads, probe_reps);
+  peaks pk{fma_peak_gflops(1), fma_peak_gflops(threads), *std::max_element(bw1.begin(), bw1.end()),
+           *std::max_element(bw_all.begin(), bw_all.end())};
   std::printf("probe: f32 FMA peak %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads)\n", pk.fma1, pk.fma_all,
               threads);
-  std::printf("probe: memory read bandwidth %.1f GB/s (1 thread), %.1f GB/s (%d threads)\n", pk.bw1, pk.bw_all,
-              threads);
-  const std::int64_t l = quick ? 256 : 2048, ld = quick ? 512 : 4096;
+  std::printf("probe: memory read bandwidth, 256 MiB: 1 thread %s; %d threads %s\n", spread(bw1).c_str(), threads,
+              spread(bw_all).c_str());
+  const std::int64_t l = quick ? 256 : 2048, ld = quick ? 512 : 4096, ll = quick ? 1024 : 32768;
+  const std::int64_t bl = quick ? 2 : 8;
+  // Decode K+V: Lk = 512 is 4 MiB of f32 (in cache: the kernel's compute
+  // speed), Lk = 4096 32 MiB (a last-level cache's size), Lk = 32768 and B = 8
+  // 256 MiB (read from memory).
   const bench_case cases[] = {
       {"prefill B=1 H=16 L=2048 D=128", 1, 16, 16, l, l, 128, false, dtype::f32, false},
       {"prefill causal B=1 H=16 L=2048 D=128", 1, 16, 16, l, l, 128, true, dtype::f32, false},
       {"prefill B=4 H=8 L=512 D=64", 4, 8, 8, l / 4, l / 4, 64, false, dtype::f32, false},
+      {"decode GQA Hq=32 Hkv=8 Lk=512 D=128 f32", 1, 32, 8, 1, 512, 128, false, dtype::f32, true},
+      {"decode GQA Hq=32 Hkv=8 Lk=512 D=128 bf16", 1, 32, 8, 1, 512, 128, false, dtype::bf16, true},
       {"decode GQA Hq=32 Hkv=8 Lk=4096 D=128 f32", 1, 32, 8, 1, ld, 128, false, dtype::f32, true},
       {"decode GQA Hq=32 Hkv=8 Lk=4096 D=128 bf16", 1, 32, 8, 1, ld, 128, false, dtype::bf16, true},
+      {"decode GQA Hq=32 Hkv=8 Lk=32768 D=128 f32", 1, 32, 8, 1, ll, 128, false, dtype::f32, true},
+      {"decode GQA Hq=32 Hkv=8 Lk=32768 D=128 bf16", 1, 32, 8, 1, ll, 128, false, dtype::bf16, true},
+      {"decode GQA B=8 Hq=32 Hkv=8 Lk=4096 D=128 f32", bl, 32, 8, 1, ld, 128, false, dtype::f32, true},
+      {"decode GQA B=8 Hq=32 Hkv=8 Lk=4096 D=128 bf16", bl, 32, 8, 1, ld, 128, false, dtype::bf16, true},
   };
-  std::printf("%s\n", quick ? "(quick: L and Lk scaled down, names keep the full sizes)" : "");
-  std::printf("%-44s %3s %10s %9s %7s %8s %7s %10s %8s %9s\n", "case", "thr", "time_ms", "GFLOP/s", "%peak",
-              "GB/s", "%bw", "naive_ms", "speedup", "cpu/wall");
+  std::printf("%s\n", quick ? "(quick: L, Lk and B scaled down, names keep the full sizes)" : "");
+  std::printf("%-46s %3s %10s %9s %7s %8s %7s %9s %10s %8s %9s\n", "case", "thr", "time_ms", "GFLOP/s", "%peak",
+              "GB/s", "%bw", "tok/s", "naive_ms", "speedup", "cpu/wall");
   for (const bench_case& c : cases) {
+    if (!filter.empty() && std::string(c.name).find(filter) == std::string::npos) continue;
     std::vector<int> counts = {threads};
     if (threads > 1 && &c == &cases[0]) counts.insert(counts.begin(), 1);
     for (int t : counts) {
@@ -246,8 +280,9 @@ int run(int argc, char** argv) {
     }
   }
   std::printf("FLOPs count 4*B*Hq*D per visible (query, key) pair (causal: the visible half). "
-              "Decode GB/s: K and V bytes of the cache per step. naive: materialized scores, Eigen GEMM, "
-              "softmax, GEMM, f32, same threads. cpu/wall < threads means the machine was shared.\n");
+              "Decode GB/s: K and V bytes of the cache per step; %%bw: of the best probe rep; tok/s: B tokens "
+              "per step. naive: materialized scores, Eigen GEMM, softmax, GEMM, f32, same threads. "
+              "cpu/wall < threads means the machine was shared.\n");
   return 0;
 }
 

@@ -46,12 +46,12 @@ double fma_peak_gflops(int threads) {
   return best;
 }
 
-double read_bandwidth_gbs(int threads) {
+std::vector<double> read_bandwidth_samples(int threads, int reps) {
   constexpr std::size_t floats = std::size_t{64} << 20;  // 256 MiB: beyond any L3 here
   static std::vector<float> buf(floats, 1.0f);
   std::vector<float> sink(static_cast<std::size_t>(threads));
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
+  std::vector<double> samples;
+  for (int rep = 0; rep < reps; ++rep) {
     const double t = run_threads(threads, [&](int id) {
       const std::size_t per = floats / static_cast<std::size_t>(threads);
       const float* p = buf.data() + per * static_cast<std::size_t>(id);
@@ -65,9 +65,9 @@ double read_bandwidth_gbs(int threads) {
       sink[static_cast<std::size_t>(id)] =
           _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
     });
-    best = std::max(best, static_cast<double>(floats) * 4 / t / 1e9);
+    samples.push_back(static_cast<double>(floats) * 4 / t / 1e9);
   }
-  return best;
+  return samples;
 }
 
 }  // namespace attnimpl::bench

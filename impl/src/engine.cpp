@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -60,7 +61,11 @@ void reset_state(const row_state& st, const geometry& g, std::int64_t rows) {
 /// Per-thread scratch, reused across calls (grows only).
 struct workspace {
   std::vector<float> qp, kt, vp, s, tmp, chunk, total;
-  std::vector<const float*> vrows;  // V row jj of the block: packed, or the caller's f32 row
+  std::vector<float> zero;  // d zeros: the K row of a padding lane, never written
+  // Row addresses of the block's keys (K, and V where the caller stores it),
+  // of the next block's (prefetch), and V row jj as the P.V kernel reads it
+  // (the caller's row or its f32 copy in vp).
+  std::vector<const char*> krows, vsrc, knext, vnext, vrows;
   std::vector<std::uint8_t> vis;
   std::vector<row_kind> kind;
   std::vector<std::int64_t> hi, head, pos, prefix, group_keys;
@@ -72,6 +77,11 @@ struct workspace {
     grow(qp, g.rows * p.dims.d);
     grow(kt, p.dims.d * g.k_tile8);
     grow(vp, g.k_tile * g.dv8);
+    grow(zero, p.dims.d);
+    grow(krows, g.k_tile);
+    grow(vsrc, g.k_tile);
+    grow(knext, g.k_tile);
+    grow(vnext, g.k_tile);
     grow(vrows, g.k_tile);
     grow(s, g.rows * g.k_tile8);
     grow(tmp, std::max(p.dims.d, g.dv8) + (ATTNIMPL_MUTANT(masked_row_mean) ? g.dv8 : 0));
@@ -97,7 +107,7 @@ struct unit_rows {
 /// kt[dd][t] = row t's element dd for 8 rows and dd < d rounded down to 8;
 /// returns how many dims it did. Everything by value: vector stores may alias
 /// anything, so members would be reloaded after each one.
-std::int64_t transpose_rows(const char* const rows_in[8], dtype t_kv, std::int64_t esize, std::int64_t d, float* kt,
+std::int64_t transpose_rows(const char* const* rows_in, dtype t_kv, std::int64_t esize, std::int64_t d, float* kt,
                             std::int64_t ld) {
   const char* r0 = rows_in[0];
   const char* r1 = rows_in[1];
@@ -119,6 +129,52 @@ std::int64_t transpose_rows(const char* const rows_in[8], dtype t_kv, std::int64
     for (int t = 0; t < 8; ++t) _mm256_storeu_ps(out + t * ld, r[t]);
   }
   return dd;
+}
+
+/// How one (batch, KV head)'s rows of K or of V are addressed.
+struct row_walk {
+  const char* base;
+  const strides4* stride;   // (batch, key, head, dim), elements
+  std::int64_t page_stride; // elements between pages (paged caches)
+  std::int64_t esize;
+};
+
+/// out[t] = address of key row j0 + t (t < count) of batch b, KV head g: one
+/// block-table lookup per page run, where a per-key lookup costs a 64-bit
+/// division per row (several hundred cycles a block; decode has nothing to hide it behind).
+void row_addresses(const kv_source& kv, const row_walk& w, std::int64_t b, std::int64_t g, std::int64_t j0,
+                   std::int64_t count, const char** out) {
+  const strides4& s = *w.stride;
+  const std::int64_t step = s[1] * w.esize;
+  if (!kv.table) {
+    const char* at = w.base + (b * s[0] + j0 * s[1] + g * s[2]) * w.esize;
+    for (std::int64_t t = 0; t < count; ++t) out[t] = at + t * step;
+    return;
+  }
+  for (std::int64_t t = 0, j = j0; t < count;) {
+    const std::int64_t slot = j % kv.page_size;
+    const std::int64_t run = std::min(kv.page_size - slot, count - t);
+    const std::int64_t page = kv.table[b * kv.table_stride + j / kv.page_size];
+    const char* at = w.base + (page * w.page_stride + slot * s[1] + g * s[2]) * w.esize;
+    for (std::int64_t x = 0; x < run; ++x) out[t + x] = at + x * step;
+    t += run;
+    j += run;
+  }
+}
+
+/// Element dd of a storage row, exactly, as f32.
+template <dtype T>
+float element(const char* row, std::int64_t dd) {
+  if constexpr (T == dtype::f32) return reinterpret_cast<const float*>(row)[dd];
+  else if constexpr (T == dtype::bf16) return convert::from_bf16(reinterpret_cast<const std::uint16_t*>(row)[dd]);
+  else return convert::from_f16(reinterpret_cast<const std::uint16_t*>(row)[dd]);
+}
+
+/// Requests every cache line of rows[0 .. count), `bytes` long each. Rows of
+/// a paged cache sit a page apart, where the hardware prefetcher stops.
+void prefetch_rows(const char* const* rows, std::int64_t count, std::int64_t bytes) {
+  for (std::int64_t t = 0; t < count; ++t)
+    for (std::int64_t x = 0; x < bytes; x += 64) _mm_prefetch(rows[t] + x, _MM_HINT_T0);
 }
 
 class unit_runner {
@@ -181,11 +237,27 @@ class unit_runner {
       const std::int64_t kc = std::min(g_.k_tile, end - j0);
       const std::int64_t kpack = classify(ur, j0, kc);
       if (kpack == 0) continue;
-      pack_kv(ur, j0, kpack);
-      if (j0 + g_.k_tile < end) prefetch_kv(ur, j0 + g_.k_tile, std::min(g_.k_tile, end - j0 - g_.k_tile));
-      scores(ur);
+      locate(ur, j0, kpack, ws_.krows.data(), ws_.vsrc.data());
+      // The next block may lie in the next chunk: the same unit reads it next
+      // unless split-KV hands that chunk to another thread.
+      const std::int64_t next =
+          std::clamp<std::int64_t>(std::min(ur.max_hi, ur.keys) - j0 - g_.k_tile, 0, g_.k_tile);
+      if (next > 0) locate(ur, j0 + g_.k_tile, next, ws_.knext.data(), ws_.vnext.data());
+      const dtype vt = pack_v(ur, kpack);
+      if (ur.rows <= direct_rows && p_.kv.ks[3] == 1) {
+        direct_scores(ur, kpack, next);
+      } else {
+        pack_k(kpack);
+        prefetch_rows(ws_.knext.data(), next, p_.dims.d * p_.kv.ks[3] * convert::size_of(p_.kv.type));
+        prefetch_rows(ws_.vnext.data(), next, p_.dims.dv * p_.kv.vs[3] * convert::size_of(p_.kv.type));
+        scores(ur);
+      }
       softmax(ur, st);
-      weighted_values(ur, kpack, st);
+      switch (vt) {
+        case dtype::f32: weighted_values<dtype::f32>(ur, kpack, st); break;
+        case dtype::f16: weighted_values<dtype::f16>(ur, kpack, st); break;
+        case dtype::bf16: weighted_values<dtype::bf16>(ur, kpack, st); break;
+      }
       if (ATTNIMPL_MUTANT(low_precision_acc))  // the accumulator kept in bf16
         for (std::int64_t x = 0; x < ur.rows * g_.dv8; ++x) st.acc[x] = convert::from_bf16(convert::to_bf16(st.acc[x]));
     }
@@ -318,13 +390,27 @@ class unit_runner {
     return kpack;
   }
 
-  /// K block transposed to kt[d][j] and V block copied to vp[j][e], both f32,
-  /// keys [j0, j0 + kpack) only: nothing past what some row sees is read.
-  void pack_kv(const unit_rows& ur, std::int64_t j0, std::int64_t kpack) {
-    const std::int64_t d = p_.dims.d, dv = p_.dims.dv;
+  /// Rows of at most this many (decode: the G heads of one position) take
+  /// their scores straight from the caller's K rows (direct_scores); more
+  /// rows share one transposed copy of the block (pack_k, scores).
+  static constexpr std::int64_t direct_rows = 8;
+
+  /// Addresses of K and V rows j0 .. j0 + count - 1 of the unit's KV head.
+  void locate(const unit_rows& ur, std::int64_t j0, std::int64_t count, const char** k, const char** v) const {
     const std::int64_t esize = convert::size_of(p_.kv.type);
-    const char* kbase = static_cast<const char*>(p_.kv.k);
-    const char* vbase = static_cast<const char*>(p_.kv.v);
+    const row_walk kw{static_cast<const char*>(p_.kv.k), &p_.kv.ks, p_.kv.k_page_stride, esize};
+    row_walk vw{static_cast<const char*>(p_.kv.v), &p_.kv.vs, p_.kv.v_page_stride, esize};
+    if (ATTNIMPL_MUTANT(v_uses_k_strides)) vw = {vw.base, &p_.kv.ks, p_.kv.k_page_stride, esize};
+    row_addresses(p_.kv, kw, ur.b, load_head(ur), j0, count, k);
+    row_addresses(p_.kv, vw, ur.b, load_head(ur), j0, count, v);
+  }
+
+  /// K block [0, kpack) (rows at ws_.krows) transposed to f32 kt[d][j], zero
+  /// past kpack: nothing past what some row sees is read.
+  void pack_k(std::int64_t kpack) {
+    const std::int64_t d = p_.dims.d;
+    const std::int64_t esize = convert::size_of(p_.kv.type);
+    const char* const* krows = ws_.krows.data();
     float* kt = ws_.kt.data();
     float* tmp = ws_.tmp.data();
     std::int64_t jj = 0;
@@ -332,8 +418,7 @@ class unit_runner {
       // 8 keys x 8 dims at a time: convert to f32 lanes, transpose in registers.
       const dtype t_kv = p_.kv.type;
       for (; jj + 8 <= kpack; jj += 8) {
-        const char* rows[8];
-        for (int t = 0; t < 8; ++t) rows[t] = kbase + p_.kv.k_offset(ur.b, load_head(ur), j0 + jj + t) * esize;
+        const char* const* rows = krows + jj;
         const std::int64_t dd = transpose_rows(rows, t_kv, esize, d, kt + jj, g_.k_tile8);
         if (dd < d) {
           for (int t = 0; t < 8; ++t) {
@@ -344,47 +429,138 @@ class unit_runner {
       }
     }
     for (; jj < kpack; ++jj) {
-      const std::int64_t j = j0 + jj;
-      convert::load_row(tmp, kbase + p_.kv.k_offset(ur.b, load_head(ur), j) * esize, p_.kv.type, p_.kv.ks[3], d);
+      convert::load_row(tmp, krows[jj], p_.kv.type, p_.kv.ks[3], d);
       for (std::int64_t dd = 0; dd < d; ++dd) kt[dd * g_.k_tile8 + jj] = tmp[dd];
     }
     for (std::int64_t dd = 0; dd < d; ++dd)
       std::fill(kt + dd * g_.k_tile8 + kpack, kt + (dd + 1) * g_.k_tile8, 0.0f);
-    // Few rows (decode): f32 V rows are used in place, read once. Many rows:
-    // V is copied to a contiguous block, since the P.V kernel walks it once per
-    // row group and the caller's rows may sit pages apart (TLB).
-    const bool v_in_place = ur.rows <= 16 && p_.kv.type == dtype::f32 && p_.kv.vs[3] == 1 && dv % 8 == 0 &&
-                            !ATTNIMPL_MUTANT(dv_equals_d);
-    for (jj = 0; jj < kpack; ++jj) {
-      const char* src = vbase + p_.kv.v_offset(ur.b, load_head(ur), j0 + jj) * esize;
-      if (ATTNIMPL_MUTANT(v_uses_k_strides)) src = vbase + p_.kv.k_offset(ur.b, load_head(ur), j0 + jj) * esize;
-      if (v_in_place) {
-        ws_.vrows[jj] = reinterpret_cast<const float*>(src);
-        continue;
-      }
+  }
+
+  /// Points vrows at V rows [0, kpack); returns the storage type they hold.
+  /// Few rows (decode): the caller's rows are used in place, read and widened
+  /// to f32 in registers once (bf16/f16 too). Many rows: V is copied to a
+  /// contiguous f32 block, since the P.V kernel walks it once per row group
+  /// and the caller's rows may sit pages apart (TLB).
+  dtype pack_v(const unit_rows& ur, std::int64_t kpack) {
+    const std::int64_t d = p_.dims.d, dv = p_.dims.dv;
+    const bool v_in_place = ur.rows <= 16 && p_.kv.vs[3] == 1 && dv % 8 == 0 && !ATTNIMPL_MUTANT(dv_equals_d);
+    if (v_in_place) {
+      std::copy(ws_.vsrc.data(), ws_.vsrc.data() + kpack, ws_.vrows.data());
+      return p_.kv.type;
+    }
+    for (std::int64_t jj = 0; jj < kpack; ++jj) {
       float* vrow = ws_.vp.data() + jj * g_.dv8;
-      convert::load_row(vrow, src, p_.kv.type, ATTNIMPL_MUTANT(v_uses_k_strides) ? p_.kv.ks[3] : p_.kv.vs[3],
+      convert::load_row(vrow, ws_.vsrc[jj], p_.kv.type, ATTNIMPL_MUTANT(v_uses_k_strides) ? p_.kv.ks[3] : p_.kv.vs[3],
                         ATTNIMPL_MUTANT(dv_equals_d) ? std::min(d, dv) : dv);  // mutant: the value loop runs to D
       std::fill(vrow + (ATTNIMPL_MUTANT(dv_equals_d) ? std::min(d, dv) : dv), vrow + g_.dv8, 0.0f);
-      ws_.vrows[jj] = vrow;
+      ws_.vrows[jj] = reinterpret_cast<const char*>(vrow);
+    }
+    return dtype::f32;
+  }
+
+  /// Scores of keys [0, kpack) straight from the caller's K rows: 8 keys x 8
+  /// dims loaded, widened and transposed in registers, then one FMA chain over
+  /// d per score, exactly as the packed path computes it (same bits). Each K
+  /// byte is read once for all the unit's rows; while a group of 8 keys
+  /// computes, the same keys of the next block are requested.
+  void direct_scores(const unit_rows& ur, std::int64_t kpack, std::int64_t next) {
+    switch (p_.kv.type) {
+      case dtype::f32: direct_scores_as<dtype::f32>(ur, kpack, next); break;
+      case dtype::f16: direct_scores_as<dtype::f16>(ur, kpack, next); break;
+      case dtype::bf16: direct_scores_as<dtype::bf16>(ur, kpack, next); break;
     }
   }
 
-  /// Asks for the next block's K and V rows (into L2: a block of K and V can
-  /// exceed L1) while this block computes: rows
-  /// sit pages apart (strided tensors, paged caches) where the hardware
-  /// prefetcher does not follow, and decode is bound by their latency.
-  void prefetch_kv(const unit_rows& ur, std::int64_t j0, std::int64_t count) {
-    const std::int64_t esize = convert::size_of(p_.kv.type);
-    const std::int64_t kbytes = p_.dims.d * p_.kv.ks[3] * esize, vbytes = p_.dims.dv * p_.kv.vs[3] * esize;
-    const char* kbase = static_cast<const char*>(p_.kv.k);
-    const char* vbase = static_cast<const char*>(p_.kv.v);
-    for (std::int64_t jj = 0; jj < count; ++jj) {
-      const char* k = kbase + p_.kv.k_offset(ur.b, ur.kv_head, j0 + jj) * esize;
-      const char* v = vbase + p_.kv.v_offset(ur.b, ur.kv_head, j0 + jj) * esize;
-      for (std::int64_t x = 0; x < kbytes; x += 64) _mm_prefetch(k + x, _MM_HINT_T1);
-      for (std::int64_t x = 0; x < vbytes; x += 64) _mm_prefetch(v + x, _MM_HINT_T1);
+  template <dtype T>
+  void direct_scores_as(const unit_rows& ur, std::int64_t kpack, std::int64_t next) {
+    const std::int64_t esize = convert::size_of(T);
+    const std::int64_t kbytes = p_.dims.d * esize, vbytes = p_.dims.dv * p_.kv.vs[3] * esize;
+    const char* zero = reinterpret_cast<const char*>(ws_.zero.data());
+    for (std::int64_t jj = 0; jj < kpack; jj += 8) {
+      const char* rows[8];
+      for (std::int64_t t = 0; t < 8; ++t) rows[t] = jj + t < kpack ? ws_.krows[jj + t] : zero;  // lanes past kpack: K = 0
+      // The first pass spreads the requests over its loads: a burst of a
+      // hundred prefetches fills the load queue and stalls the arithmetic
+      // that could run meanwhile.
+      prefetch_set pf{ws_.knext.data() + jj, ws_.vnext.data() + jj, std::clamp<std::int64_t>(next - jj, 0, 8), kbytes,
+                      vbytes};
+      for (std::int64_t r0 = 0; r0 < ur.rows; r0 += 4) {
+        const std::int64_t nr = std::min<std::int64_t>(4, ur.rows - r0);
+        bool any = false;
+        for (std::int64_t r = r0; r < r0 + nr; ++r) any = any || ws_.kind[r] != row_kind::none;
+        if (!any) continue;
+        switch (nr) {
+          case 1: score_group<1, T>(rows, r0, jj, pf); break;
+          case 2: score_group<2, T>(rows, r0, jj, pf); break;
+          case 3: score_group<3, T>(rows, r0, jj, pf); break;
+          default: score_group<4, T>(rows, r0, jj, pf); break;
+        }
+        pf.count = 0;
+      }
+      prefetch_rows(pf.k, pf.count, kbytes);  // no pass ran
+      prefetch_rows(pf.v, pf.count, vbytes);
     }
+  }
+
+  /// Rows of the next block to request while a group of keys computes.
+  struct prefetch_set {
+    const char* const* k;
+    const char* const* v;
+    std::int64_t count, kbytes, vbytes;
+  };
+
+  template <int NR, dtype T>
+  void score_group(const char* const rows_in[8], std::int64_t r0, std::int64_t jj, const prefetch_set& pf) {
+    constexpr std::int64_t es = T == dtype::f32 ? 4 : 2;
+    const std::int64_t d = p_.dims.d, ld = g_.k_tile8;  // locals: vector stores may alias members
+    const float* q = ws_.qp.data() + r0 * d;
+    float* s = ws_.s.data() + r0 * ld + jj;
+    const char* r0p = rows_in[0];
+    const char* r1p = rows_in[1];
+    const char* r2p = rows_in[2];
+    const char* r3p = rows_in[3];
+    const char* r4p = rows_in[4];
+    const char* r5p = rows_in[5];
+    const char* r6p = rows_in[6];
+    const char* r7p = rows_in[7];
+    __m256 acc[NR];
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+    const std::int64_t pf_count = pf.count, vbytes = pf.vbytes;
+    const char* const* pk = pf.k;
+    const char* const* pv = pf.v;
+    std::int64_t dd = 0;
+    for (; dd + 8 <= d; dd += 8) {
+      const std::int64_t at = dd * es;
+      if (at % 64 == 0) {
+        for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pk[t] + at, _MM_HINT_T0);
+      } else if (at % 64 == 32 && at - 32 < vbytes) {
+        for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pv[t] + at - 32, _MM_HINT_T0);
+      }
+      __m256 k[8] = {simd::load8(r0p + at, T), simd::load8(r1p + at, T), simd::load8(r2p + at, T),
+                     simd::load8(r3p + at, T), simd::load8(r4p + at, T), simd::load8(r5p + at, T),
+                     simd::load8(r6p + at, T), simd::load8(r7p + at, T)};
+      simd::transpose8(k);
+#pragma GCC unroll 8
+      for (int x = 0; x < 8; ++x)
+#pragma GCC unroll 4
+        for (int r = 0; r < NR; ++r)
+          acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(q + r * d + dd + x), k[x], acc[r]);
+    }
+    // Lines the dim loop did not reach: K's tail, V's rest (dv > d, or d % 16).
+    for (std::int64_t at = (dd * es + 63) / 64 * 64; at < pf.kbytes; at += 64)
+      for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pk[t] + at, _MM_HINT_T0);
+    for (std::int64_t at = (dd * es + 31) / 64 * 64; at < vbytes; at += 64)
+      for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pv[t] + at, _MM_HINT_T0);
+    for (; dd < d; ++dd) {
+      const __m256 k = _mm256_setr_ps(element<T>(r0p, dd), element<T>(r1p, dd), element<T>(r2p, dd),
+                                      element<T>(r3p, dd), element<T>(r4p, dd), element<T>(r5p, dd),
+                                      element<T>(r6p, dd), element<T>(r7p, dd));
+#pragma GCC unroll 4
+      for (int r = 0; r < NR; ++r) acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(q + r * d + dd), k, acc[r]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) _mm256_storeu_ps(s + r * ld, acc[r]);
   }
 
   template <int NR>
@@ -471,9 +647,9 @@ class unit_runner {
     }
   }
 
-  template <int NR, int NE>
+  template <dtype T, int NR, int NE>
   void values_block(std::int64_t r0, std::int64_t e0, std::int64_t kc, const row_state& st) {
-    micro::weighted_values<NR, NE>(ws_.s.data() + r0 * g_.k_tile8, g_.k_tile8, ws_.vrows.data(), e0, kc,
+    micro::weighted_values<NR, NE, T>(ws_.s.data() + r0 * g_.k_tile8, g_.k_tile8, ws_.vrows.data(), e0, kc,
                                    st.acc + r0 * g_.dv8 + e0, g_.dv8);
   }
 
@@ -482,6 +658,7 @@ class unit_runner {
   /// slice stays in L1 across groups); each row then adds its remaining
   /// visible keys in order. Either way a row's chain is one FMA per visible
   /// key in increasing j: the same bits whatever rows share its group.
+  template <dtype T>
   void weighted_values(const unit_rows& ur, std::int64_t kpack, const row_state& st) {
     constexpr std::int64_t block = 4;
     std::int64_t* keys = ws_.group_keys.data();
@@ -497,7 +674,7 @@ class unit_runner {
         const std::int64_t ne = std::min<std::int64_t>(3, (g_.dv8 - e0) / 8);
         for (std::int64_t r0 = 0; r0 < ur.rows; r0 += block)
           if (keys[r0 / block] > 0)
-            values_dispatch(std::min(block, ur.rows - r0), ne, r0, e0, keys[r0 / block], st);
+            values_dispatch<T>(std::min(block, ur.rows - r0), ne, r0, e0, keys[r0 / block], st);
       }
     }
     for (std::int64_t r = 0; r < ur.rows; ++r) {
@@ -505,34 +682,36 @@ class unit_runner {
       if (ws_.kind[r] == row_kind::none || from >= kpack) continue;
       const float* pr = ws_.s.data() + r * g_.k_tile8;
       const std::uint8_t* vis = ws_.vis.data() + r * g_.k_tile8;
-      const float* const* vrows = ws_.vrows.data();
+      const char* const* vrows = ws_.vrows.data();
+      constexpr std::int64_t es = T == dtype::f32 ? 4 : 2;
       const std::int64_t dv8 = g_.dv8;  // a local: vector stores may alias members
       float* acc = st.acc + r * dv8;
       for (std::int64_t jj = from; jj < kpack; ++jj) {
         if (!vis[jj] && !ATTNIMPL_MUTANT(masked_value_leak)) continue;  // skipped, never multiplied: V there may be NaN
         const __m256 pb = _mm256_broadcast_ss(pr + jj);
-        const float* v = vrows[jj];
+        const char* v = vrows[jj];
         for (std::int64_t e = 0; e < dv8; e += 8)
-          _mm256_storeu_ps(acc + e, _mm256_fmadd_ps(pb, _mm256_loadu_ps(v + e), _mm256_loadu_ps(acc + e)));
+          _mm256_storeu_ps(acc + e, _mm256_fmadd_ps(pb, simd::load8(v + e * es, T), _mm256_loadu_ps(acc + e)));
       }
     }
   }
 
+  template <dtype T>
   void values_dispatch(std::int64_t nr, std::int64_t ne, std::int64_t r0, std::int64_t e0, std::int64_t kc,
                        const row_state& st) {
     switch (nr * 4 + ne) {
-      case 1 * 4 + 1: values_block<1, 1>(r0, e0, kc, st); break;
-      case 1 * 4 + 2: values_block<1, 2>(r0, e0, kc, st); break;
-      case 1 * 4 + 3: values_block<1, 3>(r0, e0, kc, st); break;
-      case 2 * 4 + 1: values_block<2, 1>(r0, e0, kc, st); break;
-      case 2 * 4 + 2: values_block<2, 2>(r0, e0, kc, st); break;
-      case 2 * 4 + 3: values_block<2, 3>(r0, e0, kc, st); break;
-      case 3 * 4 + 1: values_block<3, 1>(r0, e0, kc, st); break;
-      case 3 * 4 + 2: values_block<3, 2>(r0, e0, kc, st); break;
-      case 3 * 4 + 3: values_block<3, 3>(r0, e0, kc, st); break;
-      case 4 * 4 + 1: values_block<4, 1>(r0, e0, kc, st); break;
-      case 4 * 4 + 2: values_block<4, 2>(r0, e0, kc, st); break;
-      default: values_block<4, 3>(r0, e0, kc, st); break;
+      case 1 * 4 + 1: values_block<T, 1, 1>(r0, e0, kc, st); break;
+      case 1 * 4 + 2: values_block<T, 1, 2>(r0, e0, kc, st); break;
+      case 1 * 4 + 3: values_block<T, 1, 3>(r0, e0, kc, st); break;
+      case 2 * 4 + 1: values_block<T, 2, 1>(r0, e0, kc, st); break;
+      case 2 * 4 + 2: values_block<T, 2, 2>(r0, e0, kc, st); break;
+      case 2 * 4 + 3: values_block<T, 2, 3>(r0, e0, kc, st); break;
+      case 3 * 4 + 1: values_block<T, 3, 1>(r0, e0, kc, st); break;
+      case 3 * 4 + 2: values_block<T, 3, 2>(r0, e0, kc, st); break;
+      case 3 * 4 + 3: values_block<T, 3, 3>(r0, e0, kc, st); break;
+      case 4 * 4 + 1: values_block<T, 4, 1>(r0, e0, kc, st); break;
+      case 4 * 4 + 2: values_block<T, 4, 2>(r0, e0, kc, st); break;
+      default: values_block<T, 4, 3>(r0, e0, kc, st); break;
     }
   }
 
@@ -573,43 +752,56 @@ void run(const problem& p, const config& cfg) {
   // bits are the same either way (same chunks, same fold order).
   const std::int64_t split_tasks = g.units * g.chunks;
   const bool split = g.chunks > 1 && g.units < 2 * cfg.threads && split_tasks * state_floats(g) <= (16ll << 20);
+  // Every lambda captures one reference: std::function keeps it inline
+  // (libstdc++ stores at most two pointers without allocating), so a decode
+  // step allocates nothing once the workspaces have grown.
+  struct job {
+    const problem& p;
+    const geometry& g;
+    float* parts;
+  };
   if (!split) {
-    pool.run(cfg.threads, g.units, [&](std::int64_t u, int) {
+    const job jb{p, g, nullptr};
+    const std::function<void(int)> prepare = [&jb](int) { thread_workspace().ensure(jb.p, jb.g); };
+    pool.run(cfg.threads, g.units, [&jb](std::int64_t u, int) {
       workspace& ws = thread_workspace();
-      ws.ensure(p, g);
-      unit_runner runner(p, g, ws);
+      unit_runner runner(jb.p, jb.g, ws);
       const unit_rows ur = runner.setup(u);
-      const row_state part = view_state(ws.chunk.data(), g), total = view_state(ws.total.data(), g);
-      for (std::int64_t c = 0; c < g.chunks; ++c) {
-        runner.chunk(ur, c * g.split, (c + 1) * g.split, part);
+      const row_state part = view_state(ws.chunk.data(), jb.g), total = view_state(ws.total.data(), jb.g);
+      for (std::int64_t c = 0; c < jb.g.chunks; ++c) {
+        runner.chunk(ur, c * jb.g.split, (c + 1) * jb.g.split, part);
         runner.fold(ur, total, part, c == 0);
       }
       runner.finish(ur, total);
-    });
+    }, &prepare);
     return;
   }
-  std::vector<float> parts(static_cast<std::size_t>(split_tasks * state_floats(g)));
-  pool.run(cfg.threads, split_tasks, [&](std::int64_t t, int) {
+  // The chunks' partial states, kept by the calling thread across calls
+  // (grows only, at most the 64 MiB cap above).
+  thread_local std::vector<float> parts;
+  if (static_cast<std::int64_t>(parts.size()) < split_tasks * state_floats(g))
+    parts.resize(static_cast<std::size_t>(split_tasks * state_floats(g)));
+  const job jb{p, g, parts.data()};
+  const std::function<void(int)> prepare = [&jb](int) { thread_workspace().ensure(jb.p, jb.g); };
+  pool.run(cfg.threads, split_tasks, [&jb](std::int64_t t, int) {
     workspace& ws = thread_workspace();
-    ws.ensure(p, g);
-    unit_runner runner(p, g, ws);
-    const std::int64_t u = t / g.chunks, c = t % g.chunks;
+    unit_runner runner(jb.p, jb.g, ws);
+    const std::int64_t u = t / jb.g.chunks, c = t % jb.g.chunks;
     const unit_rows ur = runner.setup(u);
-    runner.chunk(ur, c * g.split, (c + 1) * g.split, view_state(parts.data() + t * state_floats(g), g));
-  });
-  pool.run(cfg.threads, g.units, [&](std::int64_t u, int) {
+    runner.chunk(ur, c * jb.g.split, (c + 1) * jb.g.split, view_state(jb.parts + t * state_floats(jb.g), jb.g));
+  }, &prepare);
+  pool.run(cfg.threads, g.units, [&jb](std::int64_t u, int) {
     workspace& ws = thread_workspace();
-    ws.ensure(p, g);
-    unit_runner runner(p, g, ws);
+    unit_runner runner(jb.p, jb.g, ws);
     const unit_rows ur = runner.setup(u);
-    const row_state total = view_state(ws.total.data(), g);
-    for (std::int64_t c = 0; c < g.chunks; ++c) {
+    const row_state total = view_state(ws.total.data(), jb.g);
+    for (std::int64_t c = 0; c < jb.g.chunks; ++c) {
       std::int64_t at = c;
-      if (ATTNIMPL_MUTANT(thread_order)) at = g.chunks - 1 - c;  // this path folds last chunk first
-      runner.fold(ur, total, view_state(parts.data() + (u * g.chunks + at) * state_floats(g), g), c == 0);
+      if (ATTNIMPL_MUTANT(thread_order)) at = jb.g.chunks - 1 - c;  // this path folds last chunk first
+      runner.fold(ur, total, view_state(jb.parts + (u * jb.g.chunks + at) * state_floats(jb.g), jb.g), c == 0);
     }
     runner.finish(ur, total);
-  });
+  }, &prepare);
 }
 
 }  // namespace attnimpl::engine

@@ -10,6 +10,9 @@
 
 #include <cstdint>
 
+#include "attnimpl/attention.hpp"
+#include "simd.hpp"
+
 namespace attnimpl::micro {
 
 /// s[r][c] = sum_dd q[r][dd] * kt[dd][c] for NR rows and NV*8 columns.
@@ -39,9 +42,10 @@ inline void scores(const float* q, std::int64_t ldq, const float* kt, std::int64
 }
 
 /// acc[r][e] += sum_{j < kc} p[r][j] * v[j][e0 + e] for NR rows and NE*8 columns,
-/// one FMA per (j, e) in increasing j.
-template <int NR, int NE>
-inline void weighted_values(const float* p, std::int64_t ldp, const float* const* v, std::int64_t e0,
+/// one FMA per (j, e) in increasing j. V rows hold storage type T, widened to
+/// f32 in registers (exact).
+template <int NR, int NE, dtype T>
+inline void weighted_values(const float* p, std::int64_t ldp, const char* const* v, std::int64_t e0,
                             std::int64_t kc, float* acc, std::int64_t lda) {
   __m256 a[NR][NE];
   #pragma GCC unroll 8
@@ -51,7 +55,7 @@ inline void weighted_values(const float* p, std::int64_t ldp, const float* const
   for (std::int64_t j = 0; j < kc; ++j) {
     __m256 vv[NE];
     #pragma GCC unroll 8
-    for (int e = 0; e < NE; ++e) vv[e] = _mm256_loadu_ps(v[j] + e0 + 8 * e);
+    for (int e = 0; e < NE; ++e) vv[e] = simd::load8(v[j] + (e0 + 8 * e) * (T == dtype::f32 ? 4 : 2), T);
     #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
       const __m256 pb = _mm256_broadcast_ss(p + r * ldp + j);

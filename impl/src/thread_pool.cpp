@@ -18,8 +18,10 @@ thread_pool::~thread_pool() {
   for (auto& t : workers_) t.join();
 }
 
-void thread_pool::run(int threads, std::int64_t n, const std::function<void(std::int64_t, int)>& fn) {
+void thread_pool::run(int threads, std::int64_t n, const std::function<void(std::int64_t, int)>& fn,
+                      const std::function<void(int)>* prepare) {
   if (threads <= 1 || n <= 1) {
+    if (prepare && n > 0) (*prepare)(0);
     for (std::int64_t i = 0; i < n; ++i) fn(i, 0);
     return;
   }
@@ -32,6 +34,7 @@ void thread_pool::run(int threads, std::int64_t n, const std::function<void(std:
       workers_.emplace_back([this, index] { worker_loop(index); });
     }
     job_ = &fn;
+    prepare_ = prepare;
     tasks_ = n;
     next_.store(0, std::memory_order_relaxed);
     helpers_ = helpers;
@@ -43,9 +46,11 @@ void thread_pool::run(int threads, std::int64_t n, const std::function<void(std:
   std::unique_lock lock(mutex_);
   done_.wait(lock, [this] { return pending_ == 0; });
   job_ = nullptr;
+  prepare_ = nullptr;
 }
 
 void thread_pool::work(int index) {
+  if (prepare_) (*prepare_)(index);
   for (;;) {
     const std::int64_t task = next_.fetch_add(1, std::memory_order_relaxed);
     if (task >= tasks_) return;

@@ -22,8 +22,11 @@ class thread_pool {
 
   /// Runs fn(task, worker) for every task in [0, n) on at most `threads`
   /// workers (the caller is worker 0; others are 1..threads-1) and waits.
+  /// Every worker that takes part first calls prepare(worker), when given,
+  /// whether or not it then wins a task (per-thread scratch grows in one call).
   /// Concurrent callers are serialized.
-  void run(int threads, std::int64_t n, const std::function<void(std::int64_t, int)>& fn);
+  void run(int threads, std::int64_t n, const std::function<void(std::int64_t, int)>& fn,
+           const std::function<void(int)>* prepare = nullptr);
 
  private:
   void worker_loop(int index);
@@ -34,6 +37,7 @@ class thread_pool {
   std::condition_variable wake_, done_;
   std::vector<std::thread> workers_;
   const std::function<void(std::int64_t, int)>* job_ = nullptr;
+  const std::function<void(int)>* prepare_ = nullptr;
   std::int64_t tasks_ = 0;
   std::atomic<std::int64_t> next_{0};
   int helpers_ = 0;
