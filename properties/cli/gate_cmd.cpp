@@ -33,9 +33,16 @@ int run_gate_cmd() {
     opt.subject = gate_subjects[k];
     if (gate_subjects.size() > 1) {
       // One JUnit/JSON file and one counterexample folder per subject.
-      const std::string tag = "." + std::to_string(k + 1);
-      if (!opt.junit.empty()) opt.junit += tag;
-      if (!opt.json.empty()) opt.json += tag;
+      // gate.xml -> gate.1.xml, gate.2.xml, ...
+      const auto tagged = [k](const std::string& path) {
+        const auto slash = path.find_last_of('/');
+        const auto dot = path.find_last_of('.');
+        const bool ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+        const std::string tag = "." + std::to_string(k + 1);
+        return ext ? path.substr(0, dot) + tag + path.substr(dot) : path + tag;
+      };
+      if (!opt.junit.empty()) opt.junit = tagged(opt.junit);
+      if (!opt.json.empty()) opt.json = tagged(opt.json);
       opt.out_dir += "/" + std::to_string(k + 1);
     }
     all.push_back(opt);
@@ -82,7 +89,7 @@ int default_gate_cases() { return 1000; }
 void add_gate(CLI::App& app) {
   auto* g = app.add_subcommand("gate", "Check a subject against every law; exit 1 if any law fails");
   g->add_option("--subject", gate_subjects, "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, or a plugin .so[:options]; "
-                "repeatable: each subject is gated in turn, files get a .N suffix");
+                "repeatable: the subjects are gated together, files get .N before their extension");
   g->add_option("--cases", gate_cases, "cases per law (default " + std::to_string(default_gate_cases()) + ")")
       ->check(CLI::Range(1, 10'000'000));
   g->add_option("--seed", gate_seed, "rapidcheck seed; the same seed gives the same cases and verdicts");
