@@ -301,7 +301,10 @@ std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string sp
 }
 
 std::shared_ptr<subject> subject::load(const std::string& spec) {
-  const auto [where, options] = split_spec(spec);
+  // Not a structured binding: clang 14 cannot capture one in the lambda below.
+  const auto parts = split_spec(spec);
+  const std::string& where = parts.first;
+  const std::string& options = parts.second;
   char err[err_cap] = {0};
   const auto refused = [&](const std::string& who) {
     err[err_cap - 1] = 0;
