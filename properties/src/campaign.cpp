@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <thread>
+#include <atomic>
+#include <sys/mman.h>
 #include <vector>
 
 #include "attncheck/case_file.hpp"
@@ -29,6 +31,7 @@ std::size_t bin_of(double ratio) {
 
 nlohmann::json to_json(const campaign_stats& s) {
   return {{"cases", s.cases}, {"elements", s.elements}, {"violations", s.violations}, {"violating_cases", s.violating_cases},
+          {"unjudged_elements", s.unjudged_elements},
           {"histogram", s.histogram}, {"max_ratio", std::bit_cast<std::uint64_t>(s.max_ratio)},
           {"max_ratio_case", s.max_ratio_case}, {"first_violation", s.first_violation}};
 }
@@ -37,6 +40,7 @@ campaign_stats stats_from(const nlohmann::json& j) {
   campaign_stats s;
   s.cases = j.at("cases"), s.elements = j.at("elements"), s.violations = j.at("violations");
   s.violating_cases = j.at("violating_cases");
+  s.unjudged_elements = j.at("unjudged_elements");
   s.histogram = j.at("histogram").get<decltype(s.histogram)>();
   s.max_ratio = std::bit_cast<double>(j.at("max_ratio").get<std::uint64_t>());
   s.max_ratio_case = j.at("max_ratio_case"), s.first_violation = j.at("first_violation");
@@ -51,13 +55,14 @@ using tier_counts = std::map<std::string, std::int64_t>;
 // is at most 2^-20 of the bound on every element, mpfr50 otherwise
 // (docs/oracle.md, "Tiers"); fast counts the cases the fast tier judged.
 std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign_options& opt, std::int64_t first,
-                                                std::int64_t last, tier_counts& fast) {
+                                                std::int64_t last, tier_counts& fast, std::int64_t* done) {
   std::map<std::string, campaign_stats> by;
   gen_options g;
   g.max_work = opt.max_work;
   const auto gen = any_case(s, g);
   int saved = 0;
   for (std::int64_t k = first; k < last; ++k) {
+    if (done) __atomic_store_n(done, k - first, __ATOMIC_RELAXED);
     attn_case c = gen(rc::Random(opt.seed + static_cast<std::uint64_t>(k)), static_cast<int>(k % 100)).value();
     if (opt.only_type) c.type = *opt.only_type;
     materialize(c);
@@ -74,6 +79,10 @@ std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign
       e.overflow_threshold = worst.overflow_threshold;
       e.element(where, expected, got, bound);
       if (std::isnan(expected)) return;
+      if (e.pass && e.compared == 0) {  // NaN or +inf bound: outside the bound's domain, nothing judged
+        ++st.unjudged_elements;
+        return;
+      }
       ++st.elements;
       ++st.histogram[e.pass ? bin_of(e.max_ratio) : campaign_edges.size() + 1];
       if (!e.pass) ++st.violations, violated = true;
@@ -126,6 +135,7 @@ std::string percent(std::int64_t n, std::int64_t of) {
 
 void campaign_stats::add(const campaign_stats& o) {
   cases += o.cases, elements += o.elements, violations += o.violations, violating_cases += o.violating_cases;
+  unjudged_elements += o.unjudged_elements;
   for (std::size_t i = 0; i < histogram.size(); ++i) histogram[i] += o.histogram[i];
   if (o.max_ratio > max_ratio || max_ratio_case.empty()) max_ratio = o.max_ratio, max_ratio_case = o.max_ratio_case;
   if (first_violation.empty()) first_violation = o.first_violation;
@@ -144,8 +154,52 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
   campaign_result r;
   tier_counts fast;
   const auto start = std::chrono::steady_clock::now();
+  // Progress: each worker publishes its count of finished cases in shared
+  // memory; a thread prints done/total, rate and ETA to `progress` (every
+  // second in place on a terminal, a plain line every 5 s otherwise).
+  const int workers = opt.jobs;
+  void* mem = mmap(nullptr, sizeof(std::int64_t) * static_cast<std::size_t>(workers), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) throw std::runtime_error("mmap failed");
+  auto* counts = static_cast<std::int64_t*>(mem);
+  for (int w = 0; w < workers; ++w) counts[w] = 0;
+  std::atomic<bool> finished{false};
+  std::thread reporter;
+  if (opt.progress) {
+    reporter = std::thread([&] {
+      const bool tty = opt.progress_tty;
+      auto last = std::chrono::steady_clock::now();
+      while (!finished.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        const auto now = std::chrono::steady_clock::now();
+        if (std::chrono::duration<double>(now - last).count() < (tty ? 1.0 : opt.progress_seconds) || finished.load()) continue;
+        last = now;
+        std::int64_t n = 0;
+        for (int w = 0; w < workers; ++w) n += __atomic_load_n(&counts[w], __ATOMIC_RELAXED);
+        const double secs = std::chrono::duration<double>(now - start).count();
+        const double rate = secs > 0 ? static_cast<double>(n) / secs : 0;
+        char line[160];
+        std::snprintf(line, sizeof line, "campaign: %lld/%lld cases (%.1f%%), %.0f cases/s, ETA %.0f s",
+                      static_cast<long long>(n), static_cast<long long>(opt.cases), 100.0 * static_cast<double>(n) / static_cast<double>(opt.cases),
+                      rate, rate > 0 ? static_cast<double>(opt.cases - n) / rate : 0.0);
+        *opt.progress << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
+      }
+      if (tty) *opt.progress << "\r\033[K" << std::flush;
+    });
+  }
+  struct stop_reporter {
+    std::atomic<bool>& finished;
+    std::thread& t;
+    void* mem;
+    std::size_t bytes;
+    ~stop_reporter() {
+      finished = true;
+      if (t.joinable()) t.join();
+      munmap(mem, bytes);
+    }
+  } stop{finished, reporter, mem, sizeof(std::int64_t) * static_cast<std::size_t>(workers)};
   if (opt.jobs == 1) {
-    r.by_type = run_slice(*s, opt, 0, opt.cases, fast);
+    r.by_type = run_slice(*s, opt, 0, opt.cases, fast, &counts[0]);
   } else {
     // Forked workers, each a contiguous slice; summaries come back as JSON.
     std::vector<child_outcome> outcomes(static_cast<std::size_t>(opt.jobs));
@@ -157,7 +211,7 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
             [&] {
               nlohmann::json j;
               tier_counts slice_fast;
-              for (const auto& [t, st] : run_slice(*s, opt, first, last, slice_fast)) {
+              for (const auto& [t, st] : run_slice(*s, opt, first, last, slice_fast, &counts[w])) {
                 j[t] = to_json(st);
                 j[t]["fast_tier_cases"] = slice_fast[t];
               }
@@ -187,8 +241,9 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
   std::snprintf(rate, sizeof rate, "%.1f s, %.0f cases/s", r.seconds, static_cast<double>(total) / r.seconds);
   out << "time: " << rate << "\n";
   for (const auto& [t, st] : r.by_type) {
-    out << "\n[" << t << "] " << st.cases << " cases, " << st.elements << " elements (O and LSE), violations " << st.violations
-        << " in " << st.violating_cases << " cases\n";
+    out << "\n[" << t << "] " << st.cases << " cases, " << st.elements << " elements (O and LSE) judged, violations " << st.violations
+        << " in " << st.violating_cases << " cases; " << st.unjudged_elements
+        << " elements outside the bound's domain (NaN or +inf bound: not judged)\n";
     out << "  judged by the fast oracle tier: " << fast[t] << " cases (" << percent(fast[t], st.cases) << ")\n";
     out << "  observed/bound histogram (per element):\n";
     out << "    " << std::setw(14) << "= 0" << "  " << std::setw(12) << st.histogram[0] << "  " << percent(st.histogram[0], st.elements) << "\n";

@@ -21,6 +21,9 @@ struct campaign_options {
   std::optional<dtype> only_type;     ///< every case in this storage type; else the generator's mix
   std::int64_t max_work = 200'000;    ///< generator cap, as the gate's --max-work
   std::string out_dir;                ///< violating cases are saved here (first 20)
+  std::ostream* progress = nullptr;   ///< progress lines go here (null: none)
+  bool progress_tty = false;          ///< rewrite one line in place (a terminal) instead of plain lines
+  double progress_seconds = 5;        ///< seconds between plain progress lines
 };
 
 /// Histogram edges of observed/bound: [0], (0,1e-3), [1e-3,1e-2), ... [0.9,1], >1.
@@ -28,6 +31,7 @@ inline constexpr std::array<double, 8> campaign_edges{1e-3, 1e-2, 0.1, 0.25, 0.5
 
 struct campaign_stats {
   std::int64_t cases = 0, elements = 0, violations = 0, violating_cases = 0;
+  std::int64_t unjudged_elements = 0;  ///< NaN or +inf bound: outside the bound's domain
   std::array<std::int64_t, campaign_edges.size() + 2> histogram{};  ///< [exact 0] + one per edge + [> 1]
   double max_ratio = 0;
   std::string max_ratio_case;
