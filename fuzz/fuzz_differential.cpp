@@ -97,8 +97,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::decode_values(in, v2_caps.value_patches, c);
     return one_shot(s, c, fuzz::name(mode));
   }
-  // The plan's query rows are what the oracle computes: B*Hq*rows*Lk*(D+Dv+8) within the budget.
-  const std::int64_t rows = work / (c.b * c.hq * c.lk * (c.d + c.dv + 8));
+  // The plan's query rows are what the oracle computes: B*Hq*rows*row_cost within the budget.
+  const std::int64_t rows = work / (c.b * c.hq * fuzz::row_cost(c));
   const cache_plan plan = fuzz::decode_cache_plan(in, c, std::max<std::int64_t>(1, rows));
   fuzz::decode_values(in, v2_caps.value_patches, c);
   return cached(s, c, plan);

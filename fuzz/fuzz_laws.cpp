@@ -34,7 +34,7 @@ constexpr fuzz::reach_caps v2_caps{
     .q_len = 4096,
     .k_len = 4096,
     .decode_k_len = 8192,
-    .work = 200'000,  // B*Hq*Lq*Lk*(D+Dv+8) per subject call; a law's prepare() may double it
+    .work = 200'000,  // B*Hq*Lq*row_cost per subject call; a law's prepare() may double it
     .value_patches = 16,
     .cache = false,   // the cache law below draws its own chunkings; fuzz_differential fuzzes plans
 };
@@ -80,7 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   l->prepare(c, s);
   if (!s.cannot_take(c).empty()) return -1;
   // prepare() may grow a case (more heads, Lq = Lk + 3); far past the cap it is not worth the time.
-  if (v2 && c.b * c.hq * c.lq * c.lk * (c.d + c.dv + 8) > 4 * v2_caps.work) return -1;
+  if (v2 && c.b * c.hq * c.lq * fuzz::row_cost(c) > 4 * v2_caps.work) return -1;
   try {
     fuzz::decode_values(in, v2 ? v2_caps.value_patches : v1_caps.value_patches, c);
   } catch (const input_error&) {

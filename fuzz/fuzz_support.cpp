@@ -205,6 +205,8 @@ std::uint64_t mix(std::uint64_t& state) {
 
 }  // namespace
 
+std::int64_t row_cost(const attn_case& c) { return c.lk * (c.d + c.dv + 8) + 64 * c.dv; }
+
 bool is_v2(const std::uint8_t* data, std::size_t size) {
   return size >= sizeof v2_magic && std::memcmp(data, v2_magic, sizeof v2_magic) == 0;
 }
@@ -232,7 +234,7 @@ header_v2 decode_header_v2(FuzzedDataProvider& in, const reach_caps& caps, const
   // This input's share of the cap: most inputs stay small, so the fuzzer
   // keeps its pace; a few may use all of it (docs/fuzz.md, "Caps").
   const auto budget = in.ConsumeIntegral<std::uint8_t>();
-  const std::int64_t work = h.work = budget < 192 ? caps.work / 100 : budget < 248 ? caps.work / 10 : caps.work;
+  const std::int64_t work = h.work = budget < 224 ? caps.work / 100 : budget < 252 ? caps.work / 10 : caps.work;
   c.d = in.PickValueInArray(head_sizes);
   c.dv = in.PickValueInArray(head_sizes);
   const std::int64_t w = c.d + c.dv + 8;  // per query-key pair: D + Dv multiply-adds, exp counted as 8
@@ -251,12 +253,15 @@ header_v2 decode_header_v2(FuzzedDataProvider& in, const reach_caps& caps, const
         c.lk = c.lq = decode_length(in, std::min(caps.k_len, isqrt(pairs)));
       } else {
         c.lk = decode_length(in, std::min(caps.k_len, pairs));
-        c.lq = decode_length(in, std::min(caps.q_len, pairs / c.lk));
+        c.lq = decode_length(in, std::min(caps.q_len, work / row_cost(c)));
       }
       break;
   }
   // The batch and heads share what the work cap leaves (at least one each).
-  const std::int64_t rows = std::max<std::int64_t>(1, pairs / (c.lq * c.lk));
+  // A cache case holds one Q row per position: B*Hq*Lk*Lk stays within the
+  // pairs validate() allows (its one-shot form runs through the cache law).
+  std::int64_t rows = std::max<std::int64_t>(1, work / (c.lq * row_cost(c)));
+  if (mode == input_mode::cache) rows = std::min(rows, std::max<std::int64_t>(1, case_limits{}.max_pairs / (c.lk * c.lk)));
   c.b = in.ConsumeIntegralInRange<std::int64_t>(1, std::clamp<std::int64_t>(rows, 1, caps.batch));
   const std::int64_t g = in.ConsumeIntegralInRange<std::int64_t>(1, std::clamp<std::int64_t>(rows / c.b, 1, caps.group));
   c.hkv = in.ConsumeIntegralInRange<std::int64_t>(1, std::clamp<std::int64_t>(rows / (c.b * g), 1, caps.q_heads / g));

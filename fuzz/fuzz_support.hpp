@@ -84,17 +84,22 @@ struct reach_caps {
   std::int64_t q_len;         ///< Lq of one-shot cases
   std::int64_t k_len;         ///< Lk of one-shot cases and the cache's capacity
   std::int64_t decode_k_len;  ///< Lk of decode cases (Lq = 1)
-  /// B*Hq*Lq*Lk*(D+Dv+8) at most: what the oracle computes per input (for a
-  /// cache run, Lq is the number of query rows of the whole plan). Most
-  /// inputs get a tenth or a hundredth of it (decode_header_v2).
+  /// B*Hq*Lq*row_cost at most: what the oracle and the comparison do per
+  /// input (for a cache run, Lq is the number of query rows of the whole
+  /// plan). Most inputs get a tenth or a hundredth of it (decode_header_v2).
   std::int64_t work;
   int value_patches;          ///< element overwrites taken from the bytes, at most
   bool cache;                 ///< the mode byte may choose a run through the cache
 };
 
+/// The cost of one output row (b, h, i) in multiply-adds: Lk*(D+Dv+8) for the
+/// oracle (exp counted as 8) and 64 per output element for comparing it (the
+/// checks build a location label per element).
+std::int64_t row_cost(const attn_case& c);
+
 /// Decodes a version 2 header: the mode, dtype, this input's work budget
-/// (caps.work / 100 for three inputs in four, caps.work / 10 for 22%, all of
-/// it for 3%), D and Dv from head_sizes,
+/// (caps.work / 100 for 224 of the 256 byte values, caps.work / 10 for 28,
+/// all of it for 4), D and Dv from head_sizes,
 /// Lk and Lq (half the time small, a quarter near a power of two, a quarter
 /// anywhere), B, G and Hkv within what caps.work leaves, then the flags of
 /// version 1 (every value kind; no poison for a cache case). lq_is_lk: the caller will set Lq = Lk (a law's
