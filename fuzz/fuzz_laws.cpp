@@ -1,6 +1,7 @@
-// fuzz_laws: bytes -> one law and one small case -> the law's own check.
-// The oracle-free laws (bitwise, or bounded by the binary64 bound), so tens
-// of thousands of cases per second fit.
+// fuzz_laws: bytes -> one law and one case -> the law's own check.
+// The oracle-free laws (bitwise, or bounded by the binary64 bound): version 1
+// inputs are tiny cases for speed, version 2 inputs reach production sizes
+// under a work cap (docs/fuzz.md).
 #include "fuzz_support.hpp"
 
 #include <cmath>
@@ -11,9 +12,9 @@ namespace {
 
 using namespace attncheck;
 
-// Caps: tiny shapes for speed (>= 10,000 exec/s); each still crosses the
-// tiny-tile subject's edges where the law needs it.
-constexpr fuzz::shape_caps caps{
+// Version 1 caps: tiny shapes for speed; each still crosses the tiny-tile
+// subject's edges where the law needs it.
+constexpr fuzz::shape_caps v1_caps{
     .batch = 3,      // batch independence needs B >= 2; 3 lets the middle element differ
     .kv_heads = 2,   // with G up to 3: Hq = 6, Hkv = 2, the MUTANTS gqa "min" shape
     .group = 3,
@@ -24,24 +25,39 @@ constexpr fuzz::shape_caps caps{
     .value_patches = 16,  // a few specials per case; bitwise laws need no bulk
 };
 
+// Version 2 caps: production sizes. A law makes 2-8 subject calls and one
+// binary64 bound per case, none of them MPFR, so its cap is per call.
+constexpr fuzz::reach_caps v2_caps{
+    .batch = 8,
+    .q_heads = 64,
+    .group = 16,
+    .q_len = 4096,
+    .k_len = 4096,
+    .decode_k_len = 8192,
+    .work = 200'000,  // B*Hq*Lq*row_cost per subject call; a law's prepare() may double it
+    .value_patches = 16,
+    .cache = false,   // the cache law below draws its own chunkings; fuzz_differential fuzzes plans
+};
+
 struct fuzzed_law {
   const char* name;
-  bool bounded;  // compares within the bound (when the subject claims no bitwise invariance)
+  bool bounded;   // compares within the bound (when the subject claims no bitwise invariance)
+  bool lq_is_lk;  // prepare() sets Lq = Lk: version 2 counts the work that way
 };
 
 // Every law that needs no multiprecision oracle and reads its perturbations
 // (chunking, page order, poisoned key) from the case seed, which the bytes set.
 constexpr fuzzed_law fuzzed_laws[] = {
-    {"causal.future_keys_never_change_past_outputs", false},
-    {"gqa.matches_mha_on_repeated_kv", true},
-    {"cache.chunked_decode_equals_prefill", true},
-    {"independence.masked_slots_are_ignored", false},
-    {"independence.batch_elements_do_not_interact", true},
-    {"independence.padding_equals_truncation", true},
-    {"scale.power_of_two_scalings_are_exact", false},
-    {"determinism.same_bits_every_run_thread_count_layout", true},
-    {"masked.fully_masked_rows_are_zero", false},
-    {"lse.split_keys_merge_by_lse", true},
+    {"causal.future_keys_never_change_past_outputs", false, false},
+    {"gqa.matches_mha_on_repeated_kv", true, false},
+    {"cache.chunked_decode_equals_prefill", true, true},
+    {"independence.masked_slots_are_ignored", false, false},
+    {"independence.batch_elements_do_not_interact", true, false},
+    {"independence.padding_equals_truncation", true, false},
+    {"scale.power_of_two_scalings_are_exact", false, false},
+    {"determinism.same_bits_every_run_thread_count_layout", true, false},
+    {"masked.fully_masked_rows_are_zero", false, false},
+    {"lse.split_keys_merge_by_lse", true, false},
 };
 
 // Bounded comparisons judge only cases whose bound is finite everywhere; bitwise comparisons judge every case.
@@ -49,23 +65,29 @@ constexpr fuzzed_law fuzzed_laws[] = {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  // An input larger than 1 KiB decodes no bigger case: the caps bound what one case uses.
-  if (size > 1024) return -1;
+  const bool v2 = fuzz::is_v2(data, size);
+  // An input larger than this decodes no bigger case: the caps bound what one case uses.
+  if (size > (v2 ? sizeof fuzz::v2_magic + 4096 : 1024)) return -1;
   const subject& s = fuzz::fuzz_subject();
-  FuzzedDataProvider in(data, size);
+  FuzzedDataProvider in(v2 ? data + sizeof fuzz::v2_magic : data, v2 ? size - sizeof fuzz::v2_magic : size);
   const fuzzed_law& pick = in.PickValueInArray(fuzzed_laws);
   const law* l = find_law(pick.name);
   if (!l || !l->applicable(s).empty()) return -1;
-  attn_case c = fuzz::decode_header(in, caps, s);
+  fuzz::header_v2 h;
+  if (v2) h = fuzz::decode_header_v2(in, v2_caps, s, pick.lq_is_lk);
+  else h.c = fuzz::decode_header(in, v1_caps, s);
+  attn_case& c = h.c;
   l->prepare(c, s);
   if (!s.cannot_take(c).empty()) return -1;
+  // prepare() may grow a case (more heads, Lq = Lk + 3); far past the cap it is not worth the time.
+  if (v2 && c.b * c.hq * c.lq * fuzz::row_cost(c) > 4 * v2_caps.work) return -1;
   try {
-    fuzz::decode_values(in, caps, c);
+    fuzz::decode_values(in, v2 ? v2_caps.value_patches : v1_caps.value_patches, c);
   } catch (const input_error&) {
     return -1;  // prepare() made a header the caps never meant (never seen; kept safe)
   }
   if (pick.bounded && !fuzz::bound_is_finite_everywhere(s, c)) return -1;
-  fuzz::expect_pass(l->name, s, c, l->check(s, c));
+  fuzz::expect_pass(l->name, s, c, l->check(s, c), v2 ? fuzz::name(h.mode) : "");
   return 0;
 }
 

@@ -10,7 +10,8 @@ harness=$1 input=$2 plugin=$3 attncheck=$4 law=$5
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 case_file="$out/finding.json"
-ATTNCHECK_FUZZ_SUBJECT="$plugin" ATTNCHECK_FUZZ_WRITE_CASE="$case_file" "$harness" "$input" >"$out/log" 2>&1
+# From the temporary folder: a libFuzzer build writes its crash artifact into the working directory.
+(cd "$out" && ATTNCHECK_FUZZ_SUBJECT="$plugin" ATTNCHECK_FUZZ="write_case=$case_file" "$harness" "$input" >"$out/log" 2>&1)
 rc=$?
 cat "$out/log"
 [ $rc -ne 0 ] || { echo "expected the harness to abort on the broken plugin, got exit 0"; exit 1; }
