@@ -78,8 +78,7 @@ endif()
 install(TARGETS ${attncheck_plugins} LIBRARY DESTINATION ${ATTNCHECK_INSTALL_PLUGINDIR})
 
 install(TARGETS ${attncheck_exported_targets} EXPORT attncheckTargets
-  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})  # include/ is in each target's INSTALL_INTERFACE above
 # Public headers: the contract and oracle, the ABI, the laws and gate, the
 # gtest helper, and the generated version header.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/reference/include/attncheck ${PROJECT_SOURCE_DIR}/properties/include/attncheck
