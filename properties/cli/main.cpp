@@ -6,16 +6,19 @@
 //   case LINE        writes the case file of a one-line form
 //   bench            the bundled kernel's benchmark table
 //   mutation         gates every mutant of the bundled kernel (ci/mutation)
+//   --version        attncheck, contract and oracle versions (attncheck/version.hpp)
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 #include <string>
 
 #include "attncheck/case.hpp"
+#include "attncheck/version.hpp"
 #include "commands.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"attncheck: checks attention kernels against the laws of attention and a high-precision oracle"};
+  app.set_version_flag("--version", std::string(attncheck::version_line));
   app.require_subcommand(1);
   attncheck::cli::add_oracle(app);
   attncheck::cli::add_gate(app);
@@ -38,7 +41,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // One line naming the option and the limit, like every other input error.
     std::fprintf(stderr, "attncheck: %s (see attncheck --help)\n", e.what());
     return 2;
