@@ -1,4 +1,4 @@
-// The attnimpl benchmark table of issue 3 ("Speed"): machine probes (f32 FMA
+// The attnimpl benchmark table (docs/impl.md, "Speed"): machine probes (f32 FMA
 // peak at 1 and all threads, memory read bandwidth), then each case's time,
 // GFLOP/s and % of peak (GB/s and % of bandwidth for decode), the ratio to a
 // naive f32 baseline (materialized scores: Eigen GEMM, softmax, GEMM) timed

@@ -262,8 +262,13 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 }
 
 int run_mutation() {
-  if (opt.plugin.empty())
-    opt.plugin = (std::filesystem::path(self_path()).parent_path() / "plugins" / "libattnimpl_mutant.so").string();
+  if (opt.plugin.empty()) {
+    // Next to the binary (a build tree), or in lib/attncheck/plugins of an install.
+    const auto bin = std::filesystem::path(self_path()).parent_path();
+    opt.plugin = (bin / "plugins" / "libattnimpl_mutant.so").string();
+    const auto installed = bin.parent_path() / "lib" / "attncheck" / "plugins" / "libattnimpl_mutant.so";
+    if (!std::filesystem::exists(opt.plugin) && std::filesystem::exists(installed)) opt.plugin = installed.string();
+  }
   if (opt.quick) opt.seeds.resize(1);
   parse_tiles();
   // Every mutant the plugin offers has a row, and every row a mutant.
