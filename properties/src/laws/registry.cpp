@@ -18,7 +18,7 @@ std::vector<law> make_laws() {
                "with V = identity rows are weights: >= 0, masked exactly 0, summing to 1; V = ones gives 1", always,
                prepare_distribution, weights_form_a_distribution});
   v.push_back({"causal.future_keys_never_change_past_outputs",
-               "NaN in any input a row cannot see leaves that row's O and LSE bit for bit", always, prepare_causal,
+               "NaN or huge values in any input a row cannot see (several future keys, through the cache too) leave that row's O and LSE bit for bit", always, prepare_causal,
                invisible_inputs_never_change_outputs});
   v.push_back({"gqa.matches_mha_on_repeated_kv",
                "GQA equals MHA on K/V repeated in place; perturbing KV head g changes exactly heads h with h / G == g",
@@ -41,10 +41,10 @@ std::vector<law> make_laws() {
                "permuting keys with values leaves O within the bound; permuting queries, batch or heads permutes O",
                always, prepare_permutation, permutations_commute});
   v.push_back({"independence.batch_elements_do_not_interact",
-               "a batch element computed alone equals it inside the batch", always, as_generated,
+               "a batch element computed alone equals it inside the batch", always, prepare_batch,
                batch_elements_are_independent});
   v.push_back({"independence.masked_slots_are_ignored",
-               "NaN or +-1e30 in every slot no visible pair uses leaves O and LSE bit for bit", always, as_generated,
+               "NaN or +-1e30 in every slot no visible pair uses leaves O and LSE bit for bit", always, prepare_masked_slots,
                masked_slots_are_ignored});
   v.push_back({"independence.padding_equals_truncation", "a sequence padded to Lk equals it truncated to its length",
                [](const subject& s) -> std::string { return s.has(ATTNCHECK_FEATURE_PADDING) ? "" : "subject has no key padding"; },
@@ -63,9 +63,10 @@ std::vector<law> make_laws() {
                "logits near the type's limits or one dominant key: no overflow, O within the bound", always, prepare_extreme,
                extreme_logits_stay_within_bound});
   v.push_back({"determinism.same_bits_every_run_thread_count_layout",
-               "repeated calls, thread counts 1/2/3/8 and strided layouts give identical bits (as claimed)",
+               "repeated calls, thread counts 1/2/3/8, strided layouts, strided LSE, expanded masks and fewer query rows give identical bits (as claimed)",
                [](const subject& s) -> std::string {
-                 return s.claims(ATTNCHECK_CLAIM_DETERMINISTIC) || s.claims(ATTNCHECK_CLAIM_THREADS) || s.claims(ATTNCHECK_CLAIM_LAYOUT)
+                 return s.claims(ATTNCHECK_CLAIM_DETERMINISTIC) || s.claims(ATTNCHECK_CLAIM_THREADS) || s.claims(ATTNCHECK_CLAIM_LAYOUT) ||
+                            s.claims(ATTNCHECK_CLAIM_LQ)
                             ? ""
                             : "subject claims no determinism";
                },

@@ -30,7 +30,9 @@ law_outcome constant_score_shift_changes_nothing(const subject& s, const attn_ca
 void prepare_permutation(attn_case& c, const subject& s);
 law_outcome permutations_commute(const subject& s, const attn_case& c);
 
+void prepare_batch(attn_case& c, const subject& s);
 law_outcome batch_elements_are_independent(const subject& s, const attn_case& c);
+void prepare_masked_slots(attn_case& c, const subject& s);
 law_outcome masked_slots_are_ignored(const subject& s, const attn_case& c);
 void prepare_padding(attn_case& c, const subject& s);
 law_outcome padding_equals_truncation(const subject& s, const attn_case& c);
