@@ -146,7 +146,7 @@ law_outcome invisible_inputs_never_change_outputs(const subject& s, const attn_c
   {
     const auto out = s.attend(p);
     if (run_failed(out, o, "run with huge future keys")) return o;
-    o.add("+-" + std::to_string(std::min(1e30, largest_finite(c.type))) + " in K,V of keys " + std::to_string(cut[0]) +
+    o.add(std::string(c.type == dtype::f16 ? "+-65504" : "+-1e30") + " in K,V of keys " + std::to_string(cut[0]) +
               ".. (batch 0)",
           rows_bitwise(c, base, out, [&](auto b, auto h, auto i) { return before_cut(c, b, h, i); }));
   }
