@@ -38,10 +38,40 @@ void comparison::fail(const std::string& why) {
   pass = false;
 }
 
+void comparison::without_bound(const std::string& where, double expected, double got, double empty_value) {
+  // A row whose every visible score is exactly -inf: -inf scores drop their
+  // keys (the oracle's own value where only some are -inf), so the empty row's
+  // value (O = 0, LSE = -inf) is as right as the oracle's 0/0 = NaN.
+  if (!std::isnan(empty_value) && got == empty_value) {
+    ++compared;
+    return;
+  }
+  if (!std::isfinite(got)) {
+    ++compared;  // a non-finite answer is always allowed here
+    return;
+  }
+  if (std::isnan(expected) || std::isinf(expected)) {
+    ++compared;
+    worst_element w{where, expected, got, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()};
+    fail("finite value where the true value is " + std::string(std::isnan(expected) ? "NaN" : "infinite") +
+         " (a visible input is not finite: the row must be non-finite) at " + w.describe());
+    if (max_ratio != std::numeric_limits<double>::infinity()) max_ratio = w.ratio, worst = w;
+    return;
+  }
+  // A finite truth beside a non-finite visible input (a score of exactly
+  // -inf drops its key): the oracle's value itself is judged and passes; any
+  // other finite value has no bound to be judged by.
+  if (got == expected) ++compared;
+  else ++unbounded;
+}
+
 void comparison::element(const std::string& where, double expected, double got, double bound) {
-  // NaN expected, or a NaN bound (a visible input is not finite): SPEC lets
-  // such a row be anything non-crashing; other rows are judged on their own.
-  if (std::isnan(expected) || std::isnan(bound)) return;
+  // A NaN bound (a visible input is not finite) or a NaN truth: SPEC lets such
+  // a row be non-finite, never finite garbage; other rows are judged on their own.
+  if (std::isnan(expected) || std::isnan(bound)) {
+    without_bound(where, expected, got);
+    return;
+  }
   // +inf: outside the bound's domain (a score, partial dot product or
   // accumulator may overflow): nothing can be judged here. Counted, never
   // passed as judged: a law whose cases judge nothing is flagged (unjudged).
@@ -130,9 +160,23 @@ double overflow_threshold(dtype t) {
   return largest_finite(t) + std::ldexp(unit_roundoff(t), std::ilogb(largest_finite(t)));
 }
 
+bool every_visible_score_is_minus_inf(const attn_case& c, std::int64_t b, std::int64_t h, std::int64_t i) {
+  const double scale = c.effective_scale();
+  bool any = false;
+  for (std::int64_t j = 0; j < c.lk; ++j) {
+    if (!c.visible(b, h, i, j)) continue;
+    double dot = 0;
+    for (std::int64_t x = 0; x < c.d; ++x) dot += c.q.at(b, i, h, x) * c.k.at(b, j, c.kv_head(h), x);
+    if (!(scale * dot == -std::numeric_limits<double>::infinity())) return false;
+    any = true;
+  }
+  return any;
+}
+
 comparison compare_with_reference(const attn_case& c, const subject_output& out, const oracle_result& ref, double slack) {
-  comparison r;
+  comparison r, rl;
   r.overflow_threshold = overflow_threshold(c.type);
+  rl.overflow_threshold = overflow_threshold(dtype::f32);  // LSE is f32 whatever O's type
   if (!r.runs_ok({&out})) return r;
   const std::int64_t lq = out.o.shape[1];
   for (std::int64_t b = 0; b < c.b; ++b)
@@ -140,6 +184,11 @@ comparison compare_with_reference(const attn_case& c, const subject_output& out,
       for (std::int64_t h = 0; h < c.hq; ++h)
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const auto k = ref.o_index(b, i, h, e);
+          if (std::isnan(ref.o[k]) || std::isnan(ref.o_bound[k])) {
+            r.without_bound(o_where(b, i, h, e), ref.o[k], out.o.at(b, i, h, e),
+                            every_visible_score_is_minus_inf(c, b, h, i) ? 0.0 : std::nan(""));
+            continue;
+          }
           r.element(o_where(b, i, h, e), ref.o[k], out.o.at(b, i, h, e), ref.o_bound[k] * slack);
         }
   if (!out.lse.empty())
@@ -147,9 +196,16 @@ comparison compare_with_reference(const attn_case& c, const subject_output& out,
       for (std::int64_t h = 0; h < c.hq; ++h)
         for (std::int64_t i = 0; i < lq; ++i) {
           const auto k = ref.lse_index(b, h, i);
-          r.element(lse_where(b, h, i), ref.lse[k], out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)],
-                    ref.lse_bound[k] * slack);
+          if (std::isnan(ref.lse[k]) || std::isnan(ref.lse_bound[k])) {
+            rl.without_bound(lse_where(b, h, i), ref.lse[k], out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)],
+                             every_visible_score_is_minus_inf(c, b, h, i) ? -std::numeric_limits<double>::infinity()
+                                                                           : std::nan(""));
+            continue;
+          }
+          rl.element(lse_where(b, h, i), ref.lse[k], out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)],
+                     ref.lse_bound[k] * slack);
         }
+  r.merge(rl);
   return r;
 }
 

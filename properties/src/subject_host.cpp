@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -87,34 +88,52 @@ std::vector<bool> covered(const tensor& t) {
   return in;
 }
 
+// The header of a case without its tensors or mask: what make_output and
+// fill_problem read. Copying a whole case per cache step copied all of K and V.
+attn_case header_of(const attn_case& c, std::int64_t lq) {
+  attn_case h;
+  h.b = c.b, h.hq = c.hq, h.hkv = c.hkv, h.lq = lq, h.lk = c.lk, h.d = c.d, h.dv = c.dv;
+  h.scale = c.scale;
+  h.causal = c.causal;
+  h.type = c.type;
+  h.layout = c.layout;
+  return h;
+}
+
 // The output tensor handed to the subject: the case's layout, every element
 // (view and gaps) set to the sentinel so unwritten outputs and stray writes show.
 struct output_buffers {
   tensor o;
   guarded_bytes og;
-  std::vector<float> lse;  // guard + (B,Hq,Lq) + guard
-  std::size_t lse_n = 0;
+  std::vector<float> lse;  // guard + storage + guard
+  std::size_t lse_n = 0;   // storage elements
+  std::int64_t b = 0, hq = 0, lq = 0;
+  std::array<std::int64_t, 3> lse_stride{};  // over (b, h, i)
 
-  output_buffers(const attn_case& c, std::int64_t lq, bool want_lse)
-      : o(make_output_rows(c, lq)), og(sentinel_fill(o)) {
+  output_buffers(const attn_case& c, std::int64_t lq_, bool want_lse, bool lse_strided = false)
+      : o(make_output_rows(c, lq_)), og(sentinel_fill(o)), b(c.b), hq(c.hq), lq(lq_) {
     if (want_lse) {
-      lse_n = static_cast<std::size_t>(c.b * c.hq * lq);
+      // Dense (B, Hq, Lq), or (B, Lq, Hq) with a gap after every query
+      // position and every batch element (non-dense strides, as a kernel
+      // writing into a (B, Lq, Hq) slice of a bigger buffer sees them).
+      lse_stride = lse_strided ? std::array<std::int64_t, 3>{lq * (hq + 1) + 2, 1, hq + 1}
+                               : std::array<std::int64_t, 3>{hq * lq, lq, 1};
+      lse_n = static_cast<std::size_t>(b * lse_stride[0]);
       lse.assign(lse_n + 2 * guard_elems, std::bit_cast<float>(sentinel_bits(dtype::f32)));
     }
   }
-  static tensor make_output_rows(const attn_case& c, std::int64_t lq) {
-    attn_case shaped = c;
-    shaped.lq = lq;
-    return make_output(shaped);
-  }
+  static tensor make_output_rows(const attn_case& c, std::int64_t lq) { return make_output(header_of(c, lq)); }
   static tensor sentinel_fill(tensor& t) {
     std::fill(t.bits.begin(), t.bits.end(), sentinel_bits(t.type));
     return t;
   }
   float* lse_data() { return lse.empty() ? nullptr : lse.data() + guard_elems; }
+  std::size_t lse_index(std::int64_t bi, std::int64_t h, std::int64_t i) const {
+    return static_cast<std::size_t>(bi * lse_stride[0] + h * lse_stride[1] + i * lse_stride[2]);
+  }
 
   // Copies the result back into subject_output and checks the guards.
-  void collect(subject_output& out, std::int64_t lq, std::int64_t hq, std::int64_t b) {
+  void collect(subject_output& out) {
     out.o = o;
     std::ostringstream why;
     const std::uint32_t s = sentinel_bits(o.type);
@@ -141,17 +160,26 @@ struct output_buffers {
       }
     }
     if (!lse.empty()) {
-      const auto fs = std::bit_cast<std::uint32_t>(lse[0]);
-      for (std::size_t i = 0; i < guard_elems; ++i) {
-        if (std::bit_cast<std::uint32_t>(lse[i]) != fs || std::bit_cast<std::uint32_t>(lse[guard_elems + lse_n + i]) != fs) {
+      const auto fs = sentinel_bits(dtype::f32);
+      std::vector<bool> in(lse_n, false);
+      for (std::int64_t bi = 0; bi < b; ++bi)
+        for (std::int64_t h = 0; h < hq; ++h)
+          for (std::int64_t i = 0; i < lq; ++i) in[lse_index(bi, h, i)] = true;
+      for (std::size_t i = 0; i < lse.size(); ++i) {
+        const bool view = i >= guard_elems && i < guard_elems + lse_n && in[i - guard_elems];
+        if (!view && std::bit_cast<std::uint32_t>(lse[i]) != fs) {
           out.guard_violated = true;
-          why << "wrote outside LSE; ";
+          why << "wrote outside LSE (storage element " << static_cast<std::int64_t>(i) - static_cast<std::int64_t>(guard_elems)
+              << " of " << lse_n << ", strides " << lse_stride[0] << "," << lse_stride[1] << "," << lse_stride[2] << "); ";
           break;
         }
       }
-      out.lse.assign(lse.begin() + guard_elems, lse.begin() + static_cast<std::ptrdiff_t>(guard_elems + lse_n));
+      out.lse.assign(static_cast<std::size_t>(b * hq * lq), 0.0f);
+      for (std::int64_t bi = 0; bi < b; ++bi)
+        for (std::int64_t h = 0; h < hq; ++h)
+          for (std::int64_t i = 0; i < lq; ++i)
+            out.lse[static_cast<std::size_t>((bi * hq + h) * lq + i)] = lse[guard_elems + lse_index(bi, h, i)];
     }
-    (void)lq, (void)hq, (void)b;
     out.guard_report = why.str();
   }
 };
@@ -169,9 +197,7 @@ void set_output(attncheck_problem& p, output_buffers& ob) {
   p.o = ob.og.data() + static_cast<std::size_t>(ob.o.offset) * ob.og.width;
   for (int a = 0; a < 4; ++a) p.o_stride[a] = ob.o.stride[a];
   p.lse = ob.lse_data();
-  p.lse_stride[0] = p.hq * p.lq;
-  p.lse_stride[1] = p.lq;
-  p.lse_stride[2] = 1;
+  for (int a = 0; a < 3; ++a) p.lse_stride[a] = ob.lse_stride[a];
 }
 
 constexpr std::size_t err_cap = 512;
@@ -377,31 +403,54 @@ std::int64_t subject::key_blocks(const attn_case& c) const {
 }
 
 subject_output subject::attend(const attn_case& c, int threads) const {
+  call_layout how;
+  how.threads = threads;
+  return attend(c, how);
+}
+
+subject_output subject::attend(const attn_case& c, const call_layout& how) const {
   subject_output out;
   guarded_bytes qg(c.q), kg(c.k), vg(c.v);
-  output_buffers ob(c, c.lq, has_lse());
+  output_buffers ob(c, c.lq, has_lse(), how.lse_strided);
   attncheck_problem p{};
-  fill_problem(p, c, threads);
+  fill_problem(p, c, how.threads);
   p.q = view_of(qg, c.q);
   p.k = view_of(kg, c.k);
   p.v = view_of(vg, c.v);
   std::vector<std::int64_t> key_len = c.key_len;
   if (c.has_padding()) p.key_len = key_len.data();
+  std::vector<std::uint8_t> mask;
   if (c.has_mask()) {
-    p.mask = c.mask.data();
     const auto& ms = c.mask_shape;
-    const std::int64_t s3 = 1, s2 = ms[3], s1 = ms[2] * ms[3], s0 = ms[1] * ms[2] * ms[3];
-    p.mask_stride[0] = ms[0] == 1 ? 0 : s0;
-    p.mask_stride[1] = ms[1] == 1 ? 0 : s1;
-    p.mask_stride[2] = ms[2] == 1 ? 0 : s2;
-    p.mask_stride[3] = ms[3] == 1 ? 0 : s3;
+    if (!how.mask_expanded) {
+      p.mask = c.mask.data();
+      const std::int64_t s3 = 1, s2 = ms[3], s1 = ms[2] * ms[3], s0 = ms[1] * ms[2] * ms[3];
+      p.mask_stride[0] = ms[0] == 1 ? 0 : s0;
+      p.mask_stride[1] = ms[1] == 1 ? 0 : s1;
+      p.mask_stride[2] = ms[2] == 1 ? 0 : s2;
+      p.mask_stride[3] = ms[3] == 1 ? 0 : s3;
+    } else {
+      // The broadcast mask written out in full (no zero strides), keys outer
+      // and queries inner with a gap after every key column; gaps alternate
+      // 1 and 0, so reading one changes the answer somewhere.
+      const std::int64_t s2 = 1, s3 = c.lq + 1, s1 = c.lk * s3, s0 = c.hq * s1;
+      mask.resize(static_cast<std::size_t>(c.b * s0));
+      for (std::size_t x = 0; x < mask.size(); ++x) mask[x] = static_cast<std::uint8_t>(x & 1);
+      for (std::int64_t bi = 0; bi < c.b; ++bi)
+        for (std::int64_t h = 0; h < c.hq; ++h)
+          for (std::int64_t i = 0; i < c.lq; ++i)
+            for (std::int64_t j = 0; j < c.lk; ++j)
+              mask[static_cast<std::size_t>(bi * s0 + h * s1 + i * s2 + j * s3)] = c.mask_allows(bi, h, i, j) ? 1 : 0;
+      p.mask = mask.data();
+      p.mask_stride[0] = s0, p.mask_stride[1] = s1, p.mask_stride[2] = s2, p.mask_stride[3] = s3;
+    }
   }
   set_output(p, ob);
   char err[err_cap] = {0};
   out.status = inst_->attend(inst_->state, &p, err, err_cap);
   err[err_cap - 1] = 0;
   if (out.status != 0) out.error = err;
-  ob.collect(out, c.lq, c.hq, c.b);
+  ob.collect(out);
   return out;
 }
 
@@ -414,9 +463,7 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
   }
   std::int64_t total_lq = 0;
   for (const auto& s : plan.steps) total_lq += s.lq;
-  attn_case stacked = c;
-  stacked.lq = total_lq;
-  out.o = make_output(stacked);
+  out.o = make_output(header_of(c, std::max<std::int64_t>(1, total_lq)));
   const bool want_lse = has_lse();
   if (want_lse) out.lse.assign(static_cast<std::size_t>(c.b * c.hq * total_lq), 0.0f);
 
@@ -439,7 +486,7 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
   std::vector<std::int64_t> filled(static_cast<std::size_t>(c.b), 0);
   std::int64_t row0 = 0;
   for (const auto& step : plan.steps) {
-    // New keys/values of this step, (B, c, Hkv, D) dense, copied from the case.
+    // New keys/values of this step only, (B, c, Hkv, D) dense, copied from the case.
     const std::int64_t cmax = *std::max_element(step.append.begin(), step.append.end());
     const std::int64_t cn = std::max<std::int64_t>(cmax, 1);
     tensor kn = tensor::contiguous(c.type, {c.b, cn, c.hkv, c.d});
@@ -461,7 +508,7 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
     }
     for (std::int64_t bi = 0; bi < c.b; ++bi) filled[static_cast<std::size_t>(bi)] += step.append[static_cast<std::size_t>(bi)];
     // Queries: the last step.lq tokens of each sequence (rows that precede
-    // the sequence start get zeros; they see nothing).
+    // the sequence start, or whose position has no row in the case, get zeros).
     tensor qn = tensor::contiguous(c.type, {c.b, step.lq, c.hq, c.d});
     for (std::int64_t bi = 0; bi < c.b; ++bi)
       for (std::int64_t i = 0; i < step.lq; ++i) {
@@ -473,8 +520,7 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
           for (std::int64_t x = 0; x < c.d; ++x) qn.set_bits(bi, i, h, x, c.q.bits_at(bi, row, h, x));
       }
     guarded_bytes qg(qn);
-    attn_case stepcase = c;
-    stepcase.lq = step.lq;
+    const attn_case stepcase = header_of(c, step.lq);
     output_buffers ob(stepcase, step.lq, want_lse);
     attncheck_problem p{};
     fill_problem(p, stepcase, threads);
@@ -482,7 +528,7 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
     set_output(p, ob);
     const int rc = inst_->cache_attend(inst_->state, cache, &p, err, err_cap);
     subject_output part;
-    ob.collect(part, step.lq, c.hq, c.b);
+    ob.collect(part);
     if (rc != 0 || part.guard_violated) {
       out.status = rc;
       err[err_cap - 1] = 0;

@@ -41,13 +41,21 @@ struct comparison {
   double overflow_threshold = std::numeric_limits<double>::infinity();
 
   /// Folds one element in. A NaN expected value or a NaN bound (a NaN or inf
-  /// input in a visible slot) accepts anything: SPEC lets that row be
-  /// non-finite. An infinite bound ("the analysis says nothing here", e.g.
+  /// input in a visible slot) goes to without_bound(): SPEC lets that row be
+  /// non-finite, never finite garbage. An infinite bound ("the analysis says nothing here", e.g.
   /// scores that may overflow) judges nothing: the element counts in
   /// `unbounded`, not in `compared`. A got of
   /// +-inf for a finite expected passes only where expected + the bound (same
   /// sign) reaches overflow_threshold: the value may legitimately round to inf.
   void element(const std::string& where, double expected, double got, double bound);
+  /// An element whose bound is NaN (a visible input is not finite) or whose
+  /// truth is NaN: any non-finite got passes; a finite got fails where the
+  /// truth is NaN or infinite, passes where it equals a finite truth, and is
+  /// otherwise left unjudged (`unbounded`): no bound exists to judge it by.
+  /// empty_value (not NaN): the row's every visible score is -inf, and the
+  /// empty row's value (0 for O, -inf for LSE) passes too.
+  void without_bound(const std::string& where, double expected, double got,
+                     double empty_value = std::numeric_limits<double>::quiet_NaN());
   /// Requires identical bit patterns (bitwise laws); any two NaNs count as
   /// equal, since IEEE 754 does not specify a NaN result's sign or payload.
   void exact(const std::string& where, std::uint32_t expected_bits, std::uint32_t got_bits, double expected, double got);
@@ -63,6 +71,10 @@ struct comparison {
 
 std::string o_where(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t e);
 std::string lse_where(std::int64_t b, std::int64_t h, std::int64_t i);
+
+/// True when row (b, h, i) sees keys and every visible score is exactly -inf
+/// (an infinite Q or K element): the row is empty once those keys drop out.
+bool every_visible_score_is_minus_inf(const attn_case& c, std::int64_t b, std::int64_t h, std::int64_t i);
 
 /// Every element of O (and LSE when the subject gives it) against the oracle
 /// within its bound, scaled by `slack` (1 for a direct comparison).

@@ -39,6 +39,14 @@ struct cache_plan {
   std::vector<cache_step> steps;
 };
 
+/// How the host hands one call's buffers to the subject; the layout law
+/// varies what SPEC.md leaves free.
+struct call_layout {
+  int threads = 0;            ///< 0: the subject's default
+  bool lse_strided = false;   ///< LSE with non-dense strides: (B, Lq, Hq) order with gaps
+  bool mask_expanded = false; ///< the boolean mask written out in full, keys outer, queries inner, padded
+};
+
 /// The tolerance a subject declares for itself, as the gate prints it.
 struct declared_numbers {
   double u = 0, exp_ulps = 0;
@@ -90,6 +98,9 @@ class subject {
 
   /// Runs attend on a materialized case. threads: 0 = subject default.
   subject_output attend(const attn_case& c, int threads = 0) const;
+  /// The same with the buffers laid out as `how` says; the result is in the
+  /// usual form (O in the case's layout, LSE dense).
+  subject_output attend(const attn_case& c, const call_layout& how) const;
 
   /// Runs the case through the cache: one sequence per batch element holding
   /// keys 0..n[b]-1, filled and queried chunk by chunk as the plan says. The

@@ -1,5 +1,7 @@
 #include "law_support.hpp"
 
+#include <limits>
+
 namespace attncheck {
 
 void law_outcome::fail(const std::string& why) {
@@ -24,6 +26,20 @@ oracle_result fast_bound(const subject& s, const attn_case& c) {
   return reference(c, oracle_options_for(s, c, oracle_precision::binary64));
 }
 
+oracle_result oracle_of(const subject& s, const attn_case& c) { return reference(c, oracle_options_for(s, c, law_oracle)); }
+
+attn_case header_only(const attn_case& c) {
+  attn_case h;
+  h.b = c.b, h.hq = c.hq, h.hkv = c.hkv, h.lq = c.lq, h.lk = c.lk, h.d = c.d, h.dv = c.dv;
+  h.scale = c.scale;
+  h.causal = c.causal;
+  h.key_len = c.key_len;
+  h.mask_shape = c.mask_shape;
+  h.type = c.type;
+  h.values = c.values, h.layout = c.layout, h.poison = c.poison, h.seed = c.seed;
+  return h;
+}
+
 tensor remake(dtype t, dims4 shape, layout_kind layout,
               const std::function<std::uint32_t(std::int64_t, std::int64_t, std::int64_t, std::int64_t)>& bits_of) {
   tensor x = make_tensor(t, shape, layout);
@@ -46,30 +62,49 @@ attn_case relayout(const attn_case& c, layout_kind layout) {
 
 comparison compare_within_bounds(const attn_case& c, const subject_output& a, const oracle_result& ra,
                                  const subject_output& b, const oracle_result& rb) {
-  comparison r;
+  comparison r, rl;
   r.overflow_threshold = overflow_threshold(c.type);
+  rl.overflow_threshold = overflow_threshold(dtype::f32);  // LSE is f32 whatever O's type
   if (!r.runs_ok({&a, &b})) return r;
   const std::int64_t lq = a.o.shape[1];
+  // A NaN truth or bound (a visible input is not finite): each run on its own
+  // must be non-finite there (or its truth); nothing relates the two runs.
+  const auto no_bound = [&c](comparison& cmp, const std::string& where, double ta, double ba, double x, double tb,
+                             double bb, double y, std::int64_t bi, std::int64_t h, std::int64_t i, double empty) {
+    if (!(std::isnan(ta) || std::isnan(ba) || std::isnan(tb) || std::isnan(bb))) return false;
+    if (!every_visible_score_is_minus_inf(c, bi, h, i)) empty = std::nan("");
+    cmp.without_bound(where + " (first run)", ta, x, empty);
+    cmp.without_bound(where + " (second run)", tb, y, empty);
+    return true;
+  };
   for (std::int64_t bi = 0; bi < c.b; ++bi)
     for (std::int64_t i = 0; i < lq; ++i)
       for (std::int64_t h = 0; h < c.hq; ++h) {
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const auto ka = ra.o_index(bi, i, h, e), kb = rb.o_index(bi, i, h, e);
-          if (std::isnan(ra.o[ka]) || std::isnan(rb.o[kb])) continue;
-          const double x = a.o.at(bi, i, h, e);
-          if (std::isnan(x)) r.fail("NaN in the first run at " + o_where(bi, i, h, e));
-          const double y = b.o.at(bi, i, h, e);
-          if (r.overflowed(o_where(bi, i, h, e), ra.o[ka], ra.o_bound[ka] + rb.o_bound[kb], x, y)) continue;
-          r.element(o_where(bi, i, h, e), x, y, ra.o_bound[ka] + rb.o_bound[kb]);
+          const double x = a.o.at(bi, i, h, e), y = b.o.at(bi, i, h, e);
+          const std::string where = o_where(bi, i, h, e);
+          if (no_bound(r, where, ra.o[ka], ra.o_bound[ka], x, rb.o[kb], rb.o_bound[kb], y, bi, h, i, 0.0)) continue;
+          // An infinite bound (a score or accumulator may overflow): nothing to judge, NaN included.
+          const bool bounded = std::isfinite(ra.o_bound[ka] + rb.o_bound[kb]);
+          if (bounded && std::isnan(x)) r.fail("NaN in the first run at " + where);
+          if (bounded && r.overflowed(where, ra.o[ka], ra.o_bound[ka] + rb.o_bound[kb], x, y)) continue;
+          r.element(where, x, y, ra.o_bound[ka] + rb.o_bound[kb]);
         }
         if (!a.lse.empty() && !b.lse.empty()) {
           const auto ka = ra.lse_index(bi, h, i), kb = rb.lse_index(bi, h, i);
-          if (std::isnan(ra.lse[ka]) || std::isnan(rb.lse[kb])) continue;
           const auto k = static_cast<std::size_t>((bi * c.hq + h) * lq + i);
-          if (std::isnan(a.lse[k])) r.fail("NaN in the first run at " + lse_where(bi, h, i));
-          r.element(lse_where(bi, h, i), a.lse[k], b.lse[k], ra.lse_bound[ka] + rb.lse_bound[kb]);
+          const std::string where = lse_where(bi, h, i);
+          if (no_bound(rl, where, ra.lse[ka], ra.lse_bound[ka], a.lse[k], rb.lse[kb], rb.lse_bound[kb], b.lse[k], bi, h, i,
+                       -std::numeric_limits<double>::infinity()))
+            continue;
+          const bool bounded = std::isfinite(ra.lse_bound[ka] + rb.lse_bound[kb]);
+          if (bounded && std::isnan(a.lse[k])) rl.fail("NaN in the first run at " + where);
+          if (bounded && std::isfinite(ra.lse[ka]) && rl.overflowed(where, ra.lse[ka], ra.lse_bound[ka] + rb.lse_bound[kb], a.lse[k], b.lse[k])) continue;
+          rl.element(where, a.lse[k], b.lse[k], ra.lse_bound[ka] + rb.lse_bound[kb]);
         }
       }
+  r.merge(rl);
   return r;
 }
 

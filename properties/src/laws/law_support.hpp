@@ -12,6 +12,13 @@
 
 namespace attncheck::laws {
 
+/// The precision every law's judged comparison with the oracle uses (one
+/// place to switch when a faster sound tier exists).
+inline constexpr oracle_precision law_oracle = oracle_precision::mpfr50;
+
+/// The oracle's values and bounds for the subject on this case.
+oracle_result oracle_of(const subject& s, const attn_case& c);
+
 /// The bound of the subject on this case from a binary64 run of the oracle's
 /// loops: the bound is an a-priori estimate, and double's relative error in it
 /// (~1e-16) is negligible next to f32 rounding. Never used as the oracle.
@@ -47,6 +54,9 @@ comparison compare_within_bounds(const attn_case& c, const subject_output& a, co
 /// Comparison for an invariance: bitwise when the subject claims it, else within two bounds.
 comparison compare_claimed(const subject& s, std::uint32_t claim, const attn_case& c, const subject_output& a,
                            const subject_output& b);
+
+/// The header of a case with no tensors or mask (cheap to copy and edit).
+attn_case header_only(const attn_case& c);
 
 /// Fails with the subject's error or guard report when a run did not succeed.
 bool run_failed(const subject_output& out, law_outcome& o, const std::string& label);

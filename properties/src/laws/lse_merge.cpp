@@ -36,8 +36,9 @@ law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
   const auto whole = s.attend(c), oa = s.attend(a), ob = s.attend(b);
   if (run_failed(whole, o, "all keys") || run_failed(oa, o, "first keys") || run_failed(ob, o, "last keys")) return o;
   const oracle_result rw = fast_bound(s, c), ra = fast_bound(s, a), rb = fast_bound(s, b);
-  comparison r;
+  comparison r, rl;
   r.overflow_threshold = overflow_threshold(c.type);
+  rl.overflow_threshold = overflow_threshold(dtype::f32);  // LSE is f32 whatever O's type
   for (std::int64_t bi = 0; bi < c.b; ++bi)
     for (std::int64_t h = 0; h < c.hq; ++h)
       for (std::int64_t i = 0; i < c.lq; ++i) {
@@ -48,9 +49,16 @@ law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
         // Errors of the parts' LSE move the weights by wa*wb*(dLa - dLb), first order.
         const double dla = ra.lse_bound[ra.lse_index(bi, h, i)], dlb = rb.lse_bound[rb.lse_index(bi, h, i)];
         const double merged_lse = m + std::log(ea + eb);
-        r.element(lse_where(bi, h, i) + " merged from keys [0," + std::to_string(split) + ") and [" + std::to_string(split) + "," +
+        // A non-finite visible input (NaN bound) or a possible overflow (+inf):
+        // the parts say nothing about the whole there.
+        const double lbound = wa * dla + wb * dlb + rw.lse_bound[rw.lse_index(bi, h, i)];
+        if (!std::isfinite(dla) || !std::isfinite(dlb) || !std::isfinite(lbound)) {
+          rl.unbounded += 1 + c.dv;
+          continue;
+        }
+        rl.element(lse_where(bi, h, i) + " merged from keys [0," + std::to_string(split) + ") and [" + std::to_string(split) + "," +
                       std::to_string(c.lk) + ")",
-                  lse_of(whole, c, c.lq, bi, h, i), merged_lse, wa * dla + wb * dlb + rw.lse_bound[rw.lse_index(bi, h, i)]);
+                  lse_of(whole, c, c.lq, bi, h, i), merged_lse, lbound);
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const double xa = oa.o.at(bi, i, h, e), xb = ob.o.at(bi, i, h, e);
           // A part that rounded to +-inf where its truth may: the merge says nothing there.
@@ -58,12 +66,17 @@ law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
               r.overflowed(o_where(bi, i, h, e) + " (last keys)", rb.o[rb.o_index(bi, i, h, e)], rb.o_bound[rb.o_index(bi, i, h, e)], xb, xb) ||
               r.overflowed(o_where(bi, i, h, e), rw.o[rw.o_index(bi, i, h, e)], rw.o_bound[rw.o_index(bi, i, h, e)], whole.o.at(bi, i, h, e), whole.o.at(bi, i, h, e)))
             continue;
+          if (!std::isfinite(ra.o_bound[ra.o_index(bi, i, h, e)] + rb.o_bound[rb.o_index(bi, i, h, e)] + rw.o_bound[rw.o_index(bi, i, h, e)])) {
+            ++r.unbounded;
+            continue;
+          }
           const double merged = wa * xa + wb * xb;
           const double bound = wa * ra.o_bound[ra.o_index(bi, i, h, e)] + wb * rb.o_bound[rb.o_index(bi, i, h, e)] +
                                wa * wb * std::fabs(xa - xb) * (dla + dlb) + rw.o_bound[rw.o_index(bi, i, h, e)];
           r.element(o_where(bi, i, h, e) + " merged", whole.o.at(bi, i, h, e), merged, bound);
         }
       }
+  r.merge(rl);
   o.add("merge by LSE of a split at key " + std::to_string(split), r);
   return o;
 }

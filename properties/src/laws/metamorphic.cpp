@@ -11,10 +11,12 @@ namespace attncheck::laws {
 
 namespace {
 
+// A random permutation of 0..n-1, never the identity when n >= 2.
 std::vector<std::int64_t> permutation(law_rng& rng, std::int64_t n) {
   std::vector<std::int64_t> p(static_cast<std::size_t>(n));
   std::iota(p.begin(), p.end(), 0);
   for (std::int64_t i = n - 1; i > 0; --i) std::swap(p[static_cast<std::size_t>(i)], p[static_cast<std::size_t>(rng.below(i + 1))]);
+  if (n >= 2 && std::is_sorted(p.begin(), p.end())) std::swap(p[0], p[1]);
   return p;
 }
 
@@ -28,12 +30,16 @@ bool scales_exactly(dtype t, double x, int a) {
   return decode(t, encode(t, y)) == y;
 }
 
-bool tensor_scales_exactly(const tensor& t, int a) {
+// True when every element that some visible pair uses scales exactly (the
+// others may hold poison and never matter).
+bool tensor_scales_exactly(const tensor& t, int a, const std::function<bool(std::int64_t, std::int64_t, std::int64_t)>& used) {
   for (std::int64_t i0 = 0; i0 < t.shape[0]; ++i0)
     for (std::int64_t i1 = 0; i1 < t.shape[1]; ++i1)
-      for (std::int64_t i2 = 0; i2 < t.shape[2]; ++i2)
+      for (std::int64_t i2 = 0; i2 < t.shape[2]; ++i2) {
+        if (!used(i0, i1, i2)) continue;
         for (std::int64_t i3 = 0; i3 < t.shape[3]; ++i3)
           if (!scales_exactly(t.type, t.at(i0, i1, i2, i3), a)) return false;
+      }
   return true;
 }
 
@@ -67,6 +73,7 @@ law_outcome gqa_matches_repeated_kv(const subject& s, const attn_case& c) {
   if (run_failed(rep, o, "MHA run on repeated K/V")) return o;
   o.add("GQA vs MHA on repeated K/V", compare_within_bounds(c, base, ref, rep, fast_bound(s, mha)));
   // Perturb one KV head: exactly its G query heads may change, and they must.
+  if (c.hkv == 1) o.nothing_to_judge("Hkv = 1: no other KV head's query heads to keep unchanged");
   law_rng rng(c, 0x69a);
   const std::int64_t g0 = rng.below(c.hkv);
   attn_case p = c;
@@ -110,19 +117,29 @@ law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c
   const auto base = s.attend(c);
   if (run_failed(base, o, "base run")) return o;
   const float scale = c.effective_scale();
+  const slot_usage used = used_slots(c);
+  const auto q_used = [&](auto b, auto i, auto h) { return used.query_row(c, b, i, h); };
+  const auto kv_used = [&](auto b, auto j, auto g) { return used.key(c, b, j, g); };
+  bool qk_judged = false;
   for (int a : {1, -1}) {
-    // Q * 2^a with scale * 2^-a: every product is the same real number, so the same bits.
+    // Q * 2^a (or K * 2^a) with scale * 2^-a: every score is the same real
+    // number, whether the scale is folded into Q, into K or applied last: same bits.
     const float s2 = std::ldexp(scale, -a);
-    if (tensor_scales_exactly(c.q, a) && std::fabs(s2) >= 0x1p-126f && std::isfinite(s2)) {
+    const bool scale_ok = scale == 0.0f || (std::fabs(s2) >= 0x1p-126f && std::isfinite(s2));
+    for (int which = 0; which < 2 && scale_ok; ++which) {
+      const tensor& t = which == 0 ? c.q : c.k;
+      if (!(which == 0 ? tensor_scales_exactly(t, a, q_used) : tensor_scales_exactly(t, a, kv_used))) continue;
       attn_case p = c;
-      p.q = scaled(c.q, a, c.layout);
+      (which == 0 ? p.q : p.k) = scaled(t, a, c.layout);
       p.scale = s2;
       const auto out = s.attend(p);
-      if (run_failed(out, o, "scaled Q")) return o;
-      o.add("Q * 2^" + std::to_string(a) + " with scale * 2^" + std::to_string(-a), compare_bitwise(c, base, out));
+      if (run_failed(out, o, which == 0 ? "scaled Q" : "scaled K")) return o;
+      o.add(std::string(which == 0 ? "Q" : "K") + " * 2^" + std::to_string(a) + " with scale * 2^" + std::to_string(-a),
+            compare_bitwise(c, base, out));
+      qk_judged = true;
     }
-    // V * 2^a scales O by 2^a exactly (and leaves LSE alone).
-    if (tensor_scales_exactly(c.v, a)) {
+    // V * 2^a scales O by 2^a exactly and leaves LSE's bits alone.
+    if (tensor_scales_exactly(c.v, a, kv_used)) {
       attn_case p = c;
       p.v = scaled(c.v, a, c.layout);
       const auto out = s.attend(p);
@@ -130,7 +147,7 @@ law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c
       comparison r;
       for (std::int64_t b = 0; b < c.b; ++b)
         for (std::int64_t i = 0; i < c.lq; ++i)
-          for (std::int64_t h = 0; h < c.hq; ++h)
+          for (std::int64_t h = 0; h < c.hq; ++h) {
             for (std::int64_t e = 0; e < c.dv; ++e) {
               const double x = base.o.at(b, i, h, e);
               // A zero or subnormal output was rounded with an absolute error:
@@ -138,7 +155,52 @@ law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c
               if (x == 0 || !scales_exactly(c.type, x, a)) continue;
               r.element(o_where(b, i, h, e), std::ldexp(x, a), out.o.at(b, i, h, e), 0.0);
             }
-      o.add("V * 2^" + std::to_string(a) + " gives O * 2^" + std::to_string(a), r);
+            if (!base.lse.empty()) {
+              const float x = lse_of(base, c, c.lq, b, h, i), y = lse_of(out, c, c.lq, b, h, i);
+              r.exact(lse_where(b, h, i) + " (V scaled)", std::bit_cast<std::uint32_t>(x), std::bit_cast<std::uint32_t>(y), x, y);
+            }
+          }
+      o.add("V * 2^" + std::to_string(a) + " gives O * 2^" + std::to_string(a) + ", LSE unchanged", r);
+    }
+  }
+  if (!qk_judged) o.nothing_to_judge("neither Q nor K scales exactly by 2 or 1/2 (or the scale would not)");
+  const oracle_result r0 = fast_bound(s, c);
+  // V * 3 (not a power of two): O is linear in V and the weights do not move,
+  // so O(fl(3V)) = 3 O(V) + sum_j P_j (fl(3V_j) - 3V_j); the last term is at
+  // most the largest rounding of 3V over the keys in use.
+  {
+    attn_case p = c;
+    std::vector<double> delta(static_cast<std::size_t>(c.b * c.hkv * c.dv), 0.0);
+    bool finite = true;
+    p.v = remake(c.type, c.v.shape, c.layout, [&](auto b, auto j, auto g, auto e) {
+      if (!used.key(c, b, j, g)) return c.v.bits_at(b, j, g, e);
+      const double x = 3.0 * c.v.at(b, j, g, e);  // exact in double
+      const std::uint32_t bits = encode(c.type, x);
+      const double y = decode(c.type, bits);
+      finite = finite && std::isfinite(y);
+      auto& d = delta[static_cast<std::size_t>((b * c.hkv + g) * c.dv + e)];
+      d = std::max(d, std::fabs(y - x));
+      return bits;
+    });
+    if (finite) {
+      const auto out = s.attend(p);
+      if (run_failed(out, o, "V * 3")) return o;
+      const oracle_result r3 = fast_bound(s, p);
+      comparison r;
+      r.overflow_threshold = overflow_threshold(c.type);
+      for (std::int64_t b = 0; b < c.b; ++b)
+        for (std::int64_t i = 0; i < c.lq; ++i)
+          for (std::int64_t h = 0; h < c.hq; ++h)
+            for (std::int64_t e = 0; e < c.dv; ++e) {
+              const auto k = r0.o_index(b, i, h, e);
+              const double bound = r3.o_bound[k] + 3 * r0.o_bound[k] + delta[static_cast<std::size_t>((b * c.hkv + c.kv_head(h)) * c.dv + e)];
+              if (!std::isfinite(bound)) {  // a non-finite input or a possible overflow: nothing to judge
+                ++r.unbounded;
+                continue;
+              }
+              r.element(o_where(b, i, h, e) + " (V * 3 vs 3 O)", 3 * base.o.at(b, i, h, e), out.o.at(b, i, h, e), bound);
+            }
+      o.add("V * 3 gives 3 O within the bounds", r);
     }
   }
   // A different scale must change the output wherever the true outputs of the
@@ -147,7 +209,7 @@ law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c
   p.scale = scale * 1.5f;
   const auto out = s.attend(p);
   if (run_failed(out, o, "scale * 1.5")) return o;
-  const oracle_result r0 = fast_bound(s, c), r1 = fast_bound(s, p);
+  const oracle_result r1 = fast_bound(s, p);
   comparison moved;
   for (std::int64_t b = 0; b < c.b; ++b)
     for (std::int64_t i = 0; i < c.lq; ++i)
@@ -155,6 +217,7 @@ law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const auto k = r0.o_index(b, i, h, e);
           if (!(std::fabs(r1.o[k] - r0.o[k]) > r0.o_bound[k] + r1.o_bound[k])) continue;
+          ++moved.compared;
           if (base.o.bits_at(b, i, h, e) == out.o.bits_at(b, i, h, e))
             moved.fail("scale * 1.5 left " + o_where(b, i, h, e) + " at " + std::to_string(base.o.at(b, i, h, e)) +
                        " though the true value moves from " + std::to_string(r0.o[k]) + " to " + std::to_string(r1.o[k]));
@@ -173,17 +236,38 @@ law_outcome constant_score_shift_changes_nothing(const subject& s, const attn_ca
   p.d = c.d + 1;
   p.scale = c.effective_scale();
   std::vector<double> shift(static_cast<std::size_t>(c.b * c.lq * c.hq));
-  for (auto& t : shift) t = static_cast<double>(rng.below(33) - 16) / 2;  // dyadic in [-8, 8]: exact in every type
+  // Half the cases: small dyadic shifts in [-8, 8] (exact in every type) with
+  // K[..., D] = 1. The other half: shifts of 1e3..1e4 in score units, far
+  // past exp's range (a kernel without the max shift overflows or
+  // underflows): K[..., D] = kappa, a power of two, Q[..., D] = t with 4
+  // significant bits, so scale * kappa * t is exact and both are normal.
+  double kappa = 1.0;
+  const double sc = std::fabs(static_cast<double>(c.effective_scale()));
+  const bool big = rng.below(2) == 1 && sc > 0;
+  const double tiny = c.type == dtype::f16 ? 0x1p-14 : 0x1p-126, top = largest_finite(c.type) / 2;
+  if (big) kappa = std::clamp(std::exp2(std::round(std::log2(std::sqrt(3e3 / sc)))), c.type == dtype::f16 ? 0x1p-14 : 0x1p-100,
+                              c.type == dtype::f16 ? 0x1p14 : 0x1p100);
+  std::int64_t big_rows = 0;
+  for (auto& t : shift) {
+    t = static_cast<double>(rng.below(33) - 16) / 2;
+    if (!big) continue;
+    const double target = (1e3 + 9e3 * static_cast<double>(rng.below(1024)) / 1024.0) * (rng.below(2) ? -1 : 1);
+    const double want = target / (sc * kappa);
+    const int e = std::ilogb(want);
+    const double q = std::ldexp(std::round(std::ldexp(want, 3 - e)), e - 3);  // 4 significant bits
+    if (std::fabs(q) >= tiny && std::fabs(q) <= top) t = q, ++big_rows;
+  }
   p.q = remake(c.type, {c.b, c.lq, c.hq, c.d + 1}, c.layout, [&](auto b, auto i, auto h, auto x) {
     return x < c.d ? c.q.bits_at(b, i, h, x) : encode(c.type, shift[static_cast<std::size_t>((b * c.lq + i) * c.hq + h)]);
   });
   p.k = remake(c.type, {c.b, c.lk, c.hkv, c.d + 1}, c.layout,
-               [&](auto b, auto j, auto g, auto x) { return x < c.d ? c.k.bits_at(b, j, g, x) : encode(c.type, 1.0); });
+               [&](auto b, auto j, auto g, auto x) { return x < c.d ? c.k.bits_at(b, j, g, x) : encode(c.type, kappa); });
   const auto out = s.attend(p);
   if (run_failed(out, o, "shifted run")) return o;
   subject_output a = base, b = out;
   a.lse.clear(), b.lse.clear();  // LSE moves by the shift; O must not
-  o.add("scores shifted by scale * t per row", compare_within_bounds(c, a, fast_bound(s, c), b, fast_bound(s, p)));
+  o.add(std::string("scores shifted by scale * t per row") + (big_rows ? " (" + std::to_string(big_rows) + " rows by 1e3..1e4)" : ""),
+        compare_within_bounds(c, a, fast_bound(s, c), b, fast_bound(s, p)));
   return o;
 }
 
@@ -191,6 +275,7 @@ void prepare_permutation(attn_case& c, const subject&) {
   c.causal = false;  // permuting keys or queries is only a symmetry without order-dependent masks
   c.mask_shape = {};
   c.mask.clear();
+  c.lk = std::max<std::int64_t>(c.lk, 2);  // one key has no order to permute
 }
 
 law_outcome permutations_commute(const subject& s, const attn_case& c) {
@@ -199,6 +284,9 @@ law_outcome permutations_commute(const subject& s, const attn_case& c) {
   if (run_failed(base, o, "base run")) return o;
   const oracle_result ref = fast_bound(s, c);
   law_rng rng(c, 0x9e7);
+  bool keys_move = false;
+  for (std::int64_t b = 0; b < c.b; ++b) keys_move = keys_move || c.valid_keys(b) >= 2;
+  if (!keys_move && c.lq == 1 && c.b == 1 && c.hkv == 1) o.nothing_to_judge("a single key, query, batch element and KV head");
   // Keys with their values, within each sequence's valid keys.
   {
     attn_case p = c;
@@ -238,7 +326,8 @@ law_outcome permutations_commute(const subject& s, const attn_case& c) {
         if (!out.lse.empty())
           back.lse[static_cast<std::size_t>((ob * c.hq + oh) * c.lq + oi)] = out.lse[static_cast<std::size_t>((b * c.hq + h) * c.lq + i)];
       }
-  o.add("queries, batch elements and KV heads permuted", compare_claimed(s, ATTNCHECK_CLAIM_BATCH, c, base, back));
+  o.add("queries, batch elements and KV heads permuted",
+        s.claims(ATTNCHECK_CLAIM_BATCH) ? compare_bitwise(c, base, back) : compare_within_bounds(c, base, ref, back, ref));
   return o;
 }
 

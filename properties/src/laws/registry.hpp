@@ -19,6 +19,8 @@ void prepare_gqa(attn_case& c, const subject& s);
 law_outcome gqa_matches_repeated_kv(const subject& s, const attn_case& c);
 
 void prepare_cache(attn_case& c, const subject& s);
+/// The chunked plan of the cache law for this case (also the causal law's cache path).
+cache_plan plan_cache_steps(const attn_case& c);
 law_outcome chunked_cache_equals_prefill(const subject& s, const attn_case& c);
 
 law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c);
@@ -28,7 +30,9 @@ law_outcome constant_score_shift_changes_nothing(const subject& s, const attn_ca
 void prepare_permutation(attn_case& c, const subject& s);
 law_outcome permutations_commute(const subject& s, const attn_case& c);
 
+void prepare_batch(attn_case& c, const subject& s);
 law_outcome batch_elements_are_independent(const subject& s, const attn_case& c);
+void prepare_masked_slots(attn_case& c, const subject& s);
 law_outcome masked_slots_are_ignored(const subject& s, const attn_case& c);
 void prepare_padding(attn_case& c, const subject& s);
 law_outcome padding_equals_truncation(const subject& s, const attn_case& c);

@@ -42,30 +42,35 @@ void prepare_distribution(attn_case& c, const subject&) {
 
 law_outcome weights_form_a_distribution(const subject& s, const attn_case& c) {
   law_outcome o;
-  // With V = identity (Dv = Lk), output row i of head h IS the weight row P[b,h,i,:].
+  // With V = identity (Dv = Lk), output row i of head h IS the weight row P[b,h,i,:]:
+  // each weight against the oracle's P within its bound, masked weights exactly 0, sums 1.
   const attn_case id = with_values(c, c.lk, [](auto, auto j, auto, auto e) { return j == e ? 1.0 : 0.0; });
   const auto out = s.attend(id);
   if (run_failed(out, o, "V = identity")) return o;
-  const oracle_result ref = fast_bound(s, id);
+  const oracle_result ref = oracle_of(s, id);
+  o.add("V = identity: each weight against the oracle's P", compare_with_reference(id, out, ref));
   comparison sums, zeros;
+  bool any_row = false;
   for (std::int64_t b = 0; b < c.b; ++b)
     for (std::int64_t h = 0; h < c.hq; ++h)
       for (std::int64_t i = 0; i < c.lq; ++i) {
         double sum = 0, bound = 0;
         const bool any = row_sees_any(c, b, h, i);
+        any_row = any_row || any;
+        for (std::int64_t j = 0; j < c.lk; ++j) bound += ref.o_bound[ref.o_index(b, i, h, j)];
+        // A non-finite visible input (NaN bound) or a possible overflow (+inf): the row may be anything non-finite.
+        if (!std::isfinite(bound)) continue;
         for (std::int64_t j = 0; j < c.lk; ++j) {
           const double w = out.o.at(b, i, h, j);
           const auto where = o_where(b, i, h, j);
           if (std::isnan(w) || w < 0) zeros.fail("weight " + where + " = " + std::to_string(w) + " is negative or NaN");
-          if (!c.visible(b, h, i, j)) {
-            zeros.element(where + " (key not visible: weight must be exactly 0)", 0.0, w, 0.0);
-          }
+          if (!c.visible(b, h, i, j)) zeros.element(where + " (key not visible: weight must be exactly 0)", 0.0, w, 0.0);
           sum += w;
-          bound += ref.o_bound[ref.o_index(b, i, h, j)];
         }
         sums.element("sum_j P[b=" + std::to_string(b) + ",h=" + std::to_string(h) + ",i=" + std::to_string(i) + ",:]",
                      any ? 1.0 : 0.0, sum, bound);
       }
+  if (!any_row) o.nothing_to_judge("no row sees a key");
   o.add("V = identity: masked weights", zeros);
   o.add("V = identity: weights sum to 1", sums);
   // With V = ones every visible row is exactly 1 up to the bound.
@@ -78,8 +83,14 @@ law_outcome weights_form_a_distribution(const subject& s, const attn_case& c) {
     for (std::int64_t h = 0; h < c.hq; ++h)
       for (std::int64_t i = 0; i < c.lq; ++i) {
         const double want = row_sees_any(c, b, h, i) ? 1.0 : 0.0;
-        for (std::int64_t e = 0; e < c.dv; ++e)
-          one.element(o_where(b, i, h, e), want, out1.o.at(b, i, h, e), ref1.o_bound[ref1.o_index(b, i, h, e)]);
+        for (std::int64_t e = 0; e < c.dv; ++e) {
+          const auto k = ref1.o_index(b, i, h, e);
+          if (std::isnan(ref1.o_bound[k]))
+            one.without_bound(o_where(b, i, h, e), ref1.o[k], out1.o.at(b, i, h, e),
+                              every_visible_score_is_minus_inf(ones, b, h, i) ? 0.0 : std::nan(""));
+          else
+            one.element(o_where(b, i, h, e), want, out1.o.at(b, i, h, e), ref1.o_bound[k]);
+        }
       }
   o.add("V = ones", one);
   return o;
@@ -92,6 +103,16 @@ law_outcome output_in_convex_hull(const subject& s, const attn_case& c) {
   const oracle_result ref = fast_bound(s, c);
   comparison hull, single;
   hull.overflow_threshold = overflow_threshold(c.type);
+  // Elements outside the bound's domain: NaN (a non-finite visible input) by
+  // the NaN rule, +inf (a possible overflow) not judged.
+  const auto outside_domain = [&](comparison& r, const attn_case& cc, const oracle_result& rr, const std::string& where,
+                                  std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t e, double got) {
+    const auto k = rr.o_index(b, i, h, e);
+    if (std::isfinite(rr.o_bound[k]) && !std::isnan(rr.o[k])) return false;
+    if (std::isinf(rr.o_bound[k])) ++r.unbounded;
+    else r.without_bound(where, rr.o[k], got, every_visible_score_is_minus_inf(cc, b, h, i) ? 0.0 : std::nan(""));
+    return true;
+  };
   for (std::int64_t b = 0; b < c.b; ++b)
     for (std::int64_t h = 0; h < c.hq; ++h)
       for (std::int64_t i = 0; i < c.lq; ++i) {
@@ -101,20 +122,20 @@ law_outcome output_in_convex_hull(const subject& s, const attn_case& c) {
           if (c.visible(b, h, i, j)) ++seen, last = j;
         if (seen == 0) continue;
         for (std::int64_t e = 0; e < c.dv; ++e) {
+          const double got = out.o.at(b, i, h, e);
+          const auto where = o_where(b, i, h, e);
+          if (outside_domain(seen == 1 ? single : hull, c, ref, where, b, i, h, e, got)) continue;
           double lo = std::numeric_limits<double>::infinity(), hi = -lo;
           for (std::int64_t j = 0; j < c.lk; ++j)
             if (c.visible(b, h, i, j)) lo = std::min(lo, c.v.at(b, j, g, e)), hi = std::max(hi, c.v.at(b, j, g, e));
-          const double got = out.o.at(b, i, h, e);
           const double bound = ref.o_bound[ref.o_index(b, i, h, e)];
-          const auto where = o_where(b, i, h, e);
           if (seen == 1) {  // p = exp(0) / exp(0) = 1 exactly: O is V, bit for bit in value
             single.element(where + " (one visible key: O must be V exactly)", c.v.at(b, last, g, e), got, 0.0);
-          } else if (got < lo) {
-            hull.element(where + " (below min visible V)", lo, got, bound);
-          } else if (got > hi) {
-            hull.element(where + " (above max visible V)", hi, got, bound);
           } else if (std::isnan(got)) {
             hull.fail("NaN at " + where);
+          } else {
+            hull.element(where + (got < lo ? " (below min visible V)" : got > hi ? " (above max visible V)" : ""),
+                         std::clamp(got, lo, hi), got, bound);
           }
         }
       }
@@ -146,6 +167,7 @@ law_outcome output_in_convex_hull(const subject& s, const attn_case& c) {
           for (std::int64_t j = 0; j < c.lk; ++j)
             if (eq.visible(b, h, i, j)) sum += eq.v.at(b, j, eq.kv_head(h), e), ++n;
           if (n == 0) continue;
+          if (outside_domain(mean, eq, refq, o_where(b, i, h, e), b, i, h, e, outq.o.at(b, i, h, e))) continue;
           // Exact enough: the double mean errs by ~n*2^-53 relative, far below any f32 bound.
           mean.element(o_where(b, i, h, e), sum / static_cast<double>(n), outq.o.at(b, i, h, e),
                        refq.o_bound[refq.o_index(b, i, h, e)]);
@@ -172,15 +194,18 @@ law_outcome fully_masked_rows_are_zero(const subject& s, const attn_case& c) {
   const auto out = s.attend(c);
   if (run_failed(out, o, "run")) return o;
   comparison z;
+  bool any_empty = false;
   for (std::int64_t b = 0; b < c.b; ++b)
     for (std::int64_t h = 0; h < c.hq; ++h)
       for (std::int64_t i = 0; i < c.lq; ++i) {
         if (row_sees_any(c, b, h, i)) continue;
+        any_empty = true;
         for (std::int64_t e = 0; e < c.dv; ++e) z.element(o_where(b, i, h, e) + " (row sees no key)", 0.0, out.o.at(b, i, h, e), 0.0);
         const float l = lse_of(out, c, c.lq, b, h, i);
         if (!out.lse.empty() && !(std::isinf(l) && l < 0))
           z.fail(lse_where(b, h, i) + " = " + std::to_string(l) + " for a row that sees no key (must be -inf)");
       }
+  if (!any_empty) o.nothing_to_judge("no row is fully masked");
   o.add("fully masked rows", z);
   return o;
 }
