@@ -86,6 +86,7 @@ nlohmann::json outcome_to_json(const law_outcome& o) {
   return {{"v", static_cast<int>(o.v)},
           {"message", o.message},
           {"compared", o.compared},
+          {"unbounded", o.unbounded},
           {"vacuous", o.vacuous},
           {"max_ratio", o.max_ratio},
           {"worst", {{"where", o.worst.where}, {"expected", o.worst.expected}, {"got", o.worst.got},
@@ -108,6 +109,7 @@ law_outcome outcome_from(const nlohmann::json& j) {
   o.v = static_cast<verdict>(j.at("v").get<int>());
   o.message = j.at("message").get<std::string>();
   o.compared = j.value("compared", std::int64_t{0});
+  o.unbounded = j.value("unbounded", std::int64_t{0});
   o.vacuous = j.value("vacuous", std::string());
   o.max_ratio = double_of(j.at("max_ratio"));
   const auto& w = j.at("worst");
@@ -518,6 +520,10 @@ int repro_case_file(const std::string& file, const std::string& subject_spec, co
   out << "  file:     " << file << "\n";
   if (o.v == verdict::fail) out << "  why:      " << o.message << "\n";
   if (!o.worst.where.empty()) out << "  worst:    " << o.worst.describe() << "\n";
+  out << "  judged:   " << o.compared << " elements";
+  if (o.unbounded) out << "; " << o.unbounded << " outside the bound's domain (+inf bound: not judged)";
+  if (!o.vacuous.empty()) out << "; the case judges nothing for this law: " << o.vacuous;
+  out << "\n";
   return o.v == verdict::fail ? 1 : 0;
 }
 

@@ -24,11 +24,12 @@ struct law_outcome {
   double max_ratio = 0;  ///< largest observed/bound among bounded comparisons
   worst_element worst;   ///< the element behind max_ratio or the failure
   std::int64_t compared = 0;  ///< elements judged by the comparisons folded in
+  std::int64_t unbounded = 0; ///< elements left unjudged: +inf bound, outside the bound's domain
   /// Non-empty when the case was degenerate for this law (B = 1 for batch
   /// independence, no unused slot for masked slots, ...): it ran, but judged nothing.
   std::string vacuous;
 
-  static law_outcome skip(std::string why) { return {verdict::skip, std::move(why), 0, {}, 0, {}}; }
+  static law_outcome skip(std::string why) { return {verdict::skip, std::move(why), 0, {}, 0, 0, {}}; }
   /// Folds a comparison in under a label ("V = ones", "threads 1 vs 3").
   void add(const std::string& label, const comparison& c);
   void fail(const std::string& why);

@@ -38,7 +38,7 @@ law_outcome output_within_bound(const subject& s, const attn_case& c) {
   law_outcome o;
   const auto out = s.attend(c);
   if (run_failed(out, o, "run")) return o;
-  const oracle_result ref = reference(c, oracle_options_for(s, c, oracle_precision::auto_tier));
+  const oracle_result ref = reference(c, oracle_options_for(s, c, law_oracle));
   o.add("O and LSE against the oracle", compare_with_reference(c, out, ref));
   if (o.v == verdict::fail || !(s.desc().dtypes & (1u << static_cast<unsigned>(dtype::f32)))) return o;
   const attn_case p = exp_edge_probe(c);
@@ -47,7 +47,7 @@ law_outcome output_within_bound(const subject& s, const attn_case& c) {
   const auto pout = s.attend(p);
   if (run_failed(pout, o, what)) return o;
   o.add(std::string(what) + " against the oracle",
-        compare_with_reference(p, pout, reference(p, oracle_options_for(s, p, oracle_precision::auto_tier))));
+        compare_with_reference(p, pout, reference(p, oracle_options_for(s, p, law_oracle))));
   return o;
 }
 

@@ -12,6 +12,7 @@ void law_outcome::fail(const std::string& why) {
 void law_outcome::add(const std::string& label, const comparison& c) {
   if (!c.pass) fail(label + ": " + c.failure);
   compared += c.compared;
+  unbounded += c.unbounded;
   if (c.max_ratio > max_ratio || (worst.where.empty() && !c.worst.where.empty())) {
     if (c.max_ratio >= max_ratio) {
       max_ratio = c.max_ratio;

@@ -12,9 +12,11 @@
 
 namespace attncheck::laws {
 
-/// The precision every law's judged comparison with the oracle uses (one
-/// place to switch when a faster sound tier exists).
-inline constexpr oracle_precision law_oracle = oracle_precision::mpfr50;
+/// The precision every law's judged comparison with the oracle uses: the fast
+/// binary64 tier wherever its own error bound is at most 2^-20 of the
+/// subject's bound on every element (that error is added to the bound), else
+/// MPFR (docs/oracle.md, "Tiers"). A request for P always runs MPFR.
+inline constexpr oracle_precision law_oracle = oracle_precision::auto_tier;
 
 /// The oracle's values and bounds for the subject on this case.
 oracle_result oracle_of(const subject& s, const attn_case& c);

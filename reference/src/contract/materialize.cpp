@@ -106,7 +106,8 @@ class value_source {
       case value_kind::far_below:
       case value_kind::far_above:
       case value_kind::masked_lead: return x == 0 ? offset_k_ : uniform(k_, b, j, g, x);
-      case value_kind::underflow_gaps: return x == 0 ? -gap_unit_ * 120.0 * k_.uniform({b, j, g}) : 0.0;
+      // Clipped: with a tiny scale, -gap / scale may not fit the type (f16: 65504); a visible input stays finite.
+      case value_kind::underflow_gaps: return x == 0 ? clip(-gap_unit_ * 120.0 * k_.uniform({b, j, g}), c_.type) : 0.0;
       default: return k_.normal(b, j, g, x);
     }
   }
