@@ -617,8 +617,16 @@ class unit_runner {
       const float m_old = st.m[r];
       float m_new = mb > m_old ? mb : m_old;
       if (m_new == neg_inf) {
-        ws_.kind[r] = row_kind::none;  // every visible score is -inf: all weights 0
-        ws_.prefix[r] = 0;             // and its scores must not reach the P.V kernel
+        // No finite maximum: every visible score is -inf (all weights 0), or
+        // NaN (a NaN in a visible Q or K), which max_ps can drop. A NaN score
+        // makes the row NaN (docs/spec.md: a non-finite visible input gives a
+        // non-finite row, never finite garbage); the NaN maximum carries it
+        // through later blocks, the merge and the final division.
+        bool nan_score = false;
+        for (std::int64_t c = 0; c < ld; ++c) nan_score = nan_score || std::isnan(s[c]);
+        if (nan_score) st.m[r] = std::numeric_limits<float>::quiet_NaN();
+        ws_.kind[r] = row_kind::none;
+        ws_.prefix[r] = 0;  // its scores must not reach the P.V kernel
         continue;
       }
       if (ATTNIMPL_MUTANT(no_max_shift)) m_new = 0.0f;  // p = exp(s)

@@ -32,7 +32,10 @@ expect_error "No such file" -- "$attncheck" oracle "$tmp/missing.json"
 expect_error "subject" -- "$attncheck" gate --subject "$tmp/nothing.so" --cases 1
 echo "not a plugin" >"$tmp/fake.so"
 expect_error "subject" -- "$attncheck" gate --subject "$tmp/fake.so" --cases 1
-expect_error "subject" -- "$attncheck" gate --subject "builtin:k_tile=0" --cases 1
+expect_error "subject" -- "$attncheck" gate --subject "builtin:k_tile=70000" --cases 1
+expect_error "subject" -- "$attncheck" gate --subject "builtin:tiles=huge" --cases 1
+expect_error "subject" -- "$attncheck" gate --subject "naive:k_tile=3" --cases 1
+expect_error "tiles" -- "$attncheck" mutation --tiles 1,2
 expect_error "subject" -- "$attncheck" gate --subject "builtin:tile=3" --cases 1
 expect_error "--only" -- "$attncheck" gate --only no_such_law --cases 1
 expect_error "--precision" -- "$attncheck" oracle "$cases/two_keys_ln3.json" --precision float

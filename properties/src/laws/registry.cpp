@@ -1,4 +1,4 @@
-// The laws in gate order: the five of the design card first.
+// The laws in gate order, each with its judged floor.
 #include "registry.hpp"
 
 namespace attncheck {
