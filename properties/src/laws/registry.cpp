@@ -98,7 +98,7 @@ std::vector<law> make_laws() {
                             ? ""
                             : "subject claims no determinism";
                },
-               as_generated, runs_are_deterministic,
+               prepare_determinism, runs_are_deterministic,
                // min_judged: 100% judged.
                0.9});
   v.push_back({"lse.split_keys_merge_by_lse", "two halves of the keys merged by their LSE equal the whole",

@@ -45,6 +45,7 @@ law_outcome fully_masked_rows_are_zero(const subject& s, const attn_case& c);
 law_outcome runs_are_deterministic(const subject& s, const attn_case& c);
 
 void prepare_split(attn_case& c, const subject& s);
+void prepare_determinism(attn_case& c, const subject& s);
 law_outcome lse_merges_split_keys(const subject& s, const attn_case& c);
 
 }  // namespace attncheck::laws
