@@ -132,22 +132,27 @@ law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c
     // nonzero |q| |k| |scale| products stay far above f32's normal floor.
     if (scale_ok && scale != 0.0f) {
       const double sc = std::min(std::fabs(static_cast<double>(scale)), std::fabs(static_cast<double>(s2)));
-      double qmin = INFINITY, kmin = INFINITY;
+      double qmin = INFINITY, kmin = INFINITY, qmax = 0, kmax = 0;
       for (std::int64_t b = 0; b < c.b; ++b) {
         for (std::int64_t i = 0; i < c.lq; ++i)
           for (std::int64_t h = 0; h < c.hq; ++h)
             if (q_used(b, i, h))
               for (std::int64_t x = 0; x < c.d; ++x)
-                if (const double v = std::fabs(c.q.at(b, i, h, x)); v > 0) qmin = std::min(qmin, v);
+                if (const double v = std::fabs(c.q.at(b, i, h, x)); v > 0) qmin = std::min(qmin, v), qmax = std::max(qmax, v);
         for (std::int64_t j = 0; j < c.lk; ++j)
           for (std::int64_t g = 0; g < c.hkv; ++g)
             if (kv_used(b, j, g))
               for (std::int64_t x = 0; x < c.d; ++x)
-                if (const double v = std::fabs(c.k.at(b, j, g, x)); v > 0) kmin = std::min(kmin, v);
+                if (const double v = std::fabs(c.k.at(b, j, g, x)); v > 0) kmin = std::min(kmin, v), kmax = std::max(kmax, v);
       }
       const double floor = 0x1p-100;
       if (std::isfinite(qmin) && std::isfinite(kmin) &&
           (qmin * kmin * std::min(sc, 1.0) < floor || qmin * sc < floor || kmin * sc < floor || qmin * kmin < floor))
+        scale_ok = false;
+      // ... and far below f32's overflow (a score past it becomes +-inf on one side only).
+      const double sc_max = std::max(std::fabs(static_cast<double>(scale)), std::fabs(static_cast<double>(s2)));
+      const double ceiling = 0x1p100;
+      if (qmax * kmax * static_cast<double>(c.d) * std::max(sc_max, 1.0) > ceiling || qmax * sc_max > ceiling || kmax * sc_max > ceiling)
         scale_ok = false;
     }
     for (int which = 0; which < 2 && scale_ok; ++which) {
