@@ -130,6 +130,26 @@ void set_element(tensor& t, std::int64_t linear, std::uint32_t bits) {
   t.set_bits(b, j, g, x, bits);
 }
 
+// Padding, boolean mask (when allowed) and scale of a header, in the byte
+// order both input formats share.
+void decode_masks_and_scale(attn_case& c, FuzzedDataProvider& in, const subject& s, bool allow_mask) {
+  if (s.has(ATTNCHECK_FEATURE_PADDING) && in.ConsumeBool())
+    for (std::int64_t b = 0; b < c.b; ++b) c.key_len.push_back(in.ConsumeIntegralInRange<std::int64_t>(0, c.lk));
+  if (allow_mask && s.has(ATTNCHECK_FEATURE_MASK) && in.ConsumeBool()) {
+    const std::array<std::int64_t, 4> full{c.b, c.hq, c.lq, c.lk};
+    for (int i = 0; i < 4; ++i) c.mask_shape[static_cast<std::size_t>(i)] = in.ConsumeBool() ? full[static_cast<std::size_t>(i)] : 1;
+  }
+  switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+    case 0: break;  // default 1/sqrt(D)
+    case 1: c.scale = std::ldexp(in.ConsumeBool() ? -1.0f : 1.0f, in.ConsumeIntegralInRange<int>(-6, 6)); break;
+    case 2: c.scale = in.ConsumeFloatingPointInRange<float>(-16.0f, 16.0f); break;
+    default: {
+      constexpr float edge[] = {0.0f, -0.0f, 1e-30f, 1e3f};  // all scores 0; tiny; huge logits
+      c.scale = in.PickValueInArray(edge);
+    }
+  }
+}
+
 }  // namespace
 
 attn_case decode_header(FuzzedDataProvider& in, const shape_caps& caps, const subject& s) {
@@ -149,21 +169,7 @@ attn_case decode_header(FuzzedDataProvider& in, const shape_caps& caps, const su
   c.hq = c.hkv * in.ConsumeIntegralInRange<std::int64_t>(1, std::clamp<std::int64_t>(rows / (c.b * c.hkv), 1, caps.group));
 
   c.causal = s.has(ATTNCHECK_FEATURE_CAUSAL) && in.ConsumeBool();
-  if (s.has(ATTNCHECK_FEATURE_PADDING) && in.ConsumeBool())
-    for (std::int64_t b = 0; b < c.b; ++b) c.key_len.push_back(in.ConsumeIntegralInRange<std::int64_t>(0, c.lk));
-  if (s.has(ATTNCHECK_FEATURE_MASK) && in.ConsumeBool()) {
-    const std::array<std::int64_t, 4> full{c.b, c.hq, c.lq, c.lk};
-    for (int i = 0; i < 4; ++i) c.mask_shape[static_cast<std::size_t>(i)] = in.ConsumeBool() ? full[static_cast<std::size_t>(i)] : 1;
-  }
-  switch (in.ConsumeIntegralInRange<int>(0, 3)) {
-    case 0: break;  // default 1/sqrt(D)
-    case 1: c.scale = std::ldexp(in.ConsumeBool() ? -1.0f : 1.0f, in.ConsumeIntegralInRange<int>(-6, 6)); break;
-    case 2: c.scale = in.ConsumeFloatingPointInRange<float>(-16.0f, 16.0f); break;
-    default: {
-      constexpr float edge[] = {0.0f, -0.0f, 1e-30f, 1e3f};  // all scores 0; tiny; huge logits
-      c.scale = in.PickValueInArray(edge);
-    }
-  }
+  decode_masks_and_scale(c, in, s, true);
   c.layout = static_cast<layout_kind>(in.ConsumeIntegralInRange<int>(0, 2));
   c.values = static_cast<value_kind>(in.ConsumeIntegralInRange<int>(0, 7));
   c.poison = static_cast<poison_kind>(in.ConsumeIntegralInRange<int>(0, 2));
@@ -270,21 +276,7 @@ header_v2 decode_header_v2(FuzzedDataProvider& in, const reach_caps& caps, const
 
   // The cache entry point is causal and takes no boolean mask (SPEC.md "KV cache").
   c.causal = mode == input_mode::cache || (s.has(ATTNCHECK_FEATURE_CAUSAL) && in.ConsumeBool());
-  if (s.has(ATTNCHECK_FEATURE_PADDING) && in.ConsumeBool())
-    for (std::int64_t b = 0; b < c.b; ++b) c.key_len.push_back(in.ConsumeIntegralInRange<std::int64_t>(0, c.lk));
-  if (mode != input_mode::cache && s.has(ATTNCHECK_FEATURE_MASK) && in.ConsumeBool()) {
-    const std::array<std::int64_t, 4> full{c.b, c.hq, c.lq, c.lk};
-    for (int i = 0; i < 4; ++i) c.mask_shape[static_cast<std::size_t>(i)] = in.ConsumeBool() ? full[static_cast<std::size_t>(i)] : 1;
-  }
-  switch (in.ConsumeIntegralInRange<int>(0, 3)) {
-    case 0: break;  // default 1/sqrt(D)
-    case 1: c.scale = std::ldexp(in.ConsumeBool() ? -1.0f : 1.0f, in.ConsumeIntegralInRange<int>(-6, 6)); break;
-    case 2: c.scale = in.ConsumeFloatingPointInRange<float>(-16.0f, 16.0f); break;
-    default: {
-      constexpr float edge[] = {0.0f, -0.0f, 1e-30f, 1e3f};
-      c.scale = in.PickValueInArray(edge);
-    }
-  }
+  decode_masks_and_scale(c, in, s, mode != input_mode::cache);
   c.layout = static_cast<layout_kind>(in.ConsumeIntegralInRange<int>(0, 2));
   c.values = static_cast<value_kind>(in.ConsumeIntegralInRange<int>(0, static_cast<int>(value_kind::max_v)));
   // No poison for a cache case: its only unused slots are keys past a
