@@ -121,50 +121,93 @@ law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c
   const auto q_used = [&](auto b, auto i, auto h) { return used.query_row(c, b, i, h); };
   const auto kv_used = [&](auto b, auto j, auto g) { return used.key(c, b, j, g); };
   bool qk_judged = false;
+  // Per key slot (b, j, g) in use: its smallest and largest nonzero |k| and
+  // whether it scales exactly by 2 and by 1/2; likewise per query row.
+  struct extent {
+    double min = INFINITY, max = 0;
+    bool exact[2] = {true, true};  // by 2^1, by 2^-1
+  };
+  const auto extent_of = [&](const tensor& t, std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t n) {
+    extent e;
+    for (std::int64_t x = 0; x < n; ++x) {
+      const double v = t.at(i0, i1, i2, x);
+      if (std::fabs(v) > 0) e.min = std::min(e.min, std::fabs(v)), e.max = std::max(e.max, std::fabs(v));
+      e.exact[0] = e.exact[0] && scales_exactly(t.type, v, 1);
+      e.exact[1] = e.exact[1] && scales_exactly(t.type, v, -1);
+    }
+    return e;
+  };
+  std::vector<extent> key_ext(static_cast<std::size_t>(c.b * c.lk * c.hkv)), row_q(static_cast<std::size_t>(c.b * c.hq * c.lq)),
+      row_k(row_q.size());
+  for (std::int64_t b = 0; b < c.b; ++b)
+    for (std::int64_t j = 0; j < c.lk; ++j)
+      for (std::int64_t g = 0; g < c.hkv; ++g)
+        if (kv_used(b, j, g)) key_ext[static_cast<std::size_t>((b * c.lk + j) * c.hkv + g)] = extent_of(c.k, b, j, g, c.d);
+  std::vector<char> row_sees(row_q.size(), 0);
+  for (std::int64_t b = 0; b < c.b; ++b)
+    for (std::int64_t h = 0; h < c.hq; ++h)
+      for (std::int64_t i = 0; i < c.lq; ++i) {
+        const auto r = static_cast<std::size_t>((b * c.hq + h) * c.lq + i);
+        if (q_used(b, i, h)) row_q[r] = extent_of(c.q, b, i, h, c.d);
+        extent& k = row_k[r];
+        for (std::int64_t j = 0; j < c.lk; ++j) {
+          if (!c.visible(b, h, i, j)) continue;
+          row_sees[r] = 1;
+          const extent& e = key_ext[static_cast<std::size_t>((b * c.lk + j) * c.hkv + c.kv_head(h))];
+          k.min = std::min(k.min, e.min), k.max = std::max(k.max, e.max);
+          k.exact[0] = k.exact[0] && e.exact[0], k.exact[1] = k.exact[1] && e.exact[1];
+        }
+      }
   for (int a : {1, -1}) {
     // Q * 2^a (or K * 2^a) with scale * 2^-a: every score is the same real
     // number, whether the scale is folded into Q, into K or applied last: same bits.
     const float s2 = std::ldexp(scale, -a);
-    bool scale_ok = scale == 0.0f || (std::fabs(s2) >= 0x1p-126f && std::isfinite(s2));
+    if (!(scale == 0.0f || (std::fabs(s2) >= 0x1p-126f && std::isfinite(s2)))) continue;
+    const double sc = std::min(std::fabs(static_cast<double>(scale)), std::fabs(static_cast<double>(s2)));
+    const double sc_max = std::max(std::fabs(static_cast<double>(scale)), std::fabs(static_cast<double>(s2)));
     // Same bits needs every intermediate normal: a product q k, q scale or
     // k scale in the subnormal range rounds differently once scaled (fuzz
-    // finding: a one-key score of 2e-41). Judged only where the smallest
-    // nonzero |q| |k| |scale| products stay far above f32's normal floor.
-    if (scale_ok && scale != 0.0f) {
-      const double sc = std::min(std::fabs(static_cast<double>(scale)), std::fabs(static_cast<double>(s2)));
-      double qmin = INFINITY, kmin = INFINITY, qmax = 0, kmax = 0;
-      for (std::int64_t b = 0; b < c.b; ++b) {
-        for (std::int64_t i = 0; i < c.lq; ++i)
-          for (std::int64_t h = 0; h < c.hq; ++h)
-            if (q_used(b, i, h))
-              for (std::int64_t x = 0; x < c.d; ++x)
-                if (const double v = std::fabs(c.q.at(b, i, h, x)); v > 0) qmin = std::min(qmin, v), qmax = std::max(qmax, v);
-        for (std::int64_t j = 0; j < c.lk; ++j)
-          for (std::int64_t g = 0; g < c.hkv; ++g)
-            if (kv_used(b, j, g))
-              for (std::int64_t x = 0; x < c.d; ++x)
-                if (const double v = std::fabs(c.k.at(b, j, g, x)); v > 0) kmin = std::min(kmin, v), kmax = std::max(kmax, v);
+    // finding: a one-key score of 2e-41), and far below f32's overflow (a
+    // score past it becomes +-inf on one side only). Judged row by row (the
+    // rows of a query are computed apart): a row counts where the smallest
+    // nonzero |q| |k| |scale| products of its visible pairs stay far above
+    // f32's normal floor and the largest far below its overflow.
+    const auto row_in_range = [&](const extent& q, const extent& k) {
+      if (scale == 0.0f || !std::isfinite(q.min) || !std::isfinite(k.min)) return true;
+      const double floor = 0x1p-100, ceiling = 0x1p100;
+      if (q.min * k.min * std::min(sc, 1.0) < floor || q.min * sc < floor || k.min * sc < floor || q.min * k.min < floor) return false;
+      return !(q.max * k.max * static_cast<double>(c.d) * std::max(sc_max, 1.0) > ceiling || q.max * sc_max > ceiling || k.max * sc_max > ceiling);
+    };
+    const int ai = a == 1 ? 0 : 1;
+    for (int which = 0; which < 2; ++which) {
+      std::vector<char> ok(row_q.size(), 0);
+      std::int64_t n_ok = 0;
+      for (std::size_t r = 0; r < ok.size(); ++r) {
+        ok[r] = row_sees[r] && row_in_range(row_q[r], row_k[r]) && (which == 0 ? row_q[r].exact[ai] : row_k[r].exact[ai]);
+        n_ok += ok[r];
       }
-      const double floor = 0x1p-100;
-      if (std::isfinite(qmin) && std::isfinite(kmin) &&
-          (qmin * kmin * std::min(sc, 1.0) < floor || qmin * sc < floor || kmin * sc < floor || qmin * kmin < floor))
-        scale_ok = false;
-      // ... and far below f32's overflow (a score past it becomes +-inf on one side only).
-      const double sc_max = std::max(std::fabs(static_cast<double>(scale)), std::fabs(static_cast<double>(s2)));
-      const double ceiling = 0x1p100;
-      if (qmax * kmax * static_cast<double>(c.d) * std::max(sc_max, 1.0) > ceiling || qmax * sc_max > ceiling || kmax * sc_max > ceiling)
-        scale_ok = false;
-    }
-    for (int which = 0; which < 2 && scale_ok; ++which) {
+      if (n_ok == 0) continue;
       const tensor& t = which == 0 ? c.q : c.k;
-      if (!(which == 0 ? tensor_scales_exactly(t, a, q_used) : tensor_scales_exactly(t, a, kv_used))) continue;
       attn_case p = c;
       (which == 0 ? p.q : p.k) = scaled(t, a, c.layout);
       p.scale = s2;
       const auto out = s.attend(p);
       if (run_failed(out, o, which == 0 ? "scaled Q" : "scaled K")) return o;
-      o.add(std::string(which == 0 ? "Q" : "K") + " * 2^" + std::to_string(a) + " with scale * 2^" + std::to_string(-a),
-            compare_bitwise(c, base, out));
+      comparison r;
+      for (std::int64_t b = 0; b < c.b; ++b)
+        for (std::int64_t h = 0; h < c.hq; ++h)
+          for (std::int64_t i = 0; i < c.lq; ++i) {
+            if (!ok[static_cast<std::size_t>((b * c.hq + h) * c.lq + i)]) continue;
+            for (std::int64_t e = 0; e < c.dv; ++e)
+              r.exact(o_where(b, i, h, e), base.o.bits_at(b, i, h, e), out.o.bits_at(b, i, h, e), base.o.at(b, i, h, e), out.o.at(b, i, h, e));
+            if (!base.lse.empty() && !out.lse.empty()) {
+              const float x = lse_of(base, c, c.lq, b, h, i), y = lse_of(out, c, c.lq, b, h, i);
+              r.exact(lse_where(b, h, i), std::bit_cast<std::uint32_t>(x), std::bit_cast<std::uint32_t>(y), x, y);
+            }
+          }
+      o.add(std::string(which == 0 ? "Q" : "K") + " * 2^" + std::to_string(a) + " with scale * 2^" + std::to_string(-a) + " (" +
+                std::to_string(n_ok) + " of " + std::to_string(ok.size()) + " rows in range)",
+            r);
       qk_judged = true;
     }
     // V * 2^a scales O by 2^a exactly and leaves LSE's bits alone.

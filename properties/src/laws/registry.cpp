@@ -44,8 +44,10 @@ std::vector<law> make_laws() {
   v.push_back({"scale.power_of_two_scalings_are_exact",
                "Q or K * 2^a with scale * 2^-a gives the same bits; V * 2^a gives O * 2^a exactly and LSE unchanged; V * 3 gives 3 O within the bounds; another scale moves O", always, as_generated,
                power_of_two_scalings_are_exact,
-               // min_judged: 99.9-100% judged: Q and K both failing to scale exactly (f16 near its max) is rare.
-               0.9});
+               // min_judged: 86-87% judged on naive and builtin at 1000 cases (seeds 1, 2). Q/K exactness is judged row by
+               // row, only where a row sees a key and its q k, q scale and k scale products stay within 2^+-100 of 1;
+               // far_below, far_above and underflow_gaps values, scales 1e-30 and 1e20 and fully masked cases leave no such row.
+               0.7});
   v.push_back({"shift.constant_score_offset_changes_nothing",
                "adding a constant (up to 1e4 in score units) to every score of a row (an extra head dimension) leaves O within the bound", always,
                as_generated, constant_score_shift_changes_nothing,
