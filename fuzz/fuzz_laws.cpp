@@ -1,10 +1,13 @@
 // fuzz_laws: bytes -> one law and one case -> the law's own check.
-// The oracle-free laws (bitwise, or bounded by the binary64 bound): version 1
-// inputs are tiny cases for speed, version 2 inputs reach production sizes
-// under a work cap (docs/fuzz.md).
+// Every law (bitwise, bounded by the binary64 bound, or judged against the
+// oracle's fast tier): version 1 inputs are tiny cases for speed, version 2
+// inputs reach production sizes under a work cap (docs/fuzz.md).
 #include "fuzz_support.hpp"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
 
 #include "attncheck/oracle.hpp"
 
@@ -26,7 +29,8 @@ constexpr fuzz::shape_caps v1_caps{
 };
 
 // Version 2 caps: production sizes. A law makes 2-8 subject calls and one
-// binary64 bound per case, none of them MPFR, so its cap is per call.
+// binary64 bound per case (the oracle laws run the oracle's auto tier, MPFR only
+// where binary64 is not accurate enough), so its cap is per call.
 constexpr fuzz::reach_caps v2_caps{
     .batch = 8,
     .q_heads = 64,
@@ -39,26 +43,24 @@ constexpr fuzz::reach_caps v2_caps{
     .cache = false,   // the cache law below draws its own chunkings; fuzz_differential fuzzes plans
 };
 
-struct fuzzed_law {
-  const char* name;
-  bool bounded;   // compares within the bound (when the subject claims no bitwise invariance)
-  bool lq_is_lk;  // prepare() sets Lq = Lk: version 2 counts the work that way
-};
-
-// Every law that needs no multiprecision oracle and reads its perturbations
-// (chunking, page order, poisoned key) from the case seed, which the bytes set.
-constexpr fuzzed_law fuzzed_laws[] = {
-    {"causal.future_keys_never_change_past_outputs", false, false},
-    {"gqa.matches_mha_on_repeated_kv", true, false},
-    {"cache.chunked_decode_equals_prefill", true, true},
-    {"independence.masked_slots_are_ignored", false, false},
-    {"independence.batch_elements_do_not_interact", true, false},
-    {"independence.padding_equals_truncation", true, false},
-    {"scale.power_of_two_scalings_are_exact", false, false},
-    {"determinism.same_bits_every_run_thread_count_layout", true, false},
-    {"masked.fully_masked_rows_are_zero", false, false},
-    {"lse.split_keys_merge_by_lse", true, false},
-};
+// Every law, at its fuzz slot (law::fuzzing): the input's last byte selects the
+// slot, so a law keeps its byte when laws are added and saved inputs keep their law.
+const std::vector<const law*>& fuzzed_laws() {
+  static const std::vector<const law*> table = [] {
+    std::vector<const law*> t(all_laws().size(), nullptr);
+    for (const auto& l : all_laws()) {
+      const auto k = static_cast<std::size_t>(l.fuzz.slot);
+      if (l.fuzz.slot < 0 || k >= t.size() || t[k]) {
+        std::fprintf(stderr, "fuzz_laws: %s has fuzz slot %d: slots must be 0..%zu, each used once\n", l.name.c_str(),
+                     l.fuzz.slot, t.size() - 1);
+        std::abort();
+      }
+      t[k] = &l;
+    }
+    return t;
+  }();
+  return table;
+}
 
 // Bounded comparisons judge only cases whose bound is finite everywhere; bitwise comparisons judge every case.
 
@@ -70,11 +72,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size > (v2 ? sizeof fuzz::v2_magic + 4096 : 1024)) return -1;
   const subject& s = fuzz::fuzz_subject();
   FuzzedDataProvider in(v2 ? data + sizeof fuzz::v2_magic : data, v2 ? size - sizeof fuzz::v2_magic : size);
-  const fuzzed_law& pick = in.PickValueInArray(fuzzed_laws);
-  const law* l = find_law(pick.name);
-  if (!l || !l->applicable(s).empty()) return -1;
+  const law* l = fuzzed_laws()[in.ConsumeIntegralInRange<std::size_t>(0, fuzzed_laws().size() - 1)];
+  if (!l->applicable(s).empty()) return -1;
   fuzz::header_v2 h;
-  if (v2) h = fuzz::decode_header_v2(in, v2_caps, s, pick.lq_is_lk);
+  if (v2) h = fuzz::decode_header_v2(in, v2_caps, s, l->fuzz.lq_is_lk);
   else h.c = fuzz::decode_header(in, v1_caps, s);
   attn_case& c = h.c;
   l->prepare(c, s);
@@ -86,7 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const input_error&) {
     return -1;  // prepare() made a header the caps never meant (never seen; kept safe)
   }
-  if (pick.bounded && !fuzz::bound_is_finite_everywhere(s, c)) return -1;
+  if (l->fuzz.bounded && !fuzz::bound_is_finite_everywhere(s, c)) return -1;
   fuzz::expect_pass(l->name, s, c, l->check(s, c), v2 ? fuzz::name(h.mode) : "");
   return 0;
 }

@@ -11,8 +11,8 @@ namespace attnimpl::mutation {
 namespace {
 
 const char* const all_names[] = {
-#define ATTNIMPL_MUTANT_NAME(name) #name,
-    ATTNIMPL_MUTANT_LIST(ATTNIMPL_MUTANT_NAME)
+#define ATTNIMPL_MUTANT_NAME(name, laws, shape) #name,
+    ATTNIMPL_MUTANTS(ATTNIMPL_MUTANT_NAME)
 #undef ATTNIMPL_MUTANT_NAME
         nullptr};
 

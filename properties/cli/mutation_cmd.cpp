@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attncheck/case.hpp"
+#include "attncheck/mutants.hpp"
 #include "cli_state.hpp"
 #include "commands.hpp"
 
@@ -38,91 +39,6 @@ namespace attncheck::cli {
 
 namespace {
 
-/// One mutant: the laws that name its bug (any of them must kill it) and the
-/// smallest shape MUTANTS.md expects to show it.
-struct mutant_spec {
-  const char* name;
-  std::vector<std::string> laws;
-  const char* min_shape;
-};
-
-const std::string diff = "differential.output_within_bound_of_oracle";
-const std::string dist = "softmax.weights_form_a_distribution";
-const std::string causal = "causal.future_keys_never_change_past_outputs";
-const std::string gqa = "gqa.matches_mha_on_repeated_kv";
-const std::string cache = "cache.chunked_decode_equals_prefill";
-const std::string scale = "scale.power_of_two_scalings_are_exact";
-const std::string batch = "independence.batch_elements_do_not_interact";
-const std::string slots = "independence.masked_slots_are_ignored";
-const std::string padding = "independence.padding_equals_truncation";
-const std::string hull = "hull.output_within_visible_values";
-const std::string masked = "masked.fully_masked_rows_are_zero";
-const std::string extreme = "extreme.large_logits_within_bound";
-const std::string determinism = "determinism.same_bits_every_run_thread_count_layout";
-const std::string lse = "lse.split_keys_merge_by_lse";
-
-// The expected laws are the ones that name the broken behaviour (MUTANTS.md
-// column 3); the differential law is listed alone only where no more specific
-// law applies.
-const std::vector<mutant_spec>& mutant_specs() {
-  static const std::vector<mutant_spec> v = {
-      {"scale_model_dim", {diff, scale}, "Hq=2, Lk=2"},
-      {"scale_dropped", {scale}, "Lk=2"},
-      {"softmax_wrong_axis", {dist}, "Lq=Lk=2"},
-      {"no_max_shift", {extreme}, "Lk=1"},
-      {"rescale_inverted", {diff}, "Lk=3"},
-      {"rescale_skipped", {diff}, "Lk=3"},
-      {"masked_row_nan", {masked}, "Lq=Lk=1"},
-      {"masked_row_mean", {masked}, "Lq=Lk=1"},
-      {"causal_top_left", {cache}, "Lq=1, Lk=2"},
-      {"causal_no_diagonal", {diff, hull}, "Lq=Lk=1"},
-      {"causal_dropped_chunk", {causal}, "Lq=2, Lk=3"},
-      {"mask_polarity", {slots, diff}, "Lk=2"},
-      {"masked_value_leak", {slots}, "Lk=2"},
-      {"padding_off_by_one", {padding, slots}, "Lk=2"},
-      {"gqa_modulo", {gqa}, "Hq=6, Hkv=2"},
-      {"gqa_wrong_divisor", {gqa}, "Hq=6, Hkv=2"},
-      {"tail_tile_unmasked", {diff}, "Lk=T+1"},
-      {"head_dim_tail", {diff}, "D=3"},
-      {"dv_equals_d", {diff}, "D=2, Dv=3"},
-      {"v_uses_k_strides", {determinism}, "H=2, L=2"},
-      {"cache_append_offset", {cache}, "Lk=2"},
-      {"decode_position", {cache}, "Lk=2"},
-      {"low_precision_acc", {diff}, "Lk=70"},
-      {"thread_order", {determinism}, "2 blocks"},
-      {"lse_missing_max", {lse}, "Lk=1"},
-      // Ours: neighbours of the rows above in this kernel's structure.
-      {"rescale_sum_skipped", {diff}, "Lk=3"},
-      {"merge_unscaled", {diff, lse}, "Lk=T*S+1"},
-      {"merge_min_not_max", {extreme}, "Lk=S+1"},
-      {"split_boundary_key_dropped", {diff, hull}, "Lk=S"},
-      {"kpack_counts_visible", {diff}, "Lk=2 (mask hole)"},
-      {"prefix_ignores_holes", {slots}, "Lk=2 (mask hole)"},
-      {"f16_round_to_zero", {diff}, "Lk=2 (f16)"},
-      {"bf16_truncate", {diff}, "Lk=2 (bf16)"},
-      {"exp_reduction_lo_dropped", {diff}, "Lk=2"},
-      {"exp_poly_low_degree", {diff}, "Lk=2"},
-      {"cache_identity_page_table", {cache}, "Lk=2 (shuffled pages)"},
-      {"cache_head_stride", {cache}, "Hkv=2, Lk=2"},
-      {"load_ignores_stride", {determinism}, "D=2 (strided)"},
-      {"query_tail_tile_dropped", {diff}, "Lq=3"},
-      {"empty_row_lse_zero", {masked}, "Lq=Lk=1"},
-      {"causal_unit_stops_at_first_row", {diff}, "Lq=2, Lk=2"},
-      {"mask_head_uses_kv_head", {diff}, "Hq=2, Hkv=1"},
-      {"padding_uses_first_length", {batch, padding}, "B=2"},
-  };
-  return v;
-}
-
-/// Short law names for the table.
-std::string alias(const std::string& law) {
-  if (law.rfind("independence.", 0) == 0) {
-    const std::string rest = law.substr(13);
-    return rest.rfind("batch", 0) == 0 ? "batch" : rest.rfind("masked", 0) == 0 ? "masked_slots" : "padding";
-  }
-  if (law == masked) return "fully_masked";
-  return law.substr(0, law.find('.'));
-}
 
 struct options {
   std::string plugin;
@@ -277,8 +193,8 @@ int run_mutation() {
   std::set<std::string> known;
   for (const auto& m : mutant_specs()) known.insert(m.name);
   for (const auto& n : offered)
-    if (!known.count(n)) throw input_error("mutation", "the plugin's mutant '" + n + "' has no row in mutation_cmd.cpp");
-  if (offered.size() != known.size()) throw input_error("mutation", "mutation_cmd.cpp lists mutants the plugin lacks");
+    if (!known.count(n)) throw input_error("mutation", "the plugin's mutant '" + n + "' is not in the mutant list (impl/include/attnimpl/mutants.hpp)");
+  if (offered.size() != known.size()) throw input_error("mutation", "the mutant list (impl/include/attnimpl/mutants.hpp) names mutants the plugin lacks: plugin and attncheck come from different builds");
   std::vector<const mutant_spec*> chosen;
   for (const auto& m : mutant_specs()) {
     const bool named = std::find(opt.mutants.begin(), opt.mutants.end(), m.name) != opt.mutants.end();
@@ -326,7 +242,7 @@ int run_mutation() {
       const auto& r = results[m][s];
       std::lock_guard lock(print);
       std::cerr << "  " << chosen[m]->name << " seed " << opt.seeds[s] << ": "
-                << (r.expected ? "killed by " + alias(r.first_expected) : r.killed ? "killed, not by an expected law" : "SURVIVED")
+                << (r.expected ? "killed by " + law_alias(r.first_expected) : r.killed ? "killed, not by an expected law" : "SURVIVED")
                 << " (" << std::fixed << std::setprecision(0) << r.wall << " s)\n";
     }
   };
@@ -356,7 +272,7 @@ int run_mutation() {
     std::vector<std::string> killers;
     for (const auto& l : rs[0].killers) {
       const bool exp = std::find(chosen[m]->laws.begin(), chosen[m]->laws.end(), l) != chosen[m]->laws.end();
-      killers.push_back(exp ? "**" + alias(l) + "**" : alias(l));
+      killers.push_back(exp ? "**" + law_alias(l) + "**" : law_alias(l));
     }
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f", rs[0].seconds);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "attncheck/mutants.hpp"
 #include "attncheck/runner.hpp"
 
 namespace attncheck {
@@ -67,6 +68,40 @@ TEST(laws, names_are_unique_and_grouped) {
     EXPECT_FALSE(l.summary.empty()) << l.name;
     EXPECT_GT(l.min_judged, 0.0) << l.name << " has no judged floor";
   }
+}
+
+
+// One registration (laws/registry.hpp) serves the gate, this file, the
+// fuzzers and the mutation table: each law must reach all of them.
+TEST(laws, every_law_reaches_ctest_the_fuzzers_and_the_mutation_table) {
+  // ctest: a (law, subject) test for each subject, found in gtest's own registry.
+  std::set<std::string> instantiated;
+  const auto* unit = testing::UnitTest::GetInstance();
+  for (int i = 0; i < unit->total_test_suite_count(); ++i) {
+    const auto* suite = unit->GetTestSuite(i);
+    if (std::string(suite->name()) != "every_law/law_holds") continue;
+    for (int j = 0; j < suite->total_test_count(); ++j) instantiated.insert(suite->GetTestInfo(j)->name());
+  }
+  for (const auto& l : all_laws())
+    for (const char* s : {"builtin", builtin_tiny, "naive"}) {
+      const std::string name = "on_generated_cases/" + test_name(testing::TestParamInfo<law_on_subject>({l.name, s}, 0));
+      EXPECT_TRUE(instantiated.count(name)) << l.name << " on " << s << " has no ctest test (" << name << ")";
+    }
+  // Fuzzers: fuzz_laws picks a law by its slot; slots are 0..N-1, each once.
+  std::vector<int> owners(all_laws().size(), 0);
+  for (const auto& l : all_laws()) {
+    ASSERT_GE(l.fuzz.slot, 0) << l.name << " has no fuzz slot: fuzz_laws cannot reach it";
+    ASSERT_LT(l.fuzz.slot, static_cast<int>(owners.size())) << l.name;
+    EXPECT_EQ(++owners[static_cast<std::size_t>(l.fuzz.slot)], 1) << l.name << " shares fuzz slot " << l.fuzz.slot;
+  }
+  // Mutation table: the table's first seed runs every law (the gate's list);
+  // every mutant's expected laws must be registered laws (mutant_specs()
+  // throws otherwise), and the table's short names must tell laws apart.
+  std::vector<mutant_spec> specs;
+  ASSERT_NO_THROW(specs = mutant_specs());
+  EXPECT_FALSE(specs.empty());
+  std::set<std::string> aliases;
+  for (const auto& l : all_laws()) EXPECT_TRUE(aliases.insert(law_alias(l.name)).second) << l.name << ": short name taken";
 }
 
 }  // namespace

@@ -53,6 +53,17 @@ struct law {
   /// The documented floor of judged/run: a run that judged a smaller share of
   /// its cases is flagged (verdict unjudged), never passed in silence.
   double min_judged = 0.5;
+  /// How fuzz/fuzz_laws.cpp fuzzes the law. slot: the law's index in the
+  /// harness's table (the input's last byte picks it, so it stays fixed and
+  /// saved inputs keep their law; slots are 0..N-1, each used once). bounded:
+  /// the law compares within the bound, so the harness skips cases whose bound
+  /// is not finite everywhere. lq_is_lk: prepare() sets Lq = Lk, which the
+  /// harness counts in its work cap.
+  struct fuzzing {
+    int slot = -1;
+    bool bounded = false;
+    bool lq_is_lk = false;
+  } fuzz;
 };
 
 /// Every law, in the order the gate runs and prints them.

@@ -1,5 +1,6 @@
 #include "law_support.hpp"
 
+#include <bit>
 #include <limits>
 
 namespace attncheck {
@@ -114,6 +115,31 @@ comparison compare_claimed(const subject& s, std::uint32_t claim, const attn_cas
   if (s.claims(claim)) return compare_bitwise(c, a, b);
   const oracle_result ref = fast_bound(s, c);
   return compare_within_bounds(c, a, ref, b, ref);
+}
+
+std::uint32_t nan_bits(dtype t) { return t == dtype::f32 ? 0x7fc00001u : (t == dtype::f16 ? 0x7e01u : 0x7fc1u); }
+
+bool row_sees_any(const attn_case& c, std::int64_t b, std::int64_t h, std::int64_t i) {
+  for (std::int64_t j = 0; j < c.lk; ++j)
+    if (c.visible(b, h, i, j)) return true;
+  return false;
+}
+
+comparison rows_bitwise(const attn_case& c, const subject_output& a, const subject_output& b,
+                        const std::function<bool(std::int64_t, std::int64_t, std::int64_t)>& keep) {
+  comparison r;
+  for (std::int64_t bi = 0; bi < c.b; ++bi)
+    for (std::int64_t h = 0; h < c.hq; ++h)
+      for (std::int64_t i = 0; i < c.lq; ++i) {
+        if (!keep(bi, h, i)) continue;
+        for (std::int64_t e = 0; e < c.dv; ++e)
+          r.exact(o_where(bi, i, h, e), a.o.bits_at(bi, i, h, e), b.o.bits_at(bi, i, h, e), a.o.at(bi, i, h, e), b.o.at(bi, i, h, e));
+        if (!a.lse.empty()) {
+          const float x = lse_of(a, c, c.lq, bi, h, i), y = lse_of(b, c, c.lq, bi, h, i);
+          r.exact(lse_where(bi, h, i), std::bit_cast<std::uint32_t>(x), std::bit_cast<std::uint32_t>(y), x, y);
+        }
+      }
+  return r;
 }
 
 bool run_failed(const subject_output& out, law_outcome& o, const std::string& label) {

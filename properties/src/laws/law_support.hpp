@@ -70,4 +70,22 @@ inline float lse_of(const subject_output& out, const attn_case& c, std::int64_t 
   return out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)];
 }
 
+/// The differential check: O and LSE against the oracle, plus an exp edge
+/// probe on f32 subjects (the differential law; the extreme law reuses it).
+law_outcome output_within_bound(const subject& s, const attn_case& c);
+
+/// A quiet NaN of type t with a nonzero payload (poison for unused slots).
+std::uint32_t nan_bits(dtype t);
+
+/// True when row (b, h, i) sees at least one key.
+bool row_sees_any(const attn_case& c, std::int64_t b, std::int64_t h, std::int64_t i);
+
+/// Compares the O rows (and LSE) for which keep(b, h, i) holds, bit for bit.
+comparison rows_bitwise(const attn_case& c, const subject_output& a, const subject_output& b,
+                        const std::function<bool(std::int64_t, std::int64_t, std::int64_t)>& keep);
+
+/// A law that applies to every subject, and one that takes the generated case as it is.
+inline std::string always(const subject&) { return {}; }
+inline void as_generated(attn_case&, const subject&) {}
+
 }  // namespace attncheck::laws

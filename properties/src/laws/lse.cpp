@@ -1,4 +1,4 @@
-// LSE law: attention over two halves of the keys, merged by their LSE,
+// The LSE law: attention over two halves of the keys, merged by their LSE,
 // equals attention over all of them (the split-KV / ring-attention identity).
 #include <algorithm>
 #include <cmath>
@@ -79,6 +79,17 @@ law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
   r.merge(rl);
   o.add("merge by LSE of a split at key " + std::to_string(split), r);
   return o;
+}
+
+std::vector<law> lse_laws() {
+  return {
+      {"lse.split_keys_merge_by_lse", "two halves of the keys merged by their LSE equal the whole",
+       [](const subject& s) -> std::string { return s.has_lse() ? "" : "subject has no LSE"; }, prepare_split,
+       lse_merges_split_keys,
+       // min_judged: 99.6% judged.
+       0.9,
+       {.slot = 9, .bounded = true, .lq_is_lk = false}}
+  };
 }
 
 }  // namespace attncheck::laws

@@ -1,8 +1,7 @@
-// Metamorphic laws: transformations of the inputs with a known effect on the
-// output (GQA vs repeated K/V, power-of-two scalings, score shifts, permutations).
+// The scale law: power-of-two scalings of Q, K or V with the scale are exact,
+// V * 3 gives 3 O within the bounds, and another scale moves O.
 #include <algorithm>
 #include <bit>
-#include <numeric>
 
 #include "law_support.hpp"
 #include "registry.hpp"
@@ -10,15 +9,6 @@
 namespace attncheck::laws {
 
 namespace {
-
-// A random permutation of 0..n-1, never the identity when n >= 2.
-std::vector<std::int64_t> permutation(law_rng& rng, std::int64_t n) {
-  std::vector<std::int64_t> p(static_cast<std::size_t>(n));
-  std::iota(p.begin(), p.end(), 0);
-  for (std::int64_t i = n - 1; i > 0; --i) std::swap(p[static_cast<std::size_t>(i)], p[static_cast<std::size_t>(rng.below(i + 1))]);
-  if (n >= 2 && std::is_sorted(p.begin(), p.end())) std::swap(p[0], p[1]);
-  return p;
-}
 
 // True when x * 2^a is exact and normal (or zero) in t, and x was normal or zero too.
 bool scales_exactly(dtype t, double x, int a) {
@@ -48,69 +38,6 @@ tensor scaled(const tensor& t, int a, layout_kind layout) {
 }
 
 }  // namespace
-
-void prepare_gqa(attn_case& c, const subject&) {
-  // G != Hkv and G > 1: only then do h / G, h / Hkv and h % Hkv all differ.
-  std::int64_t g = c.group();
-  if (c.hkv == 1 && (c.seed & 1)) c.hkv = 2;
-  if (g == 1) g = 2;
-  if (g == c.hkv) g += 1;
-  c.hq = c.hkv * g;
-  if (c.has_mask() && c.mask_shape[1] != 1) c.mask_shape[1] = c.hq;
-}
-
-law_outcome gqa_matches_repeated_kv(const subject& s, const attn_case& c) {
-  law_outcome o;
-  const auto base = s.attend(c);
-  if (run_failed(base, o, "GQA run")) return o;
-  const oracle_result ref = fast_bound(s, c);
-  // MHA on K/V repeated in place (repeat_interleave): KV head h holds the old h / G.
-  attn_case mha = c;
-  mha.hkv = c.hq;
-  mha.k = remake(c.type, {c.b, c.lk, c.hq, c.d}, c.layout, [&](auto b, auto j, auto h, auto x) { return c.k.bits_at(b, j, c.kv_head(h), x); });
-  mha.v = remake(c.type, {c.b, c.lk, c.hq, c.dv}, c.layout, [&](auto b, auto j, auto h, auto x) { return c.v.bits_at(b, j, c.kv_head(h), x); });
-  const auto rep = s.attend(mha);
-  if (run_failed(rep, o, "MHA run on repeated K/V")) return o;
-  o.add("GQA vs MHA on repeated K/V", compare_within_bounds(c, base, ref, rep, fast_bound(s, mha)));
-  // Perturb one KV head: exactly its G query heads may change, and they must.
-  if (c.hkv == 1) o.nothing_to_judge("Hkv = 1: no other KV head's query heads to keep unchanged");
-  law_rng rng(c, 0x69a);
-  const std::int64_t g0 = rng.below(c.hkv);
-  attn_case p = c;
-  for (std::int64_t b = 0; b < c.b; ++b)
-    for (std::int64_t j = 0; j < c.lk; ++j) {
-      for (std::int64_t x = 0; x < c.d; ++x) p.k.set(b, j, g0, x, 2 * c.k.at(b, j, g0, x));
-      for (std::int64_t x = 0; x < c.dv; ++x) {
-        const double v = c.v.at(b, j, g0, x);
-        p.v.set(b, j, g0, x, std::fabs(v) < 1e3 ? v + 1 : -v);
-      }
-    }
-  const auto out = s.attend(p);
-  if (run_failed(out, o, "perturbed KV head")) return o;
-  comparison others, mine;
-  for (std::int64_t h = 0; h < c.hq; ++h) {
-    bool changed = false, sees = false;
-    for (std::int64_t b = 0; b < c.b; ++b)
-      for (std::int64_t i = 0; i < c.lq; ++i) {
-        // A row that sees a NaN or inf input (its bound is NaN) may be anything, moved or not.
-        bool finite_row = true;
-        for (std::int64_t e = 0; e < c.dv; ++e)
-          finite_row = finite_row && std::isfinite(base.o.at(b, i, h, e)) && !std::isnan(ref.o_bound[ref.o_index(b, i, h, e)]);
-        for (std::int64_t j = 0; j < c.lk; ++j) sees = sees || (finite_row && c.visible(b, h, i, j));
-        for (std::int64_t e = 0; e < c.dv; ++e) {
-          const auto x = base.o.bits_at(b, i, h, e), y = out.o.bits_at(b, i, h, e);
-          if (c.kv_head(h) != g0) others.exact(o_where(b, i, h, e) + " (query head of another KV head)", x, y, base.o.at(b, i, h, e), out.o.at(b, i, h, e));
-          changed = changed || (x != y && !(std::isnan(base.o.at(b, i, h, e)) && std::isnan(out.o.at(b, i, h, e))));
-        }
-      }
-    if (c.kv_head(h) == g0 && sees && !changed)
-      mine.fail("perturbing KV head " + std::to_string(g0) + " left query head " + std::to_string(h) + " (h / G = " +
-                std::to_string(c.kv_head(h)) + ") unchanged");
-  }
-  o.add("perturbing KV head " + std::to_string(g0) + ": other heads keep their bits", others);
-  o.add("perturbing KV head " + std::to_string(g0) + ": its query heads change", mine);
-  return o;
-}
 
 law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c) {
   law_outcome o;
@@ -193,18 +120,7 @@ law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c
       p.scale = s2;
       const auto out = s.attend(p);
       if (run_failed(out, o, which == 0 ? "scaled Q" : "scaled K")) return o;
-      comparison r;
-      for (std::int64_t b = 0; b < c.b; ++b)
-        for (std::int64_t h = 0; h < c.hq; ++h)
-          for (std::int64_t i = 0; i < c.lq; ++i) {
-            if (!ok[static_cast<std::size_t>((b * c.hq + h) * c.lq + i)]) continue;
-            for (std::int64_t e = 0; e < c.dv; ++e)
-              r.exact(o_where(b, i, h, e), base.o.bits_at(b, i, h, e), out.o.bits_at(b, i, h, e), base.o.at(b, i, h, e), out.o.at(b, i, h, e));
-            if (!base.lse.empty() && !out.lse.empty()) {
-              const float x = lse_of(base, c, c.lq, b, h, i), y = lse_of(out, c, c.lq, b, h, i);
-              r.exact(lse_where(b, h, i), std::bit_cast<std::uint32_t>(x), std::bit_cast<std::uint32_t>(y), x, y);
-            }
-          }
+      const comparison r = rows_bitwise(c, base, out, [&](auto b, auto h, auto i) { return ok[static_cast<std::size_t>((b * c.hq + h) * c.lq + i)] != 0; });
       o.add(std::string(which == 0 ? "Q" : "K") + " * 2^" + std::to_string(a) + " with scale * 2^" + std::to_string(-a) + " (" +
                 std::to_string(n_ok) + " of " + std::to_string(ok.size()) + " rows in range)",
             r);
@@ -303,109 +219,17 @@ law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c
   return o;
 }
 
-law_outcome constant_score_shift_changes_nothing(const subject& s, const attn_case& c) {
-  law_outcome o;
-  const auto base = s.attend(c);
-  if (run_failed(base, o, "base run")) return o;
-  // An extra head dimension: Q[..., D] = t (per row), K[..., D] = 1 adds scale * t to every score of the row.
-  law_rng rng(c, 0x5f1f7);
-  attn_case p = c;
-  p.d = c.d + 1;
-  p.scale = c.effective_scale();
-  std::vector<double> shift(static_cast<std::size_t>(c.b * c.lq * c.hq));
-  // Half the cases: small dyadic shifts in [-8, 8] (exact in every type) with
-  // K[..., D] = 1. The other half: shifts of 1e3..1e4 in score units, far
-  // past exp's range (a kernel without the max shift overflows or
-  // underflows): K[..., D] = kappa, a power of two, Q[..., D] = t with 4
-  // significant bits, so scale * kappa * t is exact and both are normal.
-  double kappa = 1.0;
-  const double sc = std::fabs(static_cast<double>(c.effective_scale()));
-  const bool big = rng.below(2) == 1 && sc > 0;
-  const double tiny = c.type == dtype::f16 ? 0x1p-14 : 0x1p-126, top = largest_finite(c.type) / 2;
-  if (big) kappa = std::clamp(std::exp2(std::round(std::log2(std::sqrt(3e3 / sc)))), c.type == dtype::f16 ? 0x1p-14 : 0x1p-100,
-                              c.type == dtype::f16 ? 0x1p14 : 0x1p100);
-  std::int64_t big_rows = 0;
-  for (auto& t : shift) {
-    t = static_cast<double>(rng.below(33) - 16) / 2;
-    if (!big) continue;
-    const double target = (1e3 + 9e3 * static_cast<double>(rng.below(1024)) / 1024.0) * (rng.below(2) ? -1 : 1);
-    const double want = target / (sc * kappa);
-    const int e = std::ilogb(want);
-    const double q = std::ldexp(std::round(std::ldexp(want, 3 - e)), e - 3);  // 4 significant bits
-    if (std::fabs(q) >= tiny && std::fabs(q) <= top) t = q, ++big_rows;
-  }
-  p.q = remake(c.type, {c.b, c.lq, c.hq, c.d + 1}, c.layout, [&](auto b, auto i, auto h, auto x) {
-    return x < c.d ? c.q.bits_at(b, i, h, x) : encode(c.type, shift[static_cast<std::size_t>((b * c.lq + i) * c.hq + h)]);
-  });
-  p.k = remake(c.type, {c.b, c.lk, c.hkv, c.d + 1}, c.layout,
-               [&](auto b, auto j, auto g, auto x) { return x < c.d ? c.k.bits_at(b, j, g, x) : encode(c.type, kappa); });
-  const auto out = s.attend(p);
-  if (run_failed(out, o, "shifted run")) return o;
-  subject_output a = base, b = out;
-  a.lse.clear(), b.lse.clear();  // LSE moves by the shift; O must not
-  o.add(std::string("scores shifted by scale * t per row") + (big_rows ? " (" + std::to_string(big_rows) + " rows by 1e3..1e4)" : ""),
-        compare_within_bounds(c, a, fast_bound(s, c), b, fast_bound(s, p)));
-  return o;
-}
-
-void prepare_permutation(attn_case& c, const subject&) {
-  c.causal = false;  // permuting keys or queries is only a symmetry without order-dependent masks
-  c.mask_shape = {};
-  c.mask.clear();
-  c.lk = std::max<std::int64_t>(c.lk, 2);  // one key has no order to permute
-}
-
-law_outcome permutations_commute(const subject& s, const attn_case& c) {
-  law_outcome o;
-  const auto base = s.attend(c);
-  if (run_failed(base, o, "base run")) return o;
-  const oracle_result ref = fast_bound(s, c);
-  law_rng rng(c, 0x9e7);
-  bool keys_move = false;
-  for (std::int64_t b = 0; b < c.b; ++b) keys_move = keys_move || c.valid_keys(b) >= 2;
-  if (!keys_move && c.lq == 1 && c.b == 1 && c.hkv == 1) o.nothing_to_judge("a single key, query, batch element and KV head");
-  // Keys with their values, within each sequence's valid keys.
-  {
-    attn_case p = c;
-    for (std::int64_t b = 0; b < c.b; ++b) {
-      const auto perm = permutation(rng, c.valid_keys(b));
-      for (std::int64_t j = 0; j < static_cast<std::int64_t>(perm.size()); ++j)
-        for (std::int64_t g = 0; g < c.hkv; ++g) {
-          for (std::int64_t x = 0; x < c.d; ++x) p.k.set_bits(b, j, g, x, c.k.bits_at(b, perm[static_cast<std::size_t>(j)], g, x));
-          for (std::int64_t x = 0; x < c.dv; ++x) p.v.set_bits(b, j, g, x, c.v.bits_at(b, perm[static_cast<std::size_t>(j)], g, x));
-        }
-    }
-    const auto out = s.attend(p);
-    if (run_failed(out, o, "permuted keys")) return o;
-    o.add("keys permuted with their values", compare_within_bounds(c, base, ref, out, fast_bound(s, p)));
-  }
-  // Queries, batch elements and KV heads (with their query heads): the output is permuted the same way.
-  const auto qp = permutation(rng, c.lq), bp = permutation(rng, c.b), gp = permutation(rng, c.hkv);
-  const std::int64_t G = c.group();
-  auto head = [&](std::int64_t h) { return gp[static_cast<std::size_t>(h / G)] * G + h % G; };
-  attn_case p = c;
-  p.q = remake(c.type, c.q.shape, c.layout, [&](auto b, auto i, auto h, auto x) {
-    return c.q.bits_at(bp[static_cast<std::size_t>(b)], qp[static_cast<std::size_t>(i)], head(h), x);
-  });
-  p.k = remake(c.type, c.k.shape, c.layout, [&](auto b, auto j, auto g, auto x) { return c.k.bits_at(bp[static_cast<std::size_t>(b)], j, gp[static_cast<std::size_t>(g)], x); });
-  p.v = remake(c.type, c.v.shape, c.layout, [&](auto b, auto j, auto g, auto x) { return c.v.bits_at(bp[static_cast<std::size_t>(b)], j, gp[static_cast<std::size_t>(g)], x); });
-  if (!c.key_len.empty())
-    for (std::int64_t b = 0; b < c.b; ++b) p.key_len[static_cast<std::size_t>(b)] = c.key_len[static_cast<std::size_t>(bp[static_cast<std::size_t>(b)])];
-  const auto out = s.attend(p);
-  if (run_failed(out, o, "permuted queries, batch and heads")) return o;
-  // Undo the permutation on the output, then compare with the base run.
-  subject_output back = out;
-  for (std::int64_t b = 0; b < c.b; ++b)
-    for (std::int64_t i = 0; i < c.lq; ++i)
-      for (std::int64_t h = 0; h < c.hq; ++h) {
-        const std::int64_t ob = bp[static_cast<std::size_t>(b)], oi = qp[static_cast<std::size_t>(i)], oh = head(h);
-        for (std::int64_t e = 0; e < c.dv; ++e) back.o.set_bits(ob, oi, oh, e, out.o.bits_at(b, i, h, e));
-        if (!out.lse.empty())
-          back.lse[static_cast<std::size_t>((ob * c.hq + oh) * c.lq + oi)] = out.lse[static_cast<std::size_t>((b * c.hq + h) * c.lq + i)];
-      }
-  o.add("queries, batch elements and KV heads permuted",
-        s.claims(ATTNCHECK_CLAIM_BATCH) ? compare_bitwise(c, base, back) : compare_within_bounds(c, base, ref, back, ref));
-  return o;
+std::vector<law> scale_laws() {
+  return {
+      {"scale.power_of_two_scalings_are_exact",
+       "Q or K * 2^a with scale * 2^-a gives the same bits; V * 2^a gives O * 2^a exactly and LSE unchanged; V * 3 gives 3 O within the bounds; another scale moves O", always, as_generated,
+       power_of_two_scalings_are_exact,
+       // min_judged: 86-87% judged on naive and builtin at 1000 cases (seeds 1, 2). Q/K exactness is judged row by
+       // row, only where a row sees a key and its q k, q scale and k scale products stay within 2^+-100 of 1;
+       // far_below, far_above and underflow_gaps values, scales 1e-30 and 1e20 and fully masked cases leave no such row.
+       0.7,
+       {.slot = 6, .bounded = false, .lq_is_lk = false}}
+  };
 }
 
 }  // namespace attncheck::laws

@@ -1,0 +1,58 @@
+// Every deliberate bug of the bundled kernel, in one list (mutation testing,
+// docs/mutation.md): the kernel's mutation points (impl/src/mutation.hpp),
+// the mutant plugin and `attncheck mutation` all read it.
+//
+// X(name, expected laws, smallest shape): the expected laws are the ones that
+// name the broken behaviour (short names as in docs/mutation.md's tables;
+// any of them must kill the mutant on every seed), the differential law alone
+// only where no more specific law applies; the shape is the smallest one the
+// bug class is expected to show on (T: k_tile, S: split_keys). The bug
+// classes of docs/mutation.md come first, in their order, then neighbours of
+// them in this kernel's structure.
+#pragma once
+
+#define ATTNIMPL_MUTANTS(X) \
+  X(scale_model_dim, "differential scale", "Hq=2, Lk=2")               \
+  X(scale_dropped, "scale", "Lk=2")                                    \
+  X(softmax_wrong_axis, "softmax", "Lq=Lk=2")                          \
+  X(no_max_shift, "extreme", "Lk=1")                                   \
+  X(rescale_inverted, "differential", "Lk=3")                          \
+  X(rescale_skipped, "differential", "Lk=3")                           \
+  X(masked_row_nan, "fully_masked", "Lq=Lk=1")                         \
+  X(masked_row_mean, "fully_masked", "Lq=Lk=1")                        \
+  X(causal_top_left, "cache", "Lq=1, Lk=2")                            \
+  X(causal_no_diagonal, "differential hull", "Lq=Lk=1")                \
+  X(causal_dropped_chunk, "causal", "Lq=2, Lk=3")                      \
+  X(mask_polarity, "masked_slots differential", "Lk=2")                \
+  X(masked_value_leak, "masked_slots", "Lk=2")                         \
+  X(padding_off_by_one, "padding masked_slots", "Lk=2")                \
+  X(gqa_modulo, "gqa", "Hq=6, Hkv=2")                                  \
+  X(gqa_wrong_divisor, "gqa", "Hq=6, Hkv=2")                           \
+  X(tail_tile_unmasked, "differential", "Lk=T+1")                      \
+  X(head_dim_tail, "differential", "D=3")                              \
+  X(dv_equals_d, "differential", "D=2, Dv=3")                          \
+  X(v_uses_k_strides, "determinism", "H=2, L=2")                       \
+  X(cache_append_offset, "cache", "Lk=2")                              \
+  X(decode_position, "cache", "Lk=2")                                  \
+  X(low_precision_acc, "differential", "Lk=70")                        \
+  X(thread_order, "determinism", "2 blocks")                           \
+  X(lse_missing_max, "lse", "Lk=1")                                    \
+  /* Ours: neighbours of the rows above in this kernel's structure. */ \
+  X(rescale_sum_skipped, "differential", "Lk=3")                       \
+  X(merge_unscaled, "differential lse", "Lk=T*S+1")                    \
+  X(merge_min_not_max, "extreme", "Lk=S+1")                            \
+  X(split_boundary_key_dropped, "differential hull", "Lk=S")           \
+  X(kpack_counts_visible, "differential", "Lk=2 (mask hole)")          \
+  X(prefix_ignores_holes, "masked_slots", "Lk=2 (mask hole)")          \
+  X(f16_round_to_zero, "differential", "Lk=2 (f16)")                   \
+  X(bf16_truncate, "differential", "Lk=2 (bf16)")                      \
+  X(exp_reduction_lo_dropped, "differential", "Lk=2")                  \
+  X(exp_poly_low_degree, "differential", "Lk=2")                       \
+  X(cache_identity_page_table, "cache", "Lk=2 (shuffled pages)")       \
+  X(cache_head_stride, "cache", "Hkv=2, Lk=2")                         \
+  X(load_ignores_stride, "determinism", "D=2 (strided)")               \
+  X(query_tail_tile_dropped, "differential", "Lq=3")                   \
+  X(empty_row_lse_zero, "fully_masked", "Lq=Lk=1")                     \
+  X(causal_unit_stops_at_first_row, "differential", "Lq=2, Lk=2")      \
+  X(mask_head_uses_kv_head, "differential", "Hq=2, Hkv=1")             \
+  X(padding_uses_first_length, "batch padding", "B=2")                

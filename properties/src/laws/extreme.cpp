@@ -1,0 +1,30 @@
+// The extreme law: the differential law on logits near the type's limits or
+// with one dominant key, where a missing max shift or an overflow shows.
+
+#include "law_support.hpp"
+#include "registry.hpp"
+
+namespace attncheck::laws {
+
+void prepare_extreme(attn_case& c, const subject&) {
+  // Large logits (or one dominant key) on every case of this law.
+  c.values = (c.seed & 1) ? value_kind::dominant : value_kind::large_logits;
+}
+
+law_outcome extreme_logits_stay_within_bound(const subject& s, const attn_case& c) {
+  law_outcome o = output_within_bound(s, c);
+  return o;
+}
+
+std::vector<law> extreme_laws() {
+  return {
+      {"extreme.large_logits_within_bound",
+       "logits near the type's limits or one dominant key: no overflow, O within the bound", always, prepare_extreme,
+       extreme_logits_stay_within_bound,
+       // min_judged: 100% judged.
+       0.9,
+       {.slot = 15, .bounded = true, .lq_is_lk = false}}
+  };
+}
+
+}  // namespace attncheck::laws

@@ -1,0 +1,59 @@
+// The fully-masked law: rows that see no key give O = 0 and LSE = -inf.
+#include <bit>
+#include <limits>
+
+#include "law_support.hpp"
+#include "registry.hpp"
+
+namespace attncheck::laws {
+
+void prepare_fully_masked(attn_case& c, const subject& s) {
+  if (s.has(ATTNCHECK_FEATURE_PADDING)) {
+    if (c.key_len.empty()) c.key_len.assign(static_cast<std::size_t>(c.b), c.lk);
+    c.key_len[static_cast<std::size_t>(c.seed % static_cast<std::uint64_t>(c.b))] = 0;  // an empty cache
+  } else if (s.has(ATTNCHECK_FEATURE_CAUSAL)) {
+    c.causal = true;
+    c.lq = c.lk + 1 + static_cast<std::int64_t>(c.seed % 3);  // first rows precede every key
+    if (c.has_mask() && c.mask_shape[2] != 1) c.mask_shape[2] = c.lq;
+  } else if (s.has(ATTNCHECK_FEATURE_MASK)) {
+    c.mask_shape = {c.b, c.hq, c.lq, c.lk};  // materialize draws some all-false rows
+  }
+}
+
+law_outcome fully_masked_rows_are_zero(const subject& s, const attn_case& c) {
+  law_outcome o;
+  const auto out = s.attend(c);
+  if (run_failed(out, o, "run")) return o;
+  comparison z;
+  bool any_empty = false;
+  for (std::int64_t b = 0; b < c.b; ++b)
+    for (std::int64_t h = 0; h < c.hq; ++h)
+      for (std::int64_t i = 0; i < c.lq; ++i) {
+        if (row_sees_any(c, b, h, i)) continue;
+        any_empty = true;
+        for (std::int64_t e = 0; e < c.dv; ++e) z.element(o_where(b, i, h, e) + " (row sees no key)", 0.0, out.o.at(b, i, h, e), 0.0);
+        const float l = lse_of(out, c, c.lq, b, h, i);
+        if (!out.lse.empty() && !(std::isinf(l) && l < 0))
+          z.fail(lse_where(b, h, i) + " = " + std::to_string(l) + " for a row that sees no key (must be -inf)");
+      }
+  if (!any_empty) o.nothing_to_judge("no row is fully masked");
+  o.add("fully masked rows", z);
+  return o;
+}
+
+std::vector<law> masked_laws() {
+  return {
+      {"masked.fully_masked_rows_are_zero", "rows that see no key give O = 0 and LSE = -inf, never NaN",
+       [](const subject& s) -> std::string {
+         return s.has(ATTNCHECK_FEATURE_PADDING) || s.has(ATTNCHECK_FEATURE_CAUSAL) || s.has(ATTNCHECK_FEATURE_MASK)
+                    ? ""
+                    : "subject takes no mask";
+       },
+       prepare_fully_masked, fully_masked_rows_are_zero,
+       // min_judged: 100% judged: prepare empties a sequence (or a causal prefix).
+       0.9,
+       {.slot = 8, .bounded = false, .lq_is_lk = false}}
+  };
+}
+
+}  // namespace attncheck::laws

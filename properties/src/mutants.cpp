@@ -1,0 +1,56 @@
+#include "attncheck/mutants.hpp"
+
+#include <sstream>
+#include <stdexcept>
+
+#include "attncheck/laws.hpp"
+#include "attnimpl/mutants.hpp"
+
+namespace attncheck {
+
+std::string law_alias(const std::string& law) {
+  if (law.rfind("independence.", 0) == 0) {
+    const std::string rest = law.substr(13);
+    return rest.rfind("batch", 0) == 0 ? "batch" : rest.rfind("masked", 0) == 0 ? "masked_slots" : "padding";
+  }
+  if (law == "masked.fully_masked_rows_are_zero") return "fully_masked";
+  return law.substr(0, law.find('.'));
+}
+
+namespace {
+
+std::vector<mutant_spec> make_specs() {
+  struct raw {
+    const char* name;
+    const char* laws;
+    const char* shape;
+  };
+  static const raw list[] = {
+#define ATTNCHECK_MUTANT_ROW(name, laws, shape) {#name, laws, shape},
+      ATTNIMPL_MUTANTS(ATTNCHECK_MUTANT_ROW)
+#undef ATTNCHECK_MUTANT_ROW
+  };
+  std::vector<mutant_spec> v;
+  for (const raw& r : list) {
+    mutant_spec m{r.name, {}, r.shape};
+    std::istringstream words(r.laws);
+    for (std::string w; words >> w;) {
+      const law* found = nullptr;
+      for (const auto& l : all_laws())
+        if (law_alias(l.name) == w) found = &l;
+      if (!found) throw std::logic_error("mutant " + m.name + " expects law '" + w + "', which is not a registered law");
+      m.laws.push_back(found->name);
+    }
+    v.push_back(std::move(m));
+  }
+  return v;
+}
+
+}  // namespace
+
+const std::vector<mutant_spec>& mutant_specs() {
+  static const std::vector<mutant_spec> v = make_specs();
+  return v;
+}
+
+}  // namespace attncheck
