@@ -1,68 +1,52 @@
 #include "naive.hpp"
 
-#include <cmath>
-#include <limits>
+#include <algorithm>
+#include <bit>
+
+#include "attncheck/oracle.hpp"
 
 namespace attnimpl_test {
 
+namespace {
+
+attncheck::dtype suite_type(dtype t) {
+  return t == dtype::f32 ? attncheck::dtype::f32 : t == dtype::f16 ? attncheck::dtype::f16 : attncheck::dtype::bf16;
+}
+
+// The buffer's logical (d0, d1, d2, d3) elements as a dense tensor of the same bits.
+attncheck::tensor as_tensor(const buffer& x) {
+  attncheck::tensor t = attncheck::tensor::contiguous(suite_type(x.type), {x.dims[0], x.dims[1], x.dims[2], x.dims[3]});
+  std::size_t at = 0;
+  for (std::int64_t a = 0; a < x.dims[0]; ++a)
+    for (std::int64_t b = 0; b < x.dims[1]; ++b)
+      for (std::int64_t c = 0; c < x.dims[2]; ++c)
+        for (std::int64_t d = 0; d < x.dims[3]; ++d) {
+          const float v = x.get(a, b, c, d);
+          t.bits[at++] = x.type == dtype::f32 ? std::bit_cast<std::uint32_t>(v) : bits16(x.type, v);
+        }
+  return t;
+}
+
+}  // namespace
+
 naive_result naive_attention(const problem& p, const attnimpl::config& cfg) {
   const auto& d = p.dims;
-  const double u = 0x1p-24;
-  const double u_out = p.type == dtype::f32 ? 0x1p-24 : p.type == dtype::f16 ? 0x1p-11 : 0x1p-8;
-  // Half the smallest subnormal of the output type: rounding there is absolute.
-  const double out_floor = p.type == dtype::f32 ? 0x1p-150 : p.type == dtype::f16 ? 0x1p-25 : 0x1p-134;
-  const auto gamma = [&](double n) { return n * u / (1 - n * u); };
-  const double scale = p.scale != 0.0f ? p.scale : attnimpl::default_scale(d.d);
-  const double nb = static_cast<double>(attnimpl::key_blocks(d.lk, cfg));
-  const double c_exp = attnimpl::exp_ulps();
-  const std::int64_t group = d.hq / d.hkv;
-  naive_result r;
-  r.o.assign(static_cast<std::size_t>(d.b * d.lq * d.hq * d.dv), 0.0);
-  r.bound = r.o;
-  r.lse.assign(static_cast<std::size_t>(d.b * d.hq * d.lq), -std::numeric_limits<double>::infinity());
-  std::vector<double> s(static_cast<std::size_t>(d.lk)), t(s.size()), w(s.size());
-  for (std::int64_t b = 0; b < d.b; ++b)
-    for (std::int64_t h = 0; h < d.hq; ++h)
-      for (std::int64_t i = 0; i < d.lq; ++i) {
-        const std::int64_t g = h / group;
-        double m = -std::numeric_limits<double>::infinity();
-        for (std::int64_t j = 0; j < d.lk; ++j) {
-          if (!p.visible(b, h, i, j)) continue;
-          double dot = 0, mag = 0;
-          for (std::int64_t e = 0; e < d.d; ++e) {
-            const double x = double(p.q.get(b, i, h, e)) * double(p.k.get(b, j, g, e));
-            dot += x;
-            mag += std::fabs(x);
-          }
-          s[j] = scale * dot;
-          t[j] = std::fabs(scale) * mag;
-          m = std::max(m, s[j]);
-        }
-        if (m == -std::numeric_limits<double>::infinity()) continue;
-        double l = 0;
-        for (std::int64_t j = 0; j < d.lk; ++j) {
-          w[j] = p.visible(b, h, i, j) ? std::exp(s[j] - m) : 0.0;
-          l += w[j];
-        }
-        r.lse[(b * d.hq + h) * d.lq + i] = m + std::log(l);
-        for (std::int64_t e = 0; e < d.dv; ++e) {
-          double o = 0, weighted_v = 0, weighted = 0;
-          for (std::int64_t j = 0; j < d.lk; ++j) {
-            if (w[j] == 0.0) continue;
-            const double pj = w[j] / l;
-            const double phi = gamma(d.d + 2) * t[j] + 2 * u * (m - s[j]) + (c_exp + 2) * u * (nb + 1) +
-                               gamma(d.lk + nb + 1);
-            const double vv = p.v.get(b, j, g, e);
-            o += pj * vv;
-            weighted_v += pj * std::fabs(vv) * phi;
-            weighted += pj * phi;
-          }
-          const std::size_t at = static_cast<std::size_t>(((b * d.lq + i) * d.hq + h) * d.dv + e);
-          r.o[at] = o;
-          r.bound[at] = weighted_v + std::fabs(o) * weighted + (u + u_out) * std::fabs(o) + out_floor;
-        }
-      }
-  return r;
+  attncheck::attn_case c;
+  c.b = d.b, c.hq = d.hq, c.hkv = d.hkv, c.lq = d.lq, c.lk = d.lk, c.d = d.d, c.dv = d.dv;
+  if (p.scale != 0.0f) c.scale = p.scale;
+  c.causal = p.causal;
+  c.key_len = p.key_len;
+  c.mask_shape = p.mask_dims;
+  c.mask = p.mask;
+  c.type = suite_type(p.type);
+  c.q = as_tensor(p.q), c.k = as_tensor(p.k), c.v = as_tensor(p.v);
+  attncheck::oracle_options opt;
+  opt.precision = attncheck::oracle_precision::auto_tier;
+  opt.out_type = c.type;
+  opt.bound.exp_ulps = attnimpl::exp_ulps();
+  opt.bound.key_blocks = std::max<std::int64_t>(1, attnimpl::key_blocks(d.lk, cfg));
+  attncheck::oracle_result ref = attncheck::reference(c, opt);
+  return {std::move(ref.o), std::move(ref.o_bound), std::move(ref.lse), std::move(ref.lse_bound)};
 }
 
 }  // namespace attnimpl_test
