@@ -42,7 +42,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bott
 h3{font-size:15px;margin:16px 0 6px}.meta{color:#5a6473;font-size:12px}code,pre{font:12px/1.4 ui-monospace,monospace}
 pre{background:#f4f6f9;padding:8px;overflow-x:auto;white-space:pre-wrap;word-break:break-all}
 table{border-collapse:collapse;margin:6px 0}th,td{border:1px solid #d8dde6;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#eef1f5}td.n{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#eef1f5}table.laws td:first-child{white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .pass{color:#1a7f37;font-weight:600}.fail{color:#c0262d;font-weight:700}.skip{color:#8a6d00}
 .card{border:2px solid #c0262d;border-radius:6px;padding:10px 14px;margin:14px 0;background:#fffafa}
 .card h3{margin-top:0;color:#c0262d}dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:6px 0}
@@ -339,7 +339,7 @@ std::string ratio_histogram_svg(const std::string& title, const std::array<std::
 }
 
 std::string bars_svg(const std::string& title, const std::vector<bar>& bars) {
-  const int label_w = 260, bar_w = 520, row_h = 22, top = 26;
+  const int label_w = 330, bar_w = 480, row_h = 22, top = 26;
   double most = 0;
   for (const auto& b : bars) most = std::max({most, b.value, b.reference});
   std::ostringstream o;
@@ -359,7 +359,7 @@ std::string bars_svg(const std::string& title, const std::vector<bar>& bars) {
         << "\" stroke=\"#c0262d\" stroke-width=\"2\"/>\n";
     }
     o << "<text x=\"" << label_w + w + 6 << "\" y=\"" << y + 14 << "\">" << num(b.value, "%.4g") << " " << escape(b.unit)
-      << (b.reference > 0 ? " (" + num(100 * b.value / b.reference, "%.0f") + "%)" : "") << "</text>\n";
+      << (b.reference > 0 && b.percent ? " (" + num(100 * b.value / b.reference, "%.0f") + "%)" : "") << "</text>\n";
   }
   o << "</svg>";
   return o.str();
@@ -468,7 +468,7 @@ void write_mutation_html(const std::string& path, const mutation_report& r) {
   row(o, "tiles", r.tiles + " (0: production)");
   row(o, "seeds", seeds);
   row(o, "cases per law", std::to_string(r.cases));
-  row(o, "time", num(r.seconds, "%.0f") + " s");
+  row(o, "time", num(r.seconds, "%.1f") + " s");
   o << "</dl>\n<p>" << escape(r.summary) << "</p>\n";
   o << "<h2>Kill table</h2>\n<table class=\"kills\"><tr><th>mutant</th><th>killed (seeds)</th><th>killing laws (first seed; bold: "
        "expected)</th><th>cases to kill</th><th>shrunk B,Hq,Hkv,Lq,Lk,D,Dv</th><th>smallest shape</th><th>s to kill</th></tr>\n";
@@ -508,9 +508,10 @@ void write_bench_html(const std::string& path, const bench_report& r) {
     const std::string label = c.name + (c.threads == 1 && r.threads != 1 ? " (1 thread)" : "");
     if (c.kind == "decode") bytes.push_back({label, c.gbs, c.threads == 1 ? r.bandwidth_gbs_1 : r.bandwidth_gbs, "GB/s"});
     else flops.push_back({label, c.gflops, c.threads == 1 ? r.peak_gflops_1 : r.peak_gflops, "GFLOP/s"});
-    if (c.baseline_ms > 0 && c.ms > 0) baseline.push_back({label, c.baseline_ms / c.ms, 0, "x the naive baseline"});
+    if (c.baseline_ms > 0 && c.ms > 0) baseline.push_back({label, c.baseline_ms / c.ms, 1, "x the naive baseline", false});
   }
-  o << "<p class=\"meta\">Red line: the measured peak (GFLOP/s) or bandwidth (GB/s) of this machine.</p>\n";
+  o << "<p class=\"meta\">Red line: the measured peak (GFLOP/s) or read bandwidth (GB/s) of this machine at the same thread "
+       "count; for the speed-up, the naive baseline (1x). Decode can pass the probe's bandwidth where K and V fit in cache.</p>\n";
   if (!flops.empty()) o << bars_svg("prefill: GFLOP/s against the FMA peak", flops) << "\n";
   if (!bytes.empty()) o << bars_svg("decode: GB/s against the read bandwidth", bytes) << "\n";
   if (!baseline.empty()) o << bars_svg("speed-up over the naive f32 baseline (Eigen GEMM, softmax, GEMM)", baseline) << "\n";

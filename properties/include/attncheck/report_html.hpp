@@ -32,8 +32,9 @@ std::string ratio_histogram_svg(const std::string& title, const std::array<std::
 struct bar {
   std::string label;
   double value = 0;
-  double reference = 0;  ///< what 100% means (peak, bandwidth); 0: none
+  double reference = 0;  ///< drawn as a red line: what 100% means (peak, bandwidth), or a baseline; 0: none
   std::string unit;
+  bool percent = true;   ///< print value/reference as a percentage beside the bar
 };
 std::string bars_svg(const std::string& title, const std::vector<bar>& bars);
 
