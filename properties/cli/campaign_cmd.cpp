@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "attncheck/campaign.hpp"
+#include "attncheck/report_html.hpp"
 #include "cli_state.hpp"
 #include "commands.hpp"
 
@@ -12,6 +13,7 @@ namespace attncheck::cli {
 namespace {
 campaign_options copt;
 std::string type_name;
+std::string html_path;
 
 int run_campaign_cmd() {
   if (!type_name.empty()) {
@@ -21,7 +23,12 @@ int run_campaign_cmd() {
   // Progress on standard error: in place on a terminal, plain periodic lines otherwise (CI logs).
   copt.progress = &std::cerr;
   copt.progress_tty = isatty(STDERR_FILENO) != 0;
-  return run_campaign(copt, std::cout).violations() ? 1 : 0;
+  const campaign_result r = run_campaign(copt, std::cout);
+  if (!html_path.empty()) {
+    html::write_campaign_html(html_path, copt, r);
+    std::cout << "report: " << html_path << "\n";
+  }
+  return r.violations() ? 1 : 0;
 }
 }  // namespace
 
@@ -35,6 +42,7 @@ void add_campaign(CLI::App& app) {
   c->add_option("--max-work", copt.max_work, "largest B*Hq*Lq*Lk*(D+Dv) of a case (default 200000)")
       ->check(CLI::Range(std::int64_t{16}, max_work_limit));
   c->add_option("--out", copt.out_dir, "save violating cases here");
+  c->add_option("--html", html_path, "write a self-contained HTML report here (per-dtype histograms, worst cases, rate, oracle tiers)");
   c->add_option("--progress-seconds", copt.progress_seconds, "seconds between progress lines when not on a terminal (default 5)")
       ->check(CLI::Range(0.1, 3600.0));
   register_runner(c, run_campaign_cmd);

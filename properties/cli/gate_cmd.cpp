@@ -8,6 +8,7 @@
 
 #include "attncheck/case_file.hpp"
 #include "attncheck/gate.hpp"
+#include "attncheck/report_html.hpp"
 #include "cli_state.hpp"
 #include "commands.hpp"
 
@@ -20,6 +21,7 @@ std::uint64_t gate_seed = 1;
 int gate_cases = default_gate_cases();
 int gate_jobs = 0;  // 0: the number of CPUs, at most 8
 std::vector<std::string> gate_subjects;  // repeatable --subject: each gated in turn
+std::string gate_html;                   // one report for every subject
 
 int run_gate_cmd() {
   gate_args.run.seed = gate_seed;
@@ -48,17 +50,30 @@ int run_gate_cmd() {
     all.push_back(opt);
   }
   int status = 0;
-  for (const gate_result& r : run_gates(all, std::cout))
+  const auto results = run_gates(all, std::cout);
+  for (const gate_result& r : results)
     if (r.failed() || r.unjudged()) status = 1;
+  if (!gate_html.empty()) {
+    html::write_gate_html(gate_html, results);
+    std::cout << "report: " << gate_html << "\n";
+  }
   return status;
 }
 
 struct repro_args {
-  std::string file, subject = "builtin", law;
+  std::string file, subject = "builtin", law, html;
   double timeout = 120;
 } rargs;
 
-int run_repro() { return repro_case_file(rargs.file, rargs.subject, rargs.law, std::cout, true, rargs.timeout); }
+int run_repro() {
+  repro_result r;
+  const int status = repro_case_file(rargs.file, rargs.subject, rargs.law, std::cout, true, rargs.timeout, &r);
+  if (!rargs.html.empty()) {
+    html::write_repro_html(rargs.html, r);
+    std::cout << "report: " << rargs.html << "\n";
+  }
+  return status;
+}
 
 int run_laws() {
   for (const auto& l : all_laws()) std::cout << l.name << "\n    " << l.summary << "\n";
@@ -96,6 +111,11 @@ void add_gate(CLI::App& app) {
   g->add_option("--only", gate_args.only, "run only these laws or groups (repeatable), e.g. --only cache --only gqa");
   g->add_option("--junit", gate_args.junit, "write JUnit XML here");
   g->add_option("--json", gate_args.json, "write per-law results as JSON here (verdict, cases, shrink steps, counterexample)");
+  g->add_option("--html", gate_html, "write one self-contained HTML report here (every subject: laws, failure cards with heat maps, "
+                                     "histograms of observed/bound)");
+  g->add_option("--progress-seconds", gate_args.progress_seconds,
+                "seconds between plain progress lines when standard error is not a terminal (default 10)")
+      ->check(CLI::Range(0.1, 3600.0));
   g->add_option("--out", gate_args.out_dir, "save shrunk counterexamples here (default attncheck-out)");
   g->add_option("--reproduce", gate_args.run.reproduce, "an RC_PARAMS reproduce string from an earlier failure");
   g->add_option("--law-timeout", gate_args.law_timeout, "seconds one law may run before the subject is declared hung (default 120)")
@@ -121,6 +141,7 @@ void add_repro(CLI::App& app) {
   r->add_option("file", rargs.file, "case file saved by the gate or the fuzzers")->required();
   r->add_option("--subject", rargs.subject, "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, or a plugin .so[:options]");
   r->add_option("--law", rargs.law, "law to replay (default: the law named in the file)");
+  r->add_option("--html", rargs.html, "write a self-contained HTML report here (the case, its worst elements, the heat map)");
   r->add_option("--timeout", rargs.timeout, "seconds before the subject is declared hung (default 120)")->check(CLI::Range(0.1, 86400.0));
   register_runner(r, run_repro);
 }

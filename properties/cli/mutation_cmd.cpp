@@ -32,6 +32,7 @@
 
 #include "attncheck/case.hpp"
 #include "attncheck/mutants.hpp"
+#include "attncheck/report_html.hpp"
 #include "cli_state.hpp"
 #include "commands.hpp"
 
@@ -48,6 +49,7 @@ struct options {
   std::vector<std::string> mutants;  ///< empty: all
   std::string out = "mutation-out";
   std::string markdown;
+  std::string html;
   bool quick = false;
   bool all_laws = false;
   bool expected_only = false;  ///< every seed runs only each mutant's expected laws
@@ -234,19 +236,37 @@ int run_mutation() {
   std::vector<std::vector<run_result>> results(chosen.size(), std::vector<run_result>(opt.seeds.size()));
   std::atomic<std::size_t> next{0};
   std::mutex print;
+  std::size_t done = 0;
+  const auto start = std::chrono::steady_clock::now();
+  // Progress: a line per finished gate run with done/total, rate and ETA (plain
+  // lines, so a CI log shows them as they come); the runs still going follow it.
+  std::set<std::string> running;
   const auto worker = [&] {
     for (std::size_t t; (t = next.fetch_add(1)) < tasks.size();) {
-      const auto [m, s] = tasks[t];
+      const std::size_t m = tasks[t].m, s = tasks[t].s;
+      const std::string what = std::string(chosen[m]->name) + " seed " + std::to_string(opt.seeds[s]);
+      {
+        std::lock_guard lock(print);
+        running.insert(what);
+      }
       const bool every = opt.all_laws || (s == 0 && !opt.quick && !opt.expected_only);
       results[m][s] = run_one(*chosen[m], opt.seeds[s], every);
       const auto& r = results[m][s];
       std::lock_guard lock(print);
-      std::cerr << "  " << chosen[m]->name << " seed " << opt.seeds[s] << ": "
+      running.erase(what);
+      ++done;
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
+      char progress[96];
+      std::snprintf(progress, sizeof progress, "[%zu/%zu runs, %.2f runs/min, ETA %.0f s]", done, tasks.size(), 60 * rate,
+                    rate > 0 ? static_cast<double>(tasks.size() - done) / rate : 0.0);
+      std::cerr << "  " << what << ": "
                 << (r.expected ? "killed by " + law_alias(r.first_expected) : r.killed ? "killed, not by an expected law" : "SURVIVED")
-                << " (" << std::fixed << std::setprecision(0) << r.wall << " s)\n";
+                << " (" << std::fixed << std::setprecision(0) << r.wall << " s) " << progress;
+      if (!running.empty()) std::cerr << "; running " << join(std::vector<std::string>(running.begin(), running.end()), ", ");
+      std::cerr << "\n";
     }
   };
-  const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> pool;
   for (int j = 0; j < std::max(1, opt.jobs); ++j) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
@@ -258,15 +278,23 @@ int run_mutation() {
   int all_killed = 0;
   std::vector<double> cases_all;
   std::vector<std::string> survivors;
+  html::mutation_report report;
   for (std::size_t m = 0; m < chosen.size(); ++m) {
     const auto& rs = results[m];
     int k = 0;
     std::vector<std::string> cs;
+    html::mutant_row row{chosen[m]->name, 0, static_cast<int>(rs.size()), {}, {}, rs[0].shape, chosen[m]->min_shape, rs[0].how,
+                         rs[0].expected ? rs[0].seconds : -1.0};
     for (const auto& r : rs) {
       k += r.expected;
       cs.push_back(r.expected ? std::to_string(r.cases) : "-");
+      row.cases_to_kill.push_back(r.expected ? r.cases : -1);
       if (r.expected) cases_all.push_back(r.cases);
     }
+    row.killed_seeds = k;
+    for (const auto& l : rs[0].killers)
+      row.killers.emplace_back(alias(l), std::find(chosen[m]->laws.begin(), chosen[m]->laws.end(), l) != chosen[m]->laws.end());
+    report.rows.push_back(std::move(row));
     if (k == static_cast<int>(rs.size())) ++all_killed;
     else survivors.push_back(chosen[m]->name);
     std::vector<std::string> killers;
@@ -291,6 +319,13 @@ int run_mutation() {
   std::cout << "\n" << tab.str() << summary;
   std::cout << "(bold: a law expected to kill it; cases to kill: one per seed, the first expected law that failed)\n";
   if (!survivors.empty()) std::cout << "SURVIVED (or killed only by an unexpected law): " << join(survivors, ", ") << "\n";
+  if (!opt.html.empty()) {
+    report.plugin = opt.plugin, report.tiles = tile_options(), report.seeds = opt.seeds, report.cases = opt.cases;
+    report.summary = std::string(summary).substr(1);
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    html::write_mutation_html(opt.html, report);
+    std::cout << "report: " << opt.html << "\n";
+  }
   if (!opt.markdown.empty()) {
     std::ofstream md(opt.markdown);
     md << tab.str() << summary;
@@ -311,6 +346,7 @@ void add_mutation(CLI::App& app) {
   m->add_option("--mutant", opt.mutants, "run only these mutants (repeatable)");
   m->add_option("--out", opt.out, "gate logs, JSON and counterexamples land here (default mutation-out)");
   m->add_option("--markdown", opt.markdown, "also write the table here");
+  m->add_option("--html", opt.html, "write a self-contained HTML report here (the kill table, cases to kill per mutant)");
   m->add_option("--jobs", opt.jobs, "gate runs at once (default 1)")->check(CLI::Range(1, 64));
   m->add_option("--tiles", opt.tiles,
                 "q_tile,k_tile,split_keys of the mutated kernel; 0 = the production value (default 2,3,6: tiny tiles)");

@@ -5,6 +5,7 @@
 
 #include "attncheck/case_file.hpp"
 #include "attncheck/oracle.hpp"
+#include "attncheck/version.hpp"
 #include "cli_state.hpp"
 #include "commands.hpp"
 
@@ -44,6 +45,8 @@ int run() {
   const attn_case& c = rec.c;
   const oracle_result r = reference(c, opt);
   nlohmann::json j;
+  // What produced these numbers (the oracle's own precision is "precision").
+  j["attncheck"] = {{"version", version_string}, {"contract", contract_version}};
   j["case"] = to_line(c);
   j["precision"] = args.precision;
   j["tier"] = r.tier == oracle_tier::fast_binary64 ? "fast_binary64" : r.tier == oracle_tier::binary64 ? "binary64" : "multiprecision";

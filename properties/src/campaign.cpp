@@ -1,5 +1,6 @@
 #include "attncheck/campaign.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -22,18 +23,23 @@ namespace attncheck {
 
 namespace {
 
-std::size_t bin_of(double ratio) {
-  if (ratio == 0) return 0;
-  for (std::size_t i = 0; i < campaign_edges.size(); ++i)
-    if (ratio < campaign_edges[i] || (i + 1 == campaign_edges.size() && ratio <= campaign_edges[i])) return i + 1;
-  return campaign_edges.size() + 1;
+// Keeps the campaign_stats::worst_kept largest, largest first (stable: ties keep the earlier).
+void keep_worst(std::vector<std::pair<double, std::string>>& worst, double ratio, const std::string& what) {
+  auto at = std::find_if(worst.begin(), worst.end(), [ratio](const auto& w) { return ratio > w.first || std::isnan(w.first); });
+  if (std::isnan(ratio)) at = worst.end();
+  if (at == worst.end() && worst.size() >= campaign_stats::worst_kept) return;
+  worst.insert(at, {ratio, what});
+  if (worst.size() > campaign_stats::worst_kept) worst.pop_back();
 }
 
 nlohmann::json to_json(const campaign_stats& s) {
+  nlohmann::json worst = nlohmann::json::array();
+  for (const auto& [ratio, what] : s.worst) worst.push_back({std::bit_cast<std::uint64_t>(ratio), what});
   return {{"cases", s.cases}, {"elements", s.elements}, {"violations", s.violations}, {"violating_cases", s.violating_cases},
           {"unjudged_elements", s.unjudged_elements},
           {"histogram", s.histogram}, {"max_ratio", std::bit_cast<std::uint64_t>(s.max_ratio)},
-          {"max_ratio_case", s.max_ratio_case}, {"first_violation", s.first_violation}};
+          {"max_ratio_case", s.max_ratio_case}, {"first_violation", s.first_violation}, {"fast_tier_cases", s.fast_tier_cases},
+          {"worst", worst}};
 }
 
 campaign_stats stats_from(const nlohmann::json& j) {
@@ -44,6 +50,8 @@ campaign_stats stats_from(const nlohmann::json& j) {
   s.histogram = j.at("histogram").get<decltype(s.histogram)>();
   s.max_ratio = std::bit_cast<double>(j.at("max_ratio").get<std::uint64_t>());
   s.max_ratio_case = j.at("max_ratio_case"), s.first_violation = j.at("first_violation");
+  s.fast_tier_cases = j.at("fast_tier_cases");
+  for (const auto& w : j.at("worst")) s.worst.emplace_back(std::bit_cast<double>(w.at(0).get<std::uint64_t>()), w.at(1).get<std::string>());
   return s;
 }
 
@@ -84,7 +92,7 @@ std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign
         return;
       }
       ++st.elements;
-      ++st.histogram[e.pass ? bin_of(e.max_ratio) : campaign_edges.size() + 1];
+      ++st.histogram[e.pass ? ratio_bin(e.max_ratio) : campaign_edges.size() + 1];
       if (!e.pass) ++st.violations, violated = true;
       worst.merge(e);
     };
@@ -105,6 +113,7 @@ std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign
                   ref.lse_bound[ref.lse_index(b, h, i)]);
           }
     }
+    if (out.ok()) keep_worst(st.worst, worst.max_ratio, to_line(c) + "  " + worst.worst.describe());
     if (worst.max_ratio > st.max_ratio || st.max_ratio_case.empty()) {
       st.max_ratio = std::max(st.max_ratio, worst.max_ratio);
       st.max_ratio_case = to_line(c) + "  " + worst.worst.describe();
@@ -139,6 +148,8 @@ void campaign_stats::add(const campaign_stats& o) {
   for (std::size_t i = 0; i < histogram.size(); ++i) histogram[i] += o.histogram[i];
   if (o.max_ratio > max_ratio || max_ratio_case.empty()) max_ratio = o.max_ratio, max_ratio_case = o.max_ratio_case;
   if (first_violation.empty()) first_violation = o.first_violation;
+  fast_tier_cases += o.fast_tier_cases;
+  for (const auto& [ratio, what] : o.worst) keep_worst(worst, ratio, what);
 }
 
 std::int64_t campaign_result::violations() const {
@@ -231,6 +242,8 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
     }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.subject_name = s->name();
+  for (auto& [t, st] : r.by_type) st.fast_tier_cases = fast[t];
   std::int64_t total = 0, total_fast = 0;
   for (const auto& [t, st] : r.by_type) total += st.cases, total_fast += fast[t];
   out << "attncheck campaign: subject " << s->name() << " (" << opt.subject << "), " << total << " cases, seed " << opt.seed

@@ -1,5 +1,7 @@
 #include "attncheck/check.hpp"
 
+#include "attncheck/element_log.hpp"
+
 #include <bit>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +11,11 @@
 namespace attncheck {
 
 namespace {
+
+// Keeps the element for a report when the runner has a log open (the replay of a shrunk failure).
+void note(const std::string& where, double ratio) {
+  if (auto* log = element_log::current()) log->note(where, ratio);
+}
 
 std::string num(double x) {
   char buf[64];
@@ -44,10 +51,12 @@ void comparison::without_bound(const std::string& where, double expected, double
   // value (O = 0, LSE = -inf) is as right as the oracle's 0/0 = NaN.
   if (!std::isnan(empty_value) && got == empty_value) {
     ++compared;
+    note(where, 0.0);
     return;
   }
   if (!std::isfinite(got)) {
     ++compared;  // a non-finite answer is always allowed here
+    note(where, 0.0);
     return;
   }
   if (std::isnan(expected) || std::isinf(expected)) {
@@ -56,6 +65,7 @@ void comparison::without_bound(const std::string& where, double expected, double
     fail("finite value where the true value is " + std::string(std::isnan(expected) ? "NaN" : "infinite") +
          " (a visible input is not finite: the row must be non-finite) at " + w.describe());
     if (max_ratio != std::numeric_limits<double>::infinity()) max_ratio = w.ratio, worst = w;
+    note(where, w.ratio);
     return;
   }
   // A finite truth beside a non-finite visible input (a score of exactly
@@ -63,6 +73,7 @@ void comparison::without_bound(const std::string& where, double expected, double
   // other finite value has no bound to be judged by.
   if (got == expected) ++compared;
   else ++unbounded;
+  note(where, got == expected ? 0.0 : std::numeric_limits<double>::quiet_NaN());
 }
 
 void comparison::element(const std::string& where, double expected, double got, double bound) {
@@ -77,6 +88,7 @@ void comparison::element(const std::string& where, double expected, double got, 
   // passed as judged: a law whose cases judge nothing is flagged (unjudged).
   if (bound == std::numeric_limits<double>::infinity()) {
     ++unbounded;
+    note(where, std::numeric_limits<double>::quiet_NaN());
     return;
   }
   ++compared;
@@ -100,6 +112,7 @@ void comparison::element(const std::string& where, double expected, double got, 
     w.ratio = err == 0 ? 0.0 : (bound == 0 ? std::numeric_limits<double>::infinity() : err / bound);
     if (err > bound) fail("bound exceeded at " + w.describe());
   }
+  note(where, w.ratio);
   if (w.ratio > max_ratio || worst.where.empty()) {
     if (w.ratio >= max_ratio) {
       max_ratio = w.ratio;
@@ -113,7 +126,11 @@ void comparison::exact(const std::string& where, std::uint32_t expected_bits, st
   ++compared;
   // IEEE 754 leaves the sign and payload of a NaN result unspecified (x86's
   // default NaN is negative): bit for bit means every NaN equals every NaN.
-  if (expected_bits == got_bits || (std::isnan(expected) && std::isnan(got))) return;
+  if (expected_bits == got_bits || (std::isnan(expected) && std::isnan(got))) {
+    note(where, 0.0);
+    return;
+  }
+  note(where, std::numeric_limits<double>::infinity());
   worst_element w{where, expected, got, 0.0, std::numeric_limits<double>::infinity()};
   char bits[80];
   std::snprintf(bits, sizeof bits, " (bits 0x%x vs 0x%x)", expected_bits, got_bits);

@@ -13,9 +13,11 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <sys/mman.h>
 
 #include "attncheck/case_file.hpp"
 #include "attncheck/isolate.hpp"
+#include "attncheck/version.hpp"
 
 namespace attncheck {
 
@@ -118,6 +120,26 @@ law_outcome outcome_from(const nlohmann::json& j) {
   return o;
 }
 
+nlohmann::json heat_json(const heat_map& m) {
+  nlohmann::json ratio = nlohmann::json::array();
+  for (double x : m.ratio) ratio.push_back(bits_of(x));
+  return {{"b", m.b}, {"h", m.h}, {"rows", m.rows}, {"cols", m.cols}, {"row0", m.row0}, {"col0", m.col0},
+          {"all_rows", m.all_rows}, {"all_cols", m.all_cols}, {"lse", m.lse_column}, {"ratio", ratio},
+          {"worst_row", m.worst_row}, {"worst_col", m.worst_col}, {"worst_where", m.worst_where},
+          {"worst_ratio", bits_of(m.worst_ratio)}};
+}
+
+heat_map heat_from(const nlohmann::json& j) {
+  heat_map m;
+  m.b = j.at("b"), m.h = j.at("h"), m.rows = j.at("rows"), m.cols = j.at("cols"), m.row0 = j.at("row0"), m.col0 = j.at("col0");
+  m.all_rows = j.at("all_rows"), m.all_cols = j.at("all_cols"), m.lse_column = j.at("lse");
+  for (const auto& x : j.at("ratio")) m.ratio.push_back(double_of(x));
+  m.worst_row = j.at("worst_row"), m.worst_col = j.at("worst_col");
+  m.worst_where = j.at("worst_where").get<std::string>();
+  m.worst_ratio = double_of(j.at("worst_ratio"));
+  return m;
+}
+
 std::string report_to_payload(const law_report& r) {
   nlohmann::json j = {{"law", r.law},
                       {"v", static_cast<int>(r.v)},
@@ -131,10 +153,12 @@ std::string report_to_payload(const law_report& r) {
                       {"skip_reason", r.skip_reason},
                       {"max_ratio", bits_of(r.max_ratio)},
                       {"max_ratio_case", r.max_ratio_case},
+                      {"ratio_histogram", r.ratio_histogram},
                       {"seconds", bits_of(r.seconds)},
                       {"failure", outcome_json(r.failure)},
                       {"reproduce", r.reproduce}};
   if (r.counterexample) j["counterexample"] = format_case_file({*r.counterexample, r.law, {}, {}});
+  if (r.heat) j["heat"] = heat_json(*r.heat);
   return j.dump();
 }
 
@@ -153,10 +177,12 @@ law_report report_from_payload(const std::string& payload) {
   r.skip_reason = j.at("skip_reason").get<std::string>();
   r.max_ratio = double_of(j.at("max_ratio"));
   r.max_ratio_case = j.at("max_ratio_case").get<std::string>();
+  r.ratio_histogram = j.at("ratio_histogram").get<decltype(r.ratio_histogram)>();
   r.seconds = double_of(j.at("seconds"));
   r.failure = outcome_from(j.at("failure"));
   r.reproduce = j.at("reproduce").get<std::string>();
   if (j.contains("counterexample")) r.counterexample = parse_case_file(j.at("counterexample").get<std::string>()).c;
+  if (j.contains("heat")) r.heat = heat_from(j.at("heat"));
   return r;
 }
 
@@ -188,26 +214,109 @@ law_report report_of_child(const law& l, const child_outcome& co, const shared_n
   return r;
 }
 
+// Counters shared with forked children: cases each law's child has started.
+class shared_counts {
+ public:
+  explicit shared_counts(std::size_t n) : n_(std::max<std::size_t>(n, 1)) {
+    void* p = mmap(nullptr, n_ * sizeof(std::int64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    data_ = static_cast<std::int64_t*>(p);
+    for (std::size_t i = 0; i < n_; ++i) data_[i] = 0;
+  }
+  ~shared_counts() { munmap(data_, n_ * sizeof(std::int64_t)); }
+  shared_counts(const shared_counts&) = delete;
+  shared_counts& operator=(const shared_counts&) = delete;
+  void bump(std::size_t i) { __atomic_add_fetch(&data_[i], 1, __ATOMIC_RELAXED); }
+  std::int64_t get(std::size_t i) const { return __atomic_load_n(&data_[i], __ATOMIC_RELAXED); }
+
+ private:
+  std::size_t n_;
+  std::int64_t* data_;
+};
+
+// Progress of the whole schedule on standard error: cases done of laws x
+// cases (a finished law counts in full, shrink steps never), rate, ETA and the
+// laws running. In place every second on a terminal; a plain line every
+// progress_seconds otherwise, so a short run prints none.
+class gate_progress {
+ public:
+  gate_progress(const std::vector<const law*>& laws, const std::vector<const gate_options*>& options, const shared_counts& counts)
+      : laws_(laws), options_(options), counts_(counts), start_(std::chrono::steady_clock::now()), last_(start_) {
+    for (const auto* o : options) total_ += o->run.cases;
+    tty_ = !options.empty() && options.front()->progress;
+    every_ = tty_ ? 1.0 : options.empty() ? 10.0 : options.front()->progress_seconds;
+  }
+  ~gate_progress() {
+    if (tty_ && printed_) std::cerr << "\r\033[K" << std::flush;
+  }
+  void tick(const std::vector<std::size_t>& running, std::size_t finished) {
+    const auto now = std::chrono::steady_clock::now();
+    if (std::chrono::duration<double>(now - last_).count() < every_) return;
+    last_ = now;
+    std::vector<bool> live(laws_.size(), false);
+    for (auto i : running) live[i] = true;
+    // The schedule starts laws in order: the first `spawned` have started, and those not running have finished.
+    const std::size_t spawned = finished + running.size();
+    std::int64_t done = 0;
+    for (std::size_t i = 0; i < spawned && i < laws_.size(); ++i) {
+      const std::int64_t cases = options_[i]->run.cases;
+      done += live[i] ? std::min(counts_.get(i), cases) : cases;
+    }
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    const double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
+    char head[160];
+    std::snprintf(head, sizeof head, "gate: %lld/%lld cases (%.1f%%), %.0f cases/s, ETA %.0f s", static_cast<long long>(done),
+                  static_cast<long long>(total_), total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0, rate,
+                  rate > 0 ? static_cast<double>(total_ - done) / rate : 0.0);
+    std::string line = head;
+    if (!running.empty()) {
+      line += "; running";
+      for (auto i : running) line += " " + laws_[i]->name;
+    }
+    if (tty_ && line.size() > 160) line = line.substr(0, 157) + "...";
+    std::cerr << (tty_ ? "\r\033[K" : "") << line << (tty_ ? "" : "\n") << std::flush;
+    printed_ = true;
+  }
+
+ private:
+  const std::vector<const law*>& laws_;
+  const std::vector<const gate_options*>& options_;
+  const shared_counts& counts_;
+  std::chrono::steady_clock::time_point start_, last_;
+  std::int64_t total_ = 0;
+  bool tty_ = false, printed_ = false;
+  double every_ = 10;
+};
+
 // Runs the laws, each in its own child process, `jobs` at once (results in order).
 std::vector<law_report> run_laws_isolated(const std::vector<const law*>& laws, const std::vector<const subject*>& subjects,
                                           const std::vector<const gate_options*>& options, int jobs) {
   std::vector<std::unique_ptr<shared_note>> notes;
   std::vector<std::function<std::string()>> tasks;
+  shared_counts counts(laws.size());
   for (std::size_t i = 0; i < laws.size(); ++i) {
     notes.push_back(std::make_unique<shared_note>());
     shared_note* note = notes.back().get();
     const law* l = laws[i];
     const subject* s = subjects[i];
     const gate_options* opt = options[i];
-    tasks.push_back([l, s, opt, note] {
+    shared_counts* cases = &counts;
+    tasks.push_back([l, s, opt, note, cases, i] {
       run_options ro = opt->run;
-      ro.on_case = [note](const attn_case& c) { note->write(to_line(c)); };
+      ro.on_case = [note, cases, i](const attn_case& c) {
+        note->write(to_line(c));
+        cases->bump(i);
+      };
       return report_to_payload(run_law(*l, *s, ro));
     });
   }
   const auto start = std::chrono::steady_clock::now();
+  gate_progress progress(laws, options, counts);
   // Each law's own limit (the options of its subject; the first decides).
-  const auto outcomes = run_isolated_all(tasks, options.empty() ? 120.0 : options.front()->law_timeout, jobs);
+  const auto outcomes = run_isolated_all(tasks, options.empty() ? 120.0 : options.front()->law_timeout, jobs,
+                                         [&progress](const std::vector<std::size_t>& running, std::size_t finished) {
+                                           progress.tick(running, finished);
+                                         });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::vector<law_report> reports;
   for (std::size_t i = 0; i < laws.size(); ++i)
@@ -306,10 +415,7 @@ std::vector<gate_result> run_gates(const std::vector<gate_options>& opts, std::o
     std::vector<const gate_options*> options;
     for (const auto& p : plans)
       for (const law* l : p.chosen) laws.push_back(l), subjects.push_back(p.subj.get()), options.push_back(p.opt);
-    if (opts.front().progress)
-      std::cerr << "  running " << laws.size() << " laws, " << opts.front().jobs << " at a time ..." << std::flush;
     auto all = run_laws_isolated(laws, subjects, options, opts.front().jobs);
-    if (opts.front().progress) std::cerr << "\r\033[K" << std::flush;
     std::size_t k = 0;
     for (std::size_t i = 0; i < plans.size(); ++i)
       for (std::size_t n = 0; n < plans[i].chosen.size(); ++n) reports[i].push_back(std::move(all[k++]));
@@ -335,6 +441,10 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
   out << "attncheck gate: subject " << subj->name() << " (" << opt.subject << "), seed " << opt.run.seed << ", "
       << opt.run.cases << " cases per law" << (opt.strict ? ", strict" : "") << "\n";
   print_declaration(*subj, out);
+  g.options = opt;
+  g.options.run.on_case = nullptr;
+  g.subject_name = subj->name();
+  g.dtypes = subj->desc().dtypes, g.features = subj->desc().features, g.claims = subj->desc().invariances;
   g.declared = subj->declared();
   g.hints = subj->hints();
   g.abi = subj->abi();
@@ -342,8 +452,8 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
   for (std::size_t k = 0; k < p.chosen.size(); ++k) {
     const law& l = *p.chosen[k];
     law_report r = std::move(reports[k]);
+    std::string saved;
     if (r.v == verdict::fail) {
-      std::string saved;
       if (r.counterexample && !opt.out_dir.empty()) {
         std::filesystem::create_directories(opt.out_dir);
         char name[64];
@@ -355,6 +465,7 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
       }
       out << failure_screen(r, *subj, saved);
     }
+    g.saved_at.push_back(saved);
     g.reports.push_back(std::move(r));
   }
   g.seconds = seconds;
@@ -389,6 +500,11 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
 }
 
 }  // namespace
+
+std::string provenance_line() {
+  return std::string("attncheck ") + version_string + ", contract " + contract_version +
+         ", oracle auto_tier (binary64 where its own error is at most 2^-20 of the bound, else " + oracle_precision_description + ")";
+}
 
 void write_json(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed) {
   // inf and NaN are not JSON numbers: a non-finite ratio is written as null.
@@ -435,7 +551,11 @@ void write_json(const std::string& path, const gate_result& r, const std::string
                                      {"split_keys", r.hints.split_keys},
                                      {"lengths", lengths},
                                      {"head_dims", dims}}}};
-  const nlohmann::json doc = {{"subject", subject_name}, {"declared", declared}, {"seed", seed}, {"seconds", r.seconds},
+  const nlohmann::json made_by = {{"version", version_string},
+                                  {"contract", contract_version},
+                                  {"oracle", {{"laws", "auto_tier"}, {"precision", oracle_precision_id}, {"bits", oracle_precision_bits}}},
+                                  {"line", provenance_line()}};
+  const nlohmann::json doc = {{"attncheck", made_by}, {"subject", subject_name}, {"declared", declared}, {"seed", seed}, {"seconds", r.seconds},
                               {"failed", r.failed()},   {"unjudged", r.unjudged()}, {"laws", laws}};
   std::ofstream f(path);
   if (!f) throw input_error("--json", "cannot write '" + path + "'");
@@ -454,7 +574,11 @@ void write_junit(const std::string& path, const gate_result& r, const std::strin
     << failures << "\" skipped=\"" << skipped << "\" time=\"" << r.seconds << "\">\n";
   std::string nb;
   for (const auto& [lk, n] : r.declared.nb_at) nb += (nb.empty() ? "" : ", ") + std::to_string(n) + " at Lk=" + std::to_string(lk);
-  x << "    <properties><property name=\"seed\" value=\"" << seed << "\"/><property name=\"subject\" value=\""
+  x << "    <properties><property name=\"attncheck_version\" value=\"" << version_string
+    << "\"/><property name=\"contract_version\" value=\"" << contract_version
+    << "\"/><property name=\"oracle\" value=\"auto_tier, " << oracle_precision_id << " (" << oracle_precision_bits
+    << "-bit MPFR)\"/><property name=\"made_by\" value=\"" << xml_escape(provenance_line())
+    << "\"/><property name=\"seed\" value=\"" << seed << "\"/><property name=\"subject\" value=\""
     << xml_escape(subject_name) << "\"/><property name=\"abi\" value=\"" << r.abi
     << "\"/><property name=\"compute_unit_roundoff\" value=\"" << number_text(r.declared.u, "%.17g")
     << "\"/><property name=\"exp_ulps\" value=\"" << number_text(r.declared.exp_ulps, "%.17g")
@@ -485,34 +609,50 @@ void write_junit(const std::string& path, const gate_result& r, const std::strin
 }
 
 int repro_case_file(const std::string& file, const std::string& subject_spec, const std::string& law_override, std::ostream& out,
-                    bool isolate, double timeout_s) {
+                    bool isolate, double timeout_s, repro_result* result) {
   const case_record rec = read_case_file(file);
   const std::string law_name = law_override.empty() ? rec.law : law_override;
   if (law_name.empty()) throw input_error("law", file + " names no law; pass --law NAME (see `attncheck laws`)");
   const law* l = find_law(law_name);
   if (!l) throw input_error("law", "'" + law_name + "' is not a law (see `attncheck laws`)");
   const auto subj = subject::load(subject_spec);
+  repro_result local;
+  repro_result& rr = result ? *result : local;
+  rr.file = file, rr.law = law_name, rr.subject_name = subj->name(), rr.subject_spec = subject_spec, rr.c = rec.c;
   // A skip replayed nothing: never exit 0 (which would read as "fixed").
   if (auto why = l->applicable(*subj); !why.empty()) {
     out << "SKIP " << law_name << ": " << why << " (nothing replayed)\n";
-    return 3;
+    rr.outcome = law_outcome::skip(why);
+    return rr.status = 3;
   }
   if (auto why = subj->cannot_take(rec.c); !why.empty()) {
     out << "SKIP " << law_name << ": subject cannot take this case (" << why << "; nothing replayed)\n";
-    return 3;
+    rr.outcome = law_outcome::skip("subject cannot take this case (" + why + ")");
+    return rr.status = 3;
   }
+  // The replay keeps the elements it compares, for the report's heat map.
+  const auto replay_logged = [&] {
+    element_log log;
+    nlohmann::json j = {{"outcome", outcome_json(replay(*l, *subj, rec.c))}};
+    if (const auto heat = heat_map_of(log, outcome_from(j["outcome"]).worst)) j["heat"] = heat_json(*heat);
+    return j;
+  };
   law_outcome o;
   if (isolate) {
-    const child_outcome co = run_isolated([&] { return outcome_json(replay(*l, *subj, rec.c)).dump(); }, timeout_s);
+    const child_outcome co = run_isolated([&] { return replay_logged().dump(); }, timeout_s);
     if (co.completed) {
-      o = outcome_from(nlohmann::json::parse(co.payload));
+      const auto j = nlohmann::json::parse(co.payload);
+      o = outcome_from(j.at("outcome"));
+      if (j.contains("heat")) rr.heat = heat_from(j.at("heat"));
     } else {
       char limit[32];
       std::snprintf(limit, sizeof limit, "%.0f", timeout_s);
       o.fail("the subject's process was " + (co.timed_out ? std::string("stopped after ") + limit + " s (a hang)" : co.describe()));
     }
   } else {
-    o = replay(*l, *subj, rec.c);
+    const auto j = replay_logged();
+    o = outcome_from(j.at("outcome"));
+    if (j.contains("heat")) rr.heat = heat_from(j.at("heat"));
   }
   out << (o.v == verdict::fail ? "FAIL " : "PASS ") << law_name << "\n";
   out << "  subject:  " << subj->name() << " (" << subject_spec << ")\n";
@@ -524,7 +664,8 @@ int repro_case_file(const std::string& file, const std::string& subject_spec, co
   if (o.unbounded) out << "; " << o.unbounded << " outside the bound's domain (+inf bound: not judged)";
   if (!o.vacuous.empty()) out << "; the case judges nothing for this law: " << o.vacuous;
   out << "\n";
-  return o.v == verdict::fail ? 1 : 0;
+  rr.outcome = o;
+  return rr.status = o.v == verdict::fail ? 1 : 0;
 }
 
 }  // namespace attncheck

@@ -97,7 +97,10 @@ child_outcome run_isolated(const std::function<std::string()>& fn, double timeou
   return run_isolated_all({fn}, timeout_s, 1).front();
 }
 
-std::vector<child_outcome> run_isolated_all(const std::vector<std::function<std::string()>>& fns, double timeout_s, int jobs) {
+std::vector<child_outcome> run_isolated_all(
+    const std::vector<std::function<std::string()>>& fns, double timeout_s, int jobs,
+    const std::function<void(const std::vector<std::size_t>& running, std::size_t finished)>& tick) {
+  std::size_t finished = 0;
   std::vector<child_outcome> results(fns.size());
   std::vector<std::pair<std::size_t, running_child>> live;
   std::size_t next = 0;
@@ -133,9 +136,15 @@ std::vector<child_outcome> run_isolated_all(const std::vector<std::function<std:
       if (live[k].second.eof) {
         results[live[k].first] = finish(live[k].second);
         live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+        ++finished;
       } else {
         ++k;
       }
+    }
+    if (tick) {
+      std::vector<std::size_t> running;
+      for (const auto& l : live) running.push_back(l.first);
+      tick(running, finished);
     }
   }
   return results;

@@ -57,6 +57,7 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
       ++r.cases;
       r.stats.add(c, s);
       gopt.budget->spent += std::max<std::int64_t>(0, case_work(c) - gopt.small_work);
+      ++r.ratio_histogram[ratio_bin(out.max_ratio)];
       if (out.judged()) ++r.judged;
       else ++why_counts[out.vacuous.empty() ? std::string("compared no element") : out.vacuous];
       if (out.max_ratio > r.max_ratio || r.max_ratio_case.empty()) {
@@ -99,8 +100,11 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
     std::unordered_map<std::string, rc::detail::Reproduce> m{{l.name, f.reproduce}};
     r.reproduce = rc::detail::reproduceMapToString(m);
     if (r.counterexample) {
-      // Re-run the minimal case once so the report reflects exactly it.
+      // Re-run the minimal case once so the report reflects exactly it; the
+      // elements it compares are kept for the heat map of the report.
+      element_log log;
       r.failure = replay(l, s, *r.counterexample);
+      r.heat = heat_map_of(log, r.failure.worst);
       if (r.failure.v != verdict::fail) r.failure.fail("flaky: the shrunk case passed on replay (" + f.description + ")");
       r.max_ratio = std::max(r.max_ratio, r.failure.max_ratio);
     }

@@ -8,6 +8,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "attncheck/case.hpp"
 
@@ -28,20 +30,36 @@ struct campaign_options {
 
 /// Histogram edges of observed/bound: [0], (0,1e-3), [1e-3,1e-2), ... [0.9,1], >1.
 inline constexpr std::array<double, 8> campaign_edges{1e-3, 1e-2, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0};
+/// Bins of that histogram: exact 0, one per edge, and > 1 (NaN too: never a pass).
+inline constexpr std::size_t ratio_bins = campaign_edges.size() + 2;
+
+/// The bin of an observed/bound ratio: 0 for exactly 0, ratio_bins - 1 past 1.
+inline std::size_t ratio_bin(double ratio) {
+  if (ratio == 0) return 0;
+  for (std::size_t i = 0; i < campaign_edges.size(); ++i)
+    if (ratio < campaign_edges[i] || (i + 1 == campaign_edges.size() && ratio <= campaign_edges[i])) return i + 1;
+  return campaign_edges.size() + 1;
+}
 
 struct campaign_stats {
   std::int64_t cases = 0, elements = 0, violations = 0, violating_cases = 0;
   std::int64_t unjudged_elements = 0;  ///< NaN or +inf bound: outside the bound's domain
-  std::array<std::int64_t, campaign_edges.size() + 2> histogram{};  ///< [exact 0] + one per edge + [> 1]
+  std::array<std::int64_t, ratio_bins> histogram{};  ///< [exact 0] + one per edge + [> 1]
   double max_ratio = 0;
   std::string max_ratio_case;
   std::string first_violation;        ///< the case line and worst element of the first violation
+  std::int64_t fast_tier_cases = 0;   ///< cases the oracle's fast binary64 tier judged (auto_tier)
+  /// The worst cases by their largest observed/bound (ties: the earlier),
+  /// at most worst_kept, largest first: ratio, case line and worst element.
+  std::vector<std::pair<double, std::string>> worst;
+  static constexpr std::size_t worst_kept = 8;
   void add(const campaign_stats& o);
 };
 
 struct campaign_result {
   std::map<std::string, campaign_stats> by_type;  ///< "f32", "f16", "bf16"
   double seconds = 0;
+  std::string subject_name;
   std::int64_t violations() const;
 };
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,9 @@ struct gate_options {
   std::vector<std::string> only;  ///< law names or group prefixes ("cache", "gqa."); empty: all
   std::string junit;              ///< JUnit XML path; empty: none
   std::string json;               ///< per-law results as JSON (write_json); empty: none
+  double progress_seconds = 10;   ///< seconds between plain progress lines when `progress` is off (not a terminal)
   std::string out_dir = "attncheck-out";  ///< counterexamples land here
-  bool progress = false;          ///< live progress lines (a terminal)
+  bool progress = false;          ///< a live progress line rewritten in place (a terminal); else plain lines, see progress_seconds
   bool isolate = true;            ///< each law in a child process: a crash or hang fails that law only
   double law_timeout = 120;       ///< seconds a law may run in its child before it is killed
   int jobs = 2;                   ///< laws run at once, each in its own child (with isolate)
@@ -28,6 +30,10 @@ struct gate_options {
 struct gate_result {
   std::vector<law_report> reports;
   std::vector<std::string> saved;  ///< counterexample files, one per failing law
+  std::vector<std::string> saved_at;  ///< per report: its counterexample file, or empty
+  gate_options options;            ///< what was asked (subject spec, seed, cases, budget)
+  std::string subject_name;        ///< the name the subject gives itself
+  std::uint32_t dtypes = 0, features = 0, claims = 0;  ///< its declared ATTNCHECK_FEATURE_* and ATTNCHECK_CLAIM_* bits
   double seconds = 0;
   /// What the subject declared about itself: the bound's numbers and its size
   /// hints (printed in the header, written to JSON and JUnit).
@@ -53,10 +59,14 @@ gate_result run_gate(const gate_options& opt, std::ostream& out);
 /// header, failures and table in order, exactly as run_gate would.
 std::vector<gate_result> run_gates(const std::vector<gate_options>& opts, std::ostream& out);
 
+/// What produced a result, for every file the gate writes: attncheck's
+/// version, the contract version, and the oracle the laws use.
+std::string provenance_line();
+
 /// Writes JUnit XML for a gate run.
 void write_junit(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed);
 
-/// Writes a gate run as JSON: subject, seed, seconds, failed, and per law its
+/// Writes a gate run as JSON: attncheck (version, contract, oracle), subject, seed, seconds, failed, and per law its
 /// name, verdict (pass/fail/skipped), cases, shrink_steps, seconds, max_ratio
 /// (null when not finite); on failure also message, worst, reproduce,
 /// counterexample (the one-line form) and shape {b, hq, hkv, lq, lk, d, dv}.
@@ -66,7 +76,16 @@ void write_json(const std::string& path, const gate_result& r, const std::string
 /// so a crash or hang is reported, not suffered); prints one screen; returns 0
 /// when it now passes, 1 while it still fails, 3 when the law or case is
 /// skipped for this subject (nothing was replayed).
+/// What a repro replayed, for its report (write_repro_html).
+struct repro_result {
+  std::string file, law, subject_name, subject_spec;
+  attn_case c;
+  law_outcome outcome;
+  std::optional<heat_map> heat;  ///< from the replay itself; none when the process died
+  int status = 0;                ///< what repro_case_file returned
+};
+
 int repro_case_file(const std::string& file, const std::string& subject_spec, const std::string& law_override, std::ostream& out,
-                    bool isolate = true, double timeout_s = 120);
+                    bool isolate = true, double timeout_s = 120, repro_result* result = nullptr);
 
 }  // namespace attncheck

@@ -26,7 +26,11 @@ child_outcome run_isolated(const std::function<std::string()>& fn, double timeou
 /// Runs every fn in its own forked child, at most `jobs` at once, each with
 /// its own time limit; results in the order of fns. Single-threaded: the
 /// parent polls the children's pipes, so forking stays safe.
-std::vector<child_outcome> run_isolated_all(const std::vector<std::function<std::string()>>& fns, double timeout_s, int jobs);
+/// `tick`, when set, is called after every poll (at least once a second) with
+/// the indices of the children still running and the number finished.
+std::vector<child_outcome> run_isolated_all(
+    const std::vector<std::function<std::string()>>& fns, double timeout_s, int jobs,
+    const std::function<void(const std::vector<std::size_t>& running, std::size_t finished)>& tick = {});
 
 /// A small buffer shared with forked children: the child writes the case it
 /// is about to run, the parent reads it when the child dies.

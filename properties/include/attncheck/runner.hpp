@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "attncheck/campaign.hpp"
+#include "attncheck/element_log.hpp"
 #include "attncheck/generators.hpp"
 #include "attncheck/laws.hpp"
 
@@ -33,11 +35,17 @@ struct law_report {
   std::string skip_reason;
   double max_ratio = 0;      ///< largest observed/bound over the passing cases (and the failure)
   std::string max_ratio_case;  ///< one-line form of the case behind max_ratio
+  /// Each case's largest observed/bound, binned as the campaign's histogram
+  /// (ratio_bin: exact 0, one bin per campaign_edges, > 1); shrink steps not counted.
+  std::array<std::int64_t, ratio_bins> ratio_histogram{};
   double seconds = 0;
   // On failure:
   std::optional<attn_case> counterexample;  ///< shrunk, materialized
   law_outcome failure;                      ///< the law's outcome on the shrunk case
   std::string reproduce;                    ///< RC_PARAMS reproduce string
+  /// |error|/bound over the worst (batch, head), kept from the replay of the
+  /// shrunk case that produced `failure` (no heat map when the subject's process died).
+  std::optional<heat_map> heat;
 };
 
 /// Runs one law. Never throws for a failing subject; harness errors (a case

@@ -1,0 +1,73 @@
+// The elements a law compared, kept while a log is open on the thread: the
+// runner opens one for its replay of a shrunk failure, so a report can draw
+// |error|/bound over the worst (batch, head) from the run itself, without a
+// second pass over the oracle. No log is open anywhere else, so the laws pay
+// one thread-local load per element.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attncheck/check.hpp"
+
+namespace attncheck {
+
+/// An element of O[b,i,h,e] (e >= 0) or of LSE[b,h,i] (e = -1).
+struct element_index {
+  std::int64_t b = 0, h = 0, i = 0, e = -1;
+};
+
+/// The element a comparison's `where` text names: "O[b=0,i=1,h=2,e=0]" with
+/// any prefix or suffix a law adds, "LSE[b=0,h=1,i=3]", or "LSE of ...
+/// O[b,i,h,e]" (the LSE of that row); nullopt for anything else (a row sum).
+std::optional<element_index> parse_where(const std::string& where);
+
+/// Opens on construction (on this thread), closes on destruction.
+class element_log {
+ public:
+  struct entry {
+    element_index at;
+    double ratio;  ///< |error|/bound; inf for a NaN, inf or bit mismatch; NaN when not judged
+  };
+  element_log();
+  ~element_log();
+  element_log(const element_log&) = delete;
+  element_log& operator=(const element_log&) = delete;
+
+  /// The log open on this thread, or nullptr.
+  static element_log* current();
+  /// Keeps the element if `where` names one; at most max_entries.
+  void note(const std::string& where, double ratio);
+  const std::vector<entry>& entries() const { return entries_; }
+  /// A bound on memory: 4M entries (64 MiB) is far above what a shrunk case compares.
+  static constexpr std::size_t max_entries = std::size_t{1} << 22;
+
+ private:
+  element_log* outer_;
+  std::vector<entry> entries_;
+};
+
+/// |error|/bound over (query i, output dim e) of one (batch, query head): the
+/// largest ratio noted at each element, an LSE column last when LSE was
+/// compared. At most max_side rows and columns are kept, a window that holds
+/// the worst element.
+struct heat_map {
+  static constexpr std::int64_t max_side = 96;  ///< a full 96 x 96 window made a 941 KB repro report
+  std::int64_t b = 0, h = 0;
+  std::int64_t rows = 0, cols = 0;        ///< cells kept: queries, then output dims (+ LSE)
+  std::int64_t row0 = 0, col0 = 0;        ///< index of the first kept query and output dim
+  std::int64_t all_rows = 0, all_cols = 0;  ///< queries and output dims noted in the slice (before the window)
+  bool lse_column = false;                ///< the last kept column is LSE[b,h,i]
+  std::vector<double> ratio;              ///< rows * cols, row-major; NaN: nothing noted there
+  std::int64_t worst_row = -1, worst_col = -1;  ///< the worst element's cell; -1 when it names no element of O or LSE
+  std::string worst_where;                ///< as the terminal prints it
+  double worst_ratio = 0;
+};
+
+/// The heat map of the (b, h) the worst element names (the slice of the
+/// largest noted ratio when it names none); nullopt when nothing was noted.
+std::optional<heat_map> heat_map_of(const element_log& log, const worst_element& worst);
+
+}  // namespace attncheck

@@ -1,0 +1,166 @@
+// The data behind the HTML reports: where-text parsing, the heat map of the
+// worst (batch, head) from an element log, and the writer's escaping.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "attncheck/element_log.hpp"
+#include "attncheck/report_html.hpp"
+
+namespace attncheck {
+namespace {
+
+TEST(parse_where, reads_o_and_lse_with_any_prefix_or_suffix) {
+  auto o = parse_where("O[b=1,i=2,h=3,e=4] (V * 3 vs 3 O)");
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->b, 1);
+  EXPECT_EQ(o->i, 2);
+  EXPECT_EQ(o->h, 3);
+  EXPECT_EQ(o->e, 4);
+  auto prefixed = parse_where("chunk row 3 (position 7) O[b=0,i=5,h=1,e=2]");
+  ASSERT_TRUE(prefixed);
+  EXPECT_EQ(prefixed->i, 5);
+  EXPECT_EQ(prefixed->e, 2);
+  auto lse = parse_where("LSE[b=2,h=1,i=3] (V scaled)");
+  ASSERT_TRUE(lse);
+  EXPECT_EQ(lse->b, 2);
+  EXPECT_EQ(lse->h, 1);
+  EXPECT_EQ(lse->i, 3);
+  EXPECT_EQ(lse->e, -1);
+  // The LSE of a row named through one of its O elements.
+  auto lse_of = parse_where("LSE of chunk row 0 (position 2) O[b=1,i=4,h=0,e=0]");
+  ASSERT_TRUE(lse_of);
+  EXPECT_EQ(lse_of->e, -1);
+  EXPECT_EQ(lse_of->i, 4);
+  EXPECT_FALSE(parse_where("sum_j P[b=0,h=1,i=2,:]"));
+  EXPECT_FALSE(parse_where("O[b=0,i=1,h=2]"));
+  EXPECT_FALSE(parse_where(""));
+}
+
+TEST(element_log, keeps_elements_only_while_open) {
+  EXPECT_EQ(element_log::current(), nullptr);
+  {
+    element_log outer;
+    EXPECT_EQ(element_log::current(), &outer);
+    {
+      element_log inner;
+      EXPECT_EQ(element_log::current(), &inner);
+    }
+    EXPECT_EQ(element_log::current(), &outer);
+  }
+  EXPECT_EQ(element_log::current(), nullptr);
+}
+
+TEST(element_log, a_comparison_notes_every_element_it_judges) {
+  element_log log;
+  comparison c;
+  c.element(o_where(0, 0, 0, 0), 1.0, 1.0, 0.5);  // exact: ratio 0
+  c.element(o_where(0, 1, 0, 0), 1.0, 1.25, 0.5);  // ratio 0.5
+  c.element(o_where(0, 1, 0, 1), 1.0, 2.0, std::numeric_limits<double>::infinity());  // not judged
+  c.exact(lse_where(0, 0, 1), 1, 2, 1.0, 2.0);     // bits differ: inf
+  ASSERT_EQ(log.entries().size(), 4u);
+  EXPECT_EQ(log.entries()[1].ratio, 0.5);
+  EXPECT_TRUE(std::isnan(log.entries()[2].ratio));
+  EXPECT_TRUE(std::isinf(log.entries()[3].ratio));
+}
+
+TEST(heat_map, is_the_worst_slice_with_the_largest_ratio_per_element_and_the_worst_marked) {
+  element_log log;
+  log.note(o_where(0, 0, 1, 0), 0.1);
+  log.note(o_where(0, 0, 1, 1), 0.2);
+  log.note(o_where(0, 1, 1, 0), 0.3);
+  log.note(o_where(0, 1, 1, 1), 4.0);
+  log.note(o_where(0, 1, 1, 1), 1.0);              // a second comparison of the same element: the largest stays
+  log.note(lse_where(0, 1, 0), 0.05);
+  log.note(o_where(1, 0, 0, 0), 9.0);              // another (b, h): not in the map
+  worst_element w{"O[b=0,i=1,h=1,e=1] (second run)", 0, 0, 0, 4.0};
+  const auto m = heat_map_of(log, w);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->b, 0);
+  EXPECT_EQ(m->h, 1);
+  EXPECT_EQ(m->rows, 2);
+  EXPECT_EQ(m->cols, 3);  // e = 0, 1 and LSE
+  EXPECT_TRUE(m->lse_column);
+  EXPECT_EQ(m->ratio[0 * 3 + 0], 0.1);
+  EXPECT_EQ(m->ratio[1 * 3 + 1], 4.0);
+  EXPECT_EQ(m->ratio[0 * 3 + 2], 0.05);
+  EXPECT_TRUE(std::isnan(m->ratio[1 * 3 + 2]));  // no LSE noted for row 1
+  EXPECT_EQ(m->worst_row, 1);
+  EXPECT_EQ(m->worst_col, 1);
+  EXPECT_EQ(m->worst_where, w.where);
+}
+
+TEST(heat_map, marks_an_lse_worst_in_the_last_column) {
+  element_log log;
+  log.note(o_where(0, 0, 0, 0), 0.0);
+  log.note(lse_where(0, 0, 0), std::numeric_limits<double>::infinity());
+  const auto m = heat_map_of(log, {"LSE[b=0,h=0,i=0]", 1, 2, 0, std::numeric_limits<double>::infinity()});
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->cols, 2);
+  EXPECT_EQ(m->worst_row, 0);
+  EXPECT_EQ(m->worst_col, 1);
+}
+
+TEST(heat_map, keeps_a_window_around_the_worst_element_of_a_large_slice) {
+  element_log log;
+  for (std::int64_t i = 0; i < 300; ++i)
+    for (std::int64_t e = 0; e < 200; e += 7) log.note(o_where(0, i, 0, e), 0.01);
+  log.note(o_where(0, 250, 0, 196), 2.0);
+  const auto m = heat_map_of(log, {"O[b=0,i=250,h=0,e=196]", 0, 0, 0, 2.0});
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->all_rows, 300);
+  EXPECT_EQ(m->all_cols, 197);
+  EXPECT_EQ(m->rows, heat_map::max_side);
+  EXPECT_EQ(m->cols, heat_map::max_side);
+  ASSERT_GE(m->worst_row, 0);
+  EXPECT_EQ(m->row0 + m->worst_row, 250);
+  EXPECT_EQ(m->col0 + m->worst_col, 196);
+  EXPECT_EQ(m->ratio[static_cast<std::size_t>(m->worst_row * m->cols + m->worst_col)], 2.0);
+}
+
+TEST(heat_map, is_none_when_nothing_was_noted) {
+  element_log log;
+  EXPECT_FALSE(heat_map_of(log, {"O[b=0,i=0,h=0,e=0]", 0, 0, 0, 0}));
+}
+
+TEST(html, escapes_text_and_attributes) {
+  EXPECT_EQ(html::escape("<b a=\"x\">'&'</b>"), "&lt;b a=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/b&gt;");
+  EXPECT_EQ(html::escape(std::string("a\x01z")), "a z");
+}
+
+// One row as impl/bench prints it: the name in 46 columns, then the numbers.
+std::string bench_row(const char* name, const char* numbers) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-46s %s\n", name, numbers);
+  return buf;
+}
+
+TEST(html, reads_the_bench_table) {
+  const std::string table =
+      "attnimpl bench: 2 threads, best of 1 (config defaults: k_tile 64, split_keys 1024, exp 1.02 ulps)\n"
+      "probe: f32 FMA peak 33.7 GFLOP/s (1 thread), 47.4 GFLOP/s (2 threads)\n"
+      "probe: memory read bandwidth, 256 MiB: 1 thread best 7.7, median 7.7, worst 4.8 GB/s over 2 reps; 2 threads best 7.5, "
+      "median 7.5, worst 7.4 GB/s over 2 reps\n" +
+      bench_row("prefill B=1 H=16 L=2048 D=128", "  1      29.80      18.0   53.4%        -       -         -      24.29    0.82x      0.31") +
+      bench_row("decode GQA Hq=32 Hkv=8 Lk=512 D=128 f32", "  2       0.23      36.5   77.0%     18.3  244.4%      4351       0.38    1.64x      1.01") +
+      "FLOPs count 4*B*Hq*D per visible (query, key) pair\n";
+  const auto r = html::parse_bench_table(table);
+  EXPECT_EQ(r.threads, 2);
+  EXPECT_DOUBLE_EQ(r.peak_gflops_1, 33.7);
+  EXPECT_DOUBLE_EQ(r.peak_gflops, 47.4);
+  EXPECT_DOUBLE_EQ(r.bandwidth_gbs_1, 7.7);
+  EXPECT_DOUBLE_EQ(r.bandwidth_gbs, 7.5);
+  ASSERT_EQ(r.cases.size(), 2u);
+  EXPECT_EQ(r.cases[0].name, "prefill B=1 H=16 L=2048 D=128");
+  EXPECT_EQ(r.cases[0].kind, "prefill");
+  EXPECT_EQ(r.cases[0].threads, 1);
+  EXPECT_DOUBLE_EQ(r.cases[0].gflops, 18.0);
+  EXPECT_DOUBLE_EQ(r.cases[0].baseline_ms, 24.29);
+  EXPECT_EQ(r.cases[1].kind, "decode");
+  EXPECT_DOUBLE_EQ(r.cases[1].gbs, 18.3);
+}
+
+}  // namespace
+}  // namespace attncheck
