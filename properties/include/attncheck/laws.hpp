@@ -63,7 +63,7 @@ struct law {
     int slot = -1;
     bool bounded = false;
     bool lq_is_lk = false;
-  } fuzz;
+  } fuzz = {};
 };
 
 /// Every law, in the order the gate runs and prints them.
