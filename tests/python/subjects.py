@@ -125,3 +125,46 @@ def torch_noop(q, k, v, **kw):
     import torch
 
     return torch.zeros((q.shape[0], q.shape[1], q.shape[2], v.shape[3]), dtype=torch.float32)
+
+
+class ReferenceCache:
+    """The cache protocol on the reference: each sequence keeps copies of its
+    keys and values (the views handed to append die with the call)."""
+
+    def __init__(self, config):
+        self.k = [np.zeros((0, config.hkv, config.d), dtype=F64[config.dtype]) for _ in range(config.b)]
+        self.v = [np.zeros((0, config.hkv, config.dv), dtype=F64[config.dtype]) for _ in range(config.b)]
+
+    def append(self, k, v, count):
+        for b, c in enumerate(count):
+            self.k[b] = np.concatenate([self.k[b], k[b, :c]])
+            self.v[b] = np.concatenate([self.v[b], v[b, :c]])
+
+    def attend(self, q, *, scale, causal, dtype):
+        b, lq, hq, _ = q.shape
+        dv = self.v[0].shape[2]
+        o = np.zeros((b, lq, hq, dv), dtype=F64[dtype])
+        lse = np.full((b, hq, lq), -np.inf, dtype=np.float32)
+        for bi in range(b):
+            if len(self.k[bi]) == 0:
+                continue  # no key yet: O = 0, LSE = -inf
+            o[bi], lse[bi] = (x[0] for x in attention64(q[bi : bi + 1], self.k[bi][None], self.v[bi][None], scale=scale,
+                                                         causal=causal, key_len=None, mask=None, dtype=dtype, lse=True))
+        return o, lse
+
+
+@attncheck.declare(name="numpy-reference-cached", cache=ReferenceCache, **_everything)
+def reference_cached(q, k, v, **kw):
+    return attention64(q, k, v, **kw, lse=True)
+
+
+class CountIgnoringCache(ReferenceCache):
+    """Appends every row it is handed, not the count of each sequence."""
+
+    def append(self, k, v, count):
+        super().append(k, v, [k.shape[1]] * k.shape[0])
+
+
+@attncheck.declare(name="numpy-cache-ignores-count", cache=CountIgnoringCache, **_everything)
+def cache_ignores_count(q, k, v, **kw):
+    return attention64(q, k, v, **kw, lse=True)
