@@ -164,6 +164,9 @@ T field(const py::object& o, const char* name) {
 
 std::string describe(py::error_already_set& e) {
   try {
+    // pybind11 keeps the traceback beside the exception; hand it over so the
+    // verdict can name the subject's frame.
+    if (e.trace() && e.value()) PyException_SetTraceback(e.value().ptr(), e.trace().ptr());
     return py::module_::import("attncheck._bridge").attr("describe_exception")(e.value()).cast<std::string>();
   } catch (const std::exception&) {
     return std::string("python raised ") + e.what();
