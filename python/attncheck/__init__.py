@@ -6,14 +6,17 @@ Pure Python, importable without the compiled part:
                         a C plugin's
   bf16_bits / bf16_values   bfloat16 as numpy uint16 bits, both ways
 
-Compiled (attncheck._core, loaded on first use):
+Backed by the compiled attncheck._core, loaded on first use:
   oracle(q, k, v, ...)  the high-precision reference: O, LSE, the per-element bound
   gate(fn, ...)         the gate on a Python callable; raises GateFailure on failure
   Case                  the one-line case form: parse, print, materialize
 """
+import collections as _collections
+import os as _os
+
 import numpy as _np
 
-__all__ = ["declare", "bf16_bits", "bf16_values", "oracle", "gate", "Case", "GateFailure"]
+__all__ = ["declare", "bf16_bits", "bf16_values", "oracle", "Oracle", "gate", "Case", "GateFailure"]
 
 _DTYPES = ("f32", "f16", "bf16")
 _FEATURES = ("causal", "padding", "mask", "lse", "threads")
@@ -71,11 +74,77 @@ def bf16_values(bits):
     return (bits.astype(_np.uint32) << 16).view(_np.float32)
 
 
+Oracle = _collections.namedtuple("Oracle", "o lse bound lse_bound")
+Oracle.__doc__ = """The oracle's answer, as float64 numpy arrays: O (B, Lq, Hq, Dv), LSE (B, Hq, Lq),
+and the per-element bounds on |subject - oracle| for O and LSE (docs/bound.md)."""
+
+
+def oracle(q, k=None, v=None, *, scale=None, causal=False, key_len=None, mask=None, dtype=None, u=2**-24, exp_ulps=1.0,
+           key_blocks=1):
+    """The high-precision reference (MPFR, 50 digits) and its error bound.
+
+    oracle(q, k, v, ...)  numpy arrays in BSHD order of a storage type: float32,
+                          float16, or uint16 bf16 bits with dtype="bf16"; scale
+                          defaults to 1/sqrt(D) rounded to f32; key_len: B counts;
+                          mask: bool (B, Hq, Lq, Lk), each dim 1 or full, True = may attend
+    oracle("ATTN(...)")   a one-line case (tensors drawn from its seed)
+    oracle(path)          a case file saved by the gate or the fuzzers
+    oracle(case)          an attncheck.Case
+    u, exp_ulps, key_blocks: the subject's declared numbers, for the bound.
+    Returns Oracle(o, lse, bound, lse_bound). Bad input raises ValueError naming the field.
+    """
+    from . import _core
+
+    if isinstance(q, (str, _os.PathLike)) or isinstance(q, _core.Case):
+        if k is not None or v is not None:
+            raise TypeError("oracle(case) takes no k or v")
+        if isinstance(q, _core.Case):
+            r = _core.oracle_of(q, u, exp_ulps, key_blocks)
+        else:
+            r = _core.oracle_case(_os.fspath(q), u, exp_ulps, key_blocks)
+    else:
+        q, k, v = (_np.asarray(x) for x in (q, k, v))
+        lengths = None if key_len is None else [int(n) for n in _np.asarray(key_len).reshape(-1)]
+        r = _core.oracle_arrays(q, k, v, scale, causal, lengths, None if mask is None else _np.asarray(mask, dtype=bool),
+                                dtype or "", u, exp_ulps, key_blocks)
+    return Oracle(r["o"], r["lse"], r["o_bound"], r["lse_bound"])
+
+
+class GateFailure(AssertionError):
+    """The gate failed on a Python kernel. str() is the gate's report (each failure's
+    law, shrunk case, saved file and replay command, then the table); .result holds
+    the table as data."""
+
+    def __init__(self, result):
+        super().__init__(result["text"])
+        self.result = result
+
+
+def gate(fn, *, cases=100, seed=1, only=(), out="attncheck-out", jobs=2, law_timeout=120.0, tensors=None):
+    """Gates a declared callable (see declare) in this process, each law in a forked child.
+
+    Returns the table as a list of dicts (law, verdict, judged, cases, max_ratio,
+    seconds, message, counterexample); raises GateFailure when a law fails or
+    judges too few cases. Counterexamples are saved under `out`, and the replay
+    command names python:MODULE:QUALNAME, which `attncheck repro` can load when
+    the callable is importable under that name.
+    """
+    from . import _bridge, _core
+
+    spec = f"python:{fn.__module__}:{fn.__qualname__}"
+    subject = _bridge.Subject(fn, spec, {"tensors": tensors} if tensors else None)
+    result = _core.gate_subject(subject, spec, int(cases), int(seed), [str(o) for o in only], _os.fspath(out), int(jobs),
+                                float(law_timeout))
+    if result["failed"] or result["unjudged"]:
+        raise GateFailure(result)
+    return result["laws"]
+
+
 def __getattr__(name):
     # The compiled part loads on first use, so a subject module that only
     # declares itself never needs it (the gate's own process does not load it).
-    if name in ("oracle", "gate", "Case", "GateFailure"):
+    if name == "Case":
         from . import _core
 
-        return getattr(_core, name)
+        return _core.Case
     raise AttributeError(f"module 'attncheck' has no attribute '{name}'")
