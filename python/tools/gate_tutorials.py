@@ -19,8 +19,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MODULES = ["self_attention", "mha_model_width", "gqa_float_heads", "mqa", "cached_mha", "cross_attention"]
 
 
-def gate(attncheck, spec, out, cases, seed):
+def gate(attncheck, spec, out, cases, seed, reuse=False):
     os.makedirs(out, exist_ok=True)
+    if reuse and os.path.exists(os.path.join(out, "gate.json")):
+        with open(os.path.join(out, "gate.json")) as f:
+            return json.load(f), None, None
     start = time.time()
     run = subprocess.run([attncheck, "gate", "--subject", spec, "--cases", str(cases), "--seed", str(seed), "--jobs", "2",
                           "--json", os.path.join(out, "gate.json"), "--out", os.path.join(out, "cases")],
@@ -42,6 +45,7 @@ def main():
     ap.add_argument("--cases", type=int, default=100)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "tutorials-out"))
+    ap.add_argument("--reuse", action="store_true", help="read a variant's gate.json when it exists instead of gating again")
     ap.add_argument("modules", nargs="*", default=MODULES)
     args = ap.parse_args()
     attncheck = os.path.join(ROOT, "build", "attncheck")
@@ -54,14 +58,14 @@ def main():
         for variant in ["tutorial"] + ["only_" + b for b in module.BUGS] + ["corrected"]:
             spec = f"python:attncheck.tutorials.{name}:{variant}"
             out = os.path.join(args.out, name, variant)
-            doc, took, rc = gate(attncheck, spec, out, args.cases, args.seed)
+            doc, _, _ = gate(attncheck, spec, out, args.cases, args.seed, args.reuse)
             failing = [law for law in doc["laws"] if law["verdict"] in ("fail", "unjudged")]
             passed = sum(law["verdict"] == "pass" for law in doc["laws"])
             skipped = sum(law["verdict"] == "skipped" for law in doc["laws"])
             verdict = (f"FAIL ({len(failing)} failed, {passed} passed, {skipped} skipped)" if failing
-                       else f"PASS ({passed} passed, {skipped} skipped)") + f", {took:.0f} s"
+                       else f"PASS ({passed} passed, {skipped} skipped)") + f", {doc['seconds']:.0f} s"
             if not failing:
-                print(f"| `{variant}` | {verdict} | - | - | - | - |")
+                print(f"| `{variant}` | {verdict} | - | - | - | - |", flush=True)
                 continue
             first = failing[0]
             saved = sorted(glob.glob(os.path.join(out, "cases", first["name"] + "-*.json")))
