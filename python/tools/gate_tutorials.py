@@ -16,6 +16,17 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The law that names each bug most directly; the first failing law otherwise.
+NAMING_LAW = {
+    "own_scale": "scale.power_of_two_scalings_are_exact",
+    "scale": "differential.output_within_bound_of_oracle",
+    "square_causal": "differential.output_within_bound_of_oracle",
+    "top_left_mask": "differential.output_within_bound_of_oracle",
+    "nan_rows": "masked.fully_masked_rows_are_zero",
+    "finfo_min": "masked.fully_masked_rows_are_zero",
+    "masked_keys_weighted": "independence.masked_slots_are_ignored",
+    "unshifted_causal": "cache.chunked_decode_equals_prefill",
+}
 MODULES = ["self_attention", "mha_model_width", "gqa_float_heads", "mqa", "cached_mha", "cross_attention"]
 
 
@@ -40,12 +51,37 @@ def cell(text, limit=160):
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def bug_rows(name, module, out_root):
+    """One row per bug: the law that catches it alone (only_<bug>), its shrunk case, why, replay."""
+    print(f"\n| bug | caught by | shrunk case | why | replay |")
+    print("|---|---|---|---|---|")
+    for bug in module.BUGS:
+        out = os.path.join(out_root, name, "only_" + bug)
+        path = os.path.join(out, "gate.json")
+        if not os.path.exists(path):
+            print(f"| `{bug}` | not gated | - | - | - |")
+            continue
+        with open(path) as f:
+            doc = json.load(f)
+        failing = [law for law in doc["laws"] if law["verdict"] in ("fail", "unjudged")]
+        if not failing:
+            print(f"| `{bug}` | nothing alone (`only_{bug}` passes) | - | - | - |")
+            continue
+        law = next((x for x in failing if x["name"] == NAMING_LAW.get(bug)), failing[0])
+        saved = sorted(glob.glob(os.path.join(out, "cases", law["name"] + "-*.json")))
+        spec = f"python:attncheck.tutorials.{name}:only_{bug}"
+        replay = f"`build/attncheck repro {os.path.relpath(saved[0], ROOT)} --subject '{spec}'`" if saved else "-"
+        print(f"| `{bug}` | `{law['name']}` (and {len(failing) - 1} more) | `{law.get('counterexample', '-')}` | "
+              f"{cell(law.get('message', ''), 220)} | {replay} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", type=int, default=100)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "tutorials-out"))
     ap.add_argument("--reuse", action="store_true", help="read a variant's gate.json when it exists instead of gating again")
+    ap.add_argument("--skip", action="append", default=[], help="variants not to gate (e.g. only_nan_rows)")
     ap.add_argument("modules", nargs="*", default=MODULES)
     args = ap.parse_args()
     attncheck = os.path.join(ROOT, "build", "attncheck")
@@ -53,9 +89,12 @@ def main():
     for name in args.modules:
         module = importlib.import_module("attncheck.tutorials." + name)
         print(f"\n### {name}\n")
+        print((module.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "))
         print("| variant | verdict | failing laws | first failure: shrunk case | why | replay |")
         print("|---|---|---|---|---|---|")
         for variant in ["tutorial"] + ["only_" + b for b in module.BUGS] + ["corrected"]:
+            if variant in args.skip:
+                continue
             spec = f"python:attncheck.tutorials.{name}:{variant}"
             out = os.path.join(args.out, name, variant)
             doc, _, _ = gate(attncheck, spec, out, args.cases, args.seed, args.reuse)
@@ -74,6 +113,7 @@ def main():
             print(f"| `{variant}` | {verdict} | {laws} | `{first.get('counterexample', '-')}` | "
                   f"{cell(first.get('message', first.get('unjudged_why', '')))} | {replay} |")
             sys.stdout.flush()
+        bug_rows(name, module, args.out)
 
 
 if __name__ == "__main__":
