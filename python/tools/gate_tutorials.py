@@ -89,7 +89,7 @@ def main():
     for name in args.modules:
         module = importlib.import_module("attncheck.tutorials." + name)
         print(f"\n### {name}\n")
-        print((module.__doc__ or "").strip().split("\n\n")[0].replace("\n", " "))
+        print((module.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ") + "\n")
         print("| variant | verdict | failing laws | first failure: shrunk case | why | replay |")
         print("|---|---|---|---|---|---|")
         for variant in ["tutorial"] + ["only_" + b for b in module.BUGS] + ["corrected"]:
