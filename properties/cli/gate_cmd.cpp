@@ -103,7 +103,7 @@ int default_gate_cases() { return 1000; }
 
 void add_gate(CLI::App& app) {
   auto* g = app.add_subcommand("gate", "Check a subject against every law; exit 1 if any law fails");
-  g->add_option("--subject", gate_subjects, "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, or a plugin .so[:options]; "
+  g->add_option("--subject", gate_subjects, "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, a plugin .so[:options], or python:MODULE:CALLABLE[?options] (docs/python.md); "
                 "repeatable: the subjects are gated together, files get .N before their extension");
   g->add_option("--cases", gate_cases, "cases per law (default " + std::to_string(default_gate_cases()) + ")")
       ->check(CLI::Range(1, 10'000'000));
@@ -139,7 +139,7 @@ void add_gate(CLI::App& app) {
 void add_repro(CLI::App& app) {
   auto* r = app.add_subcommand("repro", "Replay a saved counterexample; exit 1 while it still fails");
   r->add_option("file", rargs.file, "case file saved by the gate or the fuzzers")->required();
-  r->add_option("--subject", rargs.subject, "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, or a plugin .so[:options]");
+  r->add_option("--subject", rargs.subject, "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, a plugin .so[:options], or python:MODULE:CALLABLE[?options]");
   r->add_option("--law", rargs.law, "law to replay (default: the law named in the file)");
   r->add_option("--html", rargs.html, "write a self-contained HTML report here (the case, its worst elements, the heat map)");
   r->add_option("--timeout", rargs.timeout, "seconds before the subject is declared hung (default 120)")->check(CLI::Range(0.1, 86400.0));

@@ -380,7 +380,7 @@ struct gate_plan {
 };
 
 gate_plan plan_gate(const gate_options& opt) {
-  gate_plan p{&opt, subject::load(opt.subject), {}};
+  gate_plan p{&opt, opt.instance ? opt.instance : subject::load(opt.subject), {}};
   for (const auto& name : opt.only)
     if (!find_law(name)) {
       bool prefix = false;

@@ -6,7 +6,9 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <sstream>
 
@@ -277,6 +279,37 @@ std::pair<std::string, std::string> split_spec(const std::string& spec) {
   return {spec, ""};
 }
 
+// The Python bridge plugin (python/src/bridge.cpp): ATTNCHECK_PYTHON_BRIDGE,
+// else libattncheck_python.so next to the running binary or in a folder above
+// it (test binaries live below the build root), else ../lib/attncheck/ (installed).
+std::string python_bridge_path() {
+  constexpr const char* file = "libattncheck_python.so";
+  if (const char* env = std::getenv("ATTNCHECK_PYTHON_BRIDGE"); env && *env) return env;
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  for (auto dir = self.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    if (std::filesystem::exists(dir / file)) return (dir / file).string();
+    if (dir == dir.root_path()) break;
+  }
+  const auto installed = self.parent_path().parent_path() / "lib" / "attncheck" / file;
+  return std::filesystem::exists(installed) ? installed.string() : std::string();
+}
+
+// python:MODULE:CALLABLE[?key=value,...] as the bridge's option string
+// "module=MODULE,callable=CALLABLE[,key=value,...]".
+std::string python_bridge_options(const std::string& spec) {
+  std::string rest = spec.substr(std::strlen("python:")), options;
+  if (const auto q = rest.find('?'); q != std::string::npos) options = rest.substr(q + 1), rest = rest.substr(0, q);
+  const auto colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size())
+    throw input_error("subject", "'" + spec + "': expected python:MODULE:CALLABLE[?key=value,...] (docs/python.md)");
+  const std::string module = rest.substr(0, colon), callable = rest.substr(colon + 1);
+  if ((module + callable).find_first_of(",=") != std::string::npos)
+    throw input_error("subject", "'" + spec + "': a module or callable name cannot hold ',' or '='");
+  return "module=" + module + ",callable=" + callable + (options.empty() ? "" : "," + options);
+}
+
 }  // namespace
 
 subject::subject(attncheck_instance* inst, void* handle, std::string spec, unsigned abi)
@@ -340,6 +373,25 @@ std::shared_ptr<subject> subject::load(const std::string& spec) {
   if (where == "builtin") {
     auto* inst = builtin_instance(options.c_str(), err, err_cap);
     if (!inst) refused("builtin");
+    return adopt(inst, spec);
+  }
+  if (spec.rfind("python:", 0) == 0) {
+    const std::string bridge_options = python_bridge_options(spec);
+    const std::string bridge = python_bridge_path();
+    if (bridge.empty())
+      throw input_error("subject", "'" + spec + "': this build has no Python bridge (libattncheck_python.so is built with "
+                                   "ATTNCHECK_PYTHON=ON, the default outside sanitizer builds; or set ATTNCHECK_PYTHON_BRIDGE)");
+    // Never unloaded: the interpreter it starts lives as long as the process.
+    void* h = dlopen(bridge.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!h) {
+      const char* e = dlerror();
+      throw input_error("subject", "cannot load the Python bridge '" + bridge + "': " + (e ? e : "unknown error"));
+    }
+    auto v2 = reinterpret_cast<attncheck_subject_entry_v2>(dlsym(h, ATTNCHECK_SUBJECT_ENTRY_V2));
+    if (!v2) throw input_error("subject", bridge + " exports no " ATTNCHECK_SUBJECT_ENTRY_V2);
+    auto* inst = v2(bridge_options.c_str(), err, err_cap);
+    err[err_cap - 1] = 0;
+    if (!inst) throw input_error("subject", "'" + spec + "': " + (err[0] ? err : "the Python bridge gave no reason"));
     return adopt(inst, spec);
   }
   if (where == "naive") {

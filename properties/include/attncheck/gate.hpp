@@ -4,6 +4,7 @@
 
 #include <iosfwd>
 #include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,9 @@ namespace attncheck {
 
 struct gate_options {
   std::string subject = "builtin";
+  /// A subject made by the caller (the Python module's gate on a callable);
+  /// when set it is gated instead of loading `subject`, which then only names it.
+  std::shared_ptr<attncheck::subject> instance;
   run_options run{};
   std::vector<std::string> only;  ///< law names or group prefixes ("cache", "gqa."); empty: all
   std::string junit;              ///< JUnit XML path; empty: none

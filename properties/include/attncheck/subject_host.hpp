@@ -60,6 +60,8 @@ class subject {
   ///   builtin:tiles=tiny                        the same with the named tiny tiles (tiny_tiles below)
   ///   naive                                     the in-tree naive f32 kernel (no options)
   ///   path/to/plugin.so[:options]               a plugin; ABI v2 gets the options, ABI v1 takes none
+  ///   python:MODULE:CALLABLE[?key=value,...]     a Python callable, through the bridge plugin
+  ///                                             libattncheck_python.so (docs/python.md)
   /// Each call makes an independent instance. Throws input_error naming
   /// "subject" when it cannot be loaded, refuses its options or declares
   /// absurd numbers (u outside [2^-64, 2^-8], exp_ulps outside [0, 4096]).

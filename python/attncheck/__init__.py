@@ -1,0 +1,150 @@
+"""attncheck from Python (docs/python.md).
+
+Pure Python, importable without the compiled part:
+  declare(...)          the declaration a Python subject carries (capabilities,
+                        claims, bound numbers), checked by the gate exactly as
+                        a C plugin's
+  bf16_bits / bf16_values   bfloat16 as numpy uint16 bits, both ways
+
+Backed by the compiled attncheck._core, loaded on first use:
+  oracle(q, k, v, ...)  the high-precision reference: O, LSE, the per-element bound
+  gate(fn, ...)         the gate on a Python callable; raises GateFailure on failure
+  Case                  the one-line case form: parse, print, materialize
+"""
+import collections as _collections
+import os as _os
+
+import numpy as _np
+
+__all__ = ["declare", "bf16_bits", "bf16_values", "oracle", "Oracle", "gate", "Case", "GateFailure"]
+
+_DTYPES = ("f32", "f16", "bf16")
+_FEATURES = ("causal", "padding", "mask", "lse", "threads")
+_CLAIMS = ("deterministic", "threads", "batch", "cache", "layout", "lq")
+
+
+def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), key_blocks=1, hints=None,
+            tensors="numpy", cache=None):
+    """Marks a callable as an attncheck subject.
+
+    u          unit roundoff of the compute type, in [2^-64, 2^-8] (2**-24 for f32 compute)
+    exp_ulps   accuracy of the exp used, in ulps, in [0, 4096]
+    dtypes     storage types taken: any of "f32", "f16", "bf16"
+    features   any of "causal", "padding", "mask", "lse", "threads"
+    claims     invariances checked bit for bit: "deterministic", "threads",
+               "batch", "cache", "layout", "lq"
+    key_blocks online-softmax blocks per row (an int, or a function of Lk); 1
+               for a kernel that sees all keys at once
+    hints      size hints: {"q_tile", "k_tile", "split_keys", "lengths": [...], "head_dims": [...]}
+    tensors    "numpy" (arrays) or "torch" (tensors, zero-copy where the dtype allows)
+    cache      a class with append(k, v, count) and attend(q, scale=, causal=, dtype=)
+               that makes the cache laws run (docs/python.md, "KV cache")
+    The gate refuses unknown names and numbers out of range, naming the field.
+    """
+    for group, allowed in (("dtypes", _DTYPES), ("features", _FEATURES), ("claims", _CLAIMS)):
+        for v in locals()[group]:
+            if v not in allowed:
+                raise ValueError(f"{group}: unknown entry '{v}' (known: {', '.join(allowed)})")
+    decl = {"u": u, "exp_ulps": exp_ulps, "dtypes": list(dtypes), "features": list(features), "claims": list(claims),
+            "key_blocks": key_blocks, "hints": dict(hints or {}), "tensors": tensors}
+    if name is not None:
+        decl["name"] = name
+    if cache is not None:
+        decl["cache"] = cache
+
+    def mark(fn):
+        fn.__attncheck__ = decl
+        return fn
+
+    return mark
+
+
+def bf16_bits(x):
+    """float32 values -> bfloat16 bits (uint16), rounded to nearest even; NaN stays NaN."""
+    x = _np.ascontiguousarray(x, dtype=_np.float32)
+    u = x.view(_np.uint32).astype(_np.uint64)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(_np.uint16)
+    nan = _np.isnan(x)
+    return _np.where(nan, ((u >> 16) | 0x40).astype(_np.uint16), rounded)
+
+
+def bf16_values(bits):
+    """bfloat16 bits (uint16) -> float32 values, exactly."""
+    bits = _np.ascontiguousarray(bits, dtype=_np.uint16)
+    return (bits.astype(_np.uint32) << 16).view(_np.float32)
+
+
+Oracle = _collections.namedtuple("Oracle", "o lse bound lse_bound")
+Oracle.__doc__ = """The oracle's answer, as float64 numpy arrays: O (B, Lq, Hq, Dv), LSE (B, Hq, Lq),
+and the per-element bounds on |subject - oracle| for O and LSE (docs/bound.md)."""
+
+
+def oracle(q, k=None, v=None, *, scale=None, causal=False, key_len=None, mask=None, dtype=None, u=2**-24, exp_ulps=1.0,
+           key_blocks=1):
+    """The high-precision reference (MPFR, 50 digits) and its error bound.
+
+    oracle(q, k, v, ...)  numpy arrays in BSHD order of a storage type: float32,
+                          float16, or uint16 bf16 bits with dtype="bf16"; scale
+                          defaults to 1/sqrt(D) rounded to f32; key_len: B counts;
+                          mask: bool (B, Hq, Lq, Lk), each dim 1 or full, True = may attend
+    oracle("ATTN(...)")   a one-line case (tensors drawn from its seed)
+    oracle(path)          a case file saved by the gate or the fuzzers
+    oracle(case)          an attncheck.Case
+    u, exp_ulps, key_blocks: the subject's declared numbers, for the bound.
+    Returns Oracle(o, lse, bound, lse_bound). Bad input raises ValueError naming the field.
+    """
+    from . import _core
+
+    if isinstance(q, (str, _os.PathLike)) or isinstance(q, _core.Case):
+        if k is not None or v is not None:
+            raise TypeError("oracle(case) takes no k or v")
+        if isinstance(q, _core.Case):
+            r = _core.oracle_of(q, u, exp_ulps, key_blocks)
+        else:
+            r = _core.oracle_case(_os.fspath(q), u, exp_ulps, key_blocks)
+    else:
+        q, k, v = (_np.asarray(x) for x in (q, k, v))
+        lengths = None if key_len is None else [int(n) for n in _np.asarray(key_len).reshape(-1)]
+        r = _core.oracle_arrays(q, k, v, scale, causal, lengths, None if mask is None else _np.asarray(mask, dtype=bool),
+                                dtype or "", u, exp_ulps, key_blocks)
+    return Oracle(r["o"], r["lse"], r["o_bound"], r["lse_bound"])
+
+
+class GateFailure(AssertionError):
+    """The gate failed on a Python kernel. str() is the gate's report (each failure's
+    law, shrunk case, saved file and replay command, then the table); .result holds
+    the table as data."""
+
+    def __init__(self, result):
+        super().__init__(result["text"])
+        self.result = result
+
+
+def gate(fn, *, cases=100, seed=1, only=(), out="attncheck-out", jobs=2, law_timeout=120.0, tensors=None):
+    """Gates a declared callable (see declare) in this process, each law in a forked child.
+
+    Returns the table as a list of dicts (law, verdict, judged, cases, max_ratio,
+    seconds, message, counterexample); raises GateFailure when a law fails or
+    judges too few cases. Counterexamples are saved under `out`, and the replay
+    command names python:MODULE:QUALNAME, which `attncheck repro` can load when
+    the callable is importable under that name.
+    """
+    from . import _bridge, _core
+
+    spec = f"python:{fn.__module__}:{fn.__qualname__}"
+    subject = _bridge.Subject(fn, spec, {"tensors": tensors} if tensors else None)
+    result = _core.gate_subject(subject, spec, int(cases), int(seed), [str(o) for o in only], _os.fspath(out), int(jobs),
+                                float(law_timeout))
+    if result["failed"] or result["unjudged"]:
+        raise GateFailure(result)
+    return result["laws"]
+
+
+def __getattr__(name):
+    # The compiled part loads on first use, so a subject module that only
+    # declares itself never needs it (the gate's own process does not load it).
+    if name == "Case":
+        from . import _core
+
+        return _core.Case
+    raise AttributeError(f"module 'attncheck' has no attribute '{name}'")

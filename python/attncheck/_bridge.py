@@ -1,0 +1,260 @@
+"""The Python half of the subject bridge (docs/python.md).
+
+The C++ half (python/src/py_subject.cpp) hands over zero-copy numpy views of
+the host's guarded buffers; this module turns them into the calling
+convention, calls the subject and writes its answer back into the output
+views. Nothing here computes attention: every number in O comes from the
+subject, in the storage type it returned.
+"""
+import importlib
+import importlib.util
+import os
+import sys
+import warnings
+
+import numpy as np
+
+# The ABI's bits (properties/include/attncheck/subject.h), by name.
+DTYPES = {"f32": 0, "f16": 1, "bf16": 2}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+FEATURES = {"causal": 0x01, "padding": 0x02, "mask": 0x04, "lse": 0x08, "threads": 0x20}
+FEATURE_CACHE = 0x10
+CLAIMS = {"deterministic": 0x01, "threads": 0x02, "batch": 0x04, "cache": 0x08, "layout": 0x10, "lq": 0x20}
+HINT_SLOTS = 8
+DECLARATION_KEYS = {"name", "dtypes", "features", "claims", "u", "exp_ulps", "key_blocks", "hints", "tensors", "cache"}
+HINT_KEYS = {"q_tile", "k_tile", "split_keys", "lengths", "head_dims"}
+# numpy has no bfloat16: bf16 travels as its bits in uint16 (docs/python.md).
+NUMPY_STORAGE = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(np.uint16)}
+
+
+class DeclarationError(ValueError):
+    """A subject's declaration is missing, unknown or out of range."""
+
+
+def _resolve(module, attr):
+    # A path ending in .py is loaded as a file; anything else is imported.
+    if module.endswith(".py"):
+        path = os.path.abspath(module)
+        if not os.path.isfile(path):
+            raise DeclarationError(f"no Python file '{module}'")
+        name = "attncheck_subject_" + os.path.splitext(os.path.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    else:
+        mod = importlib.import_module(module)
+    obj = mod
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise DeclarationError(f"module '{module}' has no attribute '{attr}'")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _names(decl, key, table, default):
+    values = decl.get(key, default)
+    if isinstance(values, str):
+        values = [values]
+    bits = 0
+    for v in values:
+        if v not in table:
+            raise DeclarationError(f"{key}: unknown entry '{v}' (known: {', '.join(sorted(table))})")
+        bits |= table[v]
+    return bits
+
+
+def _number(decl, key):
+    if key not in decl:
+        raise DeclarationError(f"declares no '{key}' (the bound needs it: docs/bound.md)")
+    v = decl[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise DeclarationError(f"{key} must be a number, got {type(v).__name__}")
+    return float(v)
+
+
+def _hint(value, field):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DeclarationError(f"hints.{field} must be an integer, got {value!r}")
+    if not -(2**63) <= value < 2**63:
+        raise DeclarationError(f"hints.{field} = {value} does not fit in int64")
+    return value
+
+
+class Subject:
+    """One instance of a Python subject: its callable, its declaration, the
+    numbers the host checks exactly as it checks a C plugin's."""
+
+    def __init__(self, fn, spec, options=None):
+        decl = getattr(fn, "__attncheck__", None)
+        if decl is None:
+            raise DeclarationError(
+                f"{spec} carries no declaration: decorate it with @attncheck.declare(...) "
+                "or give it an __attncheck__ dict (docs/python.md)")
+        decl = dict(decl)
+        unknown = set(decl) - DECLARATION_KEYS
+        if unknown:
+            raise DeclarationError(f"unknown declaration keys: {', '.join(sorted(unknown))}")
+        options = dict(options or {})
+        self.tensors = options.pop("tensors", decl.get("tensors", "numpy"))
+        if self.tensors not in ("numpy", "torch"):
+            raise DeclarationError(f"tensors must be 'numpy' or 'torch', got '{self.tensors}'")
+        if options:
+            raise DeclarationError(f"unknown option '{sorted(options)[0]}' (python subjects take tensors=numpy|torch)")
+        self.fn = fn
+        self.name = str(decl.get("name", spec))
+        self.dtype_bits = 0
+        for d in decl.get("dtypes", ["f32"]):
+            if d not in DTYPES:
+                raise DeclarationError(f"dtypes: unknown entry '{d}' (known: f32, f16, bf16)")
+            self.dtype_bits |= 1 << DTYPES[d]
+        self.feature_bits = _names(decl, "features", FEATURES, [])
+        self.claim_bits = _names(decl, "claims", CLAIMS, [])
+        self.cache_class = decl.get("cache")
+        if self.cache_class is not None:
+            for method in ("append", "attend"):
+                if not callable(getattr(self.cache_class, method, None)):
+                    raise DeclarationError(f"cache: {self.cache_class!r} has no {method} method")
+            self.feature_bits |= FEATURE_CACHE
+        self.u = _number(decl, "u")
+        self.exp_ulps = _number(decl, "exp_ulps")
+        kb = decl.get("key_blocks", 1)
+        if not callable(kb) and (isinstance(kb, bool) or not isinstance(kb, int)):
+            raise DeclarationError("key_blocks must be an integer or a function of lk")
+        self._key_blocks = kb
+        hints = dict(decl.get("hints", {}))
+        unknown = set(hints) - HINT_KEYS
+        if unknown:
+            raise DeclarationError(f"unknown hints: {', '.join(sorted(unknown))}")
+        self.hints = {k: _hint(hints.get(k, 0), k) for k in ("q_tile", "k_tile", "split_keys")}
+        for k in ("lengths", "head_dims"):
+            values = [_hint(v, k) for v in hints.get(k, [])]
+            if len(values) > HINT_SLOTS:
+                raise DeclarationError(f"hints.{k}: at most {HINT_SLOTS} entries")
+            self.hints[k] = values
+        self.wants_threads = bool(self.feature_bits & FEATURES["threads"])
+        self.has_lse = bool(self.feature_bits & FEATURES["lse"])
+        if self.tensors == "torch":
+            import torch  # noqa: F401  (imported in the parent, before any fork)
+
+    # ---- entry points (called from C++ with the GIL held) ----
+
+    def key_blocks(self, lk):
+        kb = self._key_blocks
+        return int(kb(lk)) if callable(kb) else int(kb)
+
+    def attend(self, dtype, q, k, v, scale, causal, key_len, mask, threads, o, lse):
+        name = DTYPE_NAMES[dtype]
+        kwargs = {"scale": scale, "causal": bool(causal), "key_len": key_len, "mask": mask, "dtype": name}
+        if self.wants_threads:
+            kwargs["threads"] = threads
+        q, k, v = (self._arg(x, name) for x in (q, k, v))
+        if mask is not None and self.tensors == "torch":
+            kwargs["mask"] = self._torch_of(mask)
+        if key_len is not None and self.tensors == "torch":
+            kwargs["key_len"] = self._torch_of(key_len)
+        self._store(self.fn(q, k, v, **kwargs), name, o, lse)
+
+    def cache_create(self, dtype, b, hkv, d, dv, capacity, page_size, page_order):
+        config = CacheConfig(DTYPE_NAMES[dtype], b, hkv, d, dv, capacity, page_size, page_order, self.tensors)
+        return self.cache_class(config)
+
+    def cache_append(self, cache, dtype, k, v, count):
+        name = DTYPE_NAMES[dtype]
+        cache.append(self._arg(k, name), self._arg(v, name), count if self.tensors == "numpy" else self._torch_of(count))
+
+    def cache_attend(self, cache, dtype, q, scale, causal, threads, o, lse):
+        name = DTYPE_NAMES[dtype]
+        kwargs = {"scale": scale, "causal": bool(causal), "dtype": name}
+        if self.wants_threads:
+            kwargs["threads"] = threads
+        self._store(cache.attend(self._arg(q, name), **kwargs), name, o, lse)
+
+    # ---- conversions ----
+
+    def _torch_of(self, a):
+        import torch
+
+        with warnings.catch_warnings():
+            # The host's input views are read-only; a torch view of them is
+            # not, but every call gets fresh copies, so a write harms nothing.
+            warnings.simplefilter("ignore")
+            return torch.from_numpy(a)
+
+    def _arg(self, a, name):
+        if self.tensors == "numpy":
+            return a
+        import torch
+
+        if name == "bf16":
+            return self._torch_of(a.view(np.int16)).view(torch.bfloat16)
+        return self._torch_of(a)
+
+    def _numpy_of(self, x, what):
+        if type(x).__module__.startswith("torch"):
+            import torch
+
+            x = x.detach()
+            if x.device.type != "cpu":
+                x = x.cpu()
+            if x.dtype == torch.bfloat16:
+                return x.view(torch.int16).numpy().view(np.uint16)
+            return x.numpy()
+        if isinstance(x, np.ndarray):
+            return x
+        raise TypeError(f"the subject returned {what} as {type(x).__name__}; expected a numpy array or a torch tensor")
+
+    def _store(self, result, name, o, lse):
+        if self.has_lse:
+            if not isinstance(result, (tuple, list)) or len(result) != 2:
+                raise TypeError("the subject declares lse, so it must return (O, LSE)")
+            out, lse_out = result
+        else:
+            if isinstance(result, (tuple, list)):
+                raise TypeError("the subject returned a tuple but declares no lse; return O alone")
+            out, lse_out = result, None
+        out = self._numpy_of(out, "O")
+        want = NUMPY_STORAGE[name]
+        if out.dtype != want:
+            raise TypeError(f"the subject returned O as {out.dtype}; the case's storage type is {name} ({want}): "
+                            "round into it inside the subject")
+        if out.shape != o.shape:
+            raise ValueError(f"the subject returned O of shape {tuple(out.shape)}; expected (B, Lq, Hq, Dv) = {o.shape}")
+        np.copyto(o, out, casting="no")
+        if lse is not None:
+            lse_out = self._numpy_of(lse_out, "LSE")
+            if lse_out.dtype != np.float32:
+                raise TypeError(f"the subject returned LSE as {lse_out.dtype}; expected float32")
+            if lse_out.shape != lse.shape:
+                raise ValueError(f"the subject returned LSE of shape {tuple(lse_out.shape)}; expected (B, Hq, Lq) = {lse.shape}")
+            np.copyto(lse, lse_out, casting="no")
+
+
+class CacheConfig:
+    """What a cache class is constructed with (attncheck_cache_config)."""
+
+    def __init__(self, dtype, b, hkv, d, dv, capacity, page_size, page_order, tensors):
+        self.dtype, self.b, self.hkv, self.d, self.dv = dtype, b, hkv, d, dv
+        self.capacity, self.page_size, self.page_order, self.tensors = capacity, page_size, page_order, tensors
+
+    def __repr__(self):
+        return (f"CacheConfig(dtype={self.dtype}, b={self.b}, hkv={self.hkv}, d={self.d}, dv={self.dv}, "
+                f"capacity={self.capacity}, page_size={self.page_size})")
+
+
+def load(module, attr, options=None):
+    """Imports MODULE (a dotted name or a .py path) and makes a Subject of its attribute ATTR."""
+    return Subject(_resolve(module, attr), f"python:{module}:{attr}", options)
+
+
+def describe_exception(exc):
+    """One line for a verdict: the exception's type, message and the subject's innermost frame."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    for f in reversed(frames):
+        if not f.filename.endswith("_bridge.py"):
+            where = f" (at {os.path.basename(f.filename)}:{f.lineno} in {f.name})"
+            break
+    return f"python raised {type(exc).__name__}: {exc}{where}"

@@ -1,0 +1,1 @@
+"""Ready subjects: real kernels behind the calling convention (docs/python.md)."""

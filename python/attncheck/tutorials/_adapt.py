@@ -1,0 +1,84 @@
+"""Drives a tutorial's nn.Module with the gate's tensors (docs/tutorials.md)."""
+import torch
+from torch import nn
+
+from attncheck.subjects.torch_math import allowed_keys
+
+__all__ = ["Feed", "allowed_keys", "repeat_kv", "variants"]
+
+
+class Feed(nn.Module):
+    """A projection replaced by the tensor the gate gives: what the module
+    computes from here on is the kernel."""
+
+    def __init__(self):
+        super().__init__()
+        self.value = None
+
+    def forward(self, _x):
+        return self.value
+
+
+def repeat_kv(x, hq):
+    """(B, L, Hkv, D) -> (B, L, Hq, D): query head h reads KV head h // (Hq / Hkv).
+    For modules that take as many KV heads as query heads."""
+    return x.repeat_interleave(hq // x.shape[2], dim=2) if x.shape[2] != hq else x
+
+
+def variants(module, make_attend, bugs, features, cache=None, tutorial_features=None):
+    """Declares `tutorial`, `corrected` and one `only_<bug>` subject per bug in
+    `module`'s namespace. make_attend(fixed) returns the callable for a set of
+    fixed bugs; make_attend's callable keeps its module between calls.
+    tutorial_features: what the module as written takes, when less than the
+    corrected one (a module without a padding or mask argument)."""
+    f32 = dict(tensors="torch", dtypes=["f32"], features=list(features), claims=["deterministic"], u=2**-24, exp_ulps=1)
+    name = module.__name__.rsplit(".", 1)[-1]
+    every = frozenset(bugs)
+
+    def declare(label, fixed):
+        fn = make_attend(frozenset(fixed))
+        fn.__attncheck__ = dict(f32, name=f"tutorial {name} ({label})")
+        if cache is not None:
+            fn.__attncheck__["cache"] = cache(frozenset(fixed))
+        return fn
+
+    out = {"tutorial": declare("as written", ()), "corrected": declare("corrected", every)}
+    if tutorial_features is not None:
+        out["tutorial"].__attncheck__["features"] = list(tutorial_features)
+    for bug in bugs:
+        out["only_" + bug] = declare(f"only {bug}", every - {bug})
+    return out
+
+
+def contract_visibility(b, hq, lq, lk, *, causal, key_len, mask):
+    """(full, others): the contract's visibility (B, Hq, Lq, Lk), and its
+    padding and mask part alone (None when the case has neither), for modules
+    that build their own causal triangle."""
+    full = allowed_keys(b, hq, lq, lk, causal=causal, key_len=key_len, mask=mask)
+    others = None
+    if key_len is not None or mask is not None:
+        others = allowed_keys(b, hq, lq, lk, causal=False, key_len=key_len, mask=mask)
+    return full, others
+
+
+def merge_heads(x, b, l, h):
+    """(B*H or (B, H), L, D) outputs back to BSHD."""
+    return x.reshape(b, h, l, -1).transpose(1, 2)
+
+
+def no_grad(fn):
+    def run(*args, **kw):
+        with torch.no_grad():
+            return fn(*args, **kw)
+
+    run.__name__ = fn.__name__
+    return run
+
+
+def skip_masked_keys(weights, v, visible):
+    """weights @ v over the keys each row sees only. A masked key is skipped,
+    not multiplied by its zero weight: its K and V slots may hold NaN or inf
+    (an unwritten cache page, padding), and 0 * NaN is NaN.
+    weights (..., Lq, Lk), v (..., Lk, Dv), visible broadcastable to weights."""
+    terms = weights.unsqueeze(-1) * v.unsqueeze(-3)
+    return torch.where(visible.unsqueeze(-1), terms, torch.zeros((), dtype=terms.dtype)).sum(-2)

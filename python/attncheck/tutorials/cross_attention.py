@@ -1,0 +1,96 @@
+"""Tutorial: cross-attention MHA with its own query, key and value widths (the
+MHA module of the MHA/MQA hand-coding tutorial, dimension_q/k/v and
+d_k/d_v/d_o; docs/tutorials.md).
+
+As written, the module (and the causal mask of its test script)
+  top_left_mask  the test's mask triu(full((B, n_q, n_k), -inf), 1): top-left,
+                 wrong whenever n_q != n_k (its own example: n_q = 2, n_k = 4);
+  nan_rows       adds -inf and takes the softmax: a row that sees no key is NaN;
+  masked_keys_weighted
+                 adds the mask to the scores (a NaN score stays NaN under
+                 -inf) and multiplies each masked key's zero weight by its
+                 value: NaN in a masked slot reaches O;
+  own_scale      divides by sqrt(d_k) and takes no scale from the caller.
+A fourth bug lives in a projection, where a kernel gate does not look: fc_q is
+built as Linear(dimension_k, ...), so the module only runs while the query
+width equals the key width. The subject feeds the projections (identity), so
+that bug stays invisible here (docs/tutorials.md says so).
+"""
+import math
+import sys
+
+import torch
+from torch import nn
+
+from ._adapt import Feed, no_grad, skip_masked_keys, repeat_kv, variants
+from ._seed_mask import additive_mask
+
+BUGS = ("top_left_mask", "nan_rows", "masked_keys_weighted", "own_scale")
+
+
+class MHA(nn.Module):
+    def __init__(self, num_head, dimension_k, dimension_v, d_k, d_v, d_o, fixed=frozenset()):
+        super().__init__()
+        self.num_head = num_head
+        self.d_k = d_k
+        self.d_v = d_v
+        self.d_o = d_o
+        self.fixed = fixed
+        self.fc_q = nn.Linear(dimension_k, num_head * d_k)  # sized by dimension_k, as written
+        self.fc_k = nn.Linear(dimension_k, num_head * d_k)
+        self.fc_v = nn.Linear(dimension_v, num_head * d_v)
+        self.fc_o = nn.Linear(num_head * d_v, d_o)
+        self.softmax = nn.Softmax(dim=2)
+
+    def forward(self, q, k, v, mask, scale=None):
+        batch, n_q, dimension_q = q.size()
+        batch, n_k, dimension_k = k.size()
+        batch, n_v, dimension_v = v.size()
+        q, k, v = self.fc_q(q), self.fc_k(k), self.fc_v(v)
+        q = q.view(batch, n_q, self.num_head, self.d_k).permute(2, 0, 1, 3).contiguous().view(-1, n_q, self.d_k)
+        k = k.view(batch, n_k, self.num_head, self.d_k).permute(2, 0, 1, 3).contiguous().view(-1, n_k, self.d_k)
+        v = v.view(batch, n_v, self.num_head, self.d_v).permute(2, 0, 1, 3).contiguous().view(-1, n_v, self.d_v)
+        if "own_scale" in self.fixed:
+            attention = torch.matmul(q, k.transpose(-1, -2)) * scale
+        else:
+            attention = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d_k)
+        mask = mask.repeat(self.num_head, 1, 1)
+        if "masked_keys_weighted" in self.fixed:
+            attention = attention.masked_fill(torch.isinf(mask), float("-inf"))
+        else:
+            attention = attention + mask
+        attention = self.softmax(attention)
+        if "nan_rows" in self.fixed:
+            attention = attention.masked_fill(torch.isinf(mask).all(-1, keepdim=True), 0.0)
+        if "masked_keys_weighted" in self.fixed:
+            output = skip_masked_keys(attention, v, ~torch.isinf(mask))
+        else:
+            output = torch.matmul(attention, v)
+        output = output.view(self.num_head, batch, n_q, self.d_v).permute(1, 2, 0, 3).contiguous().view(batch, n_q, -1)
+        output = self.fc_o(output)
+        return attention, output
+
+
+def _attend(fixed):
+    modules = {}
+
+    @no_grad
+    def attend(q, k, v, *, scale, causal, key_len, mask, dtype):
+        b, lq, hq, d = q.shape
+        lk, dv = k.shape[1], v.shape[3]
+        m = modules.get((hq, d, dv))
+        if m is None:
+            m = MHA(hq, hq * d, hq * dv, d, dv, hq * dv, fixed).eval()
+            m.fc_q, m.fc_k, m.fc_v, m.fc_o = Feed(), Feed(), Feed(), nn.Identity()
+            modules[(hq, d, dv)] = m
+        m.fc_q.value = q.reshape(b, lq, -1)
+        m.fc_k.value = repeat_kv(k, hq).reshape(b, lk, -1)
+        m.fc_v.value = repeat_kv(v, hq).reshape(b, lk, -1)
+        add = additive_mask(b, lq, lk, causal=causal, key_len=key_len, top_left="top_left_mask" not in fixed)
+        _, out = m(m.fc_q.value, m.fc_k.value, m.fc_v.value, add, scale=scale)
+        return out.view(b, lq, hq, dv)
+
+    return attend
+
+
+globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding"]))

@@ -1,0 +1,250 @@
+// attncheck._core: the compiled half of the attncheck Python package
+// (python/attncheck/__init__.py wraps it; docs/python.md, "attncheck from Python").
+//   oracle_arrays / oracle_case   the high-precision oracle on numpy arrays or on a case
+//   gate_callable                 the gate on a Python callable, in this process
+//   Case                          the one-line form: parse, print, materialize
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <sstream>
+
+#include "attncheck/case.hpp"
+#include "attncheck/case_file.hpp"
+#include "attncheck/gate.hpp"
+#include "attncheck/oracle.hpp"
+#include "attncheck/subject_host.hpp"
+#include "py_subject.hpp"
+
+namespace py = pybind11;
+
+namespace attncheck {
+namespace {
+
+dtype dtype_named(const std::string& name) {
+  if (name == "f32") return dtype::f32;
+  if (name == "f16") return dtype::f16;
+  if (name == "bf16") return dtype::bf16;
+  throw input_error("dtype", "'" + name + "' is not f32, f16 or bf16");
+}
+
+// The storage dtype of q: float32 -> f32, float16 -> f16; uint16 (bf16 bits) only with dtype="bf16".
+dtype dtype_of(const py::array& q, const std::string& declared) {
+  if (!declared.empty()) return dtype_named(declared);
+  const std::string kind = py::str(q.dtype());
+  if (kind == "float32") return dtype::f32;
+  if (kind == "float16") return dtype::f16;
+  if (kind == "uint16") throw input_error("dtype", "uint16 arrays hold bf16 bits only when dtype='bf16' is given");
+  throw input_error("q", "dtype " + kind + " is not a storage type (float32, float16, or uint16 bits with dtype='bf16')");
+}
+
+const char* numpy_name(dtype t) { return t == dtype::f32 ? "float32" : t == dtype::f16 ? "float16" : "uint16"; }
+
+// A dense copy of a 4-d array of exactly the storage dtype.
+tensor tensor_of(const py::array& in, dtype t, const char* name) {
+  if (in.ndim() != 4) throw input_error(name, "expected 4 dimensions (B, L, H, D), got " + std::to_string(in.ndim()));
+  if (std::string(py::str(in.dtype())) != numpy_name(t))
+    throw input_error(name, std::string("dtype ") + std::string(py::str(in.dtype())) + "; the case's storage type needs " +
+                                numpy_name(t));
+  const auto a = py::array::ensure(in, py::array::c_style);
+  tensor x = tensor::contiguous(t, {a.shape(0), a.shape(1), a.shape(2), a.shape(3)});
+  x.unpack_storage(static_cast<const unsigned char*>(a.data()), static_cast<std::size_t>(a.nbytes()));
+  return x;
+}
+
+py::array_t<double> doubles(const std::vector<double>& v, std::vector<py::ssize_t> shape) {
+  py::array_t<double> out(shape);
+  if (!v.empty()) std::memcpy(out.mutable_data(), v.data(), v.size() * sizeof(double));
+  return out;
+}
+
+oracle_options options_for(const attn_case& c, double u, double exp_ulps, std::int64_t key_blocks) {
+  oracle_options opt;
+  opt.bound.u_compute = u;
+  opt.bound.exp_ulps = exp_ulps;
+  opt.bound.key_blocks = key_blocks;
+  opt.out_type = c.type;
+  return opt;
+}
+
+py::dict result_of(const attn_case& c, const oracle_result& r) {
+  py::dict d;
+  d["o"] = doubles(r.o, {c.b, c.lq, c.hq, c.dv});
+  d["lse"] = doubles(r.lse, {c.b, c.hq, c.lq});
+  d["o_bound"] = doubles(r.o_bound, {c.b, c.lq, c.hq, c.dv});
+  d["lse_bound"] = doubles(r.lse_bound, {c.b, c.hq, c.lq});
+  return d;
+}
+
+py::dict oracle_arrays(const py::array& q, const py::array& k, const py::array& v, py::object scale, bool causal,
+                       py::object key_len, py::object mask, const std::string& dtype_name, double u, double exp_ulps,
+                       std::int64_t key_blocks) {
+  attn_case c;
+  c.type = dtype_of(q, dtype_name);
+  c.q = tensor_of(q, c.type, "q");
+  c.k = tensor_of(k, c.type, "k");
+  c.v = tensor_of(v, c.type, "v");
+  c.b = q.shape(0), c.lq = q.shape(1), c.hq = q.shape(2), c.d = q.shape(3);
+  c.lk = k.shape(1), c.hkv = k.shape(2), c.dv = v.shape(3);
+  if (!scale.is_none()) c.scale = scale.cast<float>();
+  c.causal = causal;
+  if (!key_len.is_none()) c.key_len = key_len.cast<std::vector<std::int64_t>>();
+  if (!mask.is_none()) {
+    const auto m = py::array_t<bool, py::array::c_style | py::array::forcecast>::ensure(mask);
+    if (!m || m.ndim() != 4) throw input_error("mask", "expected a bool array of 4 dimensions, each 1 or full (B, Hq, Lq, Lk)");
+    for (int a = 0; a < 4; ++a) c.mask_shape[static_cast<std::size_t>(a)] = m.shape(a);
+    c.mask.assign(m.data(), m.data() + m.size());
+  }
+  validate(c);
+  return result_of(c, reference(c, options_for(c, u, exp_ulps, key_blocks)));
+}
+
+attn_case case_of(const std::string& line_or_path) {
+  if (line_or_path.rfind("ATTN(", 0) == 0) {
+    attn_case c = parse_line(line_or_path);
+    materialize(c);
+    return c;
+  }
+  return read_case_file(line_or_path).c;
+}
+
+py::dict oracle_case(const std::string& line_or_path, double u, double exp_ulps, std::int64_t key_blocks) {
+  const attn_case c = case_of(line_or_path);
+  return result_of(c, reference(c, options_for(c, u, exp_ulps, key_blocks)));
+}
+
+// The tensor as a dense numpy array of its storage type (bf16 as uint16 bits).
+py::array array_of(const tensor& t) {
+  py::array out(py::dtype(numpy_name(t.type)), std::vector<py::ssize_t>{t.shape[0], t.shape[1], t.shape[2], t.shape[3]});
+  tensor dense = tensor::contiguous(t.type, t.shape);
+  for (std::int64_t a = 0; a < t.shape[0]; ++a)
+    for (std::int64_t b = 0; b < t.shape[1]; ++b)
+      for (std::int64_t c = 0; c < t.shape[2]; ++c)
+        for (std::int64_t d = 0; d < t.shape[3]; ++d) dense.set_bits(a, b, c, d, t.bits_at(a, b, c, d));
+  const auto packed = dense.packed_storage();
+  if (!packed.empty()) std::memcpy(out.mutable_data(), packed.data(), packed.size());
+  return out;
+}
+
+py::dict materialized(attn_case c) {
+  if (c.q.bits.empty()) materialize(c);
+  py::dict d;
+  d["q"] = array_of(c.q);
+  d["k"] = array_of(c.k);
+  d["v"] = array_of(c.v);
+  d["scale"] = static_cast<double>(c.effective_scale());
+  d["causal"] = c.causal;
+  d["dtype"] = std::string(name(c.type));
+  if (c.has_padding()) d["key_len"] = py::array_t<std::int64_t>(static_cast<py::ssize_t>(c.key_len.size()), c.key_len.data());
+  else d["key_len"] = py::none();
+  if (c.has_mask()) {
+    py::array_t<bool> m(std::vector<py::ssize_t>{c.b, c.hq, c.lq, c.lk});
+    auto w = m.mutable_unchecked<4>();
+    for (std::int64_t bi = 0; bi < c.b; ++bi)
+      for (std::int64_t h = 0; h < c.hq; ++h)
+        for (std::int64_t i = 0; i < c.lq; ++i)
+          for (std::int64_t j = 0; j < c.lk; ++j) w(bi, h, i, j) = c.mask_allows(bi, h, i, j);
+    d["mask"] = m;
+  } else {
+    d["mask"] = py::none();
+  }
+  return d;
+}
+
+const char* verdict_text(verdict v) {
+  switch (v) {
+    case verdict::pass: return "pass";
+    case verdict::fail: return "fail";
+    case verdict::skip: return "skipped";
+    case verdict::unjudged: return "unjudged";
+  }
+  return "?";
+}
+
+// The gate on a Python subject object (attncheck._bridge.Subject) in this
+// process; the laws still run in forked children. The GIL is released while
+// the gate runs: each call into the subject takes it again.
+py::dict gate_subject(py::object subject_object, const std::string& spec, int cases, std::uint64_t seed,
+                      const std::vector<std::string>& only, const std::string& out_dir, int jobs, double law_timeout) {
+  gate_options opt;
+  opt.subject = spec;
+  opt.instance = subject::adopt(python::make_instance(subject_object), spec);
+  opt.run.cases = cases;
+  opt.run.seed = seed;
+  opt.only = only;
+  opt.out_dir = out_dir;
+  opt.jobs = jobs;
+  opt.law_timeout = law_timeout;
+  std::ostringstream text;
+  gate_result g;
+  {
+    py::gil_scoped_release unlocked;
+    g = run_gate(opt, text);
+    opt.instance.reset();  // destroyed with the GIL held below, not here
+  }
+  py::list laws;
+  for (const auto& r : g.reports) {
+    py::dict row;
+    row["law"] = r.law;
+    row["verdict"] = verdict_text(r.v);
+    row["judged"] = r.judged;
+    row["cases"] = r.cases;
+    row["max_ratio"] = r.max_ratio;
+    row["seconds"] = r.seconds;
+    row["message"] = r.v == verdict::skip ? r.skip_reason : r.failure.message;
+    row["counterexample"] = r.counterexample ? py::object(py::str(to_line(*r.counterexample))) : py::object(py::none());
+    laws.append(row);
+  }
+  py::dict d;
+  d["laws"] = laws;
+  d["saved"] = g.saved;
+  d["failed"] = g.failed();
+  d["unjudged"] = g.unjudged();
+  d["seconds"] = g.seconds;
+  d["text"] = text.str();
+  return d;
+}
+
+}  // namespace
+}  // namespace attncheck
+
+PYBIND11_MODULE(_core, m) {
+  using namespace attncheck;
+  m.doc() = "attncheck's compiled half: the oracle, the gate on a callable, the one-line case form";
+  py::register_exception<input_error>(m, "InputError", PyExc_ValueError);
+  m.def("oracle_arrays", &oracle_arrays, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("scale") = py::none(),
+        py::arg("causal") = false, py::arg("key_len") = py::none(), py::arg("mask") = py::none(), py::arg("dtype") = "",
+        py::arg("u") = 0x1p-24, py::arg("exp_ulps") = 1.0, py::arg("key_blocks") = 1);
+  m.def("oracle_case", &oracle_case, py::arg("line_or_path"), py::arg("u") = 0x1p-24, py::arg("exp_ulps") = 1.0,
+        py::arg("key_blocks") = 1);
+  m.def(
+      "oracle_of",
+      [](attn_case c, double u, double exp_ulps, std::int64_t key_blocks) {
+        if (c.q.bits.empty()) materialize(c);
+        return result_of(c, reference(c, options_for(c, u, exp_ulps, key_blocks)));
+      },
+      py::arg("case"), py::arg("u") = 0x1p-24, py::arg("exp_ulps") = 1.0, py::arg("key_blocks") = 1);
+  m.def("gate_subject", &gate_subject, py::arg("subject"), py::arg("spec"), py::arg("cases"), py::arg("seed"), py::arg("only"),
+        py::arg("out"), py::arg("jobs"), py::arg("law_timeout"));
+  py::class_<attn_case>(m, "Case", "One attention problem in its one-line form, ATTN(b=..,hq=..,...)")
+      .def(py::init([](const std::string& line) { return parse_line(line); }), py::arg("line"))
+      .def_static("parse", [](const std::string& line) { return parse_line(line); }, py::arg("line"))
+      .def_static("from_file", [](const std::string& path) { return read_case_file(path).c; }, py::arg("path"))
+      .def("__str__", [](const attn_case& c) { return to_line(c); })
+      .def("__repr__", [](const attn_case& c) { return "Case('" + to_line(c) + "')"; })
+      .def("__eq__", [](const attn_case& a, const attn_case& b) { return to_line(a) == to_line(b); })
+      .def("materialize", &materialized, "q, k, v (storage dtype, bf16 as uint16 bits), scale, causal, key_len, mask, dtype")
+      .def_readonly("b", &attn_case::b)
+      .def_readonly("hq", &attn_case::hq)
+      .def_readonly("hkv", &attn_case::hkv)
+      .def_readonly("lq", &attn_case::lq)
+      .def_readonly("lk", &attn_case::lk)
+      .def_readonly("d", &attn_case::d)
+      .def_readonly("dv", &attn_case::dv)
+      .def_readonly("causal", &attn_case::causal)
+      .def_readonly("seed", &attn_case::seed)
+      .def_readonly("key_len", &attn_case::key_len)
+      .def_property_readonly("dtype", [](const attn_case& c) { return std::string(name(c.type)); })
+      .def_property_readonly("scale", [](const attn_case& c) { return static_cast<double>(c.effective_scale()); });
+}

@@ -1,0 +1,222 @@
+#include "py_subject.hpp"
+
+#include <pybind11/numpy.h>
+
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace attncheck::python {
+
+namespace {
+
+struct py_state {
+  attncheck_instance desc{};  // first: &desc is the instance
+  py::object subject;
+  std::string name;
+};
+
+py_state* of(void* state) { return static_cast<py_state*>(state); }
+
+std::size_t width_of(attncheck_dtype t) { return t == ATTNCHECK_F32 ? 4 : 2; }
+
+py::dtype numpy_storage(attncheck_dtype t) {
+  // numpy has no bfloat16: bf16 travels as its bits (docs/python.md).
+  switch (t) {
+    case ATTNCHECK_F32: return py::dtype("float32");
+    case ATTNCHECK_F16: return py::dtype("float16");
+    case ATTNCHECK_BF16: return py::dtype("uint16");
+  }
+  return py::dtype("float32");
+}
+
+// A zero-copy numpy view of host memory with the host's strides (elements);
+// inputs are read-only. The capsule only marks the array as not owning its data.
+py::array view(const void* data, const py::dtype& dt, std::size_t width, const std::vector<py::ssize_t>& shape,
+               const std::int64_t* stride, bool writeable) {
+  static int anchor = 0;
+  std::vector<py::ssize_t> bytes(shape.size());
+  for (std::size_t a = 0; a < shape.size(); ++a) bytes[a] = static_cast<py::ssize_t>(stride[a] * static_cast<std::int64_t>(width));
+  py::capsule base(data ? const_cast<void*>(data) : static_cast<void*>(&anchor), [](void*) {});
+  py::array a(dt, shape, bytes, data, base);
+  if (!writeable) a.attr("setflags")(py::arg("write") = false);
+  return a;
+}
+
+py::array tensor_view(const attncheck_tensor& t, attncheck_dtype dt, std::int64_t n0, std::int64_t n1, std::int64_t n2,
+                      std::int64_t n3) {
+  return view(t.data, numpy_storage(dt), width_of(dt), {n0, n1, n2, n3}, t.stride, false);
+}
+
+py::object output_view(const attncheck_problem& p) {
+  return view(p.o, numpy_storage(p.dtype), width_of(p.dtype), {p.b, p.lq, p.hq, p.dv}, p.o_stride, true);
+}
+
+py::object lse_view(const attncheck_problem& p) {
+  if (!p.lse) return py::none();
+  return view(p.lse, py::dtype("float32"), 4, {p.b, p.hq, p.lq}, p.lse_stride, true);
+}
+
+void report(char* err, std::size_t len, const std::string& what) {
+  if (err && len) std::snprintf(err, len, "%s", what.c_str());
+}
+
+// Runs one entry point with the GIL held; a Python exception becomes the
+// subject's error message (the law then fails naming it and the case).
+template <class F>
+int guarded(char* err, std::size_t len, F&& body) {
+  py::gil_scoped_acquire gil;
+  try {
+    body();
+    return 0;
+  } catch (py::error_already_set& e) {
+    report(err, len, describe(e));
+  } catch (const std::exception& e) {
+    report(err, len, std::string("python bridge: ") + e.what());
+  }
+  return 1;
+}
+
+std::int64_t key_blocks(void* st, const attncheck_problem* p) {
+  py::gil_scoped_acquire gil;
+  try {
+    return of(st)->subject.attr("key_blocks")(p->lk).cast<std::int64_t>();
+  } catch (py::error_already_set& e) {
+    std::fprintf(stderr, "attncheck: key_blocks of %s failed (%s); using 1\n", of(st)->name.c_str(), describe(e).c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "attncheck: key_blocks of %s failed (%s); using 1\n", of(st)->name.c_str(), e.what());
+  }
+  return 1;
+}
+
+int attend(void* st, const attncheck_problem* p, char* err, std::size_t len) {
+  return guarded(err, len, [&] {
+    py::object key_len = py::none(), mask = py::none();
+    if (p->key_len) key_len = py::array_t<std::int64_t>(p->b, p->key_len);
+    if (p->mask) mask = view(p->mask, py::dtype("bool"), 1, {p->b, p->hq, p->lq, p->lk}, p->mask_stride, false);
+    of(st)->subject.attr("attend")(static_cast<int>(p->dtype), tensor_view(p->q, p->dtype, p->b, p->lq, p->hq, p->d),
+                                   tensor_view(p->k, p->dtype, p->b, p->lk, p->hkv, p->d),
+                                   tensor_view(p->v, p->dtype, p->b, p->lk, p->hkv, p->dv), static_cast<double>(p->scale),
+                                   p->causal != 0, key_len, mask, p->threads, output_view(*p), lse_view(*p));
+  });
+}
+
+// A cache lives as a Python object (the subject's cache class instance); the
+// host holds it with the sizes its views need.
+struct py_cache {
+  py::object obj;
+  attncheck_dtype dtype;
+  std::int64_t b, hkv, d, dv;
+};
+
+void* cache_create(void* st, const attncheck_cache_config* cfg, char* err, std::size_t len) {
+  py_cache* cache = nullptr;
+  const int rc = guarded(err, len, [&] {
+    py::object order = py::none();
+    if (cfg->page_order) order = py::array_t<std::int64_t>(cfg->page_count, cfg->page_order);
+    py::object c = of(st)->subject.attr("cache_create")(static_cast<int>(cfg->dtype), cfg->b, cfg->hkv, cfg->d, cfg->dv,
+                                                        cfg->capacity, cfg->page_size, order);
+    cache = new py_cache{std::move(c), cfg->dtype, cfg->b, cfg->hkv, cfg->d, cfg->dv};
+  });
+  return rc == 0 ? cache : nullptr;
+}
+
+int cache_append(void* st, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, std::int64_t c,
+                 const std::int64_t* count, char* err, std::size_t len) {
+  return guarded(err, len, [&] {
+    const py_cache& x = *static_cast<py_cache*>(cache);
+    of(st)->subject.attr("cache_append")(x.obj, static_cast<int>(x.dtype), tensor_view(*k, x.dtype, x.b, c, x.hkv, x.d),
+                                         tensor_view(*v, x.dtype, x.b, c, x.hkv, x.dv), py::array_t<std::int64_t>(x.b, count));
+  });
+}
+
+int cache_attend(void* st, void* cache, const attncheck_problem* p, char* err, std::size_t len) {
+  return guarded(err, len, [&] {
+    of(st)->subject.attr("cache_attend")(static_cast<py_cache*>(cache)->obj, static_cast<int>(p->dtype),
+                                         tensor_view(p->q, p->dtype, p->b, p->lq, p->hq, p->d), static_cast<double>(p->scale),
+                                         p->causal != 0, p->threads, output_view(*p), lse_view(*p));
+  });
+}
+
+void cache_free(void*, void* cache) {
+  py::gil_scoped_acquire gil;
+  delete static_cast<py_cache*>(cache);
+}
+
+void destroy(attncheck_instance* self) {
+  py::gil_scoped_acquire gil;
+  delete reinterpret_cast<py_state*>(self);
+}
+
+template <class T>
+T field(const py::object& o, const char* name) {
+  try {
+    return o.attr(name).cast<T>();
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("declaration field ") + name + " does not convert: " + e.what());
+  }
+}
+
+}  // namespace
+
+std::string describe(py::error_already_set& e) {
+  try {
+    // pybind11 keeps the traceback beside the exception; hand it over so the
+    // verdict can name the subject's frame.
+    if (e.trace() && e.value()) PyException_SetTraceback(e.value().ptr(), e.trace().ptr());
+    return py::module_::import("attncheck._bridge").attr("describe_exception")(e.value()).cast<std::string>();
+  } catch (const std::exception&) {
+    return std::string("python raised ") + e.what();
+  }
+}
+
+attncheck_instance* make_instance(py::object subject) {
+  auto self = std::make_unique<py_state>();
+  self->subject = subject;
+  self->name = field<std::string>(subject, "name");
+  attncheck_instance& d = self->desc;
+  d.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_2;
+  d.struct_size = sizeof d;
+  d.name = self->name.c_str();
+  d.dtypes = field<std::uint32_t>(subject, "dtype_bits");
+  d.features = field<std::uint32_t>(subject, "feature_bits");
+  d.invariances = field<std::uint32_t>(subject, "claim_bits");
+  d.compute_unit_roundoff = field<double>(subject, "u");
+  d.exp_ulps = field<double>(subject, "exp_ulps");
+  const py::dict hints = subject.attr("hints");
+  const auto hint = [&](const char* key) {
+    try {
+      return hints[key].cast<std::int64_t>();
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string("declaration field hints.") + key + " does not convert: " + e.what());
+    }
+  };
+  d.hints.q_tile = hint("q_tile");
+  d.hints.k_tile = hint("k_tile");
+  d.hints.split_keys = hint("split_keys");
+  const auto fill_list = [&](const char* key, std::int64_t* slots) {
+    int n = 0;
+    for (const auto item : hints[key].cast<py::list>()) {
+      if (n == ATTNCHECK_SIZE_HINT_SLOTS) throw std::runtime_error(std::string("hints.") + key + ": more than 8 entries");
+      slots[n++] = item.cast<std::int64_t>();
+    }
+  };
+  fill_list("lengths", d.hints.lengths);
+  fill_list("head_dims", d.hints.head_dims);
+  d.state = self.get();
+  d.key_blocks = key_blocks;
+  d.attend = attend;
+  if (d.features & ATTNCHECK_FEATURE_CACHE) {
+    d.cache_create = cache_create;
+    d.cache_append = cache_append;
+    d.cache_attend = cache_attend;
+    d.cache_free = cache_free;
+  }
+  d.destroy = destroy;
+  return &self.release()->desc;
+}
+
+}  // namespace attncheck::python

@@ -1,0 +1,170 @@
+"""Python subjects for the bridge's tests (tests/python/CMakeLists.txt).
+
+reference        a correct numpy kernel (float64 inside, one rounding into
+                 the storage type); every law passes
+gqa_modulo       the same with the MUTANTS.md GQA bug: query head h reads
+                 KV head h % Hkv instead of h // (Hq / Hkv)
+raises, segfaults, aborts, hangs
+                 the reference on Lk < 3, and on Lk >= 3 a Python exception,
+                 a segfault through ctypes, os.abort(), an endless loop
+"""
+import ctypes
+import os
+import time
+
+import numpy as np
+
+import attncheck
+
+F64 = {"f32": np.float32, "f16": np.float16}
+
+
+def attention64(q, k, v, *, scale, causal, key_len, mask, dtype, kv_head=None, lse=False):
+    """Attention per docs/spec.md in float64, rounded once into the storage type."""
+    b, lq, hq, _ = q.shape
+    lk, hkv = k.shape[1], k.shape[2]
+    heads = [kv_head(h, hq, hkv) if kv_head else h // (hq // hkv) for h in range(hq)]
+    q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
+    k64, v64 = k64[:, :, heads, :], v64[:, :, heads, :]
+    s = np.einsum("bihd,bjhd->bhij", q64, k64) * scale
+    n = np.full(b, lk, dtype=np.int64) if key_len is None else np.asarray(key_len, dtype=np.int64)
+    j = np.arange(lk)[None, None, None, :]
+    i = np.arange(lq)[None, None, :, None]
+    allowed = j < n[:, None, None, None]
+    if causal:
+        allowed = allowed & (j <= n[:, None, None, None] - lq + i)  # bottom-right, aligned to the valid keys
+    if mask is not None:
+        allowed = allowed & mask
+    allowed = np.broadcast_to(allowed, s.shape)
+    s = np.where(allowed, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    p = np.where(allowed, np.exp(s - m), 0.0)
+    l = p.sum(axis=-1)
+    # A masked key is skipped, not weighted by zero: its slots may hold NaN.
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = p[..., None] * v64.transpose(0, 2, 1, 3)[:, :, None, :, :]  # (b, hq, lq, lk, dv)
+    o = np.where(allowed[..., None], terms, 0.0).sum(axis=3).transpose(0, 2, 1, 3)
+    seen = (l > 0).transpose(0, 2, 1)[..., None]  # (b, lq, hq, 1)
+    o = np.where(seen, o / np.where(seen, l.transpose(0, 2, 1)[..., None], 1.0), 0.0)
+    out = o.astype(F64[dtype])
+    if not lse:
+        return out
+    with np.errstate(divide="ignore", over="ignore"):
+        lse_out = np.where(l > 0, m[..., 0] + np.log(l), -np.inf).astype(np.float32)
+    return out, lse_out
+
+
+# u = 2^-24 although the arithmetic is binary64: LSE travels as f32 whatever
+# the compute type, and with u = 2^-53 lse.split_keys_merge_by_lse fails at
+# 1.09 of its bound on far_above scores (LSE near 2e7), the merge bound
+# scaling with the declared u rather than with LSE's f32 storage.
+_everything = dict(u=2**-24, exp_ulps=1, dtypes=("f32", "f16"), features=("causal", "padding", "mask", "lse"),
+                   claims=("deterministic", "batch", "layout", "lq"))
+
+
+@attncheck.declare(name="numpy-reference", **_everything)
+def reference(q, k, v, **kw):
+    return attention64(q, k, v, **kw, lse=True)
+
+
+@attncheck.declare(name="numpy-gqa-modulo", **_everything)
+def gqa_modulo(q, k, v, **kw):
+    return attention64(q, k, v, **kw, kv_head=lambda h, hq, hkv: h % hkv, lse=True)
+
+
+_plain = dict(u=2**-53, exp_ulps=1, dtypes=("f32",), features=("causal", "padding"), claims=("deterministic",))
+
+
+@attncheck.declare(name="raises", **_plain)
+def raises(q, k, v, **kw):
+    if k.shape[1] >= 3:
+        raise ValueError(f"this subject refuses lk={k.shape[1]}")
+    return attention64(q, k, v, **kw)
+
+
+@attncheck.declare(name="segfaults", **_plain)
+def segfaults(q, k, v, **kw):
+    if k.shape[1] >= 3:
+        ctypes.string_at(0)  # reads address 0: SIGSEGV inside a C call
+    return attention64(q, k, v, **kw)
+
+
+@attncheck.declare(name="aborts", **_plain)
+def aborts(q, k, v, **kw):
+    if k.shape[1] >= 3:
+        os.abort()
+    return attention64(q, k, v, **kw)
+
+
+@attncheck.declare(name="hangs", **_plain)
+def hangs(q, k, v, **kw):
+    while k.shape[1] >= 3:
+        time.sleep(0.1)
+    return attention64(q, k, v, **kw)
+
+
+def undeclared(q, k, v, **kw):
+    return attention64(q, k, v, **kw)
+
+
+@attncheck.declare(name="absurd-u", u=2**-4, exp_ulps=1)
+def absurd_u(q, k, v, **kw):
+    return attention64(q, k, v, **kw)
+
+
+@attncheck.declare(name="numpy-noop", u=2**-24, exp_ulps=1, dtypes=("f32",))
+def noop(q, k, v, **kw):
+    """Returns zeros: what the bridge costs with no kernel behind it."""
+    return np.zeros((q.shape[0], q.shape[1], q.shape[2], v.shape[3]), dtype=np.float32)
+
+
+@attncheck.declare(name="torch-noop", u=2**-24, exp_ulps=1, dtypes=("f32",), tensors="torch")
+def torch_noop(q, k, v, **kw):
+    """Returns zeros as a torch tensor: the bridge's cost in torch mode."""
+    import torch
+
+    return torch.zeros((q.shape[0], q.shape[1], q.shape[2], v.shape[3]), dtype=torch.float32)
+
+
+class ReferenceCache:
+    """The cache protocol on the reference: each sequence keeps copies of its
+    keys and values (the views handed to append die with the call)."""
+
+    def __init__(self, config):
+        self.k = [np.zeros((0, config.hkv, config.d), dtype=F64[config.dtype]) for _ in range(config.b)]
+        self.v = [np.zeros((0, config.hkv, config.dv), dtype=F64[config.dtype]) for _ in range(config.b)]
+
+    def append(self, k, v, count):
+        for b, c in enumerate(count):
+            self.k[b] = np.concatenate([self.k[b], k[b, :c]])
+            self.v[b] = np.concatenate([self.v[b], v[b, :c]])
+
+    def attend(self, q, *, scale, causal, dtype):
+        b, lq, hq, _ = q.shape
+        dv = self.v[0].shape[2]
+        o = np.zeros((b, lq, hq, dv), dtype=F64[dtype])
+        lse = np.full((b, hq, lq), -np.inf, dtype=np.float32)
+        for bi in range(b):
+            if len(self.k[bi]) == 0:
+                continue  # no key yet: O = 0, LSE = -inf
+            o[bi], lse[bi] = (x[0] for x in attention64(q[bi : bi + 1], self.k[bi][None], self.v[bi][None], scale=scale,
+                                                         causal=causal, key_len=None, mask=None, dtype=dtype, lse=True))
+        return o, lse
+
+
+@attncheck.declare(name="numpy-reference-cached", cache=ReferenceCache, **_everything)
+def reference_cached(q, k, v, **kw):
+    return attention64(q, k, v, **kw, lse=True)
+
+
+class CountIgnoringCache(ReferenceCache):
+    """Appends every row it is handed, not the count of each sequence."""
+
+    def append(self, k, v, count):
+        super().append(k, v, [k.shape[1]] * k.shape[0])
+
+
+@attncheck.declare(name="numpy-cache-ignores-count", cache=CountIgnoringCache, **_everything)
+def cache_ignores_count(q, k, v, **kw):
+    return attention64(q, k, v, **kw, lse=True)

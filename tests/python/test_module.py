@@ -1,0 +1,97 @@
+"""The attncheck Python module as a pytest user meets it: `import attncheck`,
+gate a kernel, call the oracle on numpy arrays (ctest python_module.pytest)."""
+import numpy as np
+import pytest
+
+import attncheck
+
+
+def _attention(q, k, v, *, scale, causal, key_len, mask, dtype, ignore_causal=False):
+    """Attention in float64 over the keys each row sees, rounded once to the storage type."""
+    b, lq, hq, _ = q.shape
+    lk, hkv = k.shape[1], k.shape[2]
+    heads = [h // (hq // hkv) for h in range(hq)]
+    q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
+    s = np.einsum("bihd,bjhd->bhij", q64, k64[:, :, heads]) * scale
+    n = np.full(b, lk) if key_len is None else np.asarray(key_len)
+    j = np.arange(lk)[None, None, None, :]
+    i = np.arange(lq)[None, None, :, None]
+    seen = j < n[:, None, None, None]
+    if causal and not ignore_causal:
+        seen = seen & (j <= n[:, None, None, None] - lq + i)
+    if mask is not None:
+        seen = seen & mask
+    seen = np.broadcast_to(seen, s.shape)
+    s = np.where(seen, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    p = np.where(seen, np.exp(s - np.where(np.isfinite(m), m, 0.0)), 0.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = p[..., None] * v64[:, :, heads].transpose(0, 2, 1, 3)[:, :, None]
+    o = np.where(seen[..., None], terms, 0.0).sum(axis=3)
+    l = p.sum(axis=-1)[..., None]
+    o = np.where(l > 0, o / np.where(l > 0, l, 1.0), 0.0).transpose(0, 2, 1, 3)
+    return o.astype({"f32": np.float32, "f16": np.float16}[dtype])
+
+
+@attncheck.declare(u=2**-24, exp_ulps=1, dtypes=["f32", "f16"], features=["causal", "padding", "mask"])
+def my_kernel(q, k, v, **kw):
+    return _attention(q, k, v, **kw)
+
+
+@attncheck.declare(u=2**-24, exp_ulps=1, features=["causal", "padding", "mask"])
+def kernel_ignoring_causal(q, k, v, **kw):
+    return _attention(q, k, v, **kw, ignore_causal=True)
+
+
+def test_gate_passes_a_correct_kernel(tmp_path):
+    table = attncheck.gate(my_kernel, cases=30, seed=7, out=tmp_path)
+    assert {row["verdict"] for row in table} <= {"pass", "skipped"}
+    assert any(row["law"] == "differential.output_within_bound_of_oracle" and row["judged"] > 0 for row in table)
+
+
+def test_gate_raises_with_the_law_and_the_case_on_a_broken_kernel(tmp_path):
+    with pytest.raises(attncheck.GateFailure) as failure:
+        attncheck.gate(kernel_ignoring_causal, cases=30, seed=7, only=["causal", "differential"], out=tmp_path)
+    report = str(failure.value)
+    assert "FAIL causal.future_keys_never_change_past_outputs" in report
+    assert "causal" in next(row["counterexample"] for row in failure.value.result["laws"] if row["verdict"] == "fail")
+    assert "repro" in report and list(tmp_path.glob("*.json"))
+
+
+def test_oracle_on_numpy_arrays_bounds_a_float64_computation():
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((2, 5, 4, 8)).astype(np.float32)
+    k = rng.standard_normal((2, 7, 2, 8)).astype(np.float32)
+    v = rng.standard_normal((2, 7, 2, 3)).astype(np.float32)
+    key_len = np.array([7, 4])
+    o, lse, bound, lse_bound = attncheck.oracle(q, k, v, causal=True, key_len=key_len)
+    assert o.shape == (2, 5, 4, 3) and lse.shape == (2, 4, 5) and bound.shape == o.shape
+    assert np.all(np.isfinite(bound)) and np.all(bound >= 0)
+    ours = _attention(q, k, v, scale=float(np.float32(1 / np.sqrt(8))), causal=True, key_len=key_len, mask=None, dtype="f32")
+    assert np.all(np.abs(ours.astype(np.float64) - o) <= bound)
+    # Batch 1 has 4 valid keys and 5 queries: its first query sees nothing.
+    assert np.all(o[1, 0] == 0) and np.all(lse[1, :, 0] == -np.inf)
+
+
+def test_oracle_refuses_bad_input_naming_the_field():
+    q = np.zeros((1, 1, 3, 2), np.float32)
+    kv = np.zeros((1, 1, 2, 2), np.float32)
+    with pytest.raises(ValueError, match="hq|hkv"):
+        attncheck.oracle(q, kv, kv)
+    with pytest.raises(ValueError, match="float64"):
+        attncheck.oracle(q.astype(np.float64), kv, kv)
+
+
+def test_case_parses_prints_and_materializes_what_the_oracle_sees():
+    line = "ATTN(b=2,hq=4,hkv=2,lq=3,lk=5,d=4,dv=2,causal,kpad=[5,2],f16,seed=11)"
+    case = attncheck.Case(line)
+    assert str(case) == line and attncheck.Case.parse(str(case)) == case
+    assert (case.b, case.hq, case.hkv, case.lq, case.lk, case.dtype, case.causal) == (2, 4, 2, 3, 5, "f16", True)
+    m = case.materialize()
+    assert m["q"].dtype == np.float16 and m["q"].shape == (2, 3, 4, 4) and list(m["key_len"]) == [5, 2]
+    from_line = attncheck.oracle(line)
+    from_arrays = attncheck.oracle(m["q"], m["k"], m["v"], scale=m["scale"], causal=m["causal"], key_len=m["key_len"])
+    np.testing.assert_array_equal(from_line.o, from_arrays.o)
+    np.testing.assert_array_equal(attncheck.oracle(case).lse, from_line.lse)
+    # The materialized case drives a kernel directly.
+    assert my_kernel(**m).shape == (2, 3, 4, 2)
