@@ -293,7 +293,7 @@ int run_mutation() {
     }
     row.killed_seeds = k;
     for (const auto& l : rs[0].killers)
-      row.killers.emplace_back(alias(l), std::find(chosen[m]->laws.begin(), chosen[m]->laws.end(), l) != chosen[m]->laws.end());
+      row.killers.emplace_back(law_alias(l), std::find(chosen[m]->laws.begin(), chosen[m]->laws.end(), l) != chosen[m]->laws.end());
     report.rows.push_back(std::move(row));
     if (k == static_cast<int>(rs.size())) ++all_killed;
     else survivors.push_back(chosen[m]->name);

@@ -279,7 +279,7 @@ std::pair<std::string, std::string> split_spec(const std::string& spec) {
   return {spec, ""};
 }
 
-// The Python bridge plugin (python/src/bridge.cpp): ATTNCHECK_PYTHON_BRIDGE,
+// The Python bridge plugin (properties/python/src/bridge.cpp): ATTNCHECK_PYTHON_BRIDGE,
 // else libattncheck_python.so next to the running binary or in a folder above
 // it (test binaries live below the build root), else ../lib/attncheck/ (installed).
 std::string python_bridge_path() {

@@ -1,7 +1,7 @@
 """Gates every variant of every tutorial module and prints docs/tutorials.md's tables.
 
 Usage (from the repository root, after the default build):
-    /usr/bin/python3 python/tools/gate_tutorials.py [--cases N] [--seed S] [--out DIR] [MODULE...]
+    /usr/bin/python3 properties/python/tools/gate_tutorials.py [--cases N] [--seed S] [--out DIR] [MODULE...]
 Each variant runs `build/attncheck gate --subject python:attncheck.tutorials.MODULE:VARIANT`
 with --json; the table shows, per variant, the verdict, the laws that fail,
 and for the first of them the shrunk one-line case, why, and the replay command.
@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 # The law that names each bug most directly; the first failing law otherwise.
 NAMING_LAW = {
     "own_scale": "scale.power_of_two_scalings_are_exact",
@@ -85,7 +85,7 @@ def main():
     ap.add_argument("modules", nargs="*", default=MODULES)
     args = ap.parse_args()
     attncheck = os.path.join(ROOT, "build", "attncheck")
-    sys.path.insert(0, os.path.join(ROOT, "python"))
+    sys.path.insert(0, os.path.join(ROOT, "properties", "python"))
     for name in args.modules:
         module = importlib.import_module("attncheck.tutorials." + name)
         print(f"\n### {name}\n")

@@ -1,5 +1,5 @@
 // A Python subject behind the C ABI: an attncheck_instance whose entry points
-// call an attncheck._bridge.Subject (python/attncheck/_bridge.py). Shared by
+// call an attncheck._bridge.Subject (properties/python/attncheck/_bridge.py). Shared by
 // the bridge plugin (the gate's `--subject python:...`) and the attncheck
 // Python module (attncheck.gate on a callable), so both see one convention.
 #pragma once

@@ -1,6 +1,6 @@
 """The Python half of the subject bridge (docs/python.md).
 
-The C++ half (python/src/py_subject.cpp) hands over zero-copy numpy views of
+The C++ half (properties/python/src/py_subject.cpp) hands over zero-copy numpy views of
 the host's guarded buffers; this module turns them into the calling
 convention, calls the subject and writes its answer back into the output
 views. Nothing here computes attention: every number in O comes from the

@@ -1,5 +1,5 @@
 // attncheck._core: the compiled half of the attncheck Python package
-// (python/attncheck/__init__.py wraps it; docs/python.md, "attncheck from Python").
+// (properties/python/attncheck/__init__.py wraps it; docs/python.md, "attncheck from Python").
 //   oracle_arrays / oracle_case   the high-precision oracle on numpy arrays or on a case
 //   gate_callable                 the gate on a Python callable, in this process
 //   Case                          the one-line form: parse, print, materialize
