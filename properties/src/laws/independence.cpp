@@ -175,7 +175,8 @@ std::vector<law> independence_laws() {
        0.9,
        {.slot = 4, .bounded = true, .lq_is_lk = false}},
       {"independence.masked_slots_are_ignored",
-       "NaN or +-1e30 in every slot no visible pair uses leaves O and LSE bit for bit", always, prepare_masked_slots,
+       "NaN or +-1e30 in every slot no visible pair uses leaves O and LSE bit for bit", takes_a_mask,
+       prepare_masked_slots,
        masked_slots_are_ignored,
        // min_judged: 94-96% judged: prepare pads cases without masks; masked cases may still use every slot.
        0.8,

@@ -84,6 +84,13 @@ bool row_sees_any(const attn_case& c, std::int64_t b, std::int64_t h, std::int64
 comparison rows_bitwise(const attn_case& c, const subject_output& a, const subject_output& b,
                         const std::function<bool(std::int64_t, std::int64_t, std::int64_t)>& keep);
 
+/// Applicable only to subjects that hide keys somehow (causal, padding or a
+/// mask): without any, every row sees every key and there is nothing to hide.
+inline std::string takes_a_mask(const subject& s) {
+  return s.has(ATTNCHECK_FEATURE_PADDING) || s.has(ATTNCHECK_FEATURE_CAUSAL) || s.has(ATTNCHECK_FEATURE_MASK) ? ""
+                                                                                                              : "subject takes no mask";
+}
+
 /// A law that applies to every subject, and one that takes the generated case as it is.
 inline std::string always(const subject&) { return {}; }
 inline void as_generated(attn_case&, const subject&) {}

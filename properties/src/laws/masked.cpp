@@ -44,11 +44,7 @@ law_outcome fully_masked_rows_are_zero(const subject& s, const attn_case& c) {
 std::vector<law> masked_laws() {
   return {
       {"masked.fully_masked_rows_are_zero", "rows that see no key give O = 0 and LSE = -inf, never NaN",
-       [](const subject& s) -> std::string {
-         return s.has(ATTNCHECK_FEATURE_PADDING) || s.has(ATTNCHECK_FEATURE_CAUSAL) || s.has(ATTNCHECK_FEATURE_MASK)
-                    ? ""
-                    : "subject takes no mask";
-       },
+       takes_a_mask,
        prepare_fully_masked, fully_masked_rows_are_zero,
        // min_judged: 100% judged: prepare empties a sequence (or a causal prefix).
        0.9,
