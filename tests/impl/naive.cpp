@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 
 #include "attncheck/oracle.hpp"
 
@@ -31,6 +32,11 @@ attncheck::tensor as_tensor(const buffer& x) {
 
 naive_result naive_attention(const problem& p, const attnimpl::config& cfg) {
   const auto& d = p.dims;
+  if (d.lk == 0) {  // the kernel takes Lk = 0 (the contract's cases start at 1): every row sees no key
+    const auto n_o = static_cast<std::size_t>(d.b * d.lq * d.hq * d.dv), n_lse = static_cast<std::size_t>(d.b * d.hq * d.lq);
+    return {std::vector<double>(n_o, 0.0), std::vector<double>(n_o, 0.0),
+            std::vector<double>(n_lse, -std::numeric_limits<double>::infinity()), std::vector<double>(n_lse, 0.0)};
+  }
   attncheck::attn_case c;
   c.b = d.b, c.hq = d.hq, c.hkv = d.hkv, c.lq = d.lq, c.lk = d.lk, c.d = d.d, c.dv = d.dv;
   if (p.scale != 0.0f) c.scale = p.scale;
