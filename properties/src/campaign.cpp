@@ -166,72 +166,79 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
   tier_counts fast;
   const auto start = std::chrono::steady_clock::now();
   // Progress: each worker publishes its count of finished cases in shared
-  // memory; a thread prints done/total, rate and ETA to `progress` (every
-  // second in place on a terminal, a plain line every 5 s otherwise).
+  // memory; done/total, rate and ETA go to `progress` (every second in place
+  // on a terminal, a plain line every progress_seconds otherwise).
   const int workers = opt.jobs;
   void* mem = mmap(nullptr, sizeof(std::int64_t) * static_cast<std::size_t>(workers), PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) throw std::runtime_error("mmap failed");
   auto* counts = static_cast<std::int64_t*>(mem);
   for (int w = 0; w < workers; ++w) counts[w] = 0;
-  std::atomic<bool> finished{false};
-  std::thread reporter;
-  if (opt.progress) {
-    reporter = std::thread([&] {
-      const bool tty = opt.progress_tty;
-      auto last = std::chrono::steady_clock::now();
-      while (!finished.load()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        const auto now = std::chrono::steady_clock::now();
-        if (std::chrono::duration<double>(now - last).count() < (tty ? 1.0 : opt.progress_seconds) || finished.load()) continue;
-        last = now;
-        std::int64_t n = 0;
-        for (int w = 0; w < workers; ++w) n += __atomic_load_n(&counts[w], __ATOMIC_RELAXED);
-        const double secs = std::chrono::duration<double>(now - start).count();
-        const double rate = secs > 0 ? static_cast<double>(n) / secs : 0;
-        char line[160];
-        std::snprintf(line, sizeof line, "campaign: %lld/%lld cases (%.1f%%), %.0f cases/s, ETA %.0f s",
-                      static_cast<long long>(n), static_cast<long long>(opt.cases), 100.0 * static_cast<double>(n) / static_cast<double>(opt.cases),
-                      rate, rate > 0 ? static_cast<double>(opt.cases - n) / rate : 0.0);
-        *opt.progress << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
-      }
-      if (tty) *opt.progress << "\r\033[K" << std::flush;
-    });
-  }
-  struct stop_reporter {
-    std::atomic<bool>& finished;
-    std::thread& t;
+  // One progress line: done/total, rate, ETA (in place on a terminal).
+  auto last_line = start;
+  auto print_progress = [&](bool force) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!force && std::chrono::duration<double>(now - last_line).count() < (opt.progress_tty ? 1.0 : opt.progress_seconds)) return;
+    last_line = now;
+    std::int64_t n = 0;
+    for (int w = 0; w < workers; ++w) n += __atomic_load_n(&counts[w], __ATOMIC_RELAXED);
+    const double secs = std::chrono::duration<double>(now - start).count();
+    const double rate = secs > 0 ? static_cast<double>(n) / secs : 0;
+    char line[160];
+    std::snprintf(line, sizeof line, "campaign: %lld/%lld cases (%.1f%%), %.0f cases/s, ETA %.0f s",
+                  static_cast<long long>(n), static_cast<long long>(opt.cases), 100.0 * static_cast<double>(n) / static_cast<double>(opt.cases),
+                  rate, rate > 0 ? static_cast<double>(opt.cases - n) / rate : 0.0);
+    *opt.progress << (opt.progress_tty ? "\r\033[K" : "") << line << (opt.progress_tty ? "" : "\n") << std::flush;
+  };
+  struct unmap {
     void* mem;
     std::size_t bytes;
-    ~stop_reporter() {
-      finished = true;
-      if (t.joinable()) t.join();
-      munmap(mem, bytes);
-    }
-  } stop{finished, reporter, mem, sizeof(std::int64_t) * static_cast<std::size_t>(workers)};
+    ~unmap() { munmap(mem, bytes); }
+  } unmap_counts{mem, sizeof(std::int64_t) * static_cast<std::size_t>(workers)};
   if (opt.jobs == 1) {
+    // In process: a thread prints the progress lines while this one works.
+    std::atomic<bool> finished{false};
+    std::thread reporter;
+    if (opt.progress)
+      reporter = std::thread([&] {
+        while (!finished.load()) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          if (!finished.load()) print_progress(false);
+        }
+        if (opt.progress_tty) *opt.progress << "\r\033[K" << std::flush;
+      });
+    struct stop_reporter {
+      std::atomic<bool>& finished;
+      std::thread& t;
+      ~stop_reporter() {
+        finished = true;
+        if (t.joinable()) t.join();
+      }
+    } stop{finished, reporter};
     r.by_type = run_slice(*s, opt, 0, opt.cases, fast, &counts[0]);
   } else {
     // Forked workers, each a contiguous slice; summaries come back as JSON.
-    std::vector<child_outcome> outcomes(static_cast<std::size_t>(opt.jobs));
-    std::vector<std::thread> waiters;
+    // They are forked and polled from this one thread (run_isolated_all),
+    // which also prints the progress: a fork next to a running thread can
+    // copy a lock that thread holds (the allocator's, under ASan) and hang
+    // the child forever.
+    std::vector<std::function<std::string()>> slices;
     for (int w = 0; w < opt.jobs; ++w) {
       const std::int64_t first = opt.cases * w / opt.jobs, last = opt.cases * (w + 1) / opt.jobs;
-      waiters.emplace_back([&, w, first, last] {
-        outcomes[static_cast<std::size_t>(w)] = run_isolated(
-            [&] {
-              nlohmann::json j;
-              tier_counts slice_fast;
-              for (const auto& [t, st] : run_slice(*s, opt, first, last, slice_fast, &counts[w])) {
-                j[t] = to_json(st);
-                j[t]["fast_tier_cases"] = slice_fast[t];
-              }
-              return j.dump();
-            },
-            1e7);
+      slices.emplace_back([&, w, first, last] {
+        nlohmann::json j;
+        tier_counts slice_fast;
+        for (const auto& [t, st] : run_slice(*s, opt, first, last, slice_fast, &counts[w])) {
+          j[t] = to_json(st);
+          j[t]["fast_tier_cases"] = slice_fast[t];
+        }
+        return j.dump();
       });
     }
-    for (auto& t : waiters) t.join();
+    const auto outcomes = run_isolated_all(slices, 1e7, opt.jobs, [&](const std::vector<std::size_t>&, std::size_t) {
+      if (opt.progress) print_progress(false);
+    });
+    if (opt.progress && opt.progress_tty) *opt.progress << "\r\033[K" << std::flush;
     for (const auto& co : outcomes) {
       if (!co.completed) throw std::runtime_error("a campaign worker was " + co.describe());
       const auto summary = nlohmann::json::parse(co.payload);  // named: items() refers into it
