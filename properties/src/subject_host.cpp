@@ -280,20 +280,22 @@ std::pair<std::string, std::string> split_spec(const std::string& spec) {
 }
 
 // The Python bridge plugin (properties/python/src/bridge.cpp): ATTNCHECK_PYTHON_BRIDGE,
-// else libattncheck_python.so next to the running binary or in a folder above
-// it (test binaries live below the build root), else ../lib/attncheck/ (installed).
+// else ../lib/attncheck/ (installed), else libattncheck_python.so next to the
+// running binary or in a folder above it (test binaries live below the build
+// root). The installed place comes first: an install tree may sit below a build.
 std::string python_bridge_path() {
   constexpr const char* file = "libattncheck_python.so";
   if (const char* env = std::getenv("ATTNCHECK_PYTHON_BRIDGE"); env && *env) return env;
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return {};
+  if (const auto installed = self.parent_path().parent_path() / "lib" / "attncheck" / file; std::filesystem::exists(installed))
+    return installed.string();
   for (auto dir = self.parent_path(); !dir.empty(); dir = dir.parent_path()) {
     if (std::filesystem::exists(dir / file)) return (dir / file).string();
     if (dir == dir.root_path()) break;
   }
-  const auto installed = self.parent_path().parent_path() / "lib" / "attncheck" / file;
-  return std::filesystem::exists(installed) ? installed.string() : std::string();
+  return {};
 }
 
 // python:MODULE:CALLABLE[?key=value,...] as the bridge's option string
