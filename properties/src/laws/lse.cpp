@@ -46,12 +46,21 @@ law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
         const double m = std::max(la, lb);
         const double ea = std::exp(la - m), eb = std::exp(lb - m);
         const double wa = ea / (ea + eb), wb = eb / (ea + eb);
-        // Errors of the parts' LSE move the weights by wa*wb*(dLa - dLb), first order.
         const double dla = ra.lse_bound[ra.lse_index(bi, h, i)], dlb = rb.lse_bound[rb.lse_index(bi, h, i)];
         const double merged_lse = m + std::log(ea + eb);
+        // The parts' LSE errors, |dLa| <= dla and |dLb| <= dlb, move the merged
+        // LSE by log(wa e^-dLa + wb e^-dLb), at most log(wa e^dla + wb e^dlb)
+        // in size (convexity; wa*dla + wb*dlb is only its first order, and
+        // LSE's f32 storage alone makes dla about 1 once |LSE| nears 2^24).
+        // The law's own binary64 merge adds a few ulps of the result.
+        const double dmax = std::max(dla, dlb);
+        const double lbound = dmax + std::log(wa * std::exp(dla - dmax) + wb * std::exp(dlb - dmax)) +
+                              rw.lse_bound[rw.lse_index(bi, h, i)] + 0x1p-50 * (std::fabs(merged_lse) + 1);
+        // The weights themselves move by at most wa*wb*(dla+dlb)*e^(dla+dlb)
+        // (the logistic's slope changes by at most e^|t| over a step t), and never by more than 1.
+        const double dw = std::min(1.0, wa * wb * (dla + dlb) * std::exp(dla + dlb));
         // A non-finite visible input (NaN bound) or a possible overflow (+inf):
         // the parts say nothing about the whole there.
-        const double lbound = wa * dla + wb * dlb + rw.lse_bound[rw.lse_index(bi, h, i)];
         if (!std::isfinite(dla) || !std::isfinite(dlb) || !std::isfinite(lbound)) {
           rl.unbounded += 1 + c.dv;
           continue;
@@ -71,8 +80,10 @@ law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
             continue;
           }
           const double merged = wa * xa + wb * xb;
-          const double bound = wa * ra.o_bound[ra.o_index(bi, i, h, e)] + wb * rb.o_bound[rb.o_index(bi, i, h, e)] +
-                               wa * wb * std::fabs(xa - xb) * (dla + dlb) + rw.o_bound[rw.o_index(bi, i, h, e)];
+          // merged - whole = wa*errA + wb*errB + (weight error)*(Oa - Ob), and
+          // |Oa - Ob| <= |xa - xb| + the parts' bounds.
+          const double ba = ra.o_bound[ra.o_index(bi, i, h, e)], bb = rb.o_bound[rb.o_index(bi, i, h, e)];
+          const double bound = wa * ba + wb * bb + dw * (std::fabs(xa - xb) + ba + bb) + rw.o_bound[rw.o_index(bi, i, h, e)];
           r.element(o_where(bi, i, h, e) + " merged", whole.o.at(bi, i, h, e), merged, bound);
         }
       }
