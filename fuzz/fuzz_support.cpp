@@ -14,6 +14,7 @@
 
 #include "attncheck/case_file.hpp"
 #include "attncheck/check.hpp"
+#include "attncheck/failure_report.hpp"
 #include "attncheck/oracle.hpp"
 
 namespace attncheck::fuzz {
@@ -454,23 +455,27 @@ void expect_pass(const std::string& law, const subject& s, const attn_case& c, c
                 << (o.v == verdict::skip ? " (" + o.message + ")" : "") << (context.empty() ? "" : "; " + context) << "\n";
     return;
   }
-  std::cerr << "FAIL " << law << " (fuzz)\n"
-            << "  subject:  " << s.name() << " (" << s.spec() << ")\n"
-            << "  case:     " << to_line(c) << "\n";
-  if (!context.empty()) std::cerr << "  run:      " << context << "\n";
-  std::cerr << "  why:      " << o.message.substr(0, 2000) << "\n";
-  if (!o.worst.where.empty()) std::cerr << "  worst:    " << o.worst.describe() << "\n";
+  failure_report f;
+  f.kind = o.kind;
+  f.law = law;
+  f.tag = "(fuzz)";
+  f.subject_name = s.name(), f.subject_spec = s.spec();
+  f.case_line = to_line(c);
+  f.run = context;
+  f.message = o.message.substr(0, 2000);
+  if (!o.worst.where.empty()) f.worst = o.worst.describe();
   if (!cfg.write_case.empty()) {
     try {
       const std::string note = "fuzz: " + (context.empty() ? "" : context + ": ") + o.message.substr(0, 2000);
       write_case_file(cfg.write_case, case_record{c, law, s.name(), note});
-      std::cerr << "  saved:    " << cfg.write_case << "\n"
-                << "  replay:   build/attncheck repro " << cfg.write_case << " --subject " << s.spec() << "\n";
+      f.saved_file = cfg.write_case;
+      // The attncheck of this build (the fuzz build's, or the ordinary one's), from the running harness.
+      f.replay = replay_command(cfg.write_case, s.spec());
     } catch (const std::exception& e) {
-      std::cerr << "  not saved: " << e.what() << "\n";
+      f.not_saved = e.what();
     }
   }
-  std::cerr << std::flush;
+  std::cerr << print_failure(f) << std::flush;
   std::abort();  // libFuzzer saves the input as a crash
 }
 

@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attncheck/case.hpp"
+#include "attncheck/failure_report.hpp"
 #include "attncheck/mutants.hpp"
 #include "attncheck/report_html.hpp"
 #include "cli_state.hpp"
@@ -139,9 +140,10 @@ run_result run_one(const mutant_spec& m, std::uint64_t seed, bool every_law) {
       r.first_expected = name;
       r.cases = l.at("cases");
       r.seconds = l.at("seconds");
-      const std::string msg = l.value("message", "");
-      if (msg.find("(a hang)") != std::string::npos) r.how = "hang";
-      else if (msg.find("subject's process was") != std::string::npos) r.how = "crash";
+      // The gate's JSON names what kind of failure it was (failure_report.hpp).
+      const failure_kind kind = failure_kind_of(l.value("kind", ""));
+      if (kind == failure_kind::hang) r.how = "hang";
+      else if (kind == failure_kind::crash) r.how = "crash";
       if (l.contains("shape")) {
         const auto& s = l.at("shape");
         std::ostringstream o;

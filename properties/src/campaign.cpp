@@ -99,7 +99,8 @@ std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign
     if (!out.ok()) {
       violated = true;
       ++st.violations;
-      worst.fail(out.status ? "subject returned " + out.error : "subject wrote outside its output: " + out.guard_report);
+      worst.fail(out.status ? "subject returned " + out.error : "subject wrote outside its output: " + out.guard_report,
+                 failure_kind::subject_error);
     } else {
       for (std::int64_t b = 0; b < c.b; ++b)
         for (std::int64_t i = 0; i < c.lq; ++i)

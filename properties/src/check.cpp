@@ -40,8 +40,8 @@ std::string lse_where(std::int64_t b, std::int64_t h, std::int64_t i) {
   return "LSE[b=" + std::to_string(b) + ",h=" + std::to_string(h) + ",i=" + std::to_string(i) + "]";
 }
 
-void comparison::fail(const std::string& why) {
-  if (pass) failure = why;
+void comparison::fail(const std::string& why, failure_kind k) {
+  if (pass) failure = why, kind = k;
   pass = false;
 }
 
@@ -156,14 +156,15 @@ bool comparison::runs_ok(std::initializer_list<const subject_output*> runs) {
   for (const auto* o : runs)
     if (!o->ok()) {
       fail(o->status ? "subject returned " + std::to_string(o->status) + ": " + o->error
-                     : "subject wrote outside its output: " + o->guard_report);
+                     : "subject wrote outside its output: " + o->guard_report,
+           failure_kind::subject_error);
       return false;
     }
   return true;
 }
 
 void comparison::merge(const comparison& other) {
-  if (!other.pass) fail(other.failure);
+  if (!other.pass) fail(other.failure, other.kind);
   compared += other.compared;
   unbounded += other.unbounded;
   if (other.max_ratio > max_ratio || (worst.where.empty() && !other.worst.where.empty())) {

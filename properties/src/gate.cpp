@@ -86,6 +86,7 @@ std::string ratio_text(double r) {
 // law_report and law_outcome travel from a child process to the gate as JSON.
 nlohmann::json outcome_to_json(const law_outcome& o) {
   return {{"v", static_cast<int>(o.v)},
+          {"kind", static_cast<int>(o.kind)},
           {"message", o.message},
           {"compared", o.compared},
           {"unbounded", o.unbounded},
@@ -110,6 +111,7 @@ law_outcome outcome_from(const nlohmann::json& j) {
   law_outcome o;
   o.v = static_cast<verdict>(j.at("v").get<int>());
   o.message = j.at("message").get<std::string>();
+  o.kind = static_cast<failure_kind>(j.value("kind", 0));
   o.compared = j.value("compared", std::int64_t{0});
   o.unbounded = j.value("unbounded", std::int64_t{0});
   o.vacuous = j.value("vacuous", std::string());
@@ -198,6 +200,13 @@ std::optional<attn_case> case_of_line(const std::string& line) {
   }
 }
 
+// Why a child process did not complete: a hang (stopped at the timeout) or a crash.
+std::string process_message(const child_outcome& co, double timeout_s) {
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%.0f", timeout_s);
+  return "the subject's process was " + (co.timed_out ? std::string("stopped after ") + limit + " s (a hang)" : co.describe());
+}
+
 // The report of a law whose child completed, crashed or hung.
 law_report report_of_child(const law& l, const child_outcome& co, const shared_note& note, const gate_options& opt, double seconds) {
   if (co.completed) return report_from_payload(co.payload);
@@ -206,10 +215,8 @@ law_report report_of_child(const law& l, const child_outcome& co, const shared_n
   r.v = verdict::fail;
   const std::string line = note.read();
   r.counterexample = case_of_line(line);
-  char limit[32];
-  std::snprintf(limit, sizeof limit, "%.0f", opt.law_timeout);
-  r.failure.fail("the subject's process was " + (co.timed_out ? std::string("stopped after ") + limit + " s (a hang)" : co.describe()) +
-                 (line.empty() ? std::string(" before the first case") : " while checking " + line));
+  r.failure.fail(process_message(co, opt.law_timeout) + (line.empty() ? std::string(" before the first case") : " while checking " + line),
+                 co.timed_out ? failure_kind::hang : failure_kind::crash);
   r.seconds = seconds;
   return r;
 }
@@ -522,6 +529,7 @@ void write_json(const std::string& path, const gate_result& r, const std::string
     if (l.v == verdict::skip) j["skip_reason"] = l.skip_reason;
     if (!l.unjudged_why.empty()) j["unjudged_why"] = l.unjudged_why;
     if (l.v == verdict::fail) {
+      j["kind"] = failure_kind_name(l.failure.kind);
       j["message"] = l.failure.message;
       if (!l.failure.worst.where.empty()) j["worst"] = l.failure.worst.describe();
       j["reproduce"] = l.reproduce;
@@ -593,7 +601,7 @@ void write_junit(const std::string& path, const gate_result& r, const std::strin
       x << "      <failure message=\"judged " << l.judged << " of " << l.cases << " cases, below the floor of "
         << number_text(100 * l.min_judged, "%.0f") << "%\" type=\"unjudged\">" << xml_escape(l.unjudged_why) << "</failure>\n";
     if (l.v == verdict::fail) {
-      x << "      <failure message=\"" << xml_escape(l.failure.message.substr(0, 500)) << "\" type=\"law\">"
+      x << "      <failure message=\"" << xml_escape(l.failure.message.substr(0, 500)) << "\" type=\"" << failure_kind_name(l.failure.kind) << "\">"
         << xml_escape(l.counterexample ? to_line(*l.counterexample) : std::string()) << "\n"
         << xml_escape(l.failure.worst.where.empty() ? "" : l.failure.worst.describe()) << "</failure>\n";
     }
@@ -645,25 +653,26 @@ int repro_case_file(const std::string& file, const std::string& subject_spec, co
       o = outcome_from(j.at("outcome"));
       if (j.contains("heat")) rr.heat = heat_from(j.at("heat"));
     } else {
-      char limit[32];
-      std::snprintf(limit, sizeof limit, "%.0f", timeout_s);
-      o.fail("the subject's process was " + (co.timed_out ? std::string("stopped after ") + limit + " s (a hang)" : co.describe()));
+      o.fail(process_message(co, timeout_s), co.timed_out ? failure_kind::hang : failure_kind::crash);
     }
   } else {
     const auto j = replay_logged();
     o = outcome_from(j.at("outcome"));
     if (j.contains("heat")) rr.heat = heat_from(j.at("heat"));
   }
-  out << (o.v == verdict::fail ? "FAIL " : "PASS ") << law_name << "\n";
-  out << "  subject:  " << subj->name() << " (" << subject_spec << ")\n";
-  out << "  case:     " << to_line(rec.c) << "\n";
-  out << "  file:     " << file << "\n";
-  if (o.v == verdict::fail) out << "  why:      " << o.message << "\n";
-  if (!o.worst.where.empty()) out << "  worst:    " << o.worst.describe() << "\n";
-  out << "  judged:   " << o.compared << " elements";
-  if (o.unbounded) out << "; " << o.unbounded << " outside the bound's domain (+inf bound: not judged)";
-  if (!o.vacuous.empty()) out << "; the case judges nothing for this law: " << o.vacuous;
-  out << "\n";
+  failure_report screen;
+  screen.kind = o.kind;
+  screen.verdict = o.v == verdict::fail ? "FAIL" : "PASS";
+  screen.law = law_name;
+  screen.subject_name = subj->name(), screen.subject_spec = subject_spec;
+  screen.case_line = to_line(rec.c);
+  screen.file = file;
+  if (o.v == verdict::fail) screen.message = o.message;
+  if (!o.worst.where.empty()) screen.worst = o.worst.describe();
+  screen.judged = std::to_string(o.compared) + " elements";
+  if (o.unbounded) screen.judged += "; " + std::to_string(o.unbounded) + " outside the bound's domain (+inf bound: not judged)";
+  if (!o.vacuous.empty()) screen.judged += "; the case judges nothing for this law: " + o.vacuous;
+  out << print_failure(screen);
   rr.outcome = o;
   return rr.status = o.v == verdict::fail ? 1 : 0;
 }

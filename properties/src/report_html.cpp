@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "attncheck/case.hpp"
+#include "attncheck/failure_report.hpp"
 #include "attncheck/runner.hpp"
 #include "attncheck/subject.h"
 
@@ -138,6 +139,9 @@ void row(std::ostream& o, const std::string& term, const std::string& value) {
   o << "<dt>" << escape(term) << "</dt><dd>" << escape(value) << "</dd>";
 }
 
+// A crash or hang leaves no replay to draw.
+bool process_died(failure_kind k) { return k == failure_kind::crash || k == failure_kind::hang; }
+
 void heat_map_block(std::ostream& o, const std::optional<heat_map>& heat, const std::string& why_none) {
   if (!heat) {
     o << "<p class=\"meta\">No heat map: " << escape(why_none) << "</p>\n";
@@ -200,6 +204,7 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
     o << "<div class=\"card failure\" data-law=\"" << escape(r.law) << "\">\n<h3>FAIL " << escape(r.law) << "</h3>\n<dl>";
     if (r.counterexample) row(o, "case", to_line(*r.counterexample));
     row(o, "cases", std::to_string(r.cases) + " run, " + std::to_string(r.shrink_steps) + " shrink steps");
+    row(o, "kind", failure_kind_name(r.failure.kind));
     row(o, "why", r.failure.message);
     if (!r.failure.worst.where.empty()) o << "<dt>worst</dt><dd class=\"worst\">" << escape(r.failure.worst.describe()) << "</dd>";
     if (!saved.empty()) {
@@ -208,7 +213,8 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
     }
     if (!r.reproduce.empty()) row(o, "rapidcheck", "RC_PARAMS=\"reproduce=" + r.reproduce + "\"");
     o << "</dl>\n";
-    heat_map_block(o, r.heat, "the subject's process died before the replay finished, or the law compared no element of O or LSE");
+    heat_map_block(o, r.heat, process_died(r.failure.kind) ? "the subject's process died before the replay finished"
+                                                             : "the law compared no element of O or LSE");
     o << "</div>\n";
   }
 
@@ -390,6 +396,7 @@ void write_repro_html(const std::string& path, const repro_result& r) {
   row(o, "subject", r.subject_name + " (" + r.subject_spec + ")");
   row(o, "case", to_line(r.c));
   row(o, "file", r.file);
+  if (failed) row(o, "kind", failure_kind_name(r.outcome.kind));
   if (failed || r.status == 3) row(o, "why", r.outcome.message);
   if (!r.outcome.worst.where.empty()) o << "<dt>worst</dt><dd class=\"worst\">" << escape(r.outcome.worst.describe()) << "</dd>";
   row(o, "judged", std::to_string(r.outcome.compared) + " elements" +
@@ -415,7 +422,9 @@ void write_repro_html(const std::string& path, const repro_result& r) {
       o << "<tr><td><code>" << escape(cells[k].second) << "</code></td><td class=\"n\">" << num(cells[k].first, "%.4g") << "</td></tr>\n";
     o << "</table>\n";
   }
-  heat_map_block(o, r.heat, r.status == 3 ? "nothing was replayed" : "the subject's process died, or the law compared no element of O or LSE");
+  heat_map_block(o, r.heat, r.status == 3                      ? "nothing was replayed"
+                            : process_died(r.outcome.kind) ? "the subject's process died"
+                                                           : "the law compared no element of O or LSE");
   o << "</div>\n";
   p.write(path);
 }

@@ -72,7 +72,8 @@ void write_junit(const std::string& path, const gate_result& r, const std::strin
 
 /// Writes a gate run as JSON: attncheck (version, contract, oracle), subject, seed, seconds, failed, and per law its
 /// name, verdict (pass/fail/skipped), cases, shrink_steps, seconds, max_ratio
-/// (null when not finite); on failure also message, worst, reproduce,
+/// (null when not finite); on failure also kind (failure_kind_name: law, crash, hang,
+/// subject_error, harness), message, worst, reproduce,
 /// counterexample (the one-line form) and shape {b, hq, hkv, lq, lk, d, dv}.
 void write_json(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed);
 

@@ -28,11 +28,13 @@ struct law_outcome {
   /// Non-empty when the case was degenerate for this law (B = 1 for batch
   /// independence, no unused slot for masked slots, ...): it ran, but judged nothing.
   std::string vacuous;
+  failure_kind kind = failure_kind::law;  ///< on failure: what failed (the first failure's kind)
 
-  static law_outcome skip(std::string why) { return {verdict::skip, std::move(why), 0, {}, 0, 0, {}}; }
+  static law_outcome skip(std::string why) { return {verdict::skip, std::move(why), 0, {}, 0, 0, {}, failure_kind::law}; }
   /// Folds a comparison in under a label ("V = ones", "threads 1 vs 3").
   void add(const std::string& label, const comparison& c);
-  void fail(const std::string& why);
+  /// Fails with `why` (the first failure's message and kind are kept).
+  void fail(const std::string& why, failure_kind k = failure_kind::law);
   /// Marks the case as one that could not test the law (keeps the first reason).
   void nothing_to_judge(const std::string& why) {
     if (vacuous.empty()) vacuous = why;

@@ -7,6 +7,7 @@
 
 #include "attncheck/campaign.hpp"
 #include "attncheck/element_log.hpp"
+#include "attncheck/failure_report.hpp"
 #include "attncheck/generators.hpp"
 #include "attncheck/laws.hpp"
 
@@ -55,12 +56,11 @@ law_report run_law(const law& l, const subject& s, const run_options& opt);
 /// Checks one law on one saved case (the repro path).
 law_outcome replay(const law& l, const subject& s, const attn_case& c);
 
-/// The command that replays a saved case: the attncheck of the running build
-/// (found from /proc/self/exe), never a hard-coded path.
-std::string replay_command(const std::string& saved_file, const std::string& subject_spec);
+/// The failure of a law report as one structured value (failure_report.hpp):
+/// law, case line, cases run, worst element, saved file and replay command.
+failure_report failure_report_of(const law_report& r, const subject& s, const std::string& saved_file);
 
-/// The one-screen verdict of a failure: law, case line, seed, worst element,
-/// saved file and replay command.
+/// The one-screen verdict of a failure: print_failure(failure_report_of(...)).
 std::string failure_screen(const law_report& r, const subject& s, const std::string& saved_file);
 
 }  // namespace attncheck

@@ -5,13 +5,13 @@
 
 namespace attncheck {
 
-void law_outcome::fail(const std::string& why) {
-  if (v != verdict::fail) message = why;
+void law_outcome::fail(const std::string& why, failure_kind k) {
+  if (v != verdict::fail) message = why, kind = k;
   v = verdict::fail;
 }
 
 void law_outcome::add(const std::string& label, const comparison& c) {
-  if (!c.pass) fail(label + ": " + c.failure);
+  if (!c.pass) fail(label + ": " + c.failure, c.kind);
   compared += c.compared;
   unbounded += c.unbounded;
   if (c.max_ratio > max_ratio || (worst.where.empty() && !c.worst.where.empty())) {
@@ -146,7 +146,8 @@ bool run_failed(const subject_output& out, law_outcome& o, const std::string& la
   if (out.ok()) return false;
   o.fail(label + ": " +
          (out.status ? "subject returned " + std::to_string(out.status) + ": " + out.error
-                     : "subject wrote outside its output: " + out.guard_report));
+                     : "subject wrote outside its output: " + out.guard_report),
+         failure_kind::subject_error);
   return true;
 }
 
