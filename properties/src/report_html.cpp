@@ -111,16 +111,6 @@ std::string verdict_class(verdict v) {
   return "";
 }
 
-std::string verdict_text(verdict v) {
-  switch (v) {
-    case verdict::pass: return "pass";
-    case verdict::fail: return "FAIL";
-    case verdict::skip: return "skipped";
-    case verdict::unjudged: return "UNJUDGED";
-  }
-  return "?";
-}
-
 std::string bits_text(std::uint32_t bits, const std::vector<std::pair<std::uint32_t, const char*>>& names) {
   std::string o;
   for (const auto& [bit, name] : names)
@@ -191,7 +181,7 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
                                               : std::string();
     o << "<tr class=\"" << verdict_class(r.v) << "\"><td><code>" << escape(r.law) << "</code></td><td class=\"n\">"
       << (r.v == verdict::skip ? std::string("-") : std::to_string(r.judged) + "/" + std::to_string(r.cases)) << "</td><td class=\"n\">"
-      << num(r.max_ratio) << "</td><td class=\"" << verdict_class(r.v) << "\">" << verdict_text(r.v) << "</td><td class=\"n\">"
+      << num(r.max_ratio) << "</td><td class=\"" << verdict_class(r.v) << "\">" << verdict_name(r.v) << "</td><td class=\"n\">"
       << num(r.seconds, "%.2f") << "</td><td>" << escape(note) << "</td></tr>\n";
   }
   o << "</table>\n";

@@ -13,6 +13,7 @@
 
 #include "attncheck/oracle.hpp"
 #include "oracle_backends.hpp"
+#include "oracle_test_support.hpp"
 
 namespace attncheck {
 namespace {
@@ -20,7 +21,7 @@ namespace {
 // Seconds per multiply-add of reference() (values and bounds) at a precision,
 // run repeatedly for at least min_seconds; the tier of the last run in *tier.
 double reference_seconds_per_madd(const attn_case& c, oracle_precision p, double min_seconds, oracle_tier* tier) {
-  const double madds = static_cast<double>(c.b * c.hq * c.lq * c.lk * (c.d + c.dv));
+  const double madds = static_cast<double>(oracle_testing::madds(c));
   oracle_options opt;
   opt.precision = p;
   opt.out_type = c.type;
@@ -69,7 +70,7 @@ attn_case cost_case() {
 // divisions are amortized into that count).
 template <class Real>
 double seconds_per_madd(const attn_case& c, double min_seconds) {
-  const double madds = static_cast<double>(c.b * c.hq * c.lq * c.lk * (c.d + c.dv));
+  const double madds = static_cast<double>(oracle_testing::madds(c));
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   long runs = 0;

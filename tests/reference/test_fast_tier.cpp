@@ -27,6 +27,8 @@ using oracle_detail::fast_tier;
 using oracle_detail::fast_tier_hooks;
 using oracle_detail::fast_tier_result;
 using oracle_testing::base_seed;
+using oracle_testing::madds;
+using oracle_testing::with_random_storage;
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
@@ -39,8 +41,6 @@ constexpr int adversarial_per_kind = 200;
 // Caps the wide cases' multiply-adds (MPFR: ~0.5 us each) so the test stays
 // well under a minute on two shared cores.
 constexpr std::int64_t wide_work_cap = 200'000;
-
-std::int64_t work_of(const attn_case& c) { return c.b * c.hq * c.lq * c.lk * (c.d + c.dv); }
 
 // A case with D and Lk up to a few hundred (Dv up to 64): Lk, D and Dv are
 // drawn first, then Lq and the heads shrink until the work fits wide_work_cap;
@@ -55,18 +55,12 @@ attn_case any_wide_case(std::uint64_t seed) {
   c.hkv = 1 + below(2);
   c.hq = c.hkv * (1 + below(2));
   c.lq = 1 + below(3);
-  while (work_of(c) > wide_work_cap && c.lq > 1) --c.lq;
-  if (work_of(c) > wide_work_cap) c.hq = c.hkv = 1;
+  while (madds(c) > wide_work_cap && c.lq > 1) --c.lq;
+  if (madds(c) > wide_work_cap) c.hq = c.hkv = 1;
   c.causal = below(2) == 0;
   if (below(3) == 0) c.key_len = {below(c.lk + 1)};
   if (below(4) == 0) c.mask_shape = {1, below(2) ? c.hq : 1, below(2) ? c.lq : 1, c.lk};
-  c.type = static_cast<dtype>(below(3));
-  c.values = static_cast<value_kind>(below(8));
-  c.layout = static_cast<layout_kind>(below(3));
-  c.poison = static_cast<poison_kind>(below(3));
-  c.seed = rng();
-  materialize(c);
-  return c;
+  return with_random_storage(c, below, rng);
 }
 
 // The adversarial rows materialize() does not draw on purpose.

@@ -18,6 +18,11 @@ namespace attncheck {
 /// judged fewer cases than the law's floor: not a pass).
 enum class verdict : std::uint8_t { pass, fail, skip, unjudged };
 
+/// The verdict as the gate's table and the HTML reports print it: pass, FAIL, skipped, UNJUDGED.
+const char* verdict_name(verdict v);
+/// The verdict as the gate's JSON writes it: pass, fail, skipped, unjudged.
+const char* verdict_id(verdict v);
+
 struct law_outcome {
   verdict v = verdict::pass;
   std::string message;   ///< why it failed, or why it was skipped

@@ -7,25 +7,6 @@
 #include "gate_internal.hpp"
 
 namespace attncheck {
-namespace gate_detail {
-
-namespace {
-
-std::string json_verdict(verdict v) {
-  switch (v) {
-    case verdict::pass: return "pass";
-    case verdict::fail: return "fail";
-    case verdict::skip: return "skipped";
-    case verdict::unjudged: return "unjudged";
-  }
-  return "?";
-}
-
-}  // namespace
-
-}  // namespace gate_detail
-
-using namespace gate_detail;
 
 std::string provenance_line() {
   return std::string("attncheck ") + version_string + ", contract " + contract_version +
@@ -38,7 +19,7 @@ void write_json(const std::string& path, const gate_result& r, const std::string
   nlohmann::json laws = nlohmann::json::array();
   for (const auto& l : r.reports) {
     nlohmann::json j = {{"name", l.law},
-                        {"verdict", json_verdict(l.v)},
+                        {"verdict", verdict_id(l.v)},
                         {"cases", l.cases},
                         {"judged", l.judged},
                         {"min_judged", l.min_judged},

@@ -14,16 +14,6 @@ namespace gate_detail {
 
 namespace {
 
-std::string verdict_name(verdict v) {
-  switch (v) {
-    case verdict::pass: return "pass";
-    case verdict::fail: return "FAIL";
-    case verdict::skip: return "skipped";
-    case verdict::unjudged: return "UNJUDGED";
-  }
-  return "?";
-}
-
 std::string judged_text(const law_report& r) {
   if (r.v == verdict::skip) return "-";
   return std::to_string(r.judged) + "/" + std::to_string(r.cases);

@@ -5,6 +5,26 @@
 
 namespace attncheck {
 
+const char* verdict_name(verdict v) {
+  switch (v) {
+    case verdict::pass: return "pass";
+    case verdict::fail: return "FAIL";
+    case verdict::skip: return "skipped";
+    case verdict::unjudged: return "UNJUDGED";
+  }
+  return "?";
+}
+
+const char* verdict_id(verdict v) {
+  switch (v) {
+    case verdict::pass: return "pass";
+    case verdict::fail: return "fail";
+    case verdict::skip: return "skipped";
+    case verdict::unjudged: return "unjudged";
+  }
+  return "?";
+}
+
 void law_outcome::fail(const std::string& why, failure_kind k) {
   if (v != verdict::fail) message = why, kind = k;
   v = verdict::fail;
