@@ -71,17 +71,20 @@ void run(const problem& p, const config& cfg) {
   if (!split) {
     const job jb{p, g, nullptr};
     const std::function<void(int)> prepare = [&jb](int) { thread_workspace().ensure(jb.p, jb.g); };
-    pool.run(cfg.threads, g.units, [&jb](std::int64_t u, int) {
-      workspace& ws = thread_workspace();
-      unit_runner runner(jb.p, jb.g, ws);
-      const unit_rows ur = runner.setup(u);
-      const row_state part = view_state(ws.chunk.data(), jb.g), total = view_state(ws.total.data(), jb.g);
-      for (std::int64_t c = 0; c < jb.g.chunks; ++c) {
-        runner.chunk(ur, c * jb.g.split, (c + 1) * jb.g.split, part);
-        runner.fold(ur, total, part, c == 0);
-      }
-      runner.finish(ur, total);
-    }, &prepare);
+    pool.run(
+        cfg.threads, g.units,
+        [&jb](std::int64_t u, int) {
+          workspace& ws = thread_workspace();
+          unit_runner runner(jb.p, jb.g, ws);
+          const unit_rows ur = runner.setup(u);
+          const row_state part = view_state(ws.chunk.data(), jb.g), total = view_state(ws.total.data(), jb.g);
+          for (std::int64_t c = 0; c < jb.g.chunks; ++c) {
+            runner.chunk(ur, c * jb.g.split, (c + 1) * jb.g.split, part);
+            runner.fold(ur, total, part, c == 0);
+          }
+          runner.finish(ur, total);
+        },
+        &prepare);
     return;
   }
   // The chunks' partial states, kept by the calling thread across calls
@@ -91,25 +94,31 @@ void run(const problem& p, const config& cfg) {
     parts.resize(static_cast<std::size_t>(split_tasks * state_floats(g)));
   const job jb{p, g, parts.data()};
   const std::function<void(int)> prepare = [&jb](int) { thread_workspace().ensure(jb.p, jb.g); };
-  pool.run(cfg.threads, split_tasks, [&jb](std::int64_t t, int) {
-    workspace& ws = thread_workspace();
-    unit_runner runner(jb.p, jb.g, ws);
-    const std::int64_t u = t / jb.g.chunks, c = t % jb.g.chunks;
-    const unit_rows ur = runner.setup(u);
-    runner.chunk(ur, c * jb.g.split, (c + 1) * jb.g.split, view_state(jb.parts + t * state_floats(jb.g), jb.g));
-  }, &prepare);
-  pool.run(cfg.threads, g.units, [&jb](std::int64_t u, int) {
-    workspace& ws = thread_workspace();
-    unit_runner runner(jb.p, jb.g, ws);
-    const unit_rows ur = runner.setup(u);
-    const row_state total = view_state(ws.total.data(), jb.g);
-    for (std::int64_t c = 0; c < jb.g.chunks; ++c) {
-      std::int64_t at = c;
-      if (ATTNIMPL_MUTANT(thread_order)) at = jb.g.chunks - 1 - c;  // this path folds last chunk first
-      runner.fold(ur, total, view_state(jb.parts + (u * jb.g.chunks + at) * state_floats(jb.g), jb.g), c == 0);
-    }
-    runner.finish(ur, total);
-  }, &prepare);
+  pool.run(
+      cfg.threads, split_tasks,
+      [&jb](std::int64_t t, int) {
+        workspace& ws = thread_workspace();
+        unit_runner runner(jb.p, jb.g, ws);
+        const std::int64_t u = t / jb.g.chunks, c = t % jb.g.chunks;
+        const unit_rows ur = runner.setup(u);
+        runner.chunk(ur, c * jb.g.split, (c + 1) * jb.g.split, view_state(jb.parts + t * state_floats(jb.g), jb.g));
+      },
+      &prepare);
+  pool.run(
+      cfg.threads, g.units,
+      [&jb](std::int64_t u, int) {
+        workspace& ws = thread_workspace();
+        unit_runner runner(jb.p, jb.g, ws);
+        const unit_rows ur = runner.setup(u);
+        const row_state total = view_state(ws.total.data(), jb.g);
+        for (std::int64_t c = 0; c < jb.g.chunks; ++c) {
+          std::int64_t at = c;
+          if (ATTNIMPL_MUTANT(thread_order)) at = jb.g.chunks - 1 - c;  // this path folds last chunk first
+          runner.fold(ur, total, view_state(jb.parts + (u * jb.g.chunks + at) * state_floats(jb.g), jb.g), c == 0);
+        }
+        runner.finish(ur, total);
+      },
+      &prepare);
 }
 
 }  // namespace attnimpl::engine

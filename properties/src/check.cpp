@@ -27,8 +27,8 @@ std::string num(double x) {
 
 std::string worst_element::describe() const {
   std::ostringstream s;
-  s << where << ": expected " << num(expected) << ", got " << num(got) << ", |error| "
-    << num(std::fabs(got - expected)) << ", bound " << num(bound) << ", error/bound " << num(ratio);
+  s << where << ": expected " << num(expected) << ", got " << num(got) << ", |error| " << num(std::fabs(got - expected))
+    << ", bound " << num(bound) << ", error/bound " << num(ratio);
   return s.str();
 }
 
@@ -71,8 +71,10 @@ void comparison::without_bound(const std::string& where, double expected, double
   // A finite truth beside a non-finite visible input (a score of exactly
   // -inf drops its key): the oracle's value itself is judged and passes; any
   // other finite value has no bound to be judged by.
-  if (got == expected) ++compared;
-  else ++unbounded;
+  if (got == expected)
+    ++compared;
+  else
+    ++unbounded;
   note(where, got == expected ? 0.0 : std::numeric_limits<double>::quiet_NaN());
 }
 
@@ -96,8 +98,8 @@ void comparison::element(const std::string& where, double expected, double got, 
   if (std::isnan(got)) {
     w.ratio = std::numeric_limits<double>::infinity();
     fail("NaN at " + w.describe());
-  } else if (std::isinf(got) && std::isfinite(expected) && std::isfinite(bound) &&
-             (got > 0) == (expected > 0) && std::fabs(expected) + bound >= overflow_threshold) {
+  } else if (std::isinf(got) && std::isfinite(expected) && std::isfinite(bound) && (got > 0) == (expected > 0) &&
+             std::fabs(expected) + bound >= overflow_threshold) {
     w.ratio = (overflow_threshold - std::fabs(expected)) / bound;  // <= 1: rounding to inf was allowed
   } else if (std::isinf(expected) || std::isinf(got)) {
     if (got != expected) {
@@ -215,9 +217,9 @@ comparison compare_with_reference(const attn_case& c, const subject_output& out,
         for (std::int64_t i = 0; i < lq; ++i) {
           const auto k = ref.lse_index(b, h, i);
           if (std::isnan(ref.lse[k]) || std::isnan(ref.lse_bound[k])) {
-            rl.without_bound(lse_where(b, h, i), ref.lse[k], out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)],
-                             every_visible_score_is_minus_inf(c, b, h, i) ? -std::numeric_limits<double>::infinity()
-                                                                           : std::nan(""));
+            rl.without_bound(
+                lse_where(b, h, i), ref.lse[k], out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)],
+                every_visible_score_is_minus_inf(c, b, h, i) ? -std::numeric_limits<double>::infinity() : std::nan(""));
             continue;
           }
           rl.element(lse_where(b, h, i), ref.lse[k], out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)],
@@ -247,7 +249,6 @@ comparison compare_bitwise(const attn_case& c, const subject_output& expected, c
         }
   return r;
 }
-
 
 oracle_options oracle_options_for(const subject& s, const attn_case& c, oracle_precision precision) {
   oracle_options o;

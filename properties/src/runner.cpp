@@ -56,8 +56,10 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
       r.stats.add(c, s);
       gopt.budget->spent += std::max<std::int64_t>(0, case_work(c) - gopt.small_work);
       ++r.ratio_histogram[ratio_bin(out.max_ratio)];
-      if (out.judged()) ++r.judged;
-      else ++why_counts[out.vacuous.empty() ? std::string("compared no element") : out.vacuous];
+      if (out.judged())
+        ++r.judged;
+      else
+        ++why_counts[out.vacuous.empty() ? std::string("compared no element") : out.vacuous];
       if (out.max_ratio > r.max_ratio || r.max_ratio_case.empty()) {
         if (out.max_ratio >= r.max_ratio) {
           r.max_ratio = out.max_ratio;

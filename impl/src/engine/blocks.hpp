@@ -47,16 +47,16 @@ std::int64_t transpose_rows(const char* const* rows_in, dtype t_kv, std::int64_t
 /// How one (batch, KV head)'s rows of K or of V are addressed.
 struct row_walk {
   const char* base;
-  const strides4* stride;   // (batch, key, head, dim), elements
-  std::int64_t page_stride; // elements between pages (paged caches)
+  const strides4* stride;    // (batch, key, head, dim), elements
+  std::int64_t page_stride;  // elements between pages (paged caches)
   std::int64_t esize;
 };
 
 /// out[t] = address of key row j0 + t (t < count) of batch b, KV head g: one
 /// block-table lookup per page run, where a per-key lookup costs a 64-bit
 /// division per row (several hundred cycles a block; decode has nothing to hide it behind).
-void row_addresses(const kv_source& kv, const row_walk& w, std::int64_t b, std::int64_t g, std::int64_t j0,
-                   std::int64_t count, const char** out) {
+void row_addresses(const kv_source& kv, const row_walk& w, std::int64_t b, std::int64_t g, std::int64_t j0, std::int64_t count,
+                   const char** out) {
   const strides4& s = *w.stride;
   const std::int64_t step = s[1] * w.esize;
   if (!kv.table) {
@@ -78,9 +78,12 @@ void row_addresses(const kv_source& kv, const row_walk& w, std::int64_t b, std::
 /// Element dd of a storage row, exactly, as f32.
 template <dtype T>
 float element(const char* row, std::int64_t dd) {
-  if constexpr (T == dtype::f32) return reinterpret_cast<const float*>(row)[dd];
-  else if constexpr (T == dtype::bf16) return convert::from_bf16(reinterpret_cast<const std::uint16_t*>(row)[dd]);
-  else return convert::from_f16(reinterpret_cast<const std::uint16_t*>(row)[dd]);
+  if constexpr (T == dtype::f32)
+    return reinterpret_cast<const float*>(row)[dd];
+  else if constexpr (T == dtype::bf16)
+    return convert::from_bf16(reinterpret_cast<const std::uint16_t*>(row)[dd]);
+  else
+    return convert::from_f16(reinterpret_cast<const std::uint16_t*>(row)[dd]);
 }
 
 /// Requests every cache line of rows[0 .. count), `bytes` long each. Rows of
@@ -125,8 +128,8 @@ inline unit_rows unit_runner::setup(std::int64_t u) {
     if (ATTNIMPL_MUTANT(causal_unit_stops_at_first_row) && r > 0) ur.max_hi = ws_.hi[0];
     float* qrow = ws_.qp.data() + r * p_.dims.d;
     if (hi == 0) continue;  // sees nothing: its Q is never read
-    const char* src = static_cast<const char*>(p_.q.data) +
-                      (ur.b * p_.q.stride[0] + i * p_.q.stride[1] + h * p_.q.stride[2]) * qsize;
+    const char* src =
+        static_cast<const char*>(p_.q.data) + (ur.b * p_.q.stride[0] + i * p_.q.stride[1] + h * p_.q.stride[2]) * qsize;
     convert::load_row(qrow, src, p_.q.type, p_.q.stride[3], p_.dims.d);
     for (std::int64_t dd = 0; dd < p_.dims.d; ++dd) qrow[dd] *= p_.scale;
     if (ATTNIMPL_MUTANT(scale_dropped)) convert::load_row(qrow, src, p_.q.type, p_.q.stride[3], p_.dims.d);  // unscaled
@@ -212,8 +215,7 @@ inline void unit_runner::pack_k(std::int64_t kpack) {
     convert::load_row(tmp, krows[jj], p_.kv.type, p_.kv.ks[3], d);
     for (std::int64_t dd = 0; dd < d; ++dd) kt[dd * g_.k_tile8 + jj] = tmp[dd];
   }
-  for (std::int64_t dd = 0; dd < d; ++dd)
-    std::fill(kt + dd * g_.k_tile8 + kpack, kt + (dd + 1) * g_.k_tile8, 0.0f);
+  for (std::int64_t dd = 0; dd < d; ++dd) std::fill(kt + dd * g_.k_tile8 + kpack, kt + (dd + 1) * g_.k_tile8, 0.0f);
 }
 
 /// Points vrows at V rows [0, kpack); returns the storage type they hold.
@@ -262,8 +264,7 @@ inline void unit_runner::direct_scores_as(const unit_rows& ur, std::int64_t kpac
     // The first pass spreads the requests over its loads: a burst of a
     // hundred prefetches fills the load queue and stalls the arithmetic
     // that could run meanwhile.
-    prefetch_set pf{ws_.knext.data() + jj, ws_.vnext.data() + jj, std::clamp<std::int64_t>(next - jj, 0, 8), kbytes,
-                    vbytes};
+    prefetch_set pf{ws_.knext.data() + jj, ws_.vnext.data() + jj, std::clamp<std::int64_t>(next - jj, 0, 8), kbytes, vbytes};
     for (std::int64_t r0 = 0; r0 < ur.rows; r0 += 4) {
       const std::int64_t nr = std::min<std::int64_t>(4, ur.rows - r0);
       bool any = false;
@@ -310,15 +311,13 @@ inline void unit_runner::score_group(const char* const rows_in[8], std::int64_t 
     } else if (at % 64 == 32 && at - 32 < vbytes) {
       for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pv[t] + at - 32, _MM_HINT_T0);
     }
-    __m256 k[8] = {simd::load8(r0p + at, T), simd::load8(r1p + at, T), simd::load8(r2p + at, T),
-                   simd::load8(r3p + at, T), simd::load8(r4p + at, T), simd::load8(r5p + at, T),
-                   simd::load8(r6p + at, T), simd::load8(r7p + at, T)};
+    __m256 k[8] = {simd::load8(r0p + at, T), simd::load8(r1p + at, T), simd::load8(r2p + at, T), simd::load8(r3p + at, T),
+                   simd::load8(r4p + at, T), simd::load8(r5p + at, T), simd::load8(r6p + at, T), simd::load8(r7p + at, T)};
     simd::transpose8(k);
 #pragma GCC unroll 8
     for (int x = 0; x < 8; ++x)
 #pragma GCC unroll 4
-      for (int r = 0; r < NR; ++r)
-        acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(q + r * d + dd + x), k[x], acc[r]);
+      for (int r = 0; r < NR; ++r) acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(q + r * d + dd + x), k[x], acc[r]);
   }
   // Lines the dim loop did not reach: K's tail, V's rest (dv > d, or d % 16).
   for (std::int64_t at = (dd * es + 63) / 64 * 64; at < pf.kbytes; at += 64)
@@ -326,9 +325,8 @@ inline void unit_runner::score_group(const char* const rows_in[8], std::int64_t 
   for (std::int64_t at = (dd * es + 31) / 64 * 64; at < vbytes; at += 64)
     for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pv[t] + at, _MM_HINT_T0);
   for (; dd < d; ++dd) {
-    const __m256 k = _mm256_setr_ps(element<T>(r0p, dd), element<T>(r1p, dd), element<T>(r2p, dd),
-                                    element<T>(r3p, dd), element<T>(r4p, dd), element<T>(r5p, dd),
-                                    element<T>(r6p, dd), element<T>(r7p, dd));
+    const __m256 k = _mm256_setr_ps(element<T>(r0p, dd), element<T>(r1p, dd), element<T>(r2p, dd), element<T>(r3p, dd),
+                                    element<T>(r4p, dd), element<T>(r5p, dd), element<T>(r6p, dd), element<T>(r7p, dd));
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(q + r * d + dd), k, acc[r]);
   }

@@ -28,8 +28,7 @@ inline void unit_runner::chunk(const unit_rows& ur, std::int64_t c0, std::int64_
     locate(ur, j0, kpack, ws_.krows.data(), ws_.vsrc.data());
     // The next block may lie in the next chunk: the same unit reads it next
     // unless split-KV hands that chunk to another thread.
-    const std::int64_t next =
-        std::clamp<std::int64_t>(std::min(ur.max_hi, ur.keys) - j0 - g_.k_tile, 0, g_.k_tile);
+    const std::int64_t next = std::clamp<std::int64_t>(std::min(ur.max_hi, ur.keys) - j0 - g_.k_tile, 0, g_.k_tile);
     if (next > 0) locate(ur, j0 + g_.k_tile, next, ws_.knext.data(), ws_.vnext.data());
     const dtype vt = pack_v(ur, kpack);
     if (ur.rows <= direct_rows && p_.kv.ks[3] == 1) {
@@ -67,8 +66,7 @@ inline void unit_runner::softmax(const unit_rows& ur, const row_state& st) {
     for (std::int64_t c = 0; c < whole; c += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + c));
     for (std::int64_t c = whole; c < ld; c += 8) {
       const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(vis + c));
-      const __m256 keep = _mm256_castsi256_ps(
-          _mm256_cmpgt_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_setzero_si256()));
+      const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_setzero_si256()));
       const __m256 x = _mm256_blendv_ps(ninf, _mm256_loadu_ps(s + c), keep);
       _mm256_storeu_ps(s + c, x);
       mx = _mm256_max_ps(mx, x);
@@ -135,8 +133,7 @@ inline void unit_runner::fold(const unit_rows& ur, const row_state& total, const
     if (ATTNIMPL_MUTANT(merge_unscaled)) a = c = 1.0f;
     const __m256 av = _mm256_set1_ps(a), cv = _mm256_set1_ps(c);
     for (std::int64_t e = 0; e < g_.dv8; e += 8)
-      _mm256_storeu_ps(ta + e, _mm256_fmadd_ps(_mm256_loadu_ps(pa + e), cv,
-                                               _mm256_mul_ps(_mm256_loadu_ps(ta + e), av)));
+      _mm256_storeu_ps(ta + e, _mm256_fmadd_ps(_mm256_loadu_ps(pa + e), cv, _mm256_mul_ps(_mm256_loadu_ps(ta + e), av)));
     total.l[r] = std::fma(part.l[r], c, total.l[r] * a);
     total.m[r] = mn;
   }
@@ -152,7 +149,7 @@ inline void unit_runner::finish(const unit_rows& ur, const row_state& st) {
     const float m = st.m[r];
     float lse = neg_inf;
     if (m == neg_inf && !ATTNIMPL_MUTANT(masked_row_nan)) {
-      std::fill(out, out + dv, 0.0f);  // no visible key: O = 0, LSE = -inf
+      std::fill(out, out + dv, 0.0f);                              // no visible key: O = 0, LSE = -inf
       if (ATTNIMPL_MUTANT(masked_row_mean)) mean_values(ur, out);  // what a finite -1e9 fill gives
       if (ATTNIMPL_MUTANT(empty_row_lse_zero)) lse = 0.0f;
     } else {
@@ -160,16 +157,13 @@ inline void unit_runner::finish(const unit_rows& ur, const row_state& st) {
       float l_row = st.l[r];
       if (ATTNIMPL_MUTANT(softmax_wrong_axis)) l_row = query_axis_sum(ur, st, r);
       const __m256 l = _mm256_set1_ps(l_row);
-      for (std::int64_t e = 0; e < g_.dv8; e += 8)
-        _mm256_storeu_ps(out + e, _mm256_div_ps(_mm256_loadu_ps(acc + e), l));
+      for (std::int64_t e = 0; e < g_.dv8; e += 8) _mm256_storeu_ps(out + e, _mm256_div_ps(_mm256_loadu_ps(acc + e), l));
       lse = m + std::log(st.l[r]);
       if (ATTNIMPL_MUTANT(lse_missing_max)) lse = std::log(st.l[r]);
     }
-    char* dst = static_cast<char*>(p_.o.data) +
-                (ur.b * p_.o.stride[0] + i * p_.o.stride[1] + h * p_.o.stride[2]) * osize;
+    char* dst = static_cast<char*>(p_.o.data) + (ur.b * p_.o.stride[0] + i * p_.o.stride[1] + h * p_.o.stride[2]) * osize;
     convert::store_row(dst, p_.o.type, p_.o.stride[3], out, dv);
-    if (p_.lse.data)
-      p_.lse.data[ur.b * p_.lse.stride[0] + h * p_.lse.stride[1] + i * p_.lse.stride[2]] = lse;
+    if (p_.lse.data) p_.lse.data[ur.b * p_.lse.stride[0] + h * p_.lse.stride[1] + i * p_.lse.stride[2]] = lse;
   }
 }
 

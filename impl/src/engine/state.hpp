@@ -42,9 +42,7 @@ struct row_state {
 
 std::int64_t state_floats(const geometry& g) { return g.rows * (g.dv8 + 2); }
 
-row_state view_state(float* base, const geometry& g) {
-  return {base, base + g.rows, base + 2 * g.rows};
-}
+row_state view_state(float* base, const geometry& g) { return {base, base + g.rows, base + 2 * g.rows}; }
 
 void reset_state(const row_state& st, const geometry& g, std::int64_t rows) {
   std::fill(st.m, st.m + rows, neg_inf);
@@ -94,8 +92,8 @@ struct workspace {
 /// One work unit's fixed facts: where its rows are and what they may see.
 struct unit_rows {
   std::int64_t b = 0, kv_head = 0, i0 = 0, rows = 0;
-  std::int64_t keys = 0;      // keys that exist for this batch element (n[b])
-  std::int64_t max_hi = 0;    // no row sees a key at or beyond this
+  std::int64_t keys = 0;    // keys that exist for this batch element (n[b])
+  std::int64_t max_hi = 0;  // no row sees a key at or beyond this
 };
 
 }  // namespace

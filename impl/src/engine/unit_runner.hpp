@@ -34,7 +34,8 @@ class unit_runner {
   void mean_values(const unit_rows& ur, float* out) {
     float* row = ws_.tmp.data() + g_.dv8;
     for (std::int64_t j = 0; j < ur.keys; ++j) {
-      convert::load_row(row, static_cast<const char*>(p_.kv.v) + p_.kv.v_offset(ur.b, ur.kv_head, j) * convert::size_of(p_.kv.type),
+      convert::load_row(row,
+                        static_cast<const char*>(p_.kv.v) + p_.kv.v_offset(ur.b, ur.kv_head, j) * convert::size_of(p_.kv.type),
                         p_.kv.type, p_.kv.vs[3], p_.dims.dv);
       for (std::int64_t e = 0; e < p_.dims.dv; ++e) out[e] += row[e] / static_cast<float>(ur.keys);
     }
@@ -101,8 +102,7 @@ class unit_runner {
   void weighted_values(const unit_rows& ur, std::int64_t kpack, const row_state& st);
 
   template <dtype T>
-  void values_dispatch(std::int64_t nr, std::int64_t ne, std::int64_t r0, std::int64_t e0, std::int64_t kc,
-                       const row_state& st);
+  void values_dispatch(std::int64_t nr, std::int64_t ne, std::int64_t r0, std::int64_t e0, std::int64_t kc, const row_state& st);
 
   const problem& p_;
   const geometry& g_;

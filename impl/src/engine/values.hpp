@@ -17,7 +17,7 @@ namespace {
 template <dtype T, int NR, int NE>
 inline void unit_runner::values_block(std::int64_t r0, std::int64_t e0, std::int64_t kc, const row_state& st) {
   micro::weighted_values<NR, NE, T>(ws_.s.data() + r0 * g_.k_tile8, g_.k_tile8, ws_.vrows.data(), e0, kc,
-                                 st.acc + r0 * g_.dv8 + e0, g_.dv8);
+                                    st.acc + r0 * g_.dv8 + e0, g_.dv8);
 }
 
 /// acc += P V. Each group of 4 rows runs the register kernel over the keys
@@ -40,8 +40,7 @@ inline void unit_runner::weighted_values(const unit_rows& ur, std::int64_t kpack
     for (std::int64_t e0 = 0; e0 < g_.dv8; e0 += 24) {
       const std::int64_t ne = std::min<std::int64_t>(3, (g_.dv8 - e0) / 8);
       for (std::int64_t r0 = 0; r0 < ur.rows; r0 += block)
-        if (keys[r0 / block] > 0)
-          values_dispatch<T>(std::min(block, ur.rows - r0), ne, r0, e0, keys[r0 / block], st);
+        if (keys[r0 / block] > 0) values_dispatch<T>(std::min(block, ur.rows - r0), ne, r0, e0, keys[r0 / block], st);
     }
   }
   for (std::int64_t r = 0; r < ur.rows; ++r) {

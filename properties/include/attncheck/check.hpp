@@ -16,11 +16,11 @@ namespace attncheck {
 
 /// The element that came closest to (or went past) its bound.
 struct worst_element {
-  std::string where;      ///< e.g. "O[b=0,i=1,h=2,e=0]" or "LSE[b=0,h=1,i=3]"
-  double expected = 0;    ///< the oracle's value (or the other run's, for metamorphic laws)
+  std::string where;    ///< e.g. "O[b=0,i=1,h=2,e=0]" or "LSE[b=0,h=1,i=3]"
+  double expected = 0;  ///< the oracle's value (or the other run's, for metamorphic laws)
   double got = 0;
-  double bound = 0;       ///< allowed |got - expected|
-  double ratio = 0;       ///< |got - expected| / bound; inf for a NaN/inf mismatch
+  double bound = 0;  ///< allowed |got - expected|
+  double ratio = 0;  ///< |got - expected| / bound; inf for a NaN/inf mismatch
 
   std::string describe() const;
 };

@@ -27,19 +27,19 @@ struct failure_report {
   failure_kind kind = failure_kind::law;
   std::string verdict = "FAIL";  ///< the first word: FAIL, or PASS for a replay that now passes
   std::string law;
-  std::string tag;               ///< after the law on the first line, e.g. "(fuzz)"
+  std::string tag;  ///< after the law on the first line, e.g. "(fuzz)"
   std::string subject_name, subject_spec;
-  std::string case_line;         ///< the one-line form of the case
-  std::string cases;             ///< "N run, M shrink steps"
-  std::string run;               ///< the run that failed (a fuzzer's cache plan)
-  std::string file;              ///< the case file replayed
-  std::string message;           ///< why
-  std::string worst;             ///< worst_element::describe()
-  std::string judged;            ///< what a replay judged
+  std::string case_line;  ///< the one-line form of the case
+  std::string cases;      ///< "N run, M shrink steps"
+  std::string run;        ///< the run that failed (a fuzzer's cache plan)
+  std::string file;       ///< the case file replayed
+  std::string message;    ///< why
+  std::string worst;      ///< worst_element::describe()
+  std::string judged;     ///< what a replay judged
   std::string saved_file;
-  std::string replay;            ///< the command that replays saved_file
-  std::string not_saved;         ///< why saving the case failed
-  std::string reproduce;         ///< rapidcheck's reproduce string
+  std::string replay;     ///< the command that replays saved_file
+  std::string not_saved;  ///< why saving the case failed
+  std::string reproduce;  ///< rapidcheck's reproduce string
 };
 
 /// The console screen of a failure: "FAIL law", then "  subject:  ..." and the other set fields.

@@ -25,11 +25,11 @@ const char* verdict_id(verdict v);
 
 struct law_outcome {
   verdict v = verdict::pass;
-  std::string message;   ///< why it failed, or why it was skipped
-  double max_ratio = 0;  ///< largest observed/bound among bounded comparisons
-  worst_element worst;   ///< the element behind max_ratio or the failure
-  std::int64_t compared = 0;  ///< elements judged by the comparisons folded in
-  std::int64_t unbounded = 0; ///< elements left unjudged: +inf bound, outside the bound's domain
+  std::string message;         ///< why it failed, or why it was skipped
+  double max_ratio = 0;        ///< largest observed/bound among bounded comparisons
+  worst_element worst;         ///< the element behind max_ratio or the failure
+  std::int64_t compared = 0;   ///< elements judged by the comparisons folded in
+  std::int64_t unbounded = 0;  ///< elements left unjudged: +inf bound, outside the bound's domain
   /// Non-empty when the case was degenerate for this law (B = 1 for batch
   /// independence, no unused slot for masked slots, ...): it ran, but judged nothing.
   std::string vacuous;

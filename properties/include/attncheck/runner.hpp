@@ -14,11 +14,11 @@
 namespace attncheck {
 
 struct run_options {
-  int cases = 100;          ///< successful cases before a law passes
-  std::uint64_t seed = 1;   ///< rapidcheck seed; printed with every verdict
-  int max_size = 100;       ///< rapidcheck size ceiling
+  int cases = 100;         ///< successful cases before a law passes
+  std::uint64_t seed = 1;  ///< rapidcheck seed; printed with every verdict
+  int max_size = 100;      ///< rapidcheck size ceiling
   gen_options gen{};
-  std::string reproduce;    ///< RC_PARAMS reproduce string of an earlier failure (optional)
+  std::string reproduce;  ///< RC_PARAMS reproduce string of an earlier failure (optional)
   /// Called with each prepared, materialized case just before the law checks
   /// it (the gate records it, so a case that kills the process is known).
   std::function<void(const attn_case&)> on_case;
@@ -34,7 +34,7 @@ struct law_report {
   case_stats stats;          ///< the realized distribution of the cases run
   int shrink_steps = 0;
   std::string skip_reason;
-  double max_ratio = 0;      ///< largest observed/bound over the passing cases (and the failure)
+  double max_ratio = 0;        ///< largest observed/bound over the passing cases (and the failure)
   std::string max_ratio_case;  ///< one-line form of the case behind max_ratio
   /// Each case's largest observed/bound, binned as the campaign's histogram
   /// (ratio_bin: exact 0, one bin per campaign_edges, > 1); shrink steps not counted.

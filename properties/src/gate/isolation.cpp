@@ -26,15 +26,17 @@ std::optional<attn_case> case_of_line(const std::string& line) {
 }
 
 // The report of a law whose child completed, crashed or hung.
-law_report report_of_child(const law& l, const child_outcome& co, const shared_note& note, const gate_options& opt, double seconds) {
+law_report report_of_child(const law& l, const child_outcome& co, const shared_note& note, const gate_options& opt,
+                           double seconds) {
   if (co.completed) return report_from_payload(co.payload);
   law_report r;
   r.law = l.name;
   r.v = verdict::fail;
   const std::string line = note.read();
   r.counterexample = case_of_line(line);
-  r.failure.fail(process_message(co, opt.law_timeout) + (line.empty() ? std::string(" before the first case") : " while checking " + line),
-                 co.timed_out ? failure_kind::hang : failure_kind::crash);
+  r.failure.fail(
+      process_message(co, opt.law_timeout) + (line.empty() ? std::string(" before the first case") : " while checking " + line),
+      co.timed_out ? failure_kind::hang : failure_kind::crash);
   r.seconds = seconds;
   return r;
 }
@@ -91,7 +93,8 @@ class gate_progress {
     const double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
     char head[160];
     std::snprintf(head, sizeof head, "gate: %lld/%lld cases (%.1f%%), %.0f cases/s, ETA %.0f s", static_cast<long long>(done),
-                  static_cast<long long>(total_), total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0, rate,
+                  static_cast<long long>(total_),
+                  total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0, rate,
                   rate > 0 ? static_cast<double>(total_ - done) / rate : 0.0);
     std::string line = head;
     if (!running.empty()) {
@@ -147,10 +150,9 @@ std::vector<law_report> run_laws_isolated(const std::vector<const law*>& laws, c
   const auto start = std::chrono::steady_clock::now();
   gate_progress progress(laws, options, counts);
   // Each law's own limit (the options of its subject; the first decides).
-  const auto outcomes = run_isolated_all(tasks, options.empty() ? 120.0 : options.front()->law_timeout, jobs,
-                                         [&progress](const std::vector<std::size_t>& running, std::size_t finished) {
-                                           progress.tick(running, finished);
-                                         });
+  const auto outcomes = run_isolated_all(
+      tasks, options.empty() ? 120.0 : options.front()->law_timeout, jobs,
+      [&progress](const std::vector<std::size_t>& running, std::size_t finished) { progress.tick(running, finished); });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::vector<law_report> reports;
   for (std::size_t i = 0; i < laws.size(); ++i)

@@ -10,7 +10,8 @@ namespace attncheck {
 
 std::string provenance_line() {
   return std::string("attncheck ") + version_string + ", contract " + contract_version +
-         ", oracle auto_tier (binary64 where its own error is at most 2^-20 of the bound, else " + oracle_precision_description + ")";
+         ", oracle auto_tier (binary64 where its own error is at most 2^-20 of the bound, else " + oracle_precision_description +
+         ")";
 }
 
 void write_json(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed) {
@@ -18,14 +19,9 @@ void write_json(const std::string& path, const gate_result& r, const std::string
   const auto number = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
   nlohmann::json laws = nlohmann::json::array();
   for (const auto& l : r.reports) {
-    nlohmann::json j = {{"name", l.law},
-                        {"verdict", verdict_id(l.v)},
-                        {"cases", l.cases},
-                        {"judged", l.judged},
-                        {"min_judged", l.min_judged},
-                        {"shrink_steps", l.shrink_steps},
-                        {"seconds", l.seconds},
-                        {"max_ratio", number(l.max_ratio)}};
+    nlohmann::json j = {{"name", l.law},        {"verdict", verdict_id(l.v)},      {"cases", l.cases},
+                        {"judged", l.judged},   {"min_judged", l.min_judged},      {"shrink_steps", l.shrink_steps},
+                        {"seconds", l.seconds}, {"max_ratio", number(l.max_ratio)}};
     if (l.v == verdict::skip) j["skip_reason"] = l.skip_reason;
     if (!l.unjudged_why.empty()) j["unjudged_why"] = l.unjudged_why;
     if (l.v == verdict::fail) {
@@ -59,12 +55,13 @@ void write_json(const std::string& path, const gate_result& r, const std::string
                                      {"split_keys", r.hints.split_keys},
                                      {"lengths", lengths},
                                      {"head_dims", dims}}}};
-  const nlohmann::json made_by = {{"version", version_string},
-                                  {"contract", contract_version},
-                                  {"oracle", {{"laws", "auto_tier"}, {"precision", oracle_precision_id}, {"bits", oracle_precision_bits}}},
-                                  {"line", provenance_line()}};
-  const nlohmann::json doc = {{"attncheck", made_by}, {"subject", subject_name}, {"declared", declared}, {"seed", seed}, {"seconds", r.seconds},
-                              {"failed", r.failed()},   {"unjudged", r.unjudged()}, {"laws", laws}};
+  const nlohmann::json made_by = {
+      {"version", version_string},
+      {"contract", contract_version},
+      {"oracle", {{"laws", "auto_tier"}, {"precision", oracle_precision_id}, {"bits", oracle_precision_bits}}},
+      {"line", provenance_line()}};
+  const nlohmann::json doc = {{"attncheck", made_by}, {"subject", subject_name}, {"declared", declared},     {"seed", seed},
+                              {"seconds", r.seconds}, {"failed", r.failed()},    {"unjudged", r.unjudged()}, {"laws", laws}};
   std::ofstream f(path);
   if (!f) throw input_error("--json", "cannot write '" + path + "'");
   f << doc.dump(2) << "\n";

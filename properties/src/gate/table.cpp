@@ -31,8 +31,8 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
   const gate_options& opt = *p.opt;
   const auto& subj = p.subj;
   gate_result g;
-  out << "attncheck gate: subject " << subj->name() << " (" << opt.subject << "), seed " << opt.run.seed << ", "
-      << opt.run.cases << " cases per law" << (opt.strict ? ", strict" : "") << "\n";
+  out << "attncheck gate: subject " << subj->name() << " (" << opt.subject << "), seed " << opt.run.seed << ", " << opt.run.cases
+      << " cases per law" << (opt.strict ? ", strict" : "") << "\n";
   print_declaration(*subj, out);
   g.options = opt;
   g.options.run.on_case = nullptr;
@@ -65,8 +65,13 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
   // The table.
   std::size_t w = 4;
   for (const auto& r : g.reports) w = std::max(w, r.law.size());
-  out << "\n" << std::left << std::setw(static_cast<int>(w)) << "law" << "  " << std::right << std::setw(11) << "judged/run"
-      << "  " << std::setw(10) << "max obs/bd" << "  " << std::setw(8) << "verdict" << "  " << std::setw(7) << "seconds" << "\n";
+  out << "\n"
+      << std::left << std::setw(static_cast<int>(w)) << "law"
+      << "  " << std::right << std::setw(11) << "judged/run"
+      << "  " << std::setw(10) << "max obs/bd"
+      << "  " << std::setw(8) << "verdict"
+      << "  " << std::setw(7) << "seconds"
+      << "\n";
   int passed = 0, failed = 0, skipped = 0, unjudged = 0;
   for (const auto& r : g.reports) {
     passed += r.v == verdict::pass, failed += r.v == verdict::fail, skipped += r.v == verdict::skip;
@@ -78,8 +83,8 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
         << "\n";
     if (r.v == verdict::skip) out << "    skipped: " << r.skip_reason << "\n";
     if (r.v == verdict::unjudged)
-      out << "    judged " << r.judged << " of " << r.cases << " cases, below the law's floor of " << number_text(100 * r.min_judged, "%.0f")
-          << "%; most common reason: " << r.unjudged_why << "\n";
+      out << "    judged " << r.judged << " of " << r.cases << " cases, below the law's floor of "
+          << number_text(100 * r.min_judged, "%.0f") << "%; most common reason: " << r.unjudged_why << "\n";
   }
   char total[64];
   std::snprintf(total, sizeof total, "%.1f", g.seconds);
@@ -115,16 +120,16 @@ void print_stats(const gate_result& g, std::ostream& out) {
   for (const auto& f : distribution_floors()) {
     const double share = all.share(f.key);
     const bool low = share < f.floor;
-    out << "  " << std::left << std::setw(20) << f.key << std::right << std::setw(7) << number_text(100 * share, "%.1f") << "%   floor "
-        << std::setw(4) << number_text(100 * f.floor, "%.0f") << "%" << (f.needs_all ? " (subjects taking every dtype and mask)" : "")
-        << (low ? "   BELOW" : "") << "   " << f.what << "\n";
+    out << "  " << std::left << std::setw(20) << f.key << std::right << std::setw(7) << number_text(100 * share, "%.1f")
+        << "%   floor " << std::setw(4) << number_text(100 * f.floor, "%.0f") << "%"
+        << (f.needs_all ? " (subjects taking every dtype and mask)" : "") << (low ? "   BELOW" : "") << "   " << f.what << "\n";
   }
 }
 
 void print_declaration(const subject& s, std::ostream& out) {
   const declared_numbers d = s.declared();
-  out << "  declared: ABI v" << s.abi() << ", u = 2^" << number_text(std::log2(d.u), "%.4g") << ", exp " << number_text(d.exp_ulps)
-      << " ulps, key blocks nb";
+  out << "  declared: ABI v" << s.abi() << ", u = 2^" << number_text(std::log2(d.u), "%.4g") << ", exp "
+      << number_text(d.exp_ulps) << " ulps, key blocks nb";
   for (const auto& [lk, nb] : d.nb_at) out << " " << nb << " at Lk=" << lk << (lk == d.nb_at.back().first ? "" : ",");
   out << "\n";
   const auto& h = s.hints();
@@ -133,8 +138,10 @@ void print_declaration(const subject& s, std::ostream& out) {
   if (h.k_tile) out << " k_tile " << h.k_tile;
   if (h.split_keys) out << " split_keys " << h.split_keys;
   std::string lengths, dims;
-  for (int i = 0; i < ATTNCHECK_SIZE_HINT_SLOTS && h.lengths[i]; ++i) lengths += (lengths.empty() ? "" : ",") + std::to_string(h.lengths[i]);
-  for (int i = 0; i < ATTNCHECK_SIZE_HINT_SLOTS && h.head_dims[i]; ++i) dims += (dims.empty() ? "" : ",") + std::to_string(h.head_dims[i]);
+  for (int i = 0; i < ATTNCHECK_SIZE_HINT_SLOTS && h.lengths[i]; ++i)
+    lengths += (lengths.empty() ? "" : ",") + std::to_string(h.lengths[i]);
+  for (int i = 0; i < ATTNCHECK_SIZE_HINT_SLOTS && h.head_dims[i]; ++i)
+    dims += (dims.empty() ? "" : ",") + std::to_string(h.head_dims[i]);
   if (!lengths.empty()) out << " lengths " << lengths;
   if (!dims.empty()) out << " head dims " << dims;
   out << "\n";

@@ -21,8 +21,12 @@ nlohmann::json outcome_to_json(const law_outcome& o) {
           {"unbounded", o.unbounded},
           {"vacuous", o.vacuous},
           {"max_ratio", o.max_ratio},
-          {"worst", {{"where", o.worst.where}, {"expected", o.worst.expected}, {"got", o.worst.got},
-                     {"bound", o.worst.bound}, {"ratio", o.worst.ratio}}}};
+          {"worst",
+           {{"where", o.worst.where},
+            {"expected", o.worst.expected},
+            {"got", o.worst.got},
+            {"bound", o.worst.bound},
+            {"ratio", o.worst.ratio}}}};
 }
 
 // JSON numbers cannot hold inf or NaN: doubles travel as their bit patterns.
@@ -49,17 +53,27 @@ law_outcome outcome_from(const nlohmann::json& j) {
   o.vacuous = j.value("vacuous", std::string());
   o.max_ratio = double_of(j.at("max_ratio"));
   const auto& w = j.at("worst");
-  o.worst = {w.at("where").get<std::string>(), double_of(w.at("expected")), double_of(w.at("got")),
-             double_of(w.at("bound")), double_of(w.at("ratio"))};
+  o.worst = {w.at("where").get<std::string>(), double_of(w.at("expected")), double_of(w.at("got")), double_of(w.at("bound")),
+             double_of(w.at("ratio"))};
   return o;
 }
 
 nlohmann::json heat_json(const heat_map& m) {
   nlohmann::json ratio = nlohmann::json::array();
   for (double x : m.ratio) ratio.push_back(bits_of(x));
-  return {{"b", m.b}, {"h", m.h}, {"rows", m.rows}, {"cols", m.cols}, {"row0", m.row0}, {"col0", m.col0},
-          {"all_rows", m.all_rows}, {"all_cols", m.all_cols}, {"lse", m.lse_column}, {"ratio", ratio},
-          {"worst_row", m.worst_row}, {"worst_col", m.worst_col}, {"worst_where", m.worst_where},
+  return {{"b", m.b},
+          {"h", m.h},
+          {"rows", m.rows},
+          {"cols", m.cols},
+          {"row0", m.row0},
+          {"col0", m.col0},
+          {"all_rows", m.all_rows},
+          {"all_cols", m.all_cols},
+          {"lse", m.lse_column},
+          {"ratio", ratio},
+          {"worst_row", m.worst_row},
+          {"worst_col", m.worst_col},
+          {"worst_where", m.worst_where},
           {"worst_ratio", bits_of(m.worst_ratio)}};
 }
 
