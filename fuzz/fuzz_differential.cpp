@@ -20,20 +20,20 @@ using namespace attncheck;
 // saved inputs decode to the same cases. Each keeps the oracle fast without
 // losing a shape class that hides bugs in a tiled kernel (docs/mutation.md "min" column).
 constexpr fuzz::shape_caps v1_caps{
-    .batch = 3,      // B = 2, 3: batch offsets and per-batch padding differ
-    .kv_heads = 3,   // Hkv = 3 is not a power of two
-    .group = 3,      // G in 1..3 with Hkv in 1..3: G != Hkv and G == Hkv both reachable
-    .q_len = 5,      // q_tile 2 of the tiny-tile subject: 2T+1
-    .k_len = 13,     // k_tile 3 and split_keys 6: 2 splits + 1, so tails, rescales and merges
-    .head_dim = 9,   // one 8-wide AVX2 vector + 1 (head_dim_tail); D != Dv reachable
-    .work = 4096,    // ~0.5 ms of MPFR-50 oracle at most
+    .batch = 3,           // B = 2, 3: batch offsets and per-batch padding differ
+    .kv_heads = 3,        // Hkv = 3 is not a power of two
+    .group = 3,           // G in 1..3 with Hkv in 1..3: G != Hkv and G == Hkv both reachable
+    .q_len = 5,           // q_tile 2 of the tiny-tile subject: 2T+1
+    .k_len = 13,          // k_tile 3 and split_keys 6: 2 splits + 1, so tails, rescales and merges
+    .head_dim = 9,        // one 8-wide AVX2 vector + 1 (head_dim_tail); D != Dv reachable
+    .work = 4096,         // ~0.5 ms of MPFR-50 oracle at most
     .value_patches = 64,  // more overwrites than this rarely reach a new path; the dense runs cover bulk
 };
 
 // Version 2 inputs: production sizes (the gate's generators reach them too).
 constexpr fuzz::reach_caps v2_caps{
     .batch = 8,
-    .q_heads = 64,         // with G up to 16: Hkv up to 64 (MHA) or 4 (G = 16)
+    .q_heads = 64,  // with G up to 16: Hkv up to 64 (MHA) or 4 (G = 16)
     .group = 16,
     .q_len = 4096,
     .k_len = 4096,         // also the cache's capacity

@@ -18,13 +18,13 @@ using namespace attncheck;
 // Version 1 caps: tiny shapes for speed; each still crosses the tiny-tile
 // subject's edges where the law needs it.
 constexpr fuzz::shape_caps v1_caps{
-    .batch = 3,      // batch independence needs B >= 2; 3 lets the middle element differ
-    .kv_heads = 2,   // with G up to 3: Hq = 6, Hkv = 2, the MUTANTS gqa "min" shape
+    .batch = 3,     // batch independence needs B >= 2; 3 lets the middle element differ
+    .kv_heads = 2,  // with G up to 3: Hq = 6, Hkv = 2, the MUTANTS gqa "min" shape
     .group = 3,
-    .q_len = 5,      // q_tile 2: 2T+1
-    .k_len = 7,      // k_tile 3 and split_keys 6: one split + 1; cache chunkings up to 7 tokens
-    .head_dim = 4,   // the laws compare bits, so D beyond the scalar path adds time only
-    .work = 2048,    // keeps a law's 2-8 subject calls and binary64 bound near 50 us
+    .q_len = 5,           // q_tile 2: 2T+1
+    .k_len = 7,           // k_tile 3 and split_keys 6: one split + 1; cache chunkings up to 7 tokens
+    .head_dim = 4,        // the laws compare bits, so D beyond the scalar path adds time only
+    .work = 2048,         // keeps a law's 2-8 subject calls and binary64 bound near 50 us
     .value_patches = 16,  // a few specials per case; bitwise laws need no bulk
 };
 
@@ -40,7 +40,7 @@ constexpr fuzz::reach_caps v2_caps{
     .decode_k_len = 8192,
     .work = 200'000,  // B*Hq*Lq*row_cost per subject call; a law's prepare() may double it
     .value_patches = 16,
-    .cache = false,   // the cache law below draws its own chunkings; fuzz_differential fuzzes plans
+    .cache = false,  // the cache law below draws its own chunkings; fuzz_differential fuzzes plans
 };
 
 // Every law, at its fuzz slot (law::fuzzing): the input's last byte selects the
@@ -75,8 +75,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const law* l = fuzzed_laws()[in.ConsumeIntegralInRange<std::size_t>(0, fuzzed_laws().size() - 1)];
   if (!l->applicable(s).empty()) return -1;
   fuzz::header_v2 h;
-  if (v2) h = fuzz::decode_header_v2(in, v2_caps, s, l->fuzz.lq_is_lk);
-  else h.c = fuzz::decode_header(in, v1_caps, s);
+  if (v2)
+    h = fuzz::decode_header_v2(in, v2_caps, s, l->fuzz.lq_is_lk);
+  else
+    h.c = fuzz::decode_header(in, v1_caps, s);
   attn_case& c = h.c;
   l->prepare(c, s);
   if (!s.cannot_take(c).empty()) return -1;

@@ -14,6 +14,7 @@
 
 #include "attncheck/case_file.hpp"
 #include "attncheck/check.hpp"
+#include "attncheck/failure_report.hpp"
 #include "attncheck/oracle.hpp"
 
 namespace attncheck::fuzz {
@@ -48,12 +49,18 @@ settings parse_settings() {
     const std::size_t eq = field.find('=');
     if (eq == std::string_view::npos) bad_setting("'" + std::string(field) + "' is not key=value");
     const std::string_view key = field.substr(0, eq), value = field.substr(eq + 1);
-    if (key == "expect_law") r.expect_law = value;
-    else if (key == "expect_why") r.expect_why = value;
-    else if (key == "write_case") r.write_case = value;
-    else if (key == "verbose") r.verbose = flag_value(key, value);
-    else if (key == "structural") r.structural = flag_value(key, value);
-    else bad_setting("unknown key '" + std::string(key) + "' (expect_law, expect_why, write_case, verbose, structural)");
+    if (key == "expect_law")
+      r.expect_law = value;
+    else if (key == "expect_why")
+      r.expect_why = value;
+    else if (key == "write_case")
+      r.write_case = value;
+    else if (key == "verbose")
+      r.verbose = flag_value(key, value);
+    else if (key == "structural")
+      r.structural = flag_value(key, value);
+    else
+      bad_setting("unknown key '" + std::string(key) + "' (expect_law, expect_why, write_case, verbose, structural)");
   }
   return r;
 }
@@ -98,13 +105,13 @@ std::uint32_t interesting_bits(dtype t, std::uint8_t pick) {
     case 4: return encode(t, -min_normal);
     case 5: return encode(t, smallest_subnormal(t));
     case 6: return encode(t, -smallest_subnormal(t));
-    case 7: return f32 ? 0x7f800000u : f16 ? 0x7c00u : 0x7f80u;  // +inf
-    case 8: return f32 ? 0xff800000u : f16 ? 0xfc00u : 0xff80u;  // -inf
-    case 9: return f32 ? 0x7fc00000u : f16 ? 0x7e00u : 0x7fc0u;  // quiet NaN
-    case 10: return f32 ? 0xffc0beefu : f16 ? 0xfe5au : 0xffd3u; // negative NaN with a payload
-    case 11: return f32 ? 0x7f800001u : f16 ? 0x7c01u : 0x7f81u; // signalling NaN
-    case 12: return encode(t, 88.75);   // exp overflows f32 just above 88.72
-    case 13: return encode(t, -103.5);  // exp underflows to a subnormal, then to 0
+    case 7: return f32 ? 0x7f800000u : f16 ? 0x7c00u : 0x7f80u;   // +inf
+    case 8: return f32 ? 0xff800000u : f16 ? 0xfc00u : 0xff80u;   // -inf
+    case 9: return f32 ? 0x7fc00000u : f16 ? 0x7e00u : 0x7fc0u;   // quiet NaN
+    case 10: return f32 ? 0xffc0beefu : f16 ? 0xfe5au : 0xffd3u;  // negative NaN with a payload
+    case 11: return f32 ? 0x7f800001u : f16 ? 0x7c01u : 0x7f81u;  // signalling NaN
+    case 12: return encode(t, 88.75);                             // exp overflows f32 just above 88.72
+    case 13: return encode(t, -103.5);                            // exp underflows to a subnormal, then to 0
     default: return encode(t, 1e4 * ((pick & 1) ? -1 : 1));
   }
 }
@@ -137,7 +144,8 @@ void decode_masks_and_scale(attn_case& c, FuzzedDataProvider& in, const subject&
     for (std::int64_t b = 0; b < c.b; ++b) c.key_len.push_back(in.ConsumeIntegralInRange<std::int64_t>(0, c.lk));
   if (allow_mask && s.has(ATTNCHECK_FEATURE_MASK) && in.ConsumeBool()) {
     const std::array<std::int64_t, 4> full{c.b, c.hq, c.lq, c.lk};
-    for (int i = 0; i < 4; ++i) c.mask_shape[static_cast<std::size_t>(i)] = in.ConsumeBool() ? full[static_cast<std::size_t>(i)] : 1;
+    for (int i = 0; i < 4; ++i)
+      c.mask_shape[static_cast<std::size_t>(i)] = in.ConsumeBool() ? full[static_cast<std::size_t>(i)] : 1;
   }
   switch (in.ConsumeIntegralInRange<int>(0, 3)) {
     case 0: break;  // default 1/sqrt(D)
@@ -188,9 +196,12 @@ std::int64_t decode_length(FuzzedDataProvider& in, std::int64_t hi) {
   hi = std::max<std::int64_t>(1, hi);
   const auto sel = in.ConsumeIntegral<std::uint8_t>();
   std::int64_t v = 0;
-  if (sel < 128) v = 1 + sel % 17;
-  else if (sel < 192) v = (std::int64_t{16} << (sel % 10)) + in.ConsumeIntegralInRange<int>(-1, 1);
-  else v = 1 + static_cast<std::int64_t>(in.ConsumeIntegral<std::uint16_t>());
+  if (sel < 128)
+    v = 1 + sel % 17;
+  else if (sel < 192)
+    v = (std::int64_t{16} << (sel % 10)) + in.ConsumeIntegralInRange<int>(-1, 1);
+  else
+    v = 1 + static_cast<std::int64_t>(in.ConsumeIntegral<std::uint16_t>());
   return v <= hi ? v : 1 + (v - 1) % hi;
 }
 
@@ -302,8 +313,7 @@ cache_plan decode_cache_plan(FuzzedDataProvider& in, const attn_case& c, std::in
       plan.page_order.resize(static_cast<std::size_t>(pages));
       std::iota(plan.page_order.begin(), plan.page_order.end(), 0);
       std::uint64_t state = in.ConsumeIntegral<std::uint64_t>();
-      for (std::size_t i = plan.page_order.size(); i > 1; --i)
-        std::swap(plan.page_order[i - 1], plan.page_order[mix(state) % i]);
+      for (std::size_t i = plan.page_order.size(); i > 1; --i) std::swap(plan.page_order[i - 1], plan.page_order[mix(state) % i]);
     }
   }
   std::vector<std::int64_t> left(static_cast<std::size_t>(c.b));
@@ -319,10 +329,10 @@ cache_plan decode_cache_plan(FuzzedDataProvider& in, const attn_case& c, std::in
       chunk = in.ConsumeIntegralInRange<std::int64_t>(1, most);  // the prefill: any length
     } else {
       switch (in.ConsumeIntegralInRange<int>(0, 3)) {
-        case 0: chunk = 1; break;                                                      // one token (decode)
+        case 0: chunk = 1; break;                                                                            // one token (decode)
         case 1: chunk = in.ConsumeIntegralInRange<std::int64_t>(1, std::min<std::int64_t>(4, most)); break;  // a few
-        case 2: chunk = in.ConsumeIntegralInRange<std::int64_t>(1, most); break;       // any size
-        default: break;                                                                // all that is left
+        case 2: chunk = in.ConsumeIntegralInRange<std::int64_t>(1, most); break;                             // any size
+        default: break;                                                                                      // all that is left
       }
     }
     cache_step step;
@@ -443,34 +453,39 @@ bool expected_finding(const std::string& law, const law_outcome& o) {
 
 }  // namespace
 
-void expect_pass(const std::string& law, const subject& s, const attn_case& c, const law_outcome& o,
-                 const std::string& context) {
+void expect_pass(const std::string& law, const subject& s, const attn_case& c, const law_outcome& o, const std::string& context) {
   const settings& cfg = config();
   if (o.v != verdict::fail || !expected_finding(law, o)) {
     if (cfg.verbose)
-      std::cerr << (o.v == verdict::pass ? "pass " : o.v == verdict::fail ? "fail (not the expected finding) " : "skip ")
+      std::cerr << (o.v == verdict::pass   ? "pass "
+                    : o.v == verdict::fail ? "fail (not the expected finding) "
+                                           : "skip ")
                 << law << " " << to_line(c) << " max obs/bound " << o.max_ratio << ", " << o.compared << " judged"
                 << (o.vacuous.empty() ? "" : " (vacuous: " + o.vacuous + ")")
                 << (o.v == verdict::skip ? " (" + o.message + ")" : "") << (context.empty() ? "" : "; " + context) << "\n";
     return;
   }
-  std::cerr << "FAIL " << law << " (fuzz)\n"
-            << "  subject:  " << s.name() << " (" << s.spec() << ")\n"
-            << "  case:     " << to_line(c) << "\n";
-  if (!context.empty()) std::cerr << "  run:      " << context << "\n";
-  std::cerr << "  why:      " << o.message.substr(0, 2000) << "\n";
-  if (!o.worst.where.empty()) std::cerr << "  worst:    " << o.worst.describe() << "\n";
+  failure_report f;
+  f.kind = o.kind;
+  f.law = law;
+  f.tag = "(fuzz)";
+  f.subject_name = s.name(), f.subject_spec = s.spec();
+  f.case_line = to_line(c);
+  f.run = context;
+  f.message = o.message.substr(0, 2000);
+  if (!o.worst.where.empty()) f.worst = o.worst.describe();
   if (!cfg.write_case.empty()) {
     try {
       const std::string note = "fuzz: " + (context.empty() ? "" : context + ": ") + o.message.substr(0, 2000);
       write_case_file(cfg.write_case, case_record{c, law, s.name(), note});
-      std::cerr << "  saved:    " << cfg.write_case << "\n"
-                << "  replay:   build/attncheck repro " << cfg.write_case << " --subject " << s.spec() << "\n";
+      f.saved_file = cfg.write_case;
+      // The attncheck of this build (the fuzz build's, or the ordinary one's), from the running harness.
+      f.replay = replay_command(cfg.write_case, s.spec());
     } catch (const std::exception& e) {
-      std::cerr << "  not saved: " << e.what() << "\n";
+      f.not_saved = e.what();
     }
   }
-  std::cerr << std::flush;
+  std::cerr << print_failure(f) << std::flush;
   std::abort();  // libFuzzer saves the input as a crash
 }
 
@@ -487,8 +502,8 @@ std::size_t structural_mutate(std::uint8_t* data, std::size_t size, std::size_t 
   const std::size_t k = next() % std::min(body, header_bytes);
   std::uint8_t& b = data[size - 1 - k];
   switch (next() % 3) {
-    case 0: ++b; break;   // a length, head count or dim one larger
-    case 1: --b; break;   // one smaller
+    case 0: ++b; break;      // a length, head count or dim one larger
+    case 1: --b; break;      // one smaller
     default: b ^= 1; break;  // a flag flipped
   }
   return size;

@@ -41,14 +41,14 @@ const subject& fuzz_subject();
 /// Upper bounds on a decoded version 1 case; the reason for each set lives
 /// where it is defined (fuzz_differential.cpp, fuzz_laws.cpp).
 struct shape_caps {
-  std::int64_t batch;      ///< B, inclusive
-  std::int64_t kv_heads;   ///< Hkv, inclusive
-  std::int64_t group;      ///< G = Hq / Hkv, inclusive
-  std::int64_t q_len;      ///< Lq, inclusive
-  std::int64_t k_len;      ///< Lk, inclusive
-  std::int64_t head_dim;   ///< D and Dv each, inclusive
-  std::int64_t work;       ///< B*Hq*Lq*Lk*(D+Dv+8): the oracle's cost in multiply-adds, exp counted as 8
-  int value_patches;       ///< element overwrites taken from the bytes, at most
+  std::int64_t batch;     ///< B, inclusive
+  std::int64_t kv_heads;  ///< Hkv, inclusive
+  std::int64_t group;     ///< G = Hq / Hkv, inclusive
+  std::int64_t q_len;     ///< Lq, inclusive
+  std::int64_t k_len;     ///< Lk, inclusive
+  std::int64_t head_dim;  ///< D and Dv each, inclusive
+  std::int64_t work;      ///< B*Hq*Lq*Lk*(D+Dv+8): the oracle's cost in multiply-adds, exp counted as 8
+  int value_patches;      ///< element overwrites taken from the bytes, at most
 };
 
 /// Decodes a version 1 header: shapes within caps, dtype among those the
@@ -73,8 +73,8 @@ const char* name(input_mode m);
 
 /// Head sizes D and Dv are drawn from: every size up to the 8-wide vector + 1,
 /// then production head sizes and their neighbours.
-inline constexpr std::int64_t head_sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 31, 32, 33, 63, 64, 65,
-                                              80, 96, 127, 128, 129, 192, 256};
+inline constexpr std::int64_t head_sizes[] = {1,  2,  3,  4,  5,  6,  7,   8,   9,   16,  31, 32,
+                                              33, 63, 64, 65, 80, 96, 127, 128, 129, 192, 256};
 
 /// Upper bounds on a decoded version 2 case (reasons where each set is defined).
 struct reach_caps {
@@ -88,8 +88,8 @@ struct reach_caps {
   /// input (for a cache run, Lq is the number of query rows of the whole
   /// plan). Most inputs get a tenth or a hundredth of it (decode_header_v2).
   std::int64_t work;
-  int value_patches;          ///< element overwrites taken from the bytes, at most
-  bool cache;                 ///< the mode byte may choose a run through the cache
+  int value_patches;  ///< element overwrites taken from the bytes, at most
+  bool cache;         ///< the mode byte may choose a run through the cache
 };
 
 /// The cost of one output row (b, h, i) in multiply-adds: Lk*(D+Dv+8) for the

@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
     }
   }
   const bool ok = failed == 0 && (allow_rejected || rejected == 0);
-  std::fprintf(stderr, "replayed %zu inputs: %zu passed, %zu rejected, %zu failed: %s\n", inputs.size(), passed, rejected,
-               failed, ok ? "ok" : "FAILED");
+  std::fprintf(stderr, "replayed %zu inputs: %zu passed, %zu rejected, %zu failed: %s\n", inputs.size(), passed, rejected, failed,
+               ok ? "ok" : "FAILED");
   return ok ? 0 : 1;
 }

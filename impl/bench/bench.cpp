@@ -111,8 +111,7 @@ void bench_prefill(const bench_case& c, int threads, int reps, const peaks& pk) 
   a.causal = c.causal;
   const timing kt = best_of(reps, [&] { (void)attention(a, {.threads = threads}); });
   const timing nt = best_of(reps, [&] {
-    naive_attention_f32(q.data(), k.data(), v.data(), o_naive.data(), c.b, c.hq, c.hkv, c.lq, c.lk, c.d, c.causal,
-                        threads);
+    naive_attention_f32(q.data(), k.data(), v.data(), o_naive.data(), c.b, c.hq, c.hkv, c.lq, c.lk, c.d, c.causal, threads);
   });
   print_row(c, threads, kt, nt, pk);
 }
@@ -124,8 +123,7 @@ void bench_decode(const bench_case& c, int threads, int reps, const peaks& pk) {
   for (std::int64_t p = 0; p < pages; ++p) order[static_cast<std::size_t>(p)] = static_cast<std::int32_t>(pages - 1 - p);
   std::optional<paged_kv_cache> cache;
   const status made = paged_kv_cache::create(
-      {.batch = c.b, .hkv = c.hkv, .d = c.d, .dv = c.d, .type = c.kv_type, .page_size = page, .pages = pages}, order,
-      cache);
+      {.batch = c.b, .hkv = c.hkv, .d = c.d, .dv = c.d, .type = c.kv_type, .page_size = page, .pages = pages}, order, cache);
   if (!made.ok()) {
     std::printf("%-44s cache: %s\n", c.name, made.message.c_str());
     return;
@@ -165,8 +163,7 @@ void bench_decode(const bench_case& c, int threads, int reps, const peaks& pk) {
   const int decode_reps = kv_mib > 64 ? reps * 4 : reps * 10;
   const timing kt = best_of(decode_reps, [&] { (void)cache->attend(a, {.threads = threads}); });
   const timing nt = best_of(decode_reps, [&] {
-    naive_attention_f32(q.data(), k.data(), v.data(), o_naive.data(), c.b, c.hq, c.hkv, c.lq, c.lk, c.d, false,
-                        threads);
+    naive_attention_f32(q.data(), k.data(), v.data(), o_naive.data(), c.b, c.hq, c.hkv, c.lq, c.lk, c.d, false, threads);
   });
   print_row(c, threads, kt, nt, pk);
 }
@@ -197,20 +194,19 @@ void bench_memory(int threads, std::int64_t l) {
   const double io_mib = 4.0 * static_cast<double>(n) * 4 / (1 << 20);
   const double peak_mib = static_cast<double>(peak_rss_kib()) / 1024;
   const double scores_mib = static_cast<double>(h) * static_cast<double>(l) * static_cast<double>(l) * 4 / (1 << 20);
-  std::printf("memory: causal prefill B=1 H=8 L=%lld D=128 f32, %d threads, %.1f s\n", static_cast<long long>(l),
-              threads, secs);
-  std::printf("  peak RSS %.1f MiB (%.1f MiB before); Q+K+V+O %.1f MiB; kernel extra %.1f MiB; "
-              "a materialized score matrix would be %.0f MiB\n",
-              peak_mib, static_cast<double>(before) / 1024, io_mib, peak_mib - static_cast<double>(before) / 1024 - io_mib,
-              scores_mib);
+  std::printf("memory: causal prefill B=1 H=8 L=%lld D=128 f32, %d threads, %.1f s\n", static_cast<long long>(l), threads, secs);
+  std::printf(
+      "  peak RSS %.1f MiB (%.1f MiB before); Q+K+V+O %.1f MiB; kernel extra %.1f MiB; "
+      "a materialized score matrix would be %.0f MiB\n",
+      peak_mib, static_cast<double>(before) / 1024, io_mib, peak_mib - static_cast<double>(before) / 1024 - io_mib, scores_mib);
 }
 
 /// "best B, median M, worst W over N reps" of probe samples.
 std::string spread(std::vector<double> x) {
   std::sort(x.begin(), x.end());
   char buf[160];
-  std::snprintf(buf, sizeof buf, "best %.1f, median %.1f, worst %.1f GB/s over %zu reps", x.back(), x[x.size() / 2],
-                x.front(), x.size());
+  std::snprintf(buf, sizeof buf, "best %.1f, median %.1f, worst %.1f GB/s over %zu reps", x.back(), x[x.size() / 2], x.front(),
+                x.size());
   return buf;
 }
 
@@ -223,21 +219,25 @@ int run(int argc, char** argv) {
   std::string filter;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--threads" && i + 1 < argc) threads = std::max(1, std::atoi(argv[++i]));
-    else if (arg == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
-    else if (arg == "--filter" && i + 1 < argc) filter = argv[++i];
-    else if (arg == "--quick") quick = true;
-    else if (arg == "--no-rss") rss = false;
+    if (arg == "--threads" && i + 1 < argc)
+      threads = std::max(1, std::atoi(argv[++i]));
+    else if (arg == "--reps" && i + 1 < argc)
+      reps = std::max(1, std::atoi(argv[++i]));
+    else if (arg == "--filter" && i + 1 < argc)
+      filter = argv[++i];
+    else if (arg == "--quick")
+      quick = true;
+    else if (arg == "--no-rss")
+      rss = false;
     else {
-      std::fprintf(stderr, "bench: unknown option %s (--threads N, --reps N, --filter TEXT, --quick, --no-rss)\n",
-                   arg.c_str());
+      std::fprintf(stderr, "bench: unknown option %s (--threads N, --reps N, --filter TEXT, --quick, --no-rss)\n", arg.c_str());
       return 2;
     }
   }
-  std::printf("attnimpl bench: %d threads, best of %d (config defaults: k_tile %lld, split_keys %lld, "
-              "exp %.2f ulps)\n",
-              threads, reps, static_cast<long long>(resolve({}).k_tile),
-              static_cast<long long>(resolve({}).split_keys), exp_ulps());
+  std::printf(
+      "attnimpl bench: %d threads, best of %d (config defaults: k_tile %lld, split_keys %lld, "
+      "exp %.2f ulps)\n",
+      threads, reps, static_cast<long long>(resolve({}).k_tile), static_cast<long long>(resolve({}).split_keys), exp_ulps());
   if (rss && !quick) bench_memory(threads, 16384);
   // The bandwidth probe's spread says how much the shared machine moved
   // during the run: a decode %bw is only as good as it.
@@ -245,8 +245,7 @@ int run(int argc, char** argv) {
   const auto bw1 = read_bandwidth_samples(1, probe_reps), bw_all = read_bandwidth_samples(threads, probe_reps);
   peaks pk{fma_peak_gflops(1), fma_peak_gflops(threads), *std::max_element(bw1.begin(), bw1.end()),
            *std::max_element(bw_all.begin(), bw_all.end())};
-  std::printf("probe: f32 FMA peak %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads)\n", pk.fma1, pk.fma_all,
-              threads);
+  std::printf("probe: f32 FMA peak %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads)\n", pk.fma1, pk.fma_all, threads);
   std::printf("probe: memory read bandwidth, 256 MiB: 1 thread %s; %d threads %s\n", spread(bw1).c_str(), threads,
               spread(bw_all).c_str());
   const std::int64_t l = quick ? 256 : 2048, ld = quick ? 512 : 4096, ll = quick ? 1024 : 32768;
@@ -268,21 +267,24 @@ int run(int argc, char** argv) {
       {"decode GQA B=8 Hq=32 Hkv=8 Lk=4096 D=128 bf16", bl, 32, 8, 1, ld, 128, false, dtype::bf16, true},
   };
   std::printf("%s\n", quick ? "(quick: L, Lk and B scaled down, names keep the full sizes)" : "");
-  std::printf("%-46s %3s %10s %9s %7s %8s %7s %9s %10s %8s %9s\n", "case", "thr", "time_ms", "GFLOP/s", "%peak",
-              "GB/s", "%bw", "tok/s", "naive_ms", "speedup", "cpu/wall");
+  std::printf("%-46s %3s %10s %9s %7s %8s %7s %9s %10s %8s %9s\n", "case", "thr", "time_ms", "GFLOP/s", "%peak", "GB/s", "%bw",
+              "tok/s", "naive_ms", "speedup", "cpu/wall");
   for (const bench_case& c : cases) {
     if (!filter.empty() && std::string(c.name).find(filter) == std::string::npos) continue;
     std::vector<int> counts = {threads};
     if (threads > 1 && &c == &cases[0]) counts.insert(counts.begin(), 1);
     for (int t : counts) {
-      if (c.decode) bench_decode(c, t, reps, pk);
-      else bench_prefill(c, t, reps, pk);
+      if (c.decode)
+        bench_decode(c, t, reps, pk);
+      else
+        bench_prefill(c, t, reps, pk);
     }
   }
-  std::printf("FLOPs count 4*B*Hq*D per visible (query, key) pair (causal: the visible half). "
-              "Decode GB/s: K and V bytes of the cache per step; %%bw: of the best probe rep; tok/s: B tokens "
-              "per step. naive: materialized scores, Eigen GEMM, softmax, GEMM, f32, same threads. "
-              "cpu/wall < threads means the machine was shared.\n");
+  std::printf(
+      "FLOPs count 4*B*Hq*D per visible (query, key) pair (causal: the visible half). "
+      "Decode GB/s: K and V bytes of the cache per step; %%bw: of the best probe rep; tok/s: B tokens "
+      "per step. naive: materialized scores, Eigen GEMM, softmax, GEMM, f32, same threads. "
+      "cpu/wall < threads means the machine was shared.\n");
   return 0;
 }
 

@@ -9,9 +9,8 @@
 
 namespace attnimpl::bench {
 
-void naive_attention_f32(const float* q, const float* k, const float* v, float* o, std::int64_t b,
-                         std::int64_t hq, std::int64_t hkv, std::int64_t lq, std::int64_t lk, std::int64_t d,
-                         bool causal, int threads) {
+void naive_attention_f32(const float* q, const float* k, const float* v, float* o, std::int64_t b, std::int64_t hq,
+                         std::int64_t hkv, std::int64_t lq, std::int64_t lk, std::int64_t d, bool causal, int threads) {
   using mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using cmap = Eigen::Map<const mat, 0, Eigen::OuterStride<>>;
   using map = Eigen::Map<mat, 0, Eigen::OuterStride<>>;
@@ -32,7 +31,8 @@ void naive_attention_f32(const float* q, const float* k, const float* v, float* 
         for (std::int64_t i = 0; i < lq; ++i) {
           auto row = s.row(i);
           if (causal)
-            for (std::int64_t j = std::max<std::int64_t>(0, lk - lq + i + 1); j < lk; ++j) row(j) = -std::numeric_limits<float>::infinity();
+            for (std::int64_t j = std::max<std::int64_t>(0, lk - lq + i + 1); j < lk; ++j)
+              row(j) = -std::numeric_limits<float>::infinity();
           const float m = row.maxCoeff();
           row = (row.array() - m).exp();
           row /= row.sum();

@@ -62,8 +62,7 @@ std::vector<double> read_bandwidth_samples(int threads, int reps) {
         s2 = _mm256_add_ps(s2, _mm256_loadu_ps(p + i + 16));
         s3 = _mm256_add_ps(s3, _mm256_loadu_ps(p + i + 24));
       }
-      sink[static_cast<std::size_t>(id)] =
-          _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+      sink[static_cast<std::size_t>(id)] = _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
     });
     samples.push_back(static_cast<double>(floats) * 4 / t / 1e9);
   }

@@ -21,20 +21,16 @@ status check_common(const shape& s, const config& cfg) {
   // Caps keep index arithmetic far from int64 overflow and workspaces sane.
   constexpr std::int64_t max_dim = std::int64_t{1} << 30;
   constexpr std::int64_t max_head_dim = std::int64_t{1} << 16;
-  if (s.b < 1 || s.hq < 1 || s.hkv < 1 || s.d < 1 || s.dv < 1)
-    return status::invalid("b, hq, hkv, d and dv must be >= 1");
+  if (s.b < 1 || s.hq < 1 || s.hkv < 1 || s.d < 1 || s.dv < 1) return status::invalid("b, hq, hkv, d and dv must be >= 1");
   if (s.lq < 0 || s.lk < 0) return status::invalid("lq and lk must be >= 0");
-  if (s.b > max_dim || s.hq > max_dim || s.lq > max_dim || s.lk > max_dim)
-    return status::invalid("a size exceeds 2^30");
+  if (s.b > max_dim || s.hq > max_dim || s.lq > max_dim || s.lk > max_dim) return status::invalid("a size exceeds 2^30");
   if (s.d > max_head_dim || s.dv > max_head_dim) return status::invalid("d and dv must be <= 65536");
   if (s.hq % s.hkv != 0)
-    return status::invalid("hq (" + std::to_string(s.hq) + ") must be a multiple of hkv (" +
-                           std::to_string(s.hkv) + ")");
+    return status::invalid("hq (" + std::to_string(s.hq) + ") must be a multiple of hkv (" + std::to_string(s.hkv) + ")");
   if (cfg.threads < 0 || cfg.threads > 1024) return status::invalid("config.threads must be in [0, 1024]");
   if (cfg.q_tile < 0 || cfg.q_tile > 4096) return status::invalid("config.q_tile must be in [0, 4096]");
   if (cfg.k_tile < 0 || cfg.k_tile > 4096) return status::invalid("config.k_tile must be in [0, 4096]");
-  if (cfg.split_keys < 0 || cfg.split_keys > max_dim)
-    return status::invalid("config.split_keys must be in [0, 2^30]");
+  if (cfg.split_keys < 0 || cfg.split_keys > max_dim) return status::invalid("config.split_keys must be in [0, 2^30]");
   // Per-thread workspace is about rows x (d + dv + k_tile) floats; keep it under 1 GiB.
   const config r = resolve(cfg);
   const std::int64_t group = s.hq / s.hkv;

@@ -6,9 +6,7 @@
 
 namespace attnimpl {
 
-float default_scale(std::int64_t d) {
-  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-}
+float default_scale(std::int64_t d) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))); }
 
 config resolve(const config& cfg) {
   config r = cfg;

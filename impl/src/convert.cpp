@@ -21,7 +21,7 @@ std::uint16_t to_bf16(float x) {
   std::uint32_t u;
   std::memcpy(&u, &x, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even; overflow carries to inf
+  u += 0x7fffu + ((u >> 16) & 1u);                             // round to nearest, ties to even; overflow carries to inf
   if (ATTNIMPL_MUTANT(bf16_truncate)) std::memcpy(&u, &x, 4);  // rounds toward zero
   return static_cast<std::uint16_t>(u >> 16);
 }

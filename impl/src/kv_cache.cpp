@@ -20,18 +20,16 @@ status paged_kv_cache::create(const kv_cache_config& cfg_in, std::vector<std::in
                               std::optional<paged_kv_cache>& out) {
   kv_cache_config cfg = cfg_in;
   if (cfg.max_pages_per_seq == 0) cfg.max_pages_per_seq = cfg.pages;
-  if (cfg.batch < 1 || cfg.hkv < 1 || cfg.d < 1 || cfg.dv < 1)
-    return status::invalid("batch, hkv, d and dv must be >= 1");
+  if (cfg.batch < 1 || cfg.hkv < 1 || cfg.d < 1 || cfg.dv < 1) return status::invalid("batch, hkv, d and dv must be >= 1");
   if (cfg.d > 65536 || cfg.dv > 65536 || cfg.hkv > 65536) return status::invalid("hkv, d, dv must be <= 65536");
   if (cfg.page_size < 1 || cfg.page_size > (1 << 20)) return status::invalid("page_size must be in [1, 2^20]");
   if (cfg.pages < 0 || cfg.pages > (std::int64_t{1} << 30)) return status::invalid("pages must be in [0, 2^30]");
   if (cfg.max_pages_per_seq < 0 || cfg.max_pages_per_seq > cfg.pages)
     return status::invalid("max_pages_per_seq must be in [0, pages]");
-  if (cfg.type != dtype::f32 && cfg.type != dtype::f16 && cfg.type != dtype::bf16)
-    return status::invalid("unknown dtype");
+  if (cfg.type != dtype::f32 && cfg.type != dtype::f16 && cfg.type != dtype::bf16) return status::invalid("unknown dtype");
   const std::int64_t esize = convert::size_of(cfg.type);
-  const double bytes = static_cast<double>(cfg.pages) * static_cast<double>(cfg.page_size) *
-                       static_cast<double>(cfg.hkv) * static_cast<double>(cfg.d + cfg.dv) * static_cast<double>(esize);
+  const double bytes = static_cast<double>(cfg.pages) * static_cast<double>(cfg.page_size) * static_cast<double>(cfg.hkv) *
+                       static_cast<double>(cfg.d + cfg.dv) * static_cast<double>(esize);
   if (bytes > static_cast<double>(std::int64_t{1} << 40)) return status::invalid("pool larger than 1 TiB");
   if (page_order.empty()) {
     for (std::int64_t p = 0; p < cfg.pages; ++p) page_order.push_back(static_cast<std::int32_t>(p));
@@ -74,8 +72,7 @@ status paged_kv_cache::append(std::int64_t seq, std::int64_t count, const kv_tok
     free_.pop_back();
   }
   const std::int64_t esize = convert::size_of(cfg_.type);
-  const auto copy = [&](unsigned char* pool, const void* src, const std::array<std::int64_t, 3>& st,
-                        std::int64_t width) {
+  const auto copy = [&](unsigned char* pool, const void* src, const std::array<std::int64_t, 3>& st, std::int64_t width) {
     const unsigned char* s = static_cast<const unsigned char*>(src);
     for (std::int64_t tok = 0; tok < count; ++tok) {
       const std::int64_t pos = n + tok + shift;
@@ -86,8 +83,7 @@ status paged_kv_cache::append(std::int64_t seq, std::int64_t count, const kv_tok
       for (std::int64_t g = 0; g < cfg_.hkv; ++g) {
         unsigned char* dst = pool + (((page * cfg_.hkv + g) * cfg_.page_size + pos % cfg_.page_size) * width) * esize;
         for (std::int64_t e = 0; e < width; ++e)
-          std::memcpy(dst + e * esize, s + (tok * st[0] + g * st[1] + e * st[2]) * esize,
-                      static_cast<std::size_t>(esize));
+          std::memcpy(dst + e * esize, s + (tok * st[0] + g * st[1] + e * st[2]) * esize, static_cast<std::size_t>(esize));
       }
     }
   };

@@ -28,8 +28,7 @@ status attention_layer::create(const layer_dims& d, layer_weights w, std::option
   if (!need(w.wq, d.dim_q * d.hq * d.d) || !need(w.wk, d.dim_k * d.hkv * d.d) || !need(w.wv, d.dim_v * d.hkv * d.dv) ||
       !need(w.wo, d.hq * d.dv * d.d_out))
     return status::invalid("weight sizes must be dim_q*hq*d, dim_k*hkv*d, dim_v*hkv*dv and hq*dv*d_out");
-  if (!bias_ok(w.bq, d.hq * d.d) || !bias_ok(w.bk, d.hkv * d.d) || !bias_ok(w.bv, d.hkv * d.dv) ||
-      !bias_ok(w.bo, d.d_out))
+  if (!bias_ok(w.bq, d.hq * d.d) || !bias_ok(w.bk, d.hkv * d.d) || !bias_ok(w.bv, d.hkv * d.dv) || !bias_ok(w.bo, d.d_out))
     return status::invalid("bias sizes must be hq*d, hkv*d, hkv*dv and d_out (or empty)");
   attention_layer l;
   l.dims_ = d;
@@ -87,8 +86,8 @@ status attention_layer::forward(std::int64_t b, std::int64_t lq, std::int64_t lk
   return status::success();
 }
 
-status attention_layer::forward_cached(paged_kv_cache& cache, std::int64_t lq, const float* xq, const float* xk,
-                                       const float* xv, float* out, const config& cfg, float* attn_out) const {
+status attention_layer::forward_cached(paged_kv_cache& cache, std::int64_t lq, const float* xq, const float* xk, const float* xv,
+                                       float* out, const config& cfg, float* attn_out) const {
   const layer_dims& d = dims_;
   const kv_cache_config& cc = cache.config_used();
   if (cc.hkv != d.hkv || cc.d != d.d || cc.dv != d.dv) return status::invalid("cache hkv, d, dv must match the layer");
@@ -110,8 +109,10 @@ status attention_layer::forward_cached(paged_kv_cache& cache, std::int64_t lq, c
     if (cache.length(s) + lq > cc.max_pages_per_seq * cc.page_size)
       return status::invalid("sequence " + std::to_string(s) + " would exceed the cache");
   for (std::int64_t s = 0; s < b; ++s) {
-    kv_tokens t{k_store.data() + s * lq * d.hkv * d.d * es, {d.hkv * d.d, d.d, 1},
-                v_store.data() + s * lq * d.hkv * d.dv * es, {d.hkv * d.dv, d.dv, 1}};
+    kv_tokens t{k_store.data() + s * lq * d.hkv * d.d * es,
+                {d.hkv * d.d, d.d, 1},
+                v_store.data() + s * lq * d.hkv * d.dv * es,
+                {d.hkv * d.dv, d.dv, 1}};
     if (status st = cache.append(s, lq, t); !st.ok()) return st;
   }
   cache_attention_args a;

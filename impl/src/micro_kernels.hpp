@@ -17,27 +17,27 @@ namespace attnimpl::micro {
 
 /// s[r][c] = sum_dd q[r][dd] * kt[dd][c] for NR rows and NV*8 columns.
 template <int NR, int NV>
-inline void scores(const float* q, std::int64_t ldq, const float* kt, std::int64_t ldk, std::int64_t d,
-                   float* s, std::int64_t lds) {
+inline void scores(const float* q, std::int64_t ldq, const float* kt, std::int64_t ldk, std::int64_t d, float* s,
+                   std::int64_t lds) {
   __m256 acc[NR][NV];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
   for (std::int64_t dd = 0; dd < d; ++dd) {
     __m256 kv[NV];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) kv[v] = _mm256_loadu_ps(kt + dd * ldk + 8 * v);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
       const __m256 qb = _mm256_broadcast_ss(q + r * ldq + dd);
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(qb, kv[v], acc[r][v]);
     }
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) _mm256_storeu_ps(s + r * lds + 8 * v, acc[r][v]);
 }
 
@@ -45,27 +45,27 @@ inline void scores(const float* q, std::int64_t ldq, const float* kt, std::int64
 /// one FMA per (j, e) in increasing j. V rows hold storage type T, widened to
 /// f32 in registers (exact).
 template <int NR, int NE, dtype T>
-inline void weighted_values(const float* p, std::int64_t ldp, const char* const* v, std::int64_t e0,
-                            std::int64_t kc, float* acc, std::int64_t lda) {
+inline void weighted_values(const float* p, std::int64_t ldp, const char* const* v, std::int64_t e0, std::int64_t kc, float* acc,
+                            std::int64_t lda) {
   __m256 a[NR][NE];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int e = 0; e < NE; ++e) a[r][e] = _mm256_loadu_ps(acc + r * lda + 8 * e);
   for (std::int64_t j = 0; j < kc; ++j) {
     __m256 vv[NE];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int e = 0; e < NE; ++e) vv[e] = simd::load8(v[j] + (e0 + 8 * e) * (T == dtype::f32 ? 4 : 2), T);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
       const __m256 pb = _mm256_broadcast_ss(p + r * ldp + j);
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int e = 0; e < NE; ++e) a[r][e] = _mm256_fmadd_ps(pb, vv[e], a[r][e]);
     }
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int e = 0; e < NE; ++e) _mm256_storeu_ps(acc + r * lda + 8 * e, a[r][e]);
 }
 

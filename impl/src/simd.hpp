@@ -20,8 +20,8 @@ inline __m256 exp8(__m256 x) {
   const __m256 hi = _mm256_set1_ps(88.75f);
   x = _mm256_max_ps(lo, x);  // max/min return the second operand on NaN: NaN survives
   x = _mm256_min_ps(hi, x);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
   if (!ATTNIMPL_MUTANT(exp_reduction_lo_dropped)) r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
   __m256 y = _mm256_set1_ps(1.9875691500e-4f);

@@ -87,9 +87,10 @@ int run_bench() {
 }  // namespace
 
 void add_bench(CLI::App& app) {
-  bench_app = app.add_subcommand("bench", "Benchmark the bundled kernel: FMA peak and bandwidth probes, prefill and decode cases "
-                                          "(options pass through: --threads N, --reps N, --quick, --no-rss; "
-                                          "--html FILE also writes an HTML report)");
+  bench_app = app.add_subcommand("bench",
+                                 "Benchmark the bundled kernel: FMA peak and bandwidth probes, prefill and decode cases "
+                                 "(options pass through: --threads N, --reps N, --quick, --no-rss; "
+                                 "--html FILE also writes an HTML report)");
   bench_app->allow_extras();
   bench_app->prefix_command();
   register_runner(bench_app, [] { return run_bench(); });

@@ -19,7 +19,7 @@ namespace {
 gate_options gate_args;
 std::uint64_t gate_seed = 1;
 int gate_cases = default_gate_cases();
-int gate_jobs = 0;  // 0: the number of CPUs, at most 8
+int gate_jobs = 0;                       // 0: the number of CPUs, at most 8
 std::vector<std::string> gate_subjects;  // repeatable --subject: each gated in turn
 std::string gate_html;                   // one report for every subject
 
@@ -103,27 +103,31 @@ int default_gate_cases() { return 1000; }
 
 void add_gate(CLI::App& app) {
   auto* g = app.add_subcommand("gate", "Check a subject against every law; exit 1 if any law fails");
-  g->add_option("--subject", gate_subjects, "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, a plugin .so[:options], or python:MODULE:CALLABLE[?options] (docs/python.md); "
-                "repeatable: the subjects are gated together, files get .N before their extension");
+  g->add_option(
+      "--subject", gate_subjects,
+      "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, a plugin .so[:options], or python:MODULE:CALLABLE[?options] (docs/python.md); "
+      "repeatable: the subjects are gated together, files get .N before their extension");
   g->add_option("--cases", gate_cases, "cases per law (default " + std::to_string(default_gate_cases()) + ")")
       ->check(CLI::Range(1, 10'000'000));
   g->add_option("--seed", gate_seed, "rapidcheck seed; the same seed gives the same cases and verdicts");
   g->add_option("--only", gate_args.only, "run only these laws or groups (repeatable), e.g. --only cache --only gqa");
   g->add_option("--junit", gate_args.junit, "write JUnit XML here");
   g->add_option("--json", gate_args.json, "write per-law results as JSON here (verdict, cases, shrink steps, counterexample)");
-  g->add_option("--html", gate_html, "write one self-contained HTML report here (every subject: laws, failure cards with heat maps, "
-                                     "histograms of observed/bound)");
+  g->add_option("--html", gate_html,
+                "write one self-contained HTML report here (every subject: laws, failure cards with heat maps, "
+                "histograms of observed/bound)");
   g->add_option("--progress-seconds", gate_args.progress_seconds,
                 "seconds between plain progress lines when standard error is not a terminal (default 10)")
       ->check(CLI::Range(0.1, 3600.0));
   g->add_option("--out", gate_args.out_dir, "save shrunk counterexamples here (default attncheck-out)");
   g->add_option("--reproduce", gate_args.run.reproduce, "an RC_PARAMS reproduce string from an earlier failure");
-  g->add_option("--law-timeout", gate_args.law_timeout, "seconds one law may run before the subject is declared hung (default 120)")
+  g->add_option("--law-timeout", gate_args.law_timeout,
+                "seconds one law may run before the subject is declared hung (default 120)")
       ->check(CLI::Range(0.1, 86400.0));
   g->add_flag("!--no-isolate", gate_args.isolate, "run laws in this process (a crashing subject then takes the gate down)");
   g->add_option("--max-work", gate_args.run.gen.max_work,
-                 "largest B*Hq*Lq*Lk*(D+Dv) of a generated case while a law's work budget lasts (default " +
-                     std::to_string(gen_options{}.max_work) + ")")
+                "largest B*Hq*Lq*Lk*(D+Dv) of a generated case while a law's work budget lasts (default " +
+                    std::to_string(gen_options{}.max_work) + ")")
       ->check(CLI::Range(std::int64_t{16}, max_work_limit));
   g->add_option("--law-work", gate_args.run.gen.law_work,
                 "each law's budget of multiply-adds on large cases; after it, cases stay small (default " +
@@ -139,10 +143,13 @@ void add_gate(CLI::App& app) {
 void add_repro(CLI::App& app) {
   auto* r = app.add_subcommand("repro", "Replay a saved counterexample; exit 1 while it still fails");
   r->add_option("file", rargs.file, "case file saved by the gate or the fuzzers")->required();
-  r->add_option("--subject", rargs.subject, "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, a plugin .so[:options], or python:MODULE:CALLABLE[?options]");
+  r->add_option(
+      "--subject", rargs.subject,
+      "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, a plugin .so[:options], or python:MODULE:CALLABLE[?options]");
   r->add_option("--law", rargs.law, "law to replay (default: the law named in the file)");
   r->add_option("--html", rargs.html, "write a self-contained HTML report here (the case, its worst elements, the heat map)");
-  r->add_option("--timeout", rargs.timeout, "seconds before the subject is declared hung (default 120)")->check(CLI::Range(0.1, 86400.0));
+  r->add_option("--timeout", rargs.timeout, "seconds before the subject is declared hung (default 120)")
+      ->check(CLI::Range(0.1, 86400.0));
   register_runner(r, run_repro);
 }
 
@@ -152,7 +159,8 @@ void add_laws(CLI::App& app) {
 }
 
 void add_case(CLI::App& app) {
-  auto* c = app.add_subcommand("case", "Write the case file of a one-line form, e.g. 'ATTN(b=2,hq=6,hkv=2,lq=1,lk=3,d=3,dv=3,causal,seed=7)'");
+  auto* c = app.add_subcommand(
+      "case", "Write the case file of a one-line form, e.g. 'ATTN(b=2,hq=6,hkv=2,lq=1,lk=3,d=3,dv=3,causal,seed=7)'");
   c->add_option("line", cargs.line, "the one-line form")->required();
   c->add_option("-o,--out", cargs.out, "output file (default: standard output)");
   register_runner(c, run_case);

@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attncheck/case.hpp"
+#include "attncheck/failure_report.hpp"
 #include "attncheck/mutants.hpp"
 #include "attncheck/report_html.hpp"
 #include "cli_state.hpp"
@@ -39,7 +40,6 @@
 namespace attncheck::cli {
 
 namespace {
-
 
 struct options {
   std::string plugin;
@@ -83,13 +83,13 @@ void parse_tiles() {
 }
 
 struct run_result {
-  bool ran = false;          // the gate produced its JSON
-  bool killed = false;       // some law failed
-  bool expected = false;     // one of the expected laws failed
+  bool ran = false;       // the gate produced its JSON
+  bool killed = false;    // some law failed
+  bool expected = false;  // one of the expected laws failed
   std::vector<std::string> killers;
-  int cases = -1;            // cases of the first expected law that failed
-  double seconds = 0;        // that law's seconds (cases + shrinking)
-  double wall = 0;           // the whole gate call
+  int cases = -1;                // cases of the first expected law that failed
+  double seconds = 0;            // that law's seconds (cases + shrinking)
+  double wall = 0;               // the whole gate call
   std::string shape, line, how;  // shrunk shape, its case line, crash/hang note
   std::string first_expected;    // the expected law those figures are from
 };
@@ -111,9 +111,9 @@ run_result run_one(const mutant_spec& m, std::uint64_t seed, bool every_law) {
   const std::string tag = std::string(m.name) + "-seed" + std::to_string(seed);
   const auto base = std::filesystem::path(opt.out) / tag;
   const std::string subject = opt.plugin + ":mutant=" + m.name + "," + tile_options();
-  std::string cmd = quote(self_path()) + " gate --subject " + quote(subject) + " --seed " + std::to_string(seed) + " --cases " + std::to_string(opt.cases) +
-                    " --law-timeout " + std::to_string(opt.law_timeout) + " --json " + quote(base.string() + ".json") +
-                    " --out " + quote(base.string());
+  std::string cmd = quote(self_path()) + " gate --subject " + quote(subject) + " --seed " + std::to_string(seed) + " --cases " +
+                    std::to_string(opt.cases) + " --law-timeout " + std::to_string(opt.law_timeout) + " --json " +
+                    quote(base.string() + ".json") + " --out " + quote(base.string());
   if (!every_law)
     for (const auto& l : m.laws) cmd += " --only " + l;
   cmd += " > " + quote(base.string() + ".log") + " 2>&1";
@@ -139,14 +139,17 @@ run_result run_one(const mutant_spec& m, std::uint64_t seed, bool every_law) {
       r.first_expected = name;
       r.cases = l.at("cases");
       r.seconds = l.at("seconds");
-      const std::string msg = l.value("message", "");
-      if (msg.find("(a hang)") != std::string::npos) r.how = "hang";
-      else if (msg.find("subject's process was") != std::string::npos) r.how = "crash";
+      // The gate's JSON names what kind of failure it was (failure_report.hpp).
+      const failure_kind kind = failure_kind_of(l.value("kind", ""));
+      if (kind == failure_kind::hang)
+        r.how = "hang";
+      else if (kind == failure_kind::crash)
+        r.how = "crash";
       if (l.contains("shape")) {
         const auto& s = l.at("shape");
         std::ostringstream o;
-        o << s.at("b") << "," << s.at("hq") << "," << s.at("hkv") << "," << s.at("lq") << "," << s.at("lk") << ","
-          << s.at("d") << "," << s.at("dv");
+        o << s.at("b") << "," << s.at("hq") << "," << s.at("hkv") << "," << s.at("lq") << "," << s.at("lk") << "," << s.at("d")
+          << "," << s.at("dv");
         r.shape = o.str();
         r.line = l.value("counterexample", "");
       }
@@ -195,8 +198,13 @@ int run_mutation() {
   std::set<std::string> known;
   for (const auto& m : mutant_specs()) known.insert(m.name);
   for (const auto& n : offered)
-    if (!known.count(n)) throw input_error("mutation", "the plugin's mutant '" + n + "' is not in the mutant list (impl/include/attnimpl/mutants.hpp)");
-  if (offered.size() != known.size()) throw input_error("mutation", "the mutant list (impl/include/attnimpl/mutants.hpp) names mutants the plugin lacks: plugin and attncheck come from different builds");
+    if (!known.count(n))
+      throw input_error("mutation",
+                        "the plugin's mutant '" + n + "' is not in the mutant list (impl/include/attnimpl/mutants.hpp)");
+  if (offered.size() != known.size())
+    throw input_error(
+        "mutation",
+        "the mutant list (impl/include/attnimpl/mutants.hpp) names mutants the plugin lacks: plugin and attncheck come from different builds");
   std::vector<const mutant_spec*> chosen;
   for (const auto& m : mutant_specs()) {
     const bool named = std::find(opt.mutants.begin(), opt.mutants.end(), m.name) != opt.mutants.end();
@@ -208,7 +216,8 @@ int run_mutation() {
   std::cout << "attncheck mutation: " << chosen.size() << " mutants of " << opt.plugin << ", seeds";
   for (auto s : opt.seeds) std::cout << " " << s;
   std::cout << ", tiles " << tile_options() << " (0: production), " << opt.cases << " cases per law, law timeout "
-            << opt.law_timeout << " s\n" << std::flush;
+            << opt.law_timeout << " s\n"
+            << std::flush;
 
   // The control: the mutation build with no mutant passes the laws used here.
   {
@@ -218,12 +227,13 @@ int run_mutation() {
     none.laws.assign(laws.begin(), laws.end());
     const run_result c = run_one(none, opt.seeds[0], !opt.quick);
     if (!c.ran || c.killed) {
-      std::cout << "control FAILED: the mutation build without a mutant fails " << join(c.killers, ", ") << c.how
-                << " (see " << opt.out << "/none-seed" << opt.seeds[0] << ".log)\n";
+      std::cout << "control FAILED: the mutation build without a mutant fails " << join(c.killers, ", ") << c.how << " (see "
+                << opt.out << "/none-seed" << opt.seeds[0] << ".log)\n";
       return 1;
     }
     std::cout << "control: no mutant, " << (opt.quick ? "expected laws" : "every law") << " pass (" << std::fixed
-              << std::setprecision(0) << c.wall << " s)\n" << std::flush;
+              << std::setprecision(0) << c.wall << " s)\n"
+              << std::flush;
   }
 
   // (mutant, seed) tasks; the first seed runs every law unless --quick.
@@ -261,7 +271,9 @@ int run_mutation() {
       std::snprintf(progress, sizeof progress, "[%zu/%zu runs, %.2f runs/min, ETA %.0f s]", done, tasks.size(), 60 * rate,
                     rate > 0 ? static_cast<double>(tasks.size() - done) / rate : 0.0);
       std::cerr << "  " << what << ": "
-                << (r.expected ? "killed by " + law_alias(r.first_expected) : r.killed ? "killed, not by an expected law" : "SURVIVED")
+                << (r.expected ? "killed by " + law_alias(r.first_expected)
+                    : r.killed ? "killed, not by an expected law"
+                               : "SURVIVED")
                 << " (" << std::fixed << std::setprecision(0) << r.wall << " s) " << progress;
       if (!running.empty()) std::cerr << "; running " << join(std::vector<std::string>(running.begin(), running.end()), ", ");
       std::cerr << "\n";
@@ -273,7 +285,8 @@ int run_mutation() {
 
   // The table.
   std::ostringstream tab;
-  tab << "| mutant | killed (seeds) | killing laws (seed " << opt.seeds[0] << ") | cases to kill | shrunk B,Hq,Hkv,Lq,Lk,D,Dv | smallest shape | s to kill |\n";
+  tab << "| mutant | killed (seeds) | killing laws (seed " << opt.seeds[0]
+      << ") | cases to kill | shrunk B,Hq,Hkv,Lq,Lk,D,Dv | smallest shape | s to kill |\n";
   tab << "|---|---|---|---|---|---|---|\n";
   int all_killed = 0;
   std::vector<double> cases_all;
@@ -283,8 +296,8 @@ int run_mutation() {
     const auto& rs = results[m];
     int k = 0;
     std::vector<std::string> cs;
-    html::mutant_row row{chosen[m]->name, 0, static_cast<int>(rs.size()), {}, {}, rs[0].shape, chosen[m]->min_shape, rs[0].how,
-                         rs[0].expected ? rs[0].seconds : -1.0};
+    html::mutant_row row{chosen[m]->name,      0,         static_cast<int>(rs.size()),          {}, {}, rs[0].shape,
+                         chosen[m]->min_shape, rs[0].how, rs[0].expected ? rs[0].seconds : -1.0};
     for (const auto& r : rs) {
       k += r.expected;
       cs.push_back(r.expected ? std::to_string(r.cases) : "-");
@@ -293,10 +306,13 @@ int run_mutation() {
     }
     row.killed_seeds = k;
     for (const auto& l : rs[0].killers)
-      row.killers.emplace_back(law_alias(l), std::find(chosen[m]->laws.begin(), chosen[m]->laws.end(), l) != chosen[m]->laws.end());
+      row.killers.emplace_back(law_alias(l),
+                               std::find(chosen[m]->laws.begin(), chosen[m]->laws.end(), l) != chosen[m]->laws.end());
     report.rows.push_back(std::move(row));
-    if (k == static_cast<int>(rs.size())) ++all_killed;
-    else survivors.push_back(chosen[m]->name);
+    if (k == static_cast<int>(rs.size()))
+      ++all_killed;
+    else
+      survivors.push_back(chosen[m]->name);
     std::vector<std::string> killers;
     for (const auto& l : rs[0].killers) {
       const bool exp = std::find(chosen[m]->laws.begin(), chosen[m]->laws.end(), l) != chosen[m]->laws.end();
@@ -305,17 +321,16 @@ int run_mutation() {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f", rs[0].seconds);
     tab << "| " << chosen[m]->name << " | " << (k == static_cast<int>(rs.size()) ? "yes" : "NO") << " " << k << "/" << rs.size()
-        << " | " << (killers.empty() ? "none" : join(killers, ", ")) << (rs[0].how.empty() ? "" : " (" + rs[0].how + ")")
-        << " | " << join(cs, " ") << " | " << (rs[0].shape.empty() ? "-" : rs[0].shape) << " | " << chosen[m]->min_shape
-        << " | " << (rs[0].expected ? secs : "-") << " |\n";
+        << " | " << (killers.empty() ? "none" : join(killers, ", ")) << (rs[0].how.empty() ? "" : " (" + rs[0].how + ")") << " | "
+        << join(cs, " ") << " | " << (rs[0].shape.empty() ? "-" : rs[0].shape) << " | " << chosen[m]->min_shape << " | "
+        << (rs[0].expected ? secs : "-") << " |\n";
   }
   char summary[320];
   std::snprintf(summary, sizeof summary,
                 "\nkill rate: %d/%zu mutants killed on every seed by an expected law (%.0f%%); median cases to kill: %g; "
                 "%zu gate runs in %.0f s\n",
                 all_killed, chosen.size(), chosen.empty() ? 100.0 : 100.0 * all_killed / static_cast<double>(chosen.size()),
-                median(cases_all), tasks.size(),
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+                median(cases_all), tasks.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   std::cout << "\n" << tab.str() << summary;
   std::cout << "(bold: a law expected to kill it; cases to kill: one per seed, the first expected law that failed)\n";
   if (!survivors.empty()) std::cout << "SURVIVED (or killed only by an unexpected law): " << join(survivors, ", ") << "\n";
@@ -352,7 +367,8 @@ void add_mutation(CLI::App& app) {
                 "q_tile,k_tile,split_keys of the mutated kernel; 0 = the production value (default 2,3,6: tiny tiles)");
   m->add_flag("--quick", opt.quick, "for CI: the first seed only, and only each mutant's expected laws");
   m->add_flag("--all-laws", opt.all_laws, "run every law on every seed (slow)");
-  m->add_flag("--expected-only", opt.expected_only, "every seed runs only each mutant's expected laws (the killing-laws column then lists those)");
+  m->add_flag("--expected-only", opt.expected_only,
+              "every seed runs only each mutant's expected laws (the killing-laws column then lists those)");
   register_runner(m, run_mutation);
 }
 

@@ -32,11 +32,16 @@ nlohmann::json number(double x) {
 int run() {
   const case_record rec = read_case_file(args.file);
   oracle_options opt;
-  if (args.precision == "mpfr50") opt.precision = oracle_precision::mpfr50;
-  else if (args.precision == "mpfr100") opt.precision = oracle_precision::mpfr100;
-  else if (args.precision == "cpp_bin100") opt.precision = oracle_precision::cpp_bin100;
-  else if (args.precision == "auto") opt.precision = oracle_precision::auto_tier;
-  else throw input_error("--precision", "'" + args.precision + "' is not one of mpfr50, mpfr100, cpp_bin100, auto");
+  if (args.precision == "mpfr50")
+    opt.precision = oracle_precision::mpfr50;
+  else if (args.precision == "mpfr100")
+    opt.precision = oracle_precision::mpfr100;
+  else if (args.precision == "cpp_bin100")
+    opt.precision = oracle_precision::cpp_bin100;
+  else if (args.precision == "auto")
+    opt.precision = oracle_precision::auto_tier;
+  else
+    throw input_error("--precision", "'" + args.precision + "' is not one of mpfr50, mpfr100, cpp_bin100, auto");
   opt.want_p = args.with_p;
   opt.out_type = rec.c.type;
   opt.bound.u_compute = args.u;
@@ -49,7 +54,9 @@ int run() {
   j["attncheck"] = {{"version", version_string}, {"contract", contract_version}};
   j["case"] = to_line(c);
   j["precision"] = args.precision;
-  j["tier"] = r.tier == oracle_tier::fast_binary64 ? "fast_binary64" : r.tier == oracle_tier::binary64 ? "binary64" : "multiprecision";
+  j["tier"] = r.tier == oracle_tier::fast_binary64 ? "fast_binary64"
+              : r.tier == oracle_tier::binary64    ? "binary64"
+                                                   : "multiprecision";
   j["accuracy"] = oracle_accuracy_statement();
   j["layout"] = {{"o", "[b][i][h][e]"}, {"lse", "[b][h][i]"}, {"p", "[b][h][i][j]"}};
   j["bound_params"] = {{"u_compute", args.u}, {"exp_ulps", args.exp_ulps}, {"key_blocks", args.key_blocks}};
@@ -103,10 +110,13 @@ void add_oracle(CLI::App& app) {
   auto* sub = app.add_subcommand("oracle", "Print the reference O, LSE (and P) of a case file as JSON, with the stated accuracy");
   sub->add_option("file", args.file, "case file (JSON, format attncheck-case version 1)")->required();
   sub->add_flag("--p", args.with_p, "also print the weights P[b][h][i][j]");
-  sub->add_option("--precision", args.precision, "mpfr50 (default), mpfr100, cpp_bin100, or auto (the fast binary64 tier where sound, else mpfr50)");
+  sub->add_option("--precision", args.precision,
+                  "mpfr50 (default), mpfr100, cpp_bin100, or auto (the fast binary64 tier where sound, else mpfr50)");
   sub->add_option("--u", args.u, "compute unit roundoff for the bound (default 2^-24)")->check(CLI::Range(0x1p-80, 0.25));
-  sub->add_option("--exp-ulps", args.exp_ulps, "declared exp accuracy in ulps for the bound (default 1)")->check(CLI::Range(0.0, 1e6));
-  sub->add_option("--key-blocks", args.key_blocks, "nb for the bound (default 1)")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  sub->add_option("--exp-ulps", args.exp_ulps, "declared exp accuracy in ulps for the bound (default 1)")
+      ->check(CLI::Range(0.0, 1e6));
+  sub->add_option("--key-blocks", args.key_blocks, "nb for the bound (default 1)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
   register_runner(sub, run);
 }
 

@@ -35,10 +35,16 @@ void keep_worst(std::vector<std::pair<double, std::string>>& worst, double ratio
 nlohmann::json to_json(const campaign_stats& s) {
   nlohmann::json worst = nlohmann::json::array();
   for (const auto& [ratio, what] : s.worst) worst.push_back({std::bit_cast<std::uint64_t>(ratio), what});
-  return {{"cases", s.cases}, {"elements", s.elements}, {"violations", s.violations}, {"violating_cases", s.violating_cases},
+  return {{"cases", s.cases},
+          {"elements", s.elements},
+          {"violations", s.violations},
+          {"violating_cases", s.violating_cases},
           {"unjudged_elements", s.unjudged_elements},
-          {"histogram", s.histogram}, {"max_ratio", std::bit_cast<std::uint64_t>(s.max_ratio)},
-          {"max_ratio_case", s.max_ratio_case}, {"first_violation", s.first_violation}, {"fast_tier_cases", s.fast_tier_cases},
+          {"histogram", s.histogram},
+          {"max_ratio", std::bit_cast<std::uint64_t>(s.max_ratio)},
+          {"max_ratio_case", s.max_ratio_case},
+          {"first_violation", s.first_violation},
+          {"fast_tier_cases", s.fast_tier_cases},
           {"worst", worst}};
 }
 
@@ -51,7 +57,8 @@ campaign_stats stats_from(const nlohmann::json& j) {
   s.max_ratio = std::bit_cast<double>(j.at("max_ratio").get<std::uint64_t>());
   s.max_ratio_case = j.at("max_ratio_case"), s.first_violation = j.at("first_violation");
   s.fast_tier_cases = j.at("fast_tier_cases");
-  for (const auto& w : j.at("worst")) s.worst.emplace_back(std::bit_cast<double>(w.at(0).get<std::uint64_t>()), w.at(1).get<std::string>());
+  for (const auto& w : j.at("worst"))
+    s.worst.emplace_back(std::bit_cast<double>(w.at(0).get<std::uint64_t>()), w.at(1).get<std::string>());
   return s;
 }
 
@@ -99,7 +106,8 @@ std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign
     if (!out.ok()) {
       violated = true;
       ++st.violations;
-      worst.fail(out.status ? "subject returned " + out.error : "subject wrote outside its output: " + out.guard_report);
+      worst.fail(out.status ? "subject returned " + out.error : "subject wrote outside its output: " + out.guard_report,
+                 failure_kind::subject_error);
     } else {
       for (std::int64_t b = 0; b < c.b; ++b)
         for (std::int64_t i = 0; i < c.lq; ++i)
@@ -109,8 +117,8 @@ std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign
               one(o_where(b, i, h, e), ref.o[x], out.o.at(b, i, h, e), ref.o_bound[x]);
             }
             if (!out.lse.empty())
-              one(lse_where(b, h, i), ref.lse[ref.lse_index(b, h, i)], out.lse[static_cast<std::size_t>((b * c.hq + h) * c.lq + i)],
-                  ref.lse_bound[ref.lse_index(b, h, i)]);
+              one(lse_where(b, h, i), ref.lse[ref.lse_index(b, h, i)],
+                  out.lse[static_cast<std::size_t>((b * c.hq + h) * c.lq + i)], ref.lse_bound[ref.lse_index(b, h, i)]);
           }
     }
     if (out.ok()) keep_worst(st.worst, worst.max_ratio, to_line(c) + "  " + worst.worst.describe());
@@ -178,16 +186,17 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
   auto last_line = start;
   auto print_progress = [&](bool force) {
     const auto now = std::chrono::steady_clock::now();
-    if (!force && std::chrono::duration<double>(now - last_line).count() < (opt.progress_tty ? 1.0 : opt.progress_seconds)) return;
+    if (!force && std::chrono::duration<double>(now - last_line).count() < (opt.progress_tty ? 1.0 : opt.progress_seconds))
+      return;
     last_line = now;
     std::int64_t n = 0;
     for (int w = 0; w < workers; ++w) n += __atomic_load_n(&counts[w], __ATOMIC_RELAXED);
     const double secs = std::chrono::duration<double>(now - start).count();
     const double rate = secs > 0 ? static_cast<double>(n) / secs : 0;
     char line[160];
-    std::snprintf(line, sizeof line, "campaign: %lld/%lld cases (%.1f%%), %.0f cases/s, ETA %.0f s",
-                  static_cast<long long>(n), static_cast<long long>(opt.cases), 100.0 * static_cast<double>(n) / static_cast<double>(opt.cases),
-                  rate, rate > 0 ? static_cast<double>(opt.cases - n) / rate : 0.0);
+    std::snprintf(line, sizeof line, "campaign: %lld/%lld cases (%.1f%%), %.0f cases/s, ETA %.0f s", static_cast<long long>(n),
+                  static_cast<long long>(opt.cases), 100.0 * static_cast<double>(n) / static_cast<double>(opt.cases), rate,
+                  rate > 0 ? static_cast<double>(opt.cases - n) / rate : 0.0);
     *opt.progress << (opt.progress_tty ? "\r\033[K" : "") << line << (opt.progress_tty ? "" : "\n") << std::flush;
   };
   struct unmap {
@@ -261,12 +270,13 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
   std::snprintf(rate, sizeof rate, "%.1f s, %.0f cases/s", r.seconds, static_cast<double>(total) / r.seconds);
   out << "time: " << rate << "\n";
   for (const auto& [t, st] : r.by_type) {
-    out << "\n[" << t << "] " << st.cases << " cases, " << st.elements << " elements (O and LSE) judged, violations " << st.violations
-        << " in " << st.violating_cases << " cases; " << st.unjudged_elements
+    out << "\n[" << t << "] " << st.cases << " cases, " << st.elements << " elements (O and LSE) judged, violations "
+        << st.violations << " in " << st.violating_cases << " cases; " << st.unjudged_elements
         << " elements outside the bound's domain (NaN or +inf bound: not judged)\n";
     out << "  judged by the fast oracle tier: " << fast[t] << " cases (" << percent(fast[t], st.cases) << ")\n";
     out << "  observed/bound histogram (per element):\n";
-    out << "    " << std::setw(14) << "= 0" << "  " << std::setw(12) << st.histogram[0] << "  " << percent(st.histogram[0], st.elements) << "\n";
+    out << "    " << std::setw(14) << "= 0"
+        << "  " << std::setw(12) << st.histogram[0] << "  " << percent(st.histogram[0], st.elements) << "\n";
     double lo = 0;
     for (std::size_t i = 0; i < campaign_edges.size(); ++i) {
       char label[40];
@@ -275,8 +285,8 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
           << percent(st.histogram[i + 1], st.elements) << "\n";
       lo = campaign_edges[i];
     }
-    out << "    " << std::setw(14) << "> 1" << "  " << std::setw(12) << st.histogram.back() << "  "
-        << percent(st.histogram.back(), st.elements) << "\n";
+    out << "    " << std::setw(14) << "> 1"
+        << "  " << std::setw(12) << st.histogram.back() << "  " << percent(st.histogram.back(), st.elements) << "\n";
     char m[32];
     std::snprintf(m, sizeof m, "%.4g", st.max_ratio);
     out << "  largest observed/bound " << m << ": " << st.max_ratio_case << "\n";

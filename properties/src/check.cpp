@@ -27,8 +27,8 @@ std::string num(double x) {
 
 std::string worst_element::describe() const {
   std::ostringstream s;
-  s << where << ": expected " << num(expected) << ", got " << num(got) << ", |error| "
-    << num(std::fabs(got - expected)) << ", bound " << num(bound) << ", error/bound " << num(ratio);
+  s << where << ": expected " << num(expected) << ", got " << num(got) << ", |error| " << num(std::fabs(got - expected))
+    << ", bound " << num(bound) << ", error/bound " << num(ratio);
   return s.str();
 }
 
@@ -40,8 +40,8 @@ std::string lse_where(std::int64_t b, std::int64_t h, std::int64_t i) {
   return "LSE[b=" + std::to_string(b) + ",h=" + std::to_string(h) + ",i=" + std::to_string(i) + "]";
 }
 
-void comparison::fail(const std::string& why) {
-  if (pass) failure = why;
+void comparison::fail(const std::string& why, failure_kind k) {
+  if (pass) failure = why, kind = k;
   pass = false;
 }
 
@@ -71,8 +71,10 @@ void comparison::without_bound(const std::string& where, double expected, double
   // A finite truth beside a non-finite visible input (a score of exactly
   // -inf drops its key): the oracle's value itself is judged and passes; any
   // other finite value has no bound to be judged by.
-  if (got == expected) ++compared;
-  else ++unbounded;
+  if (got == expected)
+    ++compared;
+  else
+    ++unbounded;
   note(where, got == expected ? 0.0 : std::numeric_limits<double>::quiet_NaN());
 }
 
@@ -96,8 +98,8 @@ void comparison::element(const std::string& where, double expected, double got, 
   if (std::isnan(got)) {
     w.ratio = std::numeric_limits<double>::infinity();
     fail("NaN at " + w.describe());
-  } else if (std::isinf(got) && std::isfinite(expected) && std::isfinite(bound) &&
-             (got > 0) == (expected > 0) && std::fabs(expected) + bound >= overflow_threshold) {
+  } else if (std::isinf(got) && std::isfinite(expected) && std::isfinite(bound) && (got > 0) == (expected > 0) &&
+             std::fabs(expected) + bound >= overflow_threshold) {
     w.ratio = (overflow_threshold - std::fabs(expected)) / bound;  // <= 1: rounding to inf was allowed
   } else if (std::isinf(expected) || std::isinf(got)) {
     if (got != expected) {
@@ -156,14 +158,15 @@ bool comparison::runs_ok(std::initializer_list<const subject_output*> runs) {
   for (const auto* o : runs)
     if (!o->ok()) {
       fail(o->status ? "subject returned " + std::to_string(o->status) + ": " + o->error
-                     : "subject wrote outside its output: " + o->guard_report);
+                     : "subject wrote outside its output: " + o->guard_report,
+           failure_kind::subject_error);
       return false;
     }
   return true;
 }
 
 void comparison::merge(const comparison& other) {
-  if (!other.pass) fail(other.failure);
+  if (!other.pass) fail(other.failure, other.kind);
   compared += other.compared;
   unbounded += other.unbounded;
   if (other.max_ratio > max_ratio || (worst.where.empty() && !other.worst.where.empty())) {
@@ -214,9 +217,9 @@ comparison compare_with_reference(const attn_case& c, const subject_output& out,
         for (std::int64_t i = 0; i < lq; ++i) {
           const auto k = ref.lse_index(b, h, i);
           if (std::isnan(ref.lse[k]) || std::isnan(ref.lse_bound[k])) {
-            rl.without_bound(lse_where(b, h, i), ref.lse[k], out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)],
-                             every_visible_score_is_minus_inf(c, b, h, i) ? -std::numeric_limits<double>::infinity()
-                                                                           : std::nan(""));
+            rl.without_bound(
+                lse_where(b, h, i), ref.lse[k], out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)],
+                every_visible_score_is_minus_inf(c, b, h, i) ? -std::numeric_limits<double>::infinity() : std::nan(""));
             continue;
           }
           rl.element(lse_where(b, h, i), ref.lse[k], out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)],
@@ -246,7 +249,6 @@ comparison compare_bitwise(const attn_case& c, const subject_output& expected, c
         }
   return r;
 }
-
 
 oracle_options oracle_options_for(const subject& s, const attn_case& c, oracle_precision precision) {
   oracle_options o;

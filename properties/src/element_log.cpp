@@ -79,8 +79,10 @@ std::optional<heat_map> heat_map_of(const element_log& log, const worst_element&
   for (const auto& en : log.entries()) {
     if (en.at.b != m.b || en.at.h != m.h) continue;
     rows = std::max(rows, en.at.i + 1);
-    if (en.at.e >= 0) dims = std::max(dims, en.at.e + 1);
-    else m.lse_column = true;
+    if (en.at.e >= 0)
+      dims = std::max(dims, en.at.e + 1);
+    else
+      m.lse_column = true;
     auto [it, fresh] = cell.try_emplace({en.at.i, en.at.e}, en.ratio);
     if (!fresh && (std::isnan(it->second) || en.ratio > it->second)) it->second = en.ratio;
   }
@@ -107,8 +109,7 @@ std::optional<heat_map> heat_map_of(const element_log& log, const worst_element&
   if (named) {
     m.worst_row = named->i - m.row0;
     m.worst_col = named->e < 0 ? m.cols - 1 : named->e - m.col0;
-    if (m.worst_row < 0 || m.worst_row >= m.rows || m.worst_col < 0 || m.worst_col >= m.cols ||
-        (named->e < 0 && !m.lse_column))
+    if (m.worst_row < 0 || m.worst_row >= m.rows || m.worst_col < 0 || m.worst_col >= m.cols || (named->e < 0 && !m.lse_column))
       m.worst_row = m.worst_col = -1;
   }
   return m;

@@ -16,7 +16,7 @@ constexpr int full_size = rc::kNominalSize;
 
 // Raw choices: integers in [0, n) that shrink toward 0.
 struct raw_choice {
-  int regime = 0;   // 0..99: which shape regime (0 = small)
+  int regime = 0;  // 0..99: which shape regime (0 = small)
   int b = 0, hkv = 0, group = 0, lq = 0, lk = 0, d = 0, dv = 0, lq_mode = 0, hint = 0, hint_mode = 0, jitter = 0;
   int type = 0, causal = 0, padding = 0, mask = 0, mask_dims = 0, values = 0, layout = 0, poison = 0, scale = 0;
   std::vector<int> pad;  // per batch element: 0 = full, else a cut
@@ -38,26 +38,25 @@ constexpr std::int64_t kv_heads[] = {1, 2, 3, 4, 8};
 constexpr int small_share = 40, hint_share = 20, decode_share = 15, prefill_share = 15;  // wide heads: the rest (10)
 
 // Value kinds: the benign ones first. Adversarial kinds take about half the cases.
-constexpr value_kind value_order[] = {value_kind::dyadic,        value_kind::normal,     value_kind::uniform,
-                                      value_kind::normal,        value_kind::dyadic,     value_kind::large_logits,
-                                      value_kind::dominant,      value_kind::equal_keys, value_kind::huge_v,
-                                      value_kind::tiny_v,        value_kind::far_below,  value_kind::far_above,
-                                      value_kind::underflow_gaps, value_kind::masked_lead, value_kind::max_v,
-                                      value_kind::far_below};
+constexpr value_kind value_order[] = {
+    value_kind::dyadic,         value_kind::normal,       value_kind::uniform,   value_kind::normal,
+    value_kind::dyadic,         value_kind::large_logits, value_kind::dominant,  value_kind::equal_keys,
+    value_kind::huge_v,         value_kind::tiny_v,       value_kind::far_below, value_kind::far_above,
+    value_kind::underflow_gaps, value_kind::masked_lead,  value_kind::max_v,     value_kind::far_below};
 constexpr int n_values = static_cast<int>(std::size(value_order));
 
 // Explicit scales: index 0 (most cases) keeps the default 1/sqrt(D).
 float explicit_scale(int pick, std::int64_t d) {
   const float def = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   switch (pick) {
-    case 1: return -def;           // negative: the maximum becomes the minimum
-    case 2: return 0.0f;           // zero: uniform weights
-    case 3: return 1e-30f;         // tiny: scores near f32's underflow
-    case 4: return 3.0f;           // non-power-of-two, > 1
-    case 5: return 0.3f;           // non-power-of-two, < 1
-    case 6: return 1e4f;           // huge: near one-hot weights
+    case 1: return -def;    // negative: the maximum becomes the minimum
+    case 2: return 0.0f;    // zero: uniform weights
+    case 3: return 1e-30f;  // tiny: scores near f32's underflow
+    case 4: return 3.0f;    // non-power-of-two, > 1
+    case 5: return 0.3f;    // non-power-of-two, < 1
+    case 6: return 1e4f;    // huge: near one-hot weights
     case 7: return -0.7f;
-    case 8: return 1e20f;          // very huge: scores far beyond exp's range
+    case 8: return 1e20f;  // very huge: scores far beyond exp's range
     default: return def;
   }
 }
@@ -168,15 +167,28 @@ attn_case shape_of(const raw_choice& r, const std::vector<std::int64_t>& hints, 
 // then head sizes, lengths last (the lengths are what reach the code paths).
 void fit_work(attn_case& c, std::int64_t cap) {
   while (case_work(c) > cap) {
-    if (c.b > 1) c.b = (c.b + 1) / 2;
-    else if (c.hq > c.hkv && c.hq / c.hkv > 1 && c.hkv > 1) { c.hq /= c.hkv; c.hkv = 1; }
-    else if (c.hkv > 1) { c.hq /= c.hkv; c.hkv = 1; }
-    else if (c.hq > 1) c.hq = (c.hq + 1) / 2;
-    else if (c.d + c.dv > 32) { c.d = std::max<std::int64_t>(1, c.d / 2); c.dv = std::max<std::int64_t>(1, c.dv / 2); }
-    else if (c.lq >= c.lk && c.lq > 1) c.lq = (c.lq + 1) / 2;
-    else if (c.lk > 1) c.lk = (c.lk + 1) / 2;
-    else if (c.d + c.dv > 2) { c.d = std::max<std::int64_t>(1, c.d / 2); c.dv = std::max<std::int64_t>(1, c.dv / 2); }
-    else break;
+    if (c.b > 1)
+      c.b = (c.b + 1) / 2;
+    else if (c.hq > c.hkv && c.hq / c.hkv > 1 && c.hkv > 1) {
+      c.hq /= c.hkv;
+      c.hkv = 1;
+    } else if (c.hkv > 1) {
+      c.hq /= c.hkv;
+      c.hkv = 1;
+    } else if (c.hq > 1)
+      c.hq = (c.hq + 1) / 2;
+    else if (c.d + c.dv > 32) {
+      c.d = std::max<std::int64_t>(1, c.d / 2);
+      c.dv = std::max<std::int64_t>(1, c.dv / 2);
+    } else if (c.lq >= c.lk && c.lq > 1)
+      c.lq = (c.lq + 1) / 2;
+    else if (c.lk > 1)
+      c.lk = (c.lk + 1) / 2;
+    else if (c.d + c.dv > 2) {
+      c.d = std::max<std::int64_t>(1, c.d / 2);
+      c.dv = std::max<std::int64_t>(1, c.dv / 2);
+    } else
+      break;
   }
 }
 
@@ -204,11 +216,11 @@ rc::Gen<attn_case> any_case(const subject& s, const gen_options& opt) {
           set(&raw_choice::d, inRange(0, 23 * 16)), set(&raw_choice::dv, inRange(0, 23 * 16)),
           set(&raw_choice::lq_mode, inRange(0, 12)), set(&raw_choice::hint, inRange(0, 64)),
           set(&raw_choice::hint_mode, inRange(0, 36)), set(&raw_choice::jitter, inRange(0, 1 << 13)),
-          set(&raw_choice::type, inRange(0, 3)), set(&raw_choice::causal, inRange(0, 2)), set(&raw_choice::padding, inRange(0, 2)),
-          set(&raw_choice::mask, inRange(0, 3)), set(&raw_choice::mask_dims, inRange(0, 16)),
-          set(&raw_choice::values, inRange(0, n_values)), set(&raw_choice::layout, inRange(0, 3)),
-          set(&raw_choice::poison, inRange(0, 3)), set(&raw_choice::scale, inRange(0, 36)),
-          set(&raw_choice::pad, rc::gen::container<std::vector<int>>(8, inRange(0, 12))),
+          set(&raw_choice::type, inRange(0, 3)), set(&raw_choice::causal, inRange(0, 2)),
+          set(&raw_choice::padding, inRange(0, 2)), set(&raw_choice::mask, inRange(0, 3)),
+          set(&raw_choice::mask_dims, inRange(0, 16)), set(&raw_choice::values, inRange(0, n_values)),
+          set(&raw_choice::layout, inRange(0, 3)), set(&raw_choice::poison, inRange(0, 3)),
+          set(&raw_choice::scale, inRange(0, 36)), set(&raw_choice::pad, rc::gen::container<std::vector<int>>(8, inRange(0, 12))),
           set(&raw_choice::seed, inRange<std::uint64_t>(0, 1u << 30))));
 
   return rc::gen::map(raw, [=](const raw_choice& r) {
@@ -218,8 +230,10 @@ rc::Gen<attn_case> any_case(const subject& s, const gen_options& opt) {
     std::int64_t cap = opt.max_work;
     if (opt.budget) {
       work_budget& b = *opt.budget;
-      if (b.frozen) cap = b.cap_when_frozen;
-      else if (b.spent >= b.limit) cap = std::min(cap, opt.small_work);
+      if (b.frozen)
+        cap = b.cap_when_frozen;
+      else if (b.spent >= b.limit)
+        cap = std::min(cap, opt.small_work);
       b.cap_when_frozen = cap;
     }
     fit_work(c, cap);
@@ -302,7 +316,8 @@ void case_stats::add(const attn_case& c, const subject& s) {
   count("mask", c.has_mask());
   count("no mask", !c.causal && !c.has_padding() && !c.has_mask());
   count("explicit scale", c.scale.has_value());
-  count("adversarial values", c.values != value_kind::normal && c.values != value_kind::dyadic && c.values != value_kind::uniform);
+  count("adversarial values",
+        c.values != value_kind::normal && c.values != value_kind::dyadic && c.values != value_kind::uniform);
   // Lengths at a size hint +-1 (the subject's, or the common production sizes).
   bool near = false;
   for (std::int64_t h : hint_lengths(s))
@@ -334,7 +349,8 @@ const std::vector<share_floor>& distribution_floors() {
       {"B>=2", "batch B >= 2", 0.25, false},
       {"at a size hint", "Lq or Lk at a size hint +-1 (or 2h + 1)", 0.10, false},
       {"explicit scale", "explicit scale (negative, zero, tiny, huge, non-power-of-two)", 0.10, false},
-      {"adversarial values", "adversarial values (large logits, far below/above, underflow gaps, huge/max/tiny V, ...)", 0.30, false},
+      {"adversarial values", "adversarial values (large logits, far below/above, underflow gaps, huge/max/tiny V, ...)", 0.30,
+       false},
       {"f32", "dtype f32", 0.15, true},
       {"f16", "dtype f16", 0.15, true},
       {"bf16", "dtype bf16", 0.15, true},

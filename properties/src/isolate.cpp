@@ -82,11 +82,12 @@ child_outcome finish(running_child& c) {
   }
   child_outcome out = std::move(c.out);
   if (!out.timed_out) {
-    if (WIFSIGNALED(status)) out.signal = WTERMSIG(status);
-    else if (WIFEXITED(status)) out.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+      out.signal = WTERMSIG(status);
+    else if (WIFEXITED(status))
+      out.exit_code = WEXITSTATUS(status);
     out.completed = WIFEXITED(status) && out.exit_code == 0;
-    if (out.exit_code == 3 && !out.payload.empty() && out.payload[0] == '\x01')
-      throw std::runtime_error(out.payload.substr(1));
+    if (out.exit_code == 3 && !out.payload.empty() && out.payload[0] == '\x01') throw std::runtime_error(out.payload.substr(1));
   }
   return out;
 }
@@ -129,8 +130,10 @@ std::vector<child_outcome> run_isolated_all(
       auto& c = live[k].second;
       if (c.eof || !(pfds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       const ssize_t n = ::read(c.fd, buf, sizeof buf);
-      if (n > 0) c.out.payload.append(buf, static_cast<std::size_t>(n));
-      else if (n == 0 || errno != EINTR) c.eof = true;
+      if (n > 0)
+        c.out.payload.append(buf, static_cast<std::size_t>(n));
+      else if (n == 0 || errno != EINTR)
+        c.eof = true;
     }
     for (std::size_t k = 0; k < live.size();) {
       if (live[k].second.eof) {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "attncheck/case.hpp"
+#include "attncheck/failure_report.hpp"
 #include "attncheck/runner.hpp"
 #include "attncheck/subject.h"
 
@@ -110,16 +111,6 @@ std::string verdict_class(verdict v) {
   return "";
 }
 
-std::string verdict_text(verdict v) {
-  switch (v) {
-    case verdict::pass: return "pass";
-    case verdict::fail: return "FAIL";
-    case verdict::skip: return "skipped";
-    case verdict::unjudged: return "UNJUDGED";
-  }
-  return "?";
-}
-
 std::string bits_text(std::uint32_t bits, const std::vector<std::pair<std::uint32_t, const char*>>& names) {
   std::string o;
   for (const auto& [bit, name] : names)
@@ -138,6 +129,9 @@ void row(std::ostream& o, const std::string& term, const std::string& value) {
   o << "<dt>" << escape(term) << "</dt><dd>" << escape(value) << "</dd>";
 }
 
+// A crash or hang leaves no replay to draw.
+bool process_died(failure_kind k) { return k == failure_kind::crash || k == failure_kind::hang; }
+
 void heat_map_block(std::ostream& o, const std::optional<heat_map>& heat, const std::string& why_none) {
   if (!heat) {
     o << "<p class=\"meta\">No heat map: " << escape(why_none) << "</p>\n";
@@ -151,29 +145,41 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
   const auto& opt = g.options;
   const bool failed = g.failed() || g.unjudged();
   o << "<section class=\"subject\" id=\"subject-" << index << "\">\n<h2>" << escape(g.subject_name) << " <code>"
-    << escape(opt.subject) << "</code> <span class=\"verdict " << (failed ? "fail" : "pass") << "\">" << (failed ? "FAIL" : "PASS")
-    << "</span></h2>\n<dl>";
+    << escape(opt.subject) << "</code> <span class=\"verdict " << (failed ? "fail" : "pass") << "\">"
+    << (failed ? "FAIL" : "PASS") << "</span></h2>\n<dl>";
   std::string nb;
-  for (const auto& [lk, n] : g.declared.nb_at) nb += (nb.empty() ? "" : ", ") + std::to_string(n) + " at Lk=" + std::to_string(lk);
+  for (const auto& [lk, n] : g.declared.nb_at)
+    nb += (nb.empty() ? "" : ", ") + std::to_string(n) + " at Lk=" + std::to_string(lk);
   row(o, "ABI", "v" + std::to_string(g.abi));
   row(o, "dtypes", dtypes_text(g.dtypes));
-  row(o, "features", bits_text(g.features, {{ATTNCHECK_FEATURE_CAUSAL, "causal"}, {ATTNCHECK_FEATURE_PADDING, "padding"},
-                                             {ATTNCHECK_FEATURE_MASK, "mask"}, {ATTNCHECK_FEATURE_LSE, "LSE"},
-                                             {ATTNCHECK_FEATURE_CACHE, "cache"}, {ATTNCHECK_FEATURE_THREADS, "threads"}}));
-  row(o, "claims", bits_text(g.claims, {{ATTNCHECK_CLAIM_DETERMINISTIC, "deterministic"}, {ATTNCHECK_CLAIM_THREADS, "any thread count"},
-                                        {ATTNCHECK_CLAIM_BATCH, "batch independent"}, {ATTNCHECK_CLAIM_CACHE, "cache == prefill"},
-                                        {ATTNCHECK_CLAIM_LAYOUT, "layout independent"}, {ATTNCHECK_CLAIM_LQ, "Lq independent"}}));
-  row(o, "bound numbers", "u = 2^" + num(std::log2(g.declared.u), "%.4g") + ", exp " + num(g.declared.exp_ulps, "%.6g") +
-                              " ulps, key blocks nb " + nb);
+  row(o, "features",
+      bits_text(g.features, {{ATTNCHECK_FEATURE_CAUSAL, "causal"},
+                             {ATTNCHECK_FEATURE_PADDING, "padding"},
+                             {ATTNCHECK_FEATURE_MASK, "mask"},
+                             {ATTNCHECK_FEATURE_LSE, "LSE"},
+                             {ATTNCHECK_FEATURE_CACHE, "cache"},
+                             {ATTNCHECK_FEATURE_THREADS, "threads"}}));
+  row(o, "claims",
+      bits_text(g.claims, {{ATTNCHECK_CLAIM_DETERMINISTIC, "deterministic"},
+                           {ATTNCHECK_CLAIM_THREADS, "any thread count"},
+                           {ATTNCHECK_CLAIM_BATCH, "batch independent"},
+                           {ATTNCHECK_CLAIM_CACHE, "cache == prefill"},
+                           {ATTNCHECK_CLAIM_LAYOUT, "layout independent"},
+                           {ATTNCHECK_CLAIM_LQ, "Lq independent"}}));
+  row(o, "bound numbers",
+      "u = 2^" + num(std::log2(g.declared.u), "%.4g") + ", exp " + num(g.declared.exp_ulps, "%.6g") + " ulps, key blocks nb " +
+          nb);
   std::string hints;
   if (g.hints.q_tile) hints += "q_tile " + std::to_string(g.hints.q_tile) + " ";
   if (g.hints.k_tile) hints += "k_tile " + std::to_string(g.hints.k_tile) + " ";
   if (g.hints.split_keys) hints += "split_keys " + std::to_string(g.hints.split_keys);
-  row(o, "size hints", (hints.empty() ? std::string("-") : hints) + (g.default_hints ? " (none declared; common production sizes)" : ""));
+  row(o, "size hints",
+      (hints.empty() ? std::string("-") : hints) + (g.default_hints ? " (none declared; common production sizes)" : ""));
   row(o, "seed", std::to_string(opt.run.seed));
-  row(o, "budget", std::to_string(opt.run.cases) + " cases per law, max work " + std::to_string(opt.run.gen.max_work) +
-                       ", law work " + std::to_string(opt.run.gen.law_work) + ", law timeout " + num(opt.law_timeout, "%g") + " s" +
-                       (opt.strict ? ", strict" : ""));
+  row(o, "budget",
+      std::to_string(opt.run.cases) + " cases per law, max work " + std::to_string(opt.run.gen.max_work) + ", law work " +
+          std::to_string(opt.run.gen.law_work) + ", law timeout " + num(opt.law_timeout, "%g") + " s" +
+          (opt.strict ? ", strict" : ""));
   row(o, "time", num(g.seconds, "%.1f") + " s (the whole schedule)");
   o << "</dl>\n";
 
@@ -182,13 +188,14 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
        "<th>seconds</th><th>note</th></tr>\n";
   for (const auto& r : g.reports) {
     std::string note = r.v == verdict::skip ? r.skip_reason
-                       : r.v == verdict::unjudged ? "judged below the floor of " + num(100 * r.min_judged, "%.0f") + "%: " + r.unjudged_why
+                       : r.v == verdict::unjudged
+                           ? "judged below the floor of " + num(100 * r.min_judged, "%.0f") + "%: " + r.unjudged_why
                        : r.v == verdict::fail ? r.failure.message.substr(0, 160)
                                               : std::string();
     o << "<tr class=\"" << verdict_class(r.v) << "\"><td><code>" << escape(r.law) << "</code></td><td class=\"n\">"
-      << (r.v == verdict::skip ? std::string("-") : std::to_string(r.judged) + "/" + std::to_string(r.cases)) << "</td><td class=\"n\">"
-      << num(r.max_ratio) << "</td><td class=\"" << verdict_class(r.v) << "\">" << verdict_text(r.v) << "</td><td class=\"n\">"
-      << num(r.seconds, "%.2f") << "</td><td>" << escape(note) << "</td></tr>\n";
+      << (r.v == verdict::skip ? std::string("-") : std::to_string(r.judged) + "/" + std::to_string(r.cases))
+      << "</td><td class=\"n\">" << num(r.max_ratio) << "</td><td class=\"" << verdict_class(r.v) << "\">" << verdict_name(r.v)
+      << "</td><td class=\"n\">" << num(r.seconds, "%.2f") << "</td><td>" << escape(note) << "</td></tr>\n";
   }
   o << "</table>\n";
 
@@ -200,15 +207,19 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
     o << "<div class=\"card failure\" data-law=\"" << escape(r.law) << "\">\n<h3>FAIL " << escape(r.law) << "</h3>\n<dl>";
     if (r.counterexample) row(o, "case", to_line(*r.counterexample));
     row(o, "cases", std::to_string(r.cases) + " run, " + std::to_string(r.shrink_steps) + " shrink steps");
+    row(o, "kind", failure_kind_name(r.failure.kind));
     row(o, "why", r.failure.message);
-    if (!r.failure.worst.where.empty()) o << "<dt>worst</dt><dd class=\"worst\">" << escape(r.failure.worst.describe()) << "</dd>";
+    if (!r.failure.worst.where.empty())
+      o << "<dt>worst</dt><dd class=\"worst\">" << escape(r.failure.worst.describe()) << "</dd>";
     if (!saved.empty()) {
       row(o, "saved", saved);
       o << "<dt>replay</dt><dd><code class=\"replay\">" << escape(replay_command(saved, opt.subject)) << "</code></dd>";
     }
     if (!r.reproduce.empty()) row(o, "rapidcheck", "RC_PARAMS=\"reproduce=" + r.reproduce + "\"");
     o << "</dl>\n";
-    heat_map_block(o, r.heat, "the subject's process died before the replay finished, or the law compared no element of O or LSE");
+    heat_map_block(o, r.heat,
+                   process_died(r.failure.kind) ? "the subject's process died before the replay finished"
+                                                : "the law compared no element of O or LSE");
     o << "</div>\n";
   }
 
@@ -233,8 +244,10 @@ std::string escape(std::string_view text) {
       case '"': o += "&quot;"; break;
       case '\'': o += "&#39;"; break;
       default:
-        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t') o += ' ';
-        else o += ch;
+        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t')
+          o += ' ';
+        else
+          o += ch;
     }
   }
   return o;
@@ -262,8 +275,9 @@ std::string heat_map_svg(const heat_map& m) {
   const std::int64_t height = top + m.rows * cell + 34;
   std::ostringstream o;
   o << "<svg class=\"heat-map\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << std::max(width, legend + 300) << "\" height=\""
-    << height + 44 << "\" data-rows=\"" << m.rows << "\" data-cols=\"" << m.cols << "\" data-b=\"" << m.b << "\" data-h=\"" << m.h << "\" data-row0=\"" << m.row0 << "\" data-col0=\"" << m.col0
-    << "\" data-cell=\"" << cell << "\" data-left=\"" << left << "\" data-top=\"" << top << "\" font-size=\"11\" font-family=\"sans-serif\">\n";
+    << height + 44 << "\" data-rows=\"" << m.rows << "\" data-cols=\"" << m.cols << "\" data-b=\"" << m.b << "\" data-h=\"" << m.h
+    << "\" data-row0=\"" << m.row0 << "\" data-col0=\"" << m.col0 << "\" data-cell=\"" << cell << "\" data-left=\"" << left
+    << "\" data-top=\"" << top << "\" font-size=\"11\" font-family=\"sans-serif\">\n";
   o << "<text x=\"" << left << "\" y=\"14\">output dim e" << (m.lse_column ? " (last column: LSE)" : "") << " &#8594;</text>\n";
   o << "<text x=\"12\" y=\"" << top + m.rows * cell / 2 << "\" transform=\"rotate(-90 12 " << top + m.rows * cell / 2
     << ")\" text-anchor=\"middle\">&#8592; query i</text>\n";
@@ -274,33 +288,38 @@ std::string heat_map_svg(const heat_map& m) {
       << (lse ? std::string("LSE") : std::to_string(m.col0 + c)) << "</text>\n";
   }
   if (m.lse_column && (m.cols - 1) % every_col != 0)
-    o << "<text x=\"" << left + (m.cols - 1) * cell + cell / 2 << "\" y=\"" << top - 5 << "\" text-anchor=\"middle\">LSE</text>\n";
+    o << "<text x=\"" << left + (m.cols - 1) * cell + cell / 2 << "\" y=\"" << top - 5
+      << "\" text-anchor=\"middle\">LSE</text>\n";
   for (std::int64_t r = 0; r < m.rows; r += every_row)
-    o << "<text x=\"" << left - 4 << "\" y=\"" << top + r * cell + cell / 2 + 4 << "\" text-anchor=\"end\">" << m.row0 + r << "</text>\n";
+    o << "<text x=\"" << left - 4 << "\" y=\"" << top + r * cell + cell / 2 + 4 << "\" text-anchor=\"end\">" << m.row0 + r
+      << "</text>\n";
   for (std::int64_t r = 0; r < m.rows; ++r)
     for (std::int64_t c = 0; c < m.cols; ++c) {
       const double v = m.ratio[static_cast<std::size_t>(r * m.cols + c)];
       const bool lse = m.lse_column && c == m.cols - 1;
       o << "<rect x=\"" << left + c * cell << "\" y=\"" << top + r * cell << "\" width=\"" << cell << "\" height=\"" << cell
-        << "\" fill=\"" << colour(v) << "\"><title>i=" << m.row0 + r << (lse ? std::string(", LSE") : ", e=" + std::to_string(m.col0 + c))
-        << ": " << (std::isnan(v) ? std::string("not judged") : num(v, "%.4g")) << "</title></rect>\n";
+        << "\" fill=\"" << colour(v) << "\"><title>i=" << m.row0 + r
+        << (lse ? std::string(", LSE") : ", e=" + std::to_string(m.col0 + c)) << ": "
+        << (std::isnan(v) ? std::string("not judged") : num(v, "%.4g")) << "</title></rect>\n";
     }
   if (m.worst_row >= 0) {
     const bool lse = m.lse_column && m.worst_col == m.cols - 1;
-    o << "<rect class=\"worst\" data-where=\"" << escape(m.worst_where) << "\" data-i=\"" << m.row0 + m.worst_row << "\" data-e=\""
-      << (lse ? std::string("LSE") : std::to_string(m.col0 + m.worst_col)) << "\" x=\"" << left + m.worst_col * cell - 1 << "\" y=\""
-      << top + m.worst_row * cell - 1 << "\" width=\"" << cell + 2 << "\" height=\"" << cell + 2
-      << "\" fill=\"none\" stroke=\"#00c853\" stroke-width=\"3\"><title>worst: " << escape(m.worst_where) << "</title></rect>\n";
+    o << "<rect class=\"worst\" data-where=\"" << escape(m.worst_where) << "\" data-i=\"" << m.row0 + m.worst_row
+      << "\" data-e=\"" << (lse ? std::string("LSE") : std::to_string(m.col0 + m.worst_col)) << "\" x=\""
+      << left + m.worst_col * cell - 1 << "\" y=\"" << top + m.worst_row * cell - 1 << "\" width=\"" << cell + 2 << "\" height=\""
+      << cell + 2 << "\" fill=\"none\" stroke=\"#00c853\" stroke-width=\"3\"><title>worst: " << escape(m.worst_where)
+      << "</title></rect>\n";
   }
   // The legend.
   const std::int64_t ly = height + 4;
   o << "<text x=\"" << left << "\" y=\"" << ly - 6 << "\">";
-  if (m.worst_row >= 0) o << "worst element (green outline): " << escape(m.worst_where) << ", error/bound " << escape(num(m.worst_ratio, "%.4g"));
-  else o << "the worst element (" << escape(m.worst_where.empty() ? std::string("none") : m.worst_where) << ") is not in this map";
+  if (m.worst_row >= 0)
+    o << "worst element (green outline): " << escape(m.worst_where) << ", error/bound " << escape(num(m.worst_ratio, "%.4g"));
+  else
+    o << "the worst element (" << escape(m.worst_where.empty() ? std::string("none") : m.worst_where) << ") is not in this map";
   o << "</text>\n";
-  const std::pair<double, const char*> keys[] = {{0, "0"},       {1e-4, "1e-4"}, {1e-3, "1e-3"},     {1e-2, "1e-2"},
-                                                  {1e-1, "0.1"},   {1, "1"},       {2.0, "&gt;1"},     {INFINITY, "inf"},
-                                                  {NAN, "not judged"}};
+  const std::pair<double, const char*> keys[] = {{0, "0"}, {1e-4, "1e-4"}, {1e-3, "1e-3"},    {1e-2, "1e-2"},     {1e-1, "0.1"},
+                                                 {1, "1"}, {2.0, "&gt;1"}, {INFINITY, "inf"}, {NAN, "not judged"}};
   for (int k = 0; k < 9; ++k) {
     const std::int64_t x = left + k * 40 + (k >= 6 ? 12 : 0);
     o << "<rect x=\"" << x << "\" y=\"" << ly + 4 << "\" width=\"38\" height=\"12\" fill=\"" << colour(keys[k].first)
@@ -308,8 +327,9 @@ std::string heat_map_svg(const heat_map& m) {
   }
   o << "</svg>";
   if (m.rows < m.all_rows || m.cols - (m.lse_column ? 1 : 0) < m.all_cols)
-    o << "<p class=\"meta\">A window of queries " << m.row0 << ".." << m.row0 + m.rows - 1 << " of " << m.all_rows << " and output dims "
-      << m.col0 << ".." << m.col0 + m.cols - (m.lse_column ? 2 : 1) << " of " << m.all_cols << ", around the worst element.</p>";
+    o << "<p class=\"meta\">A window of queries " << m.row0 << ".." << m.row0 + m.rows - 1 << " of " << m.all_rows
+      << " and output dims " << m.col0 << ".." << m.col0 + m.cols - (m.lse_column ? 2 : 1) << " of " << m.all_cols
+      << ", around the worst element.</p>";
   return o.str();
 }
 
@@ -317,24 +337,30 @@ std::string ratio_histogram_svg(const std::string& title, const std::array<std::
   const int bw = 24, left = 8, top = 30, h = 90, width = std::max(240, left * 2 + static_cast<int>(ratio_bins) * bw);
   double most = 0;
   std::int64_t total = 0;
-  for (auto n : counts) most = std::max(most, log_scale ? std::log10(1.0 + static_cast<double>(n)) : static_cast<double>(n)), total += n;
+  for (auto n : counts)
+    most = std::max(most, log_scale ? std::log10(1.0 + static_cast<double>(n)) : static_cast<double>(n)), total += n;
   std::ostringstream o;
   o << "<svg class=\"histogram\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << top + h + 62
     << "\" font-size=\"10\" font-family=\"sans-serif\" data-total=\"" << total << "\"><title>" << escape(title) << "</title>\n";
-  o << "<text x=\"" << left << "\" y=\"12\" font-size=\"11\" font-weight=\"600\">" << escape(title.size() > 44 ? title.substr(0, 43) + "\xe2\x80\xa6" : title)
-    << "</text>\n<text x=\"" << left << "\" y=\"25\" fill=\"#5a6473\">" << total << " " << (log_scale ? "(log scale)" : "") << "</text>\n";
+  o << "<text x=\"" << left << "\" y=\"12\" font-size=\"11\" font-weight=\"600\">"
+    << escape(title.size() > 44 ? title.substr(0, 43) + "\xe2\x80\xa6" : title) << "</text>\n<text x=\"" << left
+    << "\" y=\"25\" fill=\"#5a6473\">" << total << " " << (log_scale ? "(log scale)" : "") << "</text>\n";
   for (std::size_t i = 0; i < ratio_bins; ++i) {
     const double v = log_scale ? std::log10(1.0 + static_cast<double>(counts[i])) : static_cast<double>(counts[i]);
     const int bh = most > 0 ? static_cast<int>(std::lround(h * v / most)) : 0;
     const bool over = i == ratio_bins - 1;
-    o << "<rect x=\"" << left + static_cast<int>(i) * bw + 2 << "\" y=\"" << top + h - bh << "\" width=\"" << bw - 4 << "\" height=\""
-      << std::max(bh, counts[i] ? 1 : 0) << "\" fill=\"" << (over ? "#c0262d" : i + 2 >= ratio_bins ? "#e6550d" : "#4292c6")
+    o << "<rect x=\"" << left + static_cast<int>(i) * bw + 2 << "\" y=\"" << top + h - bh << "\" width=\"" << bw - 4
+      << "\" height=\"" << std::max(bh, counts[i] ? 1 : 0) << "\" fill=\""
+      << (over                  ? "#c0262d"
+          : i + 2 >= ratio_bins ? "#e6550d"
+                                : "#4292c6")
       << "\"><title>" << escape(bin_label(i)) << ": " << counts[i] << "</title></rect>\n";
     const int lx = left + static_cast<int>(i) * bw + bw / 2 + 3, ly = top + h + 8;
-    o << "<text x=\"" << lx << "\" y=\"" << ly << "\" text-anchor=\"end\" font-size=\"9\" transform=\"rotate(-50 " << lx << " " << ly << ")\">"
-      << escape(bin_label(i)) << "</text>\n";
+    o << "<text x=\"" << lx << "\" y=\"" << ly << "\" text-anchor=\"end\" font-size=\"9\" transform=\"rotate(-50 " << lx << " "
+      << ly << ")\">" << escape(bin_label(i)) << "</text>\n";
   }
-  o << "<line x1=\"" << left << "\" x2=\"" << width - left << "\" y1=\"" << top + h << "\" y2=\"" << top + h << "\" stroke=\"#888\"/>\n</svg>";
+  o << "<line x1=\"" << left << "\" x2=\"" << width - left << "\" y1=\"" << top + h << "\" y2=\"" << top + h
+    << "\" stroke=\"#888\"/>\n</svg>";
   return o.str();
 }
 
@@ -344,15 +370,17 @@ std::string bars_svg(const std::string& title, const std::vector<bar>& bars) {
   for (const auto& b : bars) most = std::max({most, b.value, b.reference});
   std::ostringstream o;
   o << "<svg class=\"bars\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << label_w + bar_w + 150 << "\" height=\""
-    << top + static_cast<int>(bars.size()) * row_h + 10 << "\" font-size=\"11\" font-family=\"sans-serif\">\n<text x=\"0\" y=\"14\" font-weight=\"600\">"
-    << escape(title) << "</text>\n";
+    << top + static_cast<int>(bars.size()) * row_h + 10
+    << "\" font-size=\"11\" font-family=\"sans-serif\">\n<text x=\"0\" y=\"14\" font-weight=\"600\">" << escape(title)
+    << "</text>\n";
   for (std::size_t k = 0; k < bars.size(); ++k) {
     const auto& b = bars[k];
     const int y = top + static_cast<int>(k) * row_h;
     const int w = most > 0 ? static_cast<int>(bar_w * b.value / most) : 0;
     o << "<text x=\"" << label_w - 6 << "\" y=\"" << y + 14 << "\" text-anchor=\"end\">" << escape(b.label) << "</text>\n";
     o << "<rect x=\"" << label_w << "\" y=\"" << y + 3 << "\" width=\"" << std::max(w, 1) << "\" height=\"" << row_h - 6
-      << "\" fill=\"#4292c6\"><title>" << escape(b.label) << ": " << num(b.value, "%.4g") << " " << escape(b.unit) << "</title></rect>\n";
+      << "\" fill=\"#4292c6\"><title>" << escape(b.label) << ": " << num(b.value, "%.4g") << " " << escape(b.unit)
+      << "</title></rect>\n";
     if (b.reference > 0) {
       const int rx = label_w + static_cast<int>(bar_w * b.reference / most);
       o << "<line x1=\"" << rx << "\" x2=\"" << rx << "\" y1=\"" << y + 1 << "\" y2=\"" << y + row_h - 1
@@ -374,7 +402,8 @@ void write_gate_html(const std::string& path, const std::vector<gate_result>& ru
   }
   page p("gate", "attncheck gate: " + names + (failed ? " \xe2\x80\x94 FAIL" : " \xe2\x80\x94 PASS"));
   auto& o = p.body();
-  o << "<p>" << runs.size() << " subject" << (runs.size() == 1 ? "" : "s") << " gated; " << failed << " failed. The verdict of each "
+  o << "<p>" << runs.size() << " subject" << (runs.size() == 1 ? "" : "s") << " gated; " << failed
+    << " failed. The verdict of each "
     << "law, a card per failure with its replay command and a heat map of |error|/bound, and each law's histogram of "
     << "observed/bound.</p>\n";
   for (std::size_t i = 0; i < runs.size(); ++i) gate_section(o, runs[i], i + 1);
@@ -383,17 +412,22 @@ void write_gate_html(const std::string& path, const std::vector<gate_result>& ru
 
 void write_repro_html(const std::string& path, const repro_result& r) {
   const bool failed = r.outcome.v == verdict::fail;
-  page p("repro", "attncheck repro: " + r.law + (r.status == 3 ? " \xe2\x80\x94 SKIP" : failed ? " \xe2\x80\x94 FAIL" : " \xe2\x80\x94 PASS"));
+  page p("repro", "attncheck repro: " + r.law +
+                      (r.status == 3 ? " \xe2\x80\x94 SKIP"
+                       : failed      ? " \xe2\x80\x94 FAIL"
+                                     : " \xe2\x80\x94 PASS"));
   auto& o = p.body();
   o << "<div class=\"" << (failed ? "card failure" : "card") << "\">\n<dl>";
   row(o, "law", r.law);
   row(o, "subject", r.subject_name + " (" + r.subject_spec + ")");
   row(o, "case", to_line(r.c));
   row(o, "file", r.file);
+  if (failed) row(o, "kind", failure_kind_name(r.outcome.kind));
   if (failed || r.status == 3) row(o, "why", r.outcome.message);
   if (!r.outcome.worst.where.empty()) o << "<dt>worst</dt><dd class=\"worst\">" << escape(r.outcome.worst.describe()) << "</dd>";
-  row(o, "judged", std::to_string(r.outcome.compared) + " elements" +
-                       (r.outcome.unbounded ? "; " + std::to_string(r.outcome.unbounded) + " outside the bound's domain" : ""));
+  row(o, "judged",
+      std::to_string(r.outcome.compared) + " elements" +
+          (r.outcome.unbounded ? "; " + std::to_string(r.outcome.unbounded) + " outside the bound's domain" : ""));
   o << "</dl>\n";
   if (r.heat) {
     // The worst elements of the slice, largest first.
@@ -403,19 +437,24 @@ void write_repro_html(const std::string& path, const repro_result& r) {
         const double v = r.heat->ratio[static_cast<std::size_t>(i * r.heat->cols + c)];
         if (std::isnan(v)) continue;
         const bool lse = r.heat->lse_column && c == r.heat->cols - 1;
-        cells.emplace_back(v, lse ? "LSE[b=" + std::to_string(r.heat->b) + ",h=" + std::to_string(r.heat->h) + ",i=" +
-                                        std::to_string(r.heat->row0 + i) + "]"
-                                  : "O[b=" + std::to_string(r.heat->b) + ",i=" + std::to_string(r.heat->row0 + i) + ",h=" +
-                                        std::to_string(r.heat->h) + ",e=" + std::to_string(r.heat->col0 + c) + "]");
+        cells.emplace_back(v, lse ? "LSE[b=" + std::to_string(r.heat->b) + ",h=" + std::to_string(r.heat->h) +
+                                        ",i=" + std::to_string(r.heat->row0 + i) + "]"
+                                  : "O[b=" + std::to_string(r.heat->b) + ",i=" + std::to_string(r.heat->row0 + i) +
+                                        ",h=" + std::to_string(r.heat->h) + ",e=" + std::to_string(r.heat->col0 + c) + "]");
       }
     std::stable_sort(cells.begin(), cells.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    o << "<h3>Worst elements of batch " << r.heat->b << ", head " << r.heat->h << "</h3>\n<table class=\"worst-elements\"><tr><th>element</th>"
+    o << "<h3>Worst elements of batch " << r.heat->b << ", head " << r.heat->h
+      << "</h3>\n<table class=\"worst-elements\"><tr><th>element</th>"
       << "<th>|error|/bound</th></tr>\n";
     for (std::size_t k = 0; k < std::min<std::size_t>(10, cells.size()); ++k)
-      o << "<tr><td><code>" << escape(cells[k].second) << "</code></td><td class=\"n\">" << num(cells[k].first, "%.4g") << "</td></tr>\n";
+      o << "<tr><td><code>" << escape(cells[k].second) << "</code></td><td class=\"n\">" << num(cells[k].first, "%.4g")
+        << "</td></tr>\n";
     o << "</table>\n";
   }
-  heat_map_block(o, r.heat, r.status == 3 ? "nothing was replayed" : "the subject's process died, or the law compared no element of O or LSE");
+  heat_map_block(o, r.heat,
+                 r.status == 3                  ? "nothing was replayed"
+                 : process_died(r.outcome.kind) ? "the subject's process died"
+                                                : "the law compared no element of O or LSE");
   o << "</div>\n";
   p.write(path);
 }
@@ -428,29 +467,34 @@ void write_campaign_html(const std::string& path, const campaign_options& opt, c
   auto& o = p.body();
   o << "<dl>";
   row(o, "subject", r.subject_name + " (" + opt.subject + ")");
-  row(o, "cases", std::to_string(total) + ", seed " + std::to_string(opt.seed) + " (case k drawn with seed + k), max work " +
-                      std::to_string(opt.max_work) + ", jobs " + std::to_string(opt.jobs));
-  row(o, "time", num(r.seconds, "%.1f") + " s, " + num(r.seconds > 0 ? static_cast<double>(total) / r.seconds : 0, "%.0f") + " cases/s");
-  row(o, "oracle", "auto_tier: the fast binary64 tier judged " + std::to_string(fast) + " of " + std::to_string(total) +
-                       " cases, mpfr50 the rest");
+  row(o, "cases",
+      std::to_string(total) + ", seed " + std::to_string(opt.seed) + " (case k drawn with seed + k), max work " +
+          std::to_string(opt.max_work) + ", jobs " + std::to_string(opt.jobs));
+  row(o, "time",
+      num(r.seconds, "%.1f") + " s, " + num(r.seconds > 0 ? static_cast<double>(total) / r.seconds : 0, "%.0f") + " cases/s");
+  row(o, "oracle",
+      "auto_tier: the fast binary64 tier judged " + std::to_string(fast) + " of " + std::to_string(total) +
+          " cases, mpfr50 the rest");
   row(o, "violations", std::to_string(r.violations()));
   o << "</dl>\n";
   o << "<table class=\"dtypes\"><tr><th>dtype</th><th>cases</th><th>elements judged</th><th>violations (cases)</th>"
        "<th>not judged</th><th>fast tier</th><th>largest observed/bound</th></tr>\n";
   for (const auto& [t, st] : r.by_type)
-    o << "<tr><td>" << escape(t) << "</td><td class=\"n\">" << st.cases << "</td><td class=\"n\">" << st.elements << "</td><td class=\"n "
-      << (st.violations ? "fail" : "pass") << "\">" << st.violations << " (" << st.violating_cases << ")</td><td class=\"n\">"
-      << st.unjudged_elements << "</td><td class=\"n\">" << st.fast_tier_cases << "</td><td class=\"n\">" << num(st.max_ratio, "%.4g")
-      << "</td></tr>\n";
+    o << "<tr><td>" << escape(t) << "</td><td class=\"n\">" << st.cases << "</td><td class=\"n\">" << st.elements
+      << "</td><td class=\"n " << (st.violations ? "fail" : "pass") << "\">" << st.violations << " (" << st.violating_cases
+      << ")</td><td class=\"n\">" << st.unjudged_elements << "</td><td class=\"n\">" << st.fast_tier_cases
+      << "</td><td class=\"n\">" << num(st.max_ratio, "%.4g") << "</td></tr>\n";
   o << "</table>\n<h2>Observed/bound per element, per dtype</h2>\n<div class=\"grid\">\n";
   for (const auto& [t, st] : r.by_type) o << ratio_histogram_svg(t + ": elements", st.histogram, true) << "\n";
   o << "</div>\n<h2>Worst cases</h2>\n";
   for (const auto& [t, st] : r.by_type) {
-    o << "<h3>" << escape(t) << "</h3>\n<table class=\"worst-cases\"><tr><th>observed/bound</th><th>case and worst element</th></tr>\n";
+    o << "<h3>" << escape(t)
+      << "</h3>\n<table class=\"worst-cases\"><tr><th>observed/bound</th><th>case and worst element</th></tr>\n";
     for (const auto& [ratio, what] : st.worst)
       o << "<tr><td class=\"n\">" << num(ratio, "%.4g") << "</td><td><code>" << escape(what) << "</code></td></tr>\n";
     o << "</table>\n";
-    if (!st.first_violation.empty()) o << "<p class=\"fail\">first violation: <code>" << escape(st.first_violation) << "</code></p>\n";
+    if (!st.first_violation.empty())
+      o << "<p class=\"fail\">first violation: <code>" << escape(st.first_violation) << "</code></p>\n";
   }
   p.write(path);
 }
@@ -458,8 +502,9 @@ void write_campaign_html(const std::string& path, const campaign_options& opt, c
 void write_mutation_html(const std::string& path, const mutation_report& r) {
   int survivors = 0;
   for (const auto& m : r.rows) survivors += m.killed_seeds < m.seeds;
-  page p("mutation", std::string("attncheck mutation: ") + std::to_string(r.rows.size() - static_cast<std::size_t>(survivors)) + "/" +
-                         std::to_string(r.rows.size()) + " mutants killed" + (survivors ? " \xe2\x80\x94 FAIL" : " \xe2\x80\x94 PASS"));
+  page p("mutation", std::string("attncheck mutation: ") + std::to_string(r.rows.size() - static_cast<std::size_t>(survivors)) +
+                         "/" + std::to_string(r.rows.size()) + " mutants killed" +
+                         (survivors ? " \xe2\x80\x94 FAIL" : " \xe2\x80\x94 PASS"));
   auto& o = p.body();
   std::string seeds;
   for (auto s : r.seeds) seeds += (seeds.empty() ? "" : " ") + std::to_string(s);
@@ -474,23 +519,29 @@ void write_mutation_html(const std::string& path, const mutation_report& r) {
        "expected)</th><th>cases to kill</th><th>shrunk B,Hq,Hkv,Lq,Lk,D,Dv</th><th>smallest shape</th><th>s to kill</th></tr>\n";
   for (const auto& m : r.rows) {
     const bool all = m.killed_seeds == m.seeds;
-    o << "<tr><td><code>" << escape(m.name) << "</code></td><td class=\"" << (all ? "pass" : "fail") << "\">" << (all ? "yes " : "NO ")
-      << m.killed_seeds << "/" << m.seeds << "</td><td>";
+    o << "<tr><td><code>" << escape(m.name) << "</code></td><td class=\"" << (all ? "pass" : "fail") << "\">"
+      << (all ? "yes " : "NO ") << m.killed_seeds << "/" << m.seeds << "</td><td>";
     for (std::size_t k = 0; k < m.killers.size(); ++k)
-      o << (k ? ", " : "") << (m.killers[k].second ? "<b>" : "") << escape(m.killers[k].first) << (m.killers[k].second ? "</b>" : "");
+      o << (k ? ", " : "") << (m.killers[k].second ? "<b>" : "") << escape(m.killers[k].first)
+        << (m.killers[k].second ? "</b>" : "");
     if (m.killers.empty()) o << "none";
     if (!m.how.empty()) o << " (" << escape(m.how) << ")";
     o << "</td><td class=\"n\">";
-    for (std::size_t k = 0; k < m.cases_to_kill.size(); ++k) o << (k ? " " : "") << (m.cases_to_kill[k] < 0 ? std::string("-") : std::to_string(m.cases_to_kill[k]));
-    o << "</td><td><code>" << escape(m.shrunk_shape.empty() ? "-" : m.shrunk_shape) << "</code></td><td>" << escape(m.smallest_shape)
-      << "</td><td class=\"n\">" << (m.seconds < 0 ? std::string("-") : num(m.seconds, "%.2f")) << "</td></tr>\n";
+    for (std::size_t k = 0; k < m.cases_to_kill.size(); ++k)
+      o << (k ? " " : "") << (m.cases_to_kill[k] < 0 ? std::string("-") : std::to_string(m.cases_to_kill[k]));
+    o << "</td><td><code>" << escape(m.shrunk_shape.empty() ? "-" : m.shrunk_shape) << "</code></td><td>"
+      << escape(m.smallest_shape) << "</td><td class=\"n\">" << (m.seconds < 0 ? std::string("-") : num(m.seconds, "%.2f"))
+      << "</td></tr>\n";
   }
   o << "</table>\n<h2>Cases to kill, per mutant</h2>\n<p class=\"meta\">The first seed's cases until the first expected law failed "
        "(shrinking not counted); a mutant that survived has no bar.</p>\n";
   std::vector<bar> bars;
   for (const auto& m : r.rows)
-    bars.push_back({m.name, m.cases_to_kill.empty() || m.cases_to_kill.front() < 0 ? 0.0 : static_cast<double>(m.cases_to_kill.front()), 0, "cases"});
-  o << bars_svg("cases to kill (seed " + (r.seeds.empty() ? std::string("?") : std::to_string(r.seeds.front())) + ")", bars) << "\n";
+    bars.push_back({m.name,
+                    m.cases_to_kill.empty() || m.cases_to_kill.front() < 0 ? 0.0 : static_cast<double>(m.cases_to_kill.front()),
+                    0, "cases"});
+  o << bars_svg("cases to kill (seed " + (r.seeds.empty() ? std::string("?") : std::to_string(r.seeds.front())) + ")", bars)
+    << "\n";
   p.write(path);
 }
 
@@ -506,8 +557,10 @@ void write_bench_html(const std::string& path, const bench_report& r) {
   std::vector<bar> flops, bytes, baseline;
   for (const auto& c : r.cases) {
     const std::string label = c.name + (c.threads == 1 && r.threads != 1 ? " (1 thread)" : "");
-    if (c.kind == "decode") bytes.push_back({label, c.gbs, c.threads == 1 ? r.bandwidth_gbs_1 : r.bandwidth_gbs, "GB/s"});
-    else flops.push_back({label, c.gflops, c.threads == 1 ? r.peak_gflops_1 : r.peak_gflops, "GFLOP/s"});
+    if (c.kind == "decode")
+      bytes.push_back({label, c.gbs, c.threads == 1 ? r.bandwidth_gbs_1 : r.bandwidth_gbs, "GB/s"});
+    else
+      flops.push_back({label, c.gflops, c.threads == 1 ? r.peak_gflops_1 : r.peak_gflops, "GFLOP/s"});
     if (c.baseline_ms > 0 && c.ms > 0) baseline.push_back({label, c.baseline_ms / c.ms, 1, "x the naive baseline", false});
   }
   o << "<p class=\"meta\">Red line: the measured peak (GFLOP/s) or read bandwidth (GB/s) of this machine at the same thread "
@@ -525,7 +578,9 @@ bench_report parse_bench_table(const std::string& table) {
   std::istringstream in(table);
   for (std::string line; std::getline(in, line);) {
     if (std::sscanf(line.c_str(), "attnimpl bench: %d threads", &r.threads) == 1) continue;
-    if (std::sscanf(line.c_str(), "probe: f32 FMA peak %lf GFLOP/s (1 thread), %lf GFLOP/s", &r.peak_gflops_1, &r.peak_gflops) == 2) continue;
+    if (std::sscanf(line.c_str(), "probe: f32 FMA peak %lf GFLOP/s (1 thread), %lf GFLOP/s", &r.peak_gflops_1, &r.peak_gflops) ==
+        2)
+      continue;
     if (line.rfind("probe: memory read bandwidth", 0) == 0) {
       // "...: 1 thread best A, median ..., worst ... GB/s over N reps; T threads best B, ..."
       const auto one = line.find("1 thread best "), all = line.find("threads best ");

@@ -3,9 +3,7 @@
 #include <rapidcheck.h>
 
 #include <chrono>
-#include <filesystem>
 #include <map>
-#include <sstream>
 #include <unordered_map>
 
 namespace rc::detail {
@@ -21,7 +19,7 @@ law_outcome replay(const law& l, const subject& s, const attn_case& c) {
     return l.check(s, c);
   } catch (const std::exception& e) {
     law_outcome o;
-    o.fail(std::string("harness error: ") + e.what());
+    o.fail(std::string("harness error: ") + e.what(), failure_kind::harness);
     return o;
   }
 }
@@ -51,15 +49,17 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
       if (opt.on_case) opt.on_case(c);
       out = l.check(s, c);
     } catch (const std::exception& e) {
-      out.fail(std::string("harness error on ") + to_line(c) + ": " + e.what());
+      out.fail(std::string("harness error on ") + to_line(c) + ": " + e.what(), failure_kind::harness);
     }
     if (!failed_once) {
       ++r.cases;
       r.stats.add(c, s);
       gopt.budget->spent += std::max<std::int64_t>(0, case_work(c) - gopt.small_work);
       ++r.ratio_histogram[ratio_bin(out.max_ratio)];
-      if (out.judged()) ++r.judged;
-      else ++why_counts[out.vacuous.empty() ? std::string("compared no element") : out.vacuous];
+      if (out.judged())
+        ++r.judged;
+      else
+        ++why_counts[out.vacuous.empty() ? std::string("compared no element") : out.vacuous];
       if (out.max_ratio > r.max_ratio || r.max_ratio_case.empty()) {
         if (out.max_ratio >= r.max_ratio) {
           r.max_ratio = out.max_ratio;
@@ -110,10 +110,10 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
     }
   } else if (result.template is<rc::detail::GaveUpResult>()) {
     r.v = verdict::fail;
-    r.failure.fail("generator gave up: " + result.template get<rc::detail::GaveUpResult>().description);
+    r.failure.fail("generator gave up: " + result.template get<rc::detail::GaveUpResult>().description, failure_kind::harness);
   } else if (result.template is<rc::detail::Error>()) {
     r.v = verdict::fail;
-    r.failure.fail("rapidcheck error: " + result.template get<rc::detail::Error>().description);
+    r.failure.fail("rapidcheck error: " + result.template get<rc::detail::Error>().description, failure_kind::harness);
   }
   int most = 0;
   for (const auto& [why, n] : why_counts)
@@ -123,41 +123,25 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
   return r;
 }
 
-std::string replay_command(const std::string& saved_file, const std::string& subject_spec) {
-  // The attncheck next to the running binary (the gate itself, or a fuzz
-  // harness in the same build), relative to the working directory when shorter.
-  std::error_code ec;
-  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  std::filesystem::path tool = ec ? std::filesystem::path("attncheck") : self.parent_path() / "attncheck";
-  if (!ec && self.filename() != "attncheck") {
-    // A harness or test binary: look for attncheck in the build root above it.
-    for (auto dir = self.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
-      if (std::filesystem::exists(dir / "attncheck") && !std::filesystem::is_directory(dir / "attncheck")) {
-        tool = dir / "attncheck";
-        break;
-      }
+failure_report failure_report_of(const law_report& r, const subject& s, const std::string& saved_file) {
+  failure_report f;
+  f.kind = r.failure.kind;
+  f.law = r.law;
+  f.subject_name = s.name(), f.subject_spec = s.spec();
+  if (r.counterexample) f.case_line = to_line(*r.counterexample);
+  f.cases = std::to_string(r.cases) + " run, " + std::to_string(r.shrink_steps) + " shrink steps";
+  f.message = r.failure.message;
+  if (!r.failure.worst.where.empty()) f.worst = r.failure.worst.describe();
+  if (!saved_file.empty()) {
+    f.saved_file = saved_file;
+    f.replay = replay_command(saved_file, s.spec());
   }
-  const auto rel = std::filesystem::relative(tool, std::filesystem::current_path(), ec);
-  if (!ec && !rel.empty() && rel.string().size() < tool.string().size()) tool = rel;
-  std::string t = tool.string();
-  if (t.find('/') == std::string::npos) t = "./" + t;
-  return t + " repro " + saved_file + (subject_spec == "builtin" ? "" : " --subject '" + subject_spec + "'");
+  f.reproduce = r.reproduce;
+  return f;
 }
 
 std::string failure_screen(const law_report& r, const subject& s, const std::string& saved_file) {
-  std::ostringstream o;
-  o << "FAIL " << r.law << "\n";
-  o << "  subject:  " << s.name() << " (" << s.spec() << ")\n";
-  if (r.counterexample) o << "  case:     " << to_line(*r.counterexample) << "\n";
-  o << "  cases:    " << r.cases << " run, " << r.shrink_steps << " shrink steps\n";
-  o << "  why:      " << r.failure.message << "\n";
-  if (!r.failure.worst.where.empty()) o << "  worst:    " << r.failure.worst.describe() << "\n";
-  if (!saved_file.empty()) {
-    o << "  saved:    " << saved_file << "\n";
-    o << "  replay:   " << replay_command(saved_file, s.spec()) << "\n";
-  }
-  if (!r.reproduce.empty()) o << "  rapidcheck: RC_PARAMS=\"reproduce=" << r.reproduce << "\"\n";
-  return o.str();
+  return print_failure(failure_report_of(r, s, saved_file));
 }
 
 }  // namespace attncheck

@@ -118,8 +118,8 @@ struct output_buffers {
       // Dense (B, Hq, Lq), or (B, Lq, Hq) with a gap after every query
       // position and every batch element (non-dense strides, as a kernel
       // writing into a (B, Lq, Hq) slice of a bigger buffer sees them).
-      lse_stride = lse_strided ? std::array<std::int64_t, 3>{lq * (hq + 1) + 2, 1, hq + 1}
-                               : std::array<std::int64_t, 3>{hq * lq, lq, 1};
+      lse_stride =
+          lse_strided ? std::array<std::int64_t, 3>{lq * (hq + 1) + 2, 1, hq + 1} : std::array<std::int64_t, 3>{hq * lq, lq, 1};
       lse_n = static_cast<std::size_t>(b * lse_stride[0]);
       lse.assign(lse_n + 2 * guard_elems, std::bit_cast<float>(sentinel_bits(dtype::f32)));
     }
@@ -259,8 +259,8 @@ void check_declaration(const attncheck_instance& d, const std::string& spec) {
     throw input_error("subject.compute_unit_roundoff",
                       spec + " declares u = " + std::to_string(u) + "; it must lie in [2^-64, 2^-8] (2^-24 for f32 compute)");
   if (!(d.exp_ulps >= 0 && d.exp_ulps <= 4096))
-    throw input_error("subject.exp_ulps", spec + " declares exp_ulps = " + std::to_string(d.exp_ulps) +
-                                              "; it must lie in [0, 4096] ulps");
+    throw input_error("subject.exp_ulps",
+                      spec + " declares exp_ulps = " + std::to_string(d.exp_ulps) + "; it must lie in [0, 4096] ulps");
   const auto hint_ok = [](std::int64_t h) { return h >= 0 && h <= (1 << 20); };
   bool ok = hint_ok(d.hints.q_tile) && hint_ok(d.hints.k_tile) && hint_ok(d.hints.split_keys);
   for (int i = 0; i < ATTNCHECK_SIZE_HINT_SLOTS; ++i) ok = ok && hint_ok(d.hints.lengths[i]) && hint_ok(d.hints.head_dims[i]);
@@ -369,8 +369,8 @@ std::shared_ptr<subject> subject::load(const std::string& spec) {
   char err[err_cap] = {0};
   const auto refused = [&](const std::string& who) {
     err[err_cap - 1] = 0;
-    throw input_error("subject", "'" + spec + "': " + who + " refused the options '" + options + "': " +
-                                     (err[0] ? err : "no reason given"));
+    throw input_error("subject",
+                      "'" + spec + "': " + who + " refused the options '" + options + "': " + (err[0] ? err : "no reason given"));
   };
   if (where == "builtin") {
     auto* inst = builtin_instance(options.c_str(), err, err_cap);
@@ -381,8 +381,10 @@ std::shared_ptr<subject> subject::load(const std::string& spec) {
     const std::string bridge_options = python_bridge_options(spec);
     const std::string bridge = python_bridge_path();
     if (bridge.empty())
-      throw input_error("subject", "'" + spec + "': this build has no Python bridge (libattncheck_python.so is built with "
-                                   "ATTNCHECK_PYTHON=ON, the default outside sanitizer builds; or set ATTNCHECK_PYTHON_BRIDGE)");
+      throw input_error("subject",
+                        "'" + spec +
+                            "': this build has no Python bridge (libattncheck_python.so is built with "
+                            "ATTNCHECK_PYTHON=ON, the default outside sanitizer builds; or set ATTNCHECK_PYTHON_BRIDGE)");
     // Never unloaded: the interpreter it starts lives as long as the process.
     void* h = dlopen(bridge.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!h) {
@@ -440,7 +442,8 @@ declared_numbers subject::declared() const {
 }
 
 std::string subject::cannot_take(const attn_case& c, bool want_lse) const {
-  if (!(inst_->dtypes & (1u << static_cast<unsigned>(to_abi(c.type))))) return std::string("no ") + std::string(attncheck::name(c.type));
+  if (!(inst_->dtypes & (1u << static_cast<unsigned>(to_abi(c.type)))))
+    return std::string("no ") + std::string(attncheck::name(c.type));
   if (c.causal && !has(ATTNCHECK_FEATURE_CAUSAL)) return "no causal mask";
   if (c.has_padding() && !has(ATTNCHECK_FEATURE_PADDING)) return "no key padding";
   if (c.has_mask() && !has(ATTNCHECK_FEATURE_MASK)) return "no boolean mask";

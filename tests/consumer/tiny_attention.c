@@ -43,7 +43,8 @@ static int attend(void* state, const attncheck_problem* p, char* err, size_t err
           for (int64_t j = 0; j <= last; ++j) acc += w[j] * AT(v, p->v.stride, b, j, g, e);
           AT(o, p->o_stride, b, i, h, e) = last < 0 ? 0.0f : (float)(acc / l);
         }
-        if (p->lse) p->lse[b * p->lse_stride[0] + h * p->lse_stride[1] + i * p->lse_stride[2]] = last < 0 ? -INFINITY : (float)(m + log(l));
+        if (p->lse)
+          p->lse[b * p->lse_stride[0] + h * p->lse_stride[1] + i * p->lse_stride[2]] = last < 0 ? -INFINITY : (float)(m + log(l));
       }
     }
   }

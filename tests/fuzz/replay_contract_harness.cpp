@@ -12,9 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   switch (size ? data[0] : 'p') {
     case 'r': return -1;
     case 'x': return 7;
-    case 'a':
-      std::fprintf(stderr, "FAIL replay.contract (fuzz)\n");
-      std::abort();
+    case 'a': std::fprintf(stderr, "FAIL replay.contract (fuzz)\n"); std::abort();
     default: return 0;
   }
 }

@@ -30,8 +30,7 @@ TEST(arguments, heads_not_divisible_are_rejected) {
 
 TEST(arguments, sizes_below_one_are_rejected) {
   for (std::int64_t attnimpl::shape::*field :
-       {&attnimpl::shape::b, &attnimpl::shape::hq, &attnimpl::shape::hkv, &attnimpl::shape::d,
-        &attnimpl::shape::dv}) {
+       {&attnimpl::shape::b, &attnimpl::shape::hq, &attnimpl::shape::hkv, &attnimpl::shape::d, &attnimpl::shape::dv}) {
     problem p = small();
     p.dims.*field = 0;
     EXPECT_FALSE(call(p).ok());

@@ -20,11 +20,12 @@ TEST(bench, quick_run_prints_probes_and_every_case) {
   const int rc = run_bench({"bench", "--quick", "--no-rss", "--reps", "1", "--threads", "2"});
   const std::string out = ::testing::internal::GetCapturedStdout();
   EXPECT_EQ(rc, 0);
-  for (const char* line : {"probe: f32 FMA peak", "probe: memory read bandwidth", "prefill B=1 H=16 L=2048 D=128",
-                           "prefill causal B=1 H=16 L=2048 D=128", "prefill B=4 H=8 L=512 D=64",
-                           "decode GQA Hq=32 Hkv=8 Lk=512 D=128 f32", "decode GQA Hq=32 Hkv=8 Lk=4096 D=128 f32", "decode GQA Hq=32 Hkv=8 Lk=4096 D=128 bf16",
-                           "decode GQA Hq=32 Hkv=8 Lk=32768 D=128 f32", "decode GQA Hq=32 Hkv=8 Lk=32768 D=128 bf16",
-                           "decode GQA B=8 Hq=32 Hkv=8 Lk=4096 D=128 f32", "decode GQA B=8 Hq=32 Hkv=8 Lk=4096 D=128 bf16", "tok/s"})
+  for (const char* line :
+       {"probe: f32 FMA peak", "probe: memory read bandwidth", "prefill B=1 H=16 L=2048 D=128",
+        "prefill causal B=1 H=16 L=2048 D=128", "prefill B=4 H=8 L=512 D=64", "decode GQA Hq=32 Hkv=8 Lk=512 D=128 f32",
+        "decode GQA Hq=32 Hkv=8 Lk=4096 D=128 f32", "decode GQA Hq=32 Hkv=8 Lk=4096 D=128 bf16",
+        "decode GQA Hq=32 Hkv=8 Lk=32768 D=128 f32", "decode GQA Hq=32 Hkv=8 Lk=32768 D=128 bf16",
+        "decode GQA B=8 Hq=32 Hkv=8 Lk=4096 D=128 f32", "decode GQA B=8 Hq=32 Hkv=8 Lk=4096 D=128 bf16", "tok/s"})
     EXPECT_NE(out.find(line), std::string::npos) << "missing: " << line << "\n" << out;
 }
 

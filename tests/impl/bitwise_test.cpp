@@ -53,8 +53,10 @@ TEST(bitwise, split_kv_across_threads_equals_sequential_chunks) {
     problem p = make_problem(s);
     run(p, {.threads = threads, .k_tile = 3, .split_keys = 9});
     static std::vector<std::uint32_t> first;
-    if (threads == 1) first = output_bits(p);
-    else ASSERT_EQ(output_bits(p), first) << p.line();
+    if (threads == 1)
+      first = output_bits(p);
+    else
+      ASSERT_EQ(output_bits(p), first) << p.line();
   }
 }
 
@@ -131,8 +133,10 @@ TEST(bitwise, memory_layout_never_changes_bits) {
         s.lay = l;
         problem p = make_problem(s);
         run(p, cfg);
-        if (first.empty()) first = output_bits(p);
-        else ASSERT_EQ(output_bits(p), first) << p.line() << " layout " << static_cast<int>(l);
+        if (first.empty())
+          first = output_bits(p);
+        else
+          ASSERT_EQ(output_bits(p), first) << p.line() << " layout " << static_cast<int>(l);
       }
     }
 }

@@ -61,8 +61,7 @@ void check_cache_decode(const cache_case& c) {
   const std::int64_t pages = 2 * (2500 / c.page_size + 1);
   std::optional<attnimpl::paged_kv_cache> cache;
   ASSERT_TRUE(attnimpl::paged_kv_cache::create(
-                  {.batch = b, .hkv = hkv, .d = d, .dv = d, .type = c.type, .page_size = c.page_size, .pages = pages},
-                  {}, cache)
+                  {.batch = b, .hkv = hkv, .d = d, .dv = d, .type = c.type, .page_size = c.page_size, .pages = pages}, {}, cache)
                   .ok());
   const std::int64_t es = c.type == dtype::f32 ? 4 : 2;
   std::vector<unsigned char> kv(static_cast<std::size_t>(2500 * hkv * d * es), 0x3c);

@@ -53,9 +53,9 @@ void check_schedule(const schedule_case& sc, std::uint64_t seed) {
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
   std::optional<attnimpl::paged_kv_cache> cache;
-  ASSERT_TRUE(attnimpl::paged_kv_cache::create({.batch = 2, .hkv = d.hkv, .d = d.d, .dv = d.dv, .type = sc.type,
-                                                .page_size = sc.page_size, .pages = pages},
-                                               order, cache)
+  ASSERT_TRUE(attnimpl::paged_kv_cache::create(
+                  {.batch = 2, .hkv = d.hkv, .d = d.d, .dv = d.dv, .type = sc.type, .page_size = sc.page_size, .pages = pages},
+                  order, cache)
                   .ok());
 
   const auto push = [&](std::int64_t b, std::int64_t count) {
@@ -80,8 +80,7 @@ void check_schedule(const schedule_case& sc, std::uint64_t seed) {
         const std::int64_t pos = cache->length(b) - lq + i;
         if (pos < 0) continue;
         for (std::int64_t h = 0; h < d.hq; ++h)
-          for (std::int64_t e = 0; e < d.d; ++e)
-            q.set(b, i, h, e, seqs[static_cast<std::size_t>(b)].prefill.q.get(0, pos, h, e));
+          for (std::int64_t e = 0; e < d.d; ++e) q.set(b, i, h, e, seqs[static_cast<std::size_t>(b)].prefill.q.get(0, pos, h, e));
       }
     attnimpl::cache_attention_args a;
     a.hq = d.hq;
@@ -96,10 +95,9 @@ void check_schedule(const schedule_case& sc, std::uint64_t seed) {
         const std::int64_t pos = cache->length(b) - lq + i;
         for (std::int64_t h = 0; h < d.hq; ++h) {
           for (std::int64_t e = 0; e < d.dv; ++e)
-            ASSERT_EQ(std::bit_cast<std::uint32_t>(o.get(b, i, h, e)),
-                      std::bit_cast<std::uint32_t>(ref.o.get(0, pos, h, e)))
-                << ref.line() << " seq " << b << " position " << pos << " head " << h << " e " << e
-                << " page_size " << sc.page_size << " k_tile " << sc.k_tile << " lq " << lq;
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(o.get(b, i, h, e)), std::bit_cast<std::uint32_t>(ref.o.get(0, pos, h, e)))
+                << ref.line() << " seq " << b << " position " << pos << " head " << h << " e " << e << " page_size "
+                << sc.page_size << " k_tile " << sc.k_tile << " lq " << lq;
           ASSERT_EQ(std::bit_cast<std::uint32_t>(lse[static_cast<std::size_t>((b * d.hq + h) * lq + i)]),
                     std::bit_cast<std::uint32_t>(ref.lse[static_cast<std::size_t>(h * ref.dims.lq + pos)]))
               << ref.line() << " LSE seq " << b << " position " << pos;
@@ -122,8 +120,8 @@ TEST(kv_cache, prefill_equals_any_chunking_through_shuffled_pages) {
   std::uint64_t seed = 900;
   for (dtype t : {dtype::f32, dtype::bf16, dtype::f16})
     for (auto [page, tile] : {std::pair<std::int64_t, std::int64_t>{3, 2}, {5, 3}, {2, 3}, {7, 2}}) {
-      for (const auto& chunks : std::vector<std::vector<std::int64_t>>{
-               {13}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {4, 1, 5, 1, 2}, {2, 7, 1, 3}}) {
+      for (const auto& chunks :
+           std::vector<std::vector<std::int64_t>>{{13}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {4, 1, 5, 1, 2}, {2, 7, 1, 3}}) {
         SCOPED_TRACE(::testing::Message() << "seed " << seed);
         check_schedule({page, tile, t, chunks, 4}, ++seed);
         if (::testing::Test::HasFatalFailure()) return;
@@ -138,9 +136,8 @@ TEST(kv_cache, decode_split_over_threads_equals_prefill) {
 
 TEST(kv_cache, append_failures_change_nothing) {
   std::optional<attnimpl::paged_kv_cache> cache;
-  ASSERT_TRUE(attnimpl::paged_kv_cache::create({.batch = 2, .hkv = 1, .d = 2, .dv = 2, .page_size = 2, .pages = 2},
-                                               {}, cache)
-                  .ok());
+  ASSERT_TRUE(
+      attnimpl::paged_kv_cache::create({.batch = 2, .hkv = 1, .d = 2, .dv = 2, .page_size = 2, .pages = 2}, {}, cache).ok());
   std::vector<float> kv(20, 1.0f);
   attnimpl::kv_tokens t{kv.data(), {2, 2, 1}, kv.data(), {2, 2, 1}};
   EXPECT_TRUE(cache->append(0, 3, t).ok());

@@ -105,20 +105,17 @@ void check_prefill(const layer_dims& d, std::int64_t b, std::int64_t lq, std::in
 }
 
 TEST(layer, single_head_self_attention_within_bound) {
-  check_prefill({.dim_q = 8, .dim_k = 8, .dim_v = 8, .hq = 1, .hkv = 1, .d = 8, .dv = 8, .d_out = 8}, 2, 5, 5, true,
-                true, 1);
+  check_prefill({.dim_q = 8, .dim_k = 8, .dim_v = 8, .hq = 1, .hkv = 1, .d = 8, .dv = 8, .d_out = 8}, 2, 5, 5, true, true, 1);
 }
 
 TEST(layer, gqa_self_attention_within_bound) {
-  check_prefill({.dim_q = 12, .dim_k = 12, .dim_v = 12, .hq = 6, .hkv = 2, .d = 3, .dv = 5, .d_out = 7}, 2, 7, 7, true,
-                true, 2);
+  check_prefill({.dim_q = 12, .dim_k = 12, .dim_v = 12, .hq = 6, .hkv = 2, .d = 3, .dv = 5, .d_out = 7}, 2, 7, 7, true, true, 2);
 }
 
 TEST(layer, cross_attention_with_its_own_widths_within_bound) {
   // The seed's cross-attention: query, key and value sources of different
   // widths, Lq != Lk, an output width of its own.
-  check_prefill({.dim_q = 16, .dim_k = 12, .dim_v = 6, .hq = 4, .hkv = 4, .d = 4, .dv = 4, .d_out = 3}, 3, 2, 4, false,
-                false, 3);
+  check_prefill({.dim_q = 16, .dim_k = 12, .dim_v = 6, .hq = 4, .hkv = 4, .d = 4, .dv = 4, .d_out = 3}, 3, 2, 4, false, false, 3);
 }
 
 /// The MHA weights that make an hq-head MHA layer compute what the GQA layer
@@ -168,9 +165,8 @@ TEST(layer, step_by_step_decode_through_the_cache_within_bound) {
   const attnimpl::attention_layer layer = make_layer(d, random_weights(d, 9, true));
   const std::int64_t b = 2, steps[] = {3, 1, 1, 2}, total = 7;
   std::optional<attnimpl::paged_kv_cache> cache;
-  ASSERT_TRUE(attnimpl::paged_kv_cache::create(
-                  {.batch = b, .hkv = d.hkv, .d = d.d, .dv = d.dv, .page_size = 3, .pages = 8}, {7, 2, 5, 0, 1, 6, 3, 4},
-                  cache)
+  ASSERT_TRUE(attnimpl::paged_kv_cache::create({.batch = b, .hkv = d.hkv, .d = d.d, .dv = d.dv, .page_size = 3, .pages = 8},
+                                               {7, 2, 5, 0, 1, 6, 3, 4}, cache)
                   .ok());
   std::mt19937_64 rng(10);
   // Projected tensors of all tokens, in (b, position, head, dim) order, built

@@ -12,7 +12,7 @@
 namespace attnimpl_test {
 
 struct naive_result {
-  std::vector<double> o, bound;     // (b, i, h, e)
+  std::vector<double> o, bound;        // (b, i, h, e)
   std::vector<double> lse, lse_bound;  // (b, h, i)
 };
 

@@ -28,9 +28,8 @@ void expect_within_bound(problem& p, const attnimpl::config& cfg) {
           const double err = std::fabs(got - ref.o[at]);
           ASSERT_TRUE(std::isfinite(ref.bound[at])) << p.line();
           worst_ratio = std::max(worst_ratio, err / ref.bound[at]);
-          ASSERT_LE(err, ref.bound[at]) << p.line() << " O[" << b << "," << i << "," << h << "," << e
-                                        << "] expected " << ref.o[at] << " got " << got << " bound "
-                                        << ref.bound[at];
+          ASSERT_LE(err, ref.bound[at]) << p.line() << " O[" << b << "," << i << "," << h << "," << e << "] expected "
+                                        << ref.o[at] << " got " << got << " bound " << ref.bound[at];
         }
   for (std::size_t at = 0; at < p.lse.size(); ++at) {
     if (std::isinf(ref.lse[at])) {
@@ -59,8 +58,13 @@ TEST(naive_accuracy, lengths_around_tiles_groups_and_head_dims) {
         ++seed;
         problem_spec s;
         const std::int64_t d = ds[(li + gi) % 6];
-        s.dims = {.b = 2, .hq = groups[gi] * (gi % 2 ? 2 : 1), .hkv = gi % 2 ? 2 : 1,
-                  .lq = lengths[(li + 2) % 6], .lk = lengths[li], .d = d, .dv = d == 64 ? 24 : d + 1};
+        s.dims = {.b = 2,
+                  .hq = groups[gi] * (gi % 2 ? 2 : 1),
+                  .hkv = gi % 2 ? 2 : 1,
+                  .lq = lengths[(li + 2) % 6],
+                  .lk = lengths[li],
+                  .d = d,
+                  .dv = d == 64 ? 24 : d + 1};
         s.causal = (li + gi) % 2 == 0;
         s.padding = (li + gi) % 3 == 0;
         s.mask = static_cast<int>((li * 5 + gi) % 4);

@@ -18,12 +18,9 @@ namespace {
 
 attnimpl::dtype to_impl(attncheck::dtype t) {
   switch (t) {
-    case attncheck::dtype::f16:
-      return attnimpl::dtype::f16;
-    case attncheck::dtype::bf16:
-      return attnimpl::dtype::bf16;
-    default:
-      return attnimpl::dtype::f32;
+    case attncheck::dtype::f16: return attnimpl::dtype::f16;
+    case attncheck::dtype::bf16: return attnimpl::dtype::bf16;
+    default: return attnimpl::dtype::f32;
   }
 }
 
@@ -101,9 +98,8 @@ void expect_within_bound(attncheck::attn_case c, const attnimpl::config& cfg) {
       for (std::int64_t i = 0; i < c.lq; ++i) {
         const std::size_t at = ref.lse_index(b, h, i);
         const double l = got.lse[static_cast<std::size_t>((b * c.hq + h) * c.lq + i)];
-        const std::string where = line + " LSE[" + std::to_string(b) + "," + std::to_string(h) + "," +
-                                  std::to_string(i) + "] expected " + std::to_string(ref.lse[at]) + " got " +
-                                  std::to_string(l);
+        const std::string where = line + " LSE[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) +
+                                  "] expected " + std::to_string(ref.lse[at]) + " got " + std::to_string(l);
         ASSERT_FALSE(std::isnan(l)) << where;
         if (std::isinf(ref.lse[at])) {
           ASSERT_EQ(l, ref.lse[at]) << where;
@@ -154,17 +150,10 @@ TEST(oracle_grid, every_element_within_the_spec_bound) {
           c.causal = mc.causal;
           if (mc.padding) c.key_len = {c.lk, static_cast<std::int64_t>(n % static_cast<std::uint64_t>(c.lk + 1))};
           switch (mc.mask) {
-            case 1:
-              c.mask_shape = {c.b, c.hq, c.lq, c.lk};
-              break;
-            case 2:
-              c.mask_shape = {1, 1, c.lq, c.lk};
-              break;
-            case 3:
-              c.mask_shape = {1, 1, 1, c.lk};
-              break;
-            default:
-              break;
+            case 1: c.mask_shape = {c.b, c.hq, c.lq, c.lk}; break;
+            case 2: c.mask_shape = {1, 1, c.lq, c.lk}; break;
+            case 3: c.mask_shape = {1, 1, 1, c.lk}; break;
+            default: break;
           }
           c.type = types[n % 3];
           c.layout = layouts[(n / 3) % 3];

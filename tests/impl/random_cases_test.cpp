@@ -21,13 +21,11 @@ struct drawn {
 
 drawn draw(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const auto pick = [&](std::int64_t lo, std::int64_t hi) {
-    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
-  };
+  const auto pick = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
   drawn d;
   const std::int64_t hkv = pick(1, 3), g = pick(1, 5);
-  d.spec.dims = {.b = pick(1, 3), .hq = hkv * g, .hkv = hkv, .lq = pick(1, 9), .lk = pick(0, 13),
-                 .d = pick(1, 20), .dv = pick(1, 20)};
+  d.spec.dims = {
+      .b = pick(1, 3), .hq = hkv * g, .hkv = hkv, .lq = pick(1, 9), .lk = pick(0, 13), .d = pick(1, 20), .dv = pick(1, 20)};
   d.spec.causal = pick(0, 1) == 1;
   d.spec.padding = pick(0, 2) == 0;
   d.spec.mask = static_cast<int>(pick(0, 3));
@@ -60,8 +58,8 @@ TEST(random_cases, within_bound_thread_invariant_and_blind_to_masked_nan) {
             const double got = p.o.get(b, i, h, e);
             ASSERT_TRUE(std::isfinite(got)) << p.line() << " O[" << b << "," << i << "," << h << "," << e << "]";
             ASSERT_LE(std::fabs(got - ref.o[at]), ref.bound[at])
-                << p.line() << " k_tile " << dr.cfg.k_tile << " O[" << b << "," << i << "," << h << "," << e
-                << "] expected " << ref.o[at] << " got " << got;
+                << p.line() << " k_tile " << dr.cfg.k_tile << " O[" << b << "," << i << "," << h << "," << e << "] expected "
+                << ref.o[at] << " got " << got;
           }
     const auto bits = output_bits(p);
     problem threaded = make_problem(dr.spec);

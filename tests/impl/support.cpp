@@ -79,8 +79,10 @@ void buffer::set(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d,
 std::string problem::line() const {
   std::ostringstream s;
   s << "IMPL(b=" << dims.b << ",hq=" << dims.hq << ",hkv=" << dims.hkv << ",lq=" << dims.lq << ",lk=" << dims.lk
-    << ",d=" << dims.d << ",dv=" << dims.dv << (causal ? ",causal" : "")
-    << ",type=" << (type == dtype::f32 ? "f32" : type == dtype::f16 ? "f16" : "bf16");
+    << ",d=" << dims.d << ",dv=" << dims.dv << (causal ? ",causal" : "") << ",type="
+    << (type == dtype::f32   ? "f32"
+        : type == dtype::f16 ? "f16"
+                             : "bf16");
   if (!key_len.empty()) {
     s << ",kpad=[";
     for (std::size_t i = 0; i < key_len.size(); ++i) s << (i ? "," : "") << key_len[i];
@@ -97,8 +99,7 @@ bool problem::visible(std::int64_t b, std::int64_t h, std::int64_t i, std::int64
   if (causal && j > n - dims.lq + i) return false;
   if (mask_dims[0]) {
     const auto at = [&](int axis, std::int64_t x) { return mask_dims[axis] == 1 ? 0 : x; };
-    const std::int64_t idx =
-        ((at(0, b) * mask_dims[1] + at(1, h)) * mask_dims[2] + at(2, i)) * mask_dims[3] + at(3, j);
+    const std::int64_t idx = ((at(0, b) * mask_dims[1] + at(1, h)) * mask_dims[2] + at(2, i)) * mask_dims[3] + at(3, j);
     if (!mask[static_cast<std::size_t>(idx)]) return false;
   }
   return true;

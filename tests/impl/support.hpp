@@ -49,12 +49,12 @@ struct problem {
   attnimpl::shape dims;
   dtype type = dtype::f32;
   bool causal = false;
-  std::vector<std::int64_t> key_len;       // empty: none
-  std::array<std::int64_t, 4> mask_dims{}; // (b, h, i, j) each 1 or full; all 0: no mask
-  std::vector<std::uint8_t> mask;          // dense over mask_dims
-  float scale = 0.0f;                      // 0: default
+  std::vector<std::int64_t> key_len;        // empty: none
+  std::array<std::int64_t, 4> mask_dims{};  // (b, h, i, j) each 1 or full; all 0: no mask
+  std::vector<std::uint8_t> mask;           // dense over mask_dims
+  float scale = 0.0f;                       // 0: default
   buffer q, k, v, o;
-  std::vector<float> lse;                  // (b, h, i)
+  std::vector<float> lse;  // (b, h, i)
   std::uint64_t seed = 0;
 
   std::string line() const;  // printed on failure, reproduces the case

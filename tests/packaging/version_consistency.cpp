@@ -13,8 +13,8 @@ static_assert(std::numeric_limits<boost::multiprecision::static_mpfr_float_50>::
               "version.hpp's oracle bits differ from static_mpfr_float_50's");
 
 int main() {
-  const std::string version = std::to_string(attncheck::version_major) + "." + std::to_string(attncheck::version_minor) +
-                              "." + std::to_string(attncheck::version_patch);
+  const std::string version = std::to_string(attncheck::version_major) + "." + std::to_string(attncheck::version_minor) + "." +
+                              std::to_string(attncheck::version_patch);
   const std::string contract =
       std::to_string(attncheck::contract_version_major) + "." + std::to_string(attncheck::contract_version_minor);
   int bad = 0;

@@ -121,7 +121,8 @@ TEST(distribution, a_failure_among_production_sizes_shrinks_to_the_ones) {
     ASSERT_EQ(r.v, verdict::fail);
     ASSERT_TRUE(r.counterexample.has_value());
     const attn_case& c = *r.counterexample;
-    EXPECT_EQ(std::vector<std::int64_t>({c.b, c.hq, c.hkv, c.lq, c.lk, c.d, c.dv}), std::vector<std::int64_t>({1, 1, 1, 1, 1, 1, 1}))
+    EXPECT_EQ(std::vector<std::int64_t>({c.b, c.hq, c.hkv, c.lq, c.lk, c.d, c.dv}),
+              std::vector<std::int64_t>({1, 1, 1, 1, 1, 1, 1}))
         << to_line(c);
     EXPECT_FALSE(c.causal || c.has_padding() || c.has_mask() || c.scale.has_value()) << to_line(c);
     EXPECT_EQ(c.type, dtype::f32);

@@ -70,8 +70,8 @@ TEST(gate, same_seed_same_cases_same_verdicts_same_files) {
     EXPECT_GE(r.failed(), 1) << out.str();
     std::string table;
     for (const auto& l : r.reports)
-      table += l.law + " " + std::to_string(l.cases) + " " + std::to_string(l.judged) + " " + std::to_string(static_cast<int>(l.v)) +
-               " " + std::to_string(l.max_ratio) + " " + l.max_ratio_case + "\n";
+      table += l.law + " " + std::to_string(l.cases) + " " + std::to_string(l.judged) + " " +
+               std::to_string(static_cast<int>(l.v)) + " " + std::to_string(l.max_ratio) + " " + l.max_ratio_case + "\n";
     for (const auto& f : r.saved) files.push_back(slurp(f));
     return table;
   };

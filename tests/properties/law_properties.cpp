@@ -53,8 +53,8 @@ TEST_P(law_holds, on_generated_cases) {
   ro.gen.law_work = 20'000'000;  // a fifth of the gate's: ctest runs three subjects
   const law_report r = run_law(*l, *s, ro);
   EXPECT_NE(r.v, verdict::fail) << failure_screen(r, *s, "");
-  EXPECT_NE(r.v, verdict::unjudged) << l->name << " judged " << r.judged << " of " << r.cases << " cases (floor "
-                                    << l->min_judged << "): " << r.unjudged_why;
+  EXPECT_NE(r.v, verdict::unjudged) << l->name << " judged " << r.judged << " of " << r.cases << " cases (floor " << l->min_judged
+                                    << "): " << r.unjudged_why;
   EXPECT_GT(r.cases, 0);
 }
 
@@ -69,7 +69,6 @@ TEST(laws, names_are_unique_and_grouped) {
     EXPECT_GT(l.min_judged, 0.0) << l.name << " has no judged floor";
   }
 }
-
 
 // One registration (laws/registry.hpp) serves the gate, this file, the
 // fuzzers and the mutation table: each law must reach all of them.

@@ -34,8 +34,8 @@ float ld(const attncheck_tensor& t, std::int64_t a, std::int64_t b, std::int64_t
 // so only a huge future key shows it (every visible weight underflows).
 void toy_row(const toy_state& st, std::int64_t n_keys, std::int64_t d, std::int64_t dv, float scale,
              const std::function<float(std::int64_t)>& q, const std::function<float(std::int64_t, std::int64_t)>& k,
-             const std::function<float(std::int64_t, std::int64_t)>& v, const std::function<bool(std::int64_t)>& vis,
-             float* o, float* lse) {
+             const std::function<float(std::int64_t, std::int64_t)>& v, const std::function<bool(std::int64_t)>& vis, float* o,
+             float* lse) {
   std::vector<float> s(static_cast<std::size_t>(n_keys));
   float m = -INFINITY;
   bool any = false;
@@ -73,8 +73,10 @@ void store_row(const attncheck_problem* p, const toy_state& st, std::int64_t b, 
   for (std::int64_t e = 0; e < p->dv; ++e)
     out[b * p->o_stride[0] + i * p->o_stride[1] + h * p->o_stride[2] + e * p->o_stride[3]] = o[e];
   if (!p->lse) return;
-  if (st.b == bug::lse_ignores_stride) p->lse[(b * p->hq + h) * p->lq + i] = lse;  // assumes dense (B, Hq, Lq)
-  else p->lse[b * p->lse_stride[0] + h * p->lse_stride[1] + i * p->lse_stride[2]] = lse;
+  if (st.b == bug::lse_ignores_stride)
+    p->lse[(b * p->hq + h) * p->lq + i] = lse;  // assumes dense (B, Hq, Lq)
+  else
+    p->lse[b * p->lse_stride[0] + h * p->lse_stride[1] + i * p->lse_stride[2]] = lse;
 }
 
 int toy_attend(void* state, const attncheck_problem* p, char*, size_t) {
@@ -88,11 +90,12 @@ int toy_attend(void* state, const attncheck_problem* p, char*, size_t) {
         const std::int64_t g = h / group, pos = n - p->lq + i;
         float lse;
         toy_row(
-            st, p->lk, p->d, p->dv, p->scale, [&](auto x) { return ld(p->q, b, i, h, x); }, [&](auto j, auto x) { return ld(p->k, b, j, g, x); },
-            [&](auto j, auto e) { return ld(p->v, b, j, g, e); },
+            st, p->lk, p->d, p->dv, p->scale, [&](auto x) { return ld(p->q, b, i, h, x); },
+            [&](auto j, auto x) { return ld(p->k, b, j, g, x); }, [&](auto j, auto e) { return ld(p->v, b, j, g, e); },
             [&](auto j) {
               if (j >= n || (p->causal && j > pos)) return false;
-              return !p->mask || p->mask[b * p->mask_stride[0] + h * p->mask_stride[1] + i * p->mask_stride[2] + j * p->mask_stride[3]] != 0;
+              return !p->mask ||
+                     p->mask[b * p->mask_stride[0] + h * p->mask_stride[1] + i * p->mask_stride[2] + j * p->mask_stride[3]] != 0;
             },
             o.data(), &lse);
         store_row(p, st, b, h, i, o.data(), lse);
@@ -115,8 +118,8 @@ void* toy_cache_create(void*, const attncheck_cache_config* cfg, char*, size_t) 
   return c;
 }
 
-int toy_cache_append(void* state, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, std::int64_t, const std::int64_t* count,
-                     char* err, size_t len) {
+int toy_cache_append(void* state, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, std::int64_t,
+                     const std::int64_t* count, char* err, size_t len) {
   const auto& st = *static_cast<toy_state*>(state);
   auto* c = static_cast<toy_cache*>(cache);
   const auto& f = c->cfg;
@@ -208,8 +211,8 @@ void expect_caught(const std::string& law_name, bug b, const std::string& words)
   EXPECT_EQ(clean.v, verdict::pass) << law_name << " fails the toy without its bug: " << clean.failure.message;
   const auto r = run(law_name, *toy(b));
   ASSERT_EQ(r.v, verdict::fail) << law_name << " misses the bug";
-  std::printf("caught: %s\n  case: %s\n  why:  %s\n", law_name.c_str(), r.counterexample ? to_line(*r.counterexample).c_str() : "-",
-              r.failure.message.c_str());
+  std::printf("caught: %s\n  case: %s\n  why:  %s\n", law_name.c_str(),
+              r.counterexample ? to_line(*r.counterexample).c_str() : "-", r.failure.message.c_str());
   EXPECT_NE(r.failure.message.find(words), std::string::npos) << r.failure.message;
 }
 

@@ -2,9 +2,9 @@
 # A subject that crashes, hangs, errs or writes outside O fails the gate with
 # the right verdict, within the law timeout, with the case saved, and the gate
 # goes on with the next law.
-# Usage: misbehaving_plugin_test.sh ATTNCHECK PLUGIN EXPECTED_TEXT
+# Usage: misbehaving_plugin_test.sh ATTNCHECK PLUGIN EXPECTED_TEXT [EXPECTED_KIND]
 set -u
-attncheck=$1 plugin=$2 want=$3
+attncheck=$1 plugin=$2 want=$3 kind=${4:-}
 # Under AddressSanitizer a SIGSEGV would be caught by ASan's own handler and
 # turned into an abort; let the plugin's segfault kill the child as it would
 # without a sanitizer, so the verdict under test is the same in every build.
@@ -13,12 +13,14 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 start=$(date +%s)
 timeout 300 "$attncheck" gate --subject "$plugin" --cases 40 --seed 5 --law-timeout 4 --only differential --only softmax \
-  --only determinism --out "$out/cases" >"$out/log" 2>&1
+  --only determinism --out "$out/cases" --json "$out/gate.json" >"$out/log" 2>&1
 rc=$?
 took=$(( $(date +%s) - start ))
 cat "$out/log"
 [ $rc -eq 1 ] || { echo "expected gate exit 1, got $rc"; exit 1; }
 grep -q -- "$want" "$out/log" || { echo "expected the verdict to say: $want"; exit 1; }
+# The JSON names the kind of failure as a field, not only in the message.
+[ -z "$kind" ] || grep -q "\"kind\": \"$kind\"" "$out/gate.json" || { echo "expected a failure of kind $kind in the JSON"; cat "$out/gate.json"; exit 1; }
 # Every selected law ran: the gate carried on after the first casualty.
 [ "$(grep -cE '^(differential|softmax|determinism)\.' "$out/log")" -eq 3 ] || { echo "a law is missing from the table"; exit 1; }
 n=$(ls "$out/cases"/*.json 2>/dev/null | wc -l)

@@ -56,10 +56,10 @@ TEST(element_log, keeps_elements_only_while_open) {
 TEST(element_log, a_comparison_notes_every_element_it_judges) {
   element_log log;
   comparison c;
-  c.element(o_where(0, 0, 0, 0), 1.0, 1.0, 0.5);  // exact: ratio 0
-  c.element(o_where(0, 1, 0, 0), 1.0, 1.25, 0.5);  // ratio 0.5
+  c.element(o_where(0, 0, 0, 0), 1.0, 1.0, 0.5);                                      // exact: ratio 0
+  c.element(o_where(0, 1, 0, 0), 1.0, 1.25, 0.5);                                     // ratio 0.5
   c.element(o_where(0, 1, 0, 1), 1.0, 2.0, std::numeric_limits<double>::infinity());  // not judged
-  c.exact(lse_where(0, 0, 1), 1, 2, 1.0, 2.0);     // bits differ: inf
+  c.exact(lse_where(0, 0, 1), 1, 2, 1.0, 2.0);                                        // bits differ: inf
   ASSERT_EQ(log.entries().size(), 4u);
   EXPECT_EQ(log.entries()[1].ratio, 0.5);
   EXPECT_TRUE(std::isnan(log.entries()[2].ratio));
@@ -72,9 +72,9 @@ TEST(heat_map, is_the_worst_slice_with_the_largest_ratio_per_element_and_the_wor
   log.note(o_where(0, 0, 1, 1), 0.2);
   log.note(o_where(0, 1, 1, 0), 0.3);
   log.note(o_where(0, 1, 1, 1), 4.0);
-  log.note(o_where(0, 1, 1, 1), 1.0);              // a second comparison of the same element: the largest stays
+  log.note(o_where(0, 1, 1, 1), 1.0);  // a second comparison of the same element: the largest stays
   log.note(lse_where(0, 1, 0), 0.05);
-  log.note(o_where(1, 0, 0, 0), 9.0);              // another (b, h): not in the map
+  log.note(o_where(1, 0, 0, 0), 9.0);  // another (b, h): not in the map
   worst_element w{"O[b=0,i=1,h=1,e=1] (second run)", 0, 0, 0, 4.0};
   const auto m = heat_map_of(log, w);
   ASSERT_TRUE(m);
@@ -143,8 +143,10 @@ TEST(html, reads_the_bench_table) {
       "probe: f32 FMA peak 33.7 GFLOP/s (1 thread), 47.4 GFLOP/s (2 threads)\n"
       "probe: memory read bandwidth, 256 MiB: 1 thread best 7.7, median 7.7, worst 4.8 GB/s over 2 reps; 2 threads best 7.5, "
       "median 7.5, worst 7.4 GB/s over 2 reps\n" +
-      bench_row("prefill B=1 H=16 L=2048 D=128", "  1      29.80      18.0   53.4%        -       -         -      24.29    0.82x      0.31") +
-      bench_row("decode GQA Hq=32 Hkv=8 Lk=512 D=128 f32", "  2       0.23      36.5   77.0%     18.3  244.4%      4351       0.38    1.64x      1.01") +
+      bench_row("prefill B=1 H=16 L=2048 D=128",
+                "  1      29.80      18.0   53.4%        -       -         -      24.29    0.82x      0.31") +
+      bench_row("decode GQA Hq=32 Hkv=8 Lk=512 D=128 f32",
+                "  2       0.23      36.5   77.0%     18.3  244.4%      4351       0.38    1.64x      1.01") +
       "FLOPs count 4*B*Hq*D per visible (query, key) pair\n";
   const auto r = html::parse_bench_table(table);
   EXPECT_EQ(r.threads, 2);

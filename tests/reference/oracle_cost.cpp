@@ -13,6 +13,7 @@
 
 #include "attncheck/oracle.hpp"
 #include "oracle_backends.hpp"
+#include "oracle_test_support.hpp"
 
 namespace attncheck {
 namespace {
@@ -20,7 +21,7 @@ namespace {
 // Seconds per multiply-add of reference() (values and bounds) at a precision,
 // run repeatedly for at least min_seconds; the tier of the last run in *tier.
 double reference_seconds_per_madd(const attn_case& c, oracle_precision p, double min_seconds, oracle_tier* tier) {
-  const double madds = static_cast<double>(c.b * c.hq * c.lq * c.lk * (c.d + c.dv));
+  const double madds = static_cast<double>(oracle_testing::madds(c));
   oracle_options opt;
   opt.precision = p;
   opt.out_type = c.type;
@@ -69,7 +70,7 @@ attn_case cost_case() {
 // divisions are amortized into that count).
 template <class Real>
 double seconds_per_madd(const attn_case& c, double min_seconds) {
-  const double madds = static_cast<double>(c.b * c.hq * c.lq * c.lk * (c.d + c.dv));
+  const double madds = static_cast<double>(oracle_testing::madds(c));
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   long runs = 0;
@@ -148,8 +149,7 @@ int main(int argc, char** argv) {
   row("double", 53, base);
   const double mpfr50_loops = seconds_per_madd<oracle_detail::mpfr50>(c, min_seconds);  // the default
   row("static_mpfr_float_50", std::numeric_limits<oracle_detail::mpfr50>::digits, mpfr50_loops);
-  row("mpfr_float_50", std::numeric_limits<mp::mpfr_float_50>::digits,
-      seconds_per_madd<mp::mpfr_float_50>(c, min_seconds));
+  row("mpfr_float_50", std::numeric_limits<mp::mpfr_float_50>::digits, seconds_per_madd<mp::mpfr_float_50>(c, min_seconds));
   row("cpp_bin_float_50", std::numeric_limits<mp::cpp_bin_float_50>::digits,
       seconds_per_madd<mp::cpp_bin_float_50>(c, min_seconds));
   row("mpfr_float_100", std::numeric_limits<oracle_detail::mpfr100>::digits,
@@ -165,8 +165,9 @@ int main(int argc, char** argv) {
     std::printf("  %s: %lld multiply-adds\n", to_line(cc).c_str(),
                 static_cast<long long>(cc.b * cc.hq * cc.lq * cc.lk * (cc.d + cc.dv)));
     std::printf("  %-18s %-15s %9.2f ns/madd\n", "mpfr50", name_of(t_mpfr), mpfr * 1e9);
-    std::printf("  %-18s %-15s %9.2f ns/madd  %8.1fx faster than mpfr50 with bounds, %.1fx than the static_mpfr_float_50 loops alone\n",
-                "auto_tier", name_of(t_auto), fast * 1e9, mpfr / fast, mpfr50_loops / fast);
+    std::printf(
+        "  %-18s %-15s %9.2f ns/madd  %8.1fx faster than mpfr50 with bounds, %.1fx than the static_mpfr_float_50 loops alone\n",
+        "auto_tier", name_of(t_auto), fast * 1e9, mpfr / fast, mpfr50_loops / fast);
   };
   tiers(c, min_seconds);
   // The example: Lq = 64, Lk = 1024, D = 128 (one run of mpfr50 takes seconds).

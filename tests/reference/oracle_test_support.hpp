@@ -26,6 +26,23 @@ inline std::uint64_t base_seed() {
   return 20261129;
 }
 
+/// Multiply-adds of one attention call: B Hq Lq Lk (D + Dv).
+inline std::int64_t madds(const attn_case& c) { return c.b * c.hq * c.lq * c.lk * (c.d + c.dv); }
+
+/// The rest of a random case: storage type, value kind, layout and poison
+/// from below(n) (uniform in [0, n)), then the seed from rng, in this order;
+/// returns c materialized.
+template <class Below, class Rng>
+attn_case with_random_storage(attn_case c, const Below& below, Rng& rng) {
+  c.type = static_cast<dtype>(below(3));
+  c.values = static_cast<value_kind>(below(8));
+  c.layout = static_cast<layout_kind>(below(3));
+  c.poison = static_cast<poison_kind>(below(3));
+  c.seed = rng();
+  materialize(c);
+  return c;
+}
+
 /// A small random case, materialized: B in [1,2], Hkv in [1,2], G in [1,3],
 /// Lq in [1,4], Lk in [1,5], D and Dv in [1,4], causal, padding and broadcast
 /// masks at random, every dtype, value kind, layout and poison. Sizes stay
@@ -50,13 +67,7 @@ inline attn_case any_small_case(std::uint64_t seed) {
     const std::int64_t full[4] = {c.b, c.hq, c.lq, c.lk};
     for (int a = 0; a < 4; ++a) c.mask_shape[static_cast<std::size_t>(a)] = below(2) ? full[a] : 1;
   }
-  c.type = static_cast<dtype>(below(3));
-  c.values = static_cast<value_kind>(below(8));
-  c.layout = static_cast<layout_kind>(below(3));
-  c.poison = static_cast<poison_kind>(below(3));
-  c.seed = rng();
-  materialize(c);
-  return c;
+  return with_random_storage(c, below, rng);
 }
 
 }  // namespace attncheck::oracle_testing

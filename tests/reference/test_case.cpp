@@ -73,8 +73,8 @@ TEST(visible, boolean_mask_broadcasts_and_ands_with_causal) {
   attn_case c = shape(2, 2, 1, 2, 3, 1, 1);
   c.causal = true;
   c.mask_shape = {1, 2, 1, 3};  // per head, shared by batch and rows
-  c.mask = {0, 1, 1,   // head 0
-            1, 0, 1};  // head 1
+  c.mask = {0, 1, 1,            // head 0
+            1, 0, 1};           // head 1
   EXPECT_TRUE(c.mask_allows(1, 0, 1, 2));
   EXPECT_FALSE(c.mask_allows(1, 1, 0, 1));
   EXPECT_EQ(pattern(c, 0, 0), (rows{"010", "011"}));
@@ -84,8 +84,8 @@ TEST(visible, boolean_mask_broadcasts_and_ands_with_causal) {
 TEST(visible, size_one_mask_dims_broadcast_over_heads_and_rows) {
   attn_case c = shape(2, 3, 1, 2, 3, 1, 1);
   c.mask_shape = {2, 1, 1, 3};  // per batch element: every head and row shares it
-  c.mask = {1, 0, 1,   // batch 0
-            0, 1, 1};  // batch 1
+  c.mask = {1, 0, 1,            // batch 0
+            0, 1, 1};           // batch 1
   for (std::int64_t h = 0; h < 3; ++h) {
     EXPECT_EQ(pattern(c, 0, h), (rows{"101", "101"})) << "head " << h;
     EXPECT_EQ(pattern(c, 1, h), (rows{"011", "011"})) << "head " << h;
@@ -188,16 +188,35 @@ TEST(validate, names_the_field_and_the_limit) {
       {"lk zero", [](attn_case& c) { c.lk = 0; }, "lk", "lk=0 must be >= 1"},
       {"b negative", [](attn_case& c) { c.b = -3; }, "b", "b=-3 must be >= 1"},
       {"dv over max_dim", [](attn_case& c) { c.dv = (1 << 20) + 1; }, "dv", "dv=1048577 exceeds max_dim=1048576"},
-      {"K over max_elements", [](attn_case& c) { c.b = 65, c.lk = 1 << 20, c.hq = c.hkv = 1, c.d = 1, c.key_len.clear(), c.mask_shape = {}; },
-       "k", "b*lk*hkv*d = 65*1048576*1*1 = 68157440 exceeds max_elements=67108864"},
-      {"Q overflows", [](attn_case& c) { c.b = c.lq = c.hq = c.d = big, c.hkv = 1; }, "q", "b*lq*hq*d = 1048576*1048576*1048576*1048576 overflows int64"},
-      {"pairs over max_pairs", [](attn_case& c) { c.b = 1, c.hq = c.hkv = 1, c.lq = 1 << 15, c.lk = 1 << 14, c.key_len.clear(), c.mask_shape = {}; },
+      {"K over max_elements",
+       [](attn_case& c) { c.b = 65, c.lk = 1 << 20, c.hq = c.hkv = 1, c.d = 1, c.key_len.clear(), c.mask_shape = {}; }, "k",
+       "b*lk*hkv*d = 65*1048576*1*1 = 68157440 exceeds max_elements=67108864"},
+      {"Q overflows", [](attn_case& c) { c.b = c.lq = c.hq = c.d = big, c.hkv = 1; }, "q",
+       "b*lq*hq*d = 1048576*1048576*1048576*1048576 overflows int64"},
+      {"pairs over max_pairs",
+       [](attn_case& c) { c.b = 1, c.hq = c.hkv = 1, c.lq = 1 << 15, c.lk = 1 << 14, c.key_len.clear(), c.mask_shape = {}; },
        "shape", "exceeds max_pairs=268435456"},
       {"key_len count", [](attn_case& c) { c.key_len = {1}; }, "key_len", "has 1 entries, b=2 needs 2"},
-      {"key_len above lk", [](attn_case& c) { c.key_len = {3, 4}; }, "key_len[1]", "=4 is outside [0, lk=3]"},
-      {"key_len negative", [](attn_case& c) { c.key_len = {-1, 0}; }, "key_len[0]", "=-1 is outside [0, lk=3]"},
-      {"mask dim neither 1 nor full", [](attn_case& c) { c.mask_shape = {2, 1, 1, 2}; }, "mask_shape", "dim 3 is 2, must be 1 or lk=3"},
-      {"mask dim zero", [](attn_case& c) { c.mask_shape = {2, 0, 1, 3}; }, "mask_shape", "dim 1 is 0, must be 1 or hq=6"},
+      {"key_len above lk",
+       [](attn_case& c) {
+         c.key_len = {3, 4};
+       },
+       "key_len[1]", "=4 is outside [0, lk=3]"},
+      {"key_len negative",
+       [](attn_case& c) {
+         c.key_len = {-1, 0};
+       },
+       "key_len[0]", "=-1 is outside [0, lk=3]"},
+      {"mask dim neither 1 nor full",
+       [](attn_case& c) {
+         c.mask_shape = {2, 1, 1, 2};
+       },
+       "mask_shape", "dim 3 is 2, must be 1 or lk=3"},
+      {"mask dim zero",
+       [](attn_case& c) {
+         c.mask_shape = {2, 0, 1, 3};
+       },
+       "mask_shape", "dim 1 is 0, must be 1 or hq=6"},
       {"mask length", [](attn_case& c) { c.mask.pop_back(); }, "mask", "has 5 entries, mask_shape 2x1x1x3 needs 6"},
       {"mask entry", [](attn_case& c) { c.mask[4] = 2; }, "mask[4]", "=2 must be 0 or 1"},
       {"mask without shape", [](attn_case& c) { c.mask_shape = {}; }, "mask", "has 6 entries but mask_shape is unset"},
@@ -205,13 +224,16 @@ TEST(validate, names_the_field_and_the_limit) {
       {"dtype out of range", [](attn_case& c) { c.type = static_cast<dtype>(7); }, "dtype", "is not f32, f16 or bf16"},
       {"Q missing", [](attn_case& c) { c.q = tensor{}; }, "q", "Q is missing", true},
       {"Q of the wrong type", [](attn_case& c) { c.q.type = dtype::bf16; }, "q.type", "is bf16, the case's dtype is f16"},
-      {"K of the wrong shape", [](attn_case& c) { c.k.shape[2] = 6; }, "k.shape", "is [2,3,6,3], K needs (b,lk,hkv,d) = [2,3,2,3]"},
+      {"K of the wrong shape", [](attn_case& c) { c.k.shape[2] = 6; }, "k.shape",
+       "is [2,3,6,3], K needs (b,lk,hkv,d) = [2,3,2,3]"},
       {"V of D's width", [](attn_case& c) { c.v.shape[3] = 3; }, "v.shape", "V needs (b,lk,hkv,dv) = [2,3,2,5]"},
       {"negative stride", [](attn_case& c) { c.k.stride[1] = -1; }, "k.stride[1]", "=-1 must be >= 0"},
       {"negative offset", [](attn_case& c) { c.q.offset = -1; }, "q.offset", "=-1 must be >= 0"},
-      {"storage too short", [](attn_case& c) { c.v.bits.pop_back(); }, "v.storage", "the view reaches element 59 but the storage holds 59 elements"},
+      {"storage too short", [](attn_case& c) { c.v.bits.pop_back(); }, "v.storage",
+       "the view reaches element 59 but the storage holds 59 elements"},
       {"hostile stride", [](attn_case& c) { c.q.stride[0] = INT64_MAX; }, "q.stride", "beyond int64"},
-      {"16-bit pattern too wide", [](attn_case& c) { c.k.bits[3] = 0x10000u; }, "k.bits", "element 3 has bits above the 16-bit f16 width"},
+      {"16-bit pattern too wide", [](attn_case& c) { c.k.bits[3] = 0x10000u; }, "k.bits",
+       "element 3 has bits above the 16-bit f16 width"},
       {"over max_bytes", [](attn_case&) {}, "case", "over max_bytes=100", false, small_bytes},
   };
   for (const bad_case& bc : cases) {
@@ -288,8 +310,10 @@ TEST(materialize, pinned_fingerprints) {
   };
   const pin pins[] = {
       {"ATTN(b=1,hq=1,hkv=1,lq=2,lk=3,d=4,dv=4,f32,seed=1)", 0x6567aaf5a3cf9be6ull},
-      {"ATTN(b=2,hq=6,hkv=2,lq=1,lk=3,d=3,dv=5,scale=0.25,causal,kpad=[3,1],mask=2x1x1x3,f16,values=dyadic,layout=bhsd,poison=nan,seed=42)", 0x081e8c3cc5880413ull},
-      {"ATTN(b=2,hq=4,hkv=1,lq=3,lk=5,d=2,dv=3,kpad=[5,2],bf16,values=huge_v,layout=padded,poison=big,seed=7)", 0x16769ac8073b065full},
+      {"ATTN(b=2,hq=6,hkv=2,lq=1,lk=3,d=3,dv=5,scale=0.25,causal,kpad=[3,1],mask=2x1x1x3,f16,values=dyadic,layout=bhsd,poison=nan,seed=42)",
+       0x081e8c3cc5880413ull},
+      {"ATTN(b=2,hq=4,hkv=1,lq=3,lk=5,d=2,dv=3,kpad=[5,2],bf16,values=huge_v,layout=padded,poison=big,seed=7)",
+       0x16769ac8073b065full},
       {"ATTN(b=1,hq=2,hkv=2,lq=4,lk=4,d=8,dv=2,causal,f32,values=large_logits,seed=3)", 0x5880ccc063598e88ull},
   };
   for (const pin& p : pins) EXPECT_EQ(fingerprint(materialized(parse_line(p.line))), p.hash) << p.line;

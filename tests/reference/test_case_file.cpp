@@ -108,7 +108,9 @@ TEST(case_file, reads_upper_case_hex) {
 }
 
 TEST(case_file, write_then_read_from_disk_is_exact_and_atomic) {
-  const fs::path dir = fs::temp_directory_path() / ("attncheck_case_file_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" + std::to_string(std::rand()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("attncheck_case_file_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+                                   "_" + std::to_string(std::rand()));
   fs::create_directories(dir);
   const std::string path = (dir / "saved.json").string();
   const case_record r = special_record(dtype::bf16, layout_kind::padded);
@@ -199,8 +201,8 @@ TEST(case_file, every_malformed_class_gives_its_one_line_error) {
       ADD_FAILURE() << entry.path().filename() << ": accepted";
     } catch (const input_error& e) {
       const std::string what = e.what();
-      EXPECT_NE(what.find(expect), std::string::npos) << entry.path().filename() << "\n  got:  " << what
-                                                      << "\n  want: " << expect;
+      EXPECT_NE(what.find(expect), std::string::npos)
+          << entry.path().filename() << "\n  got:  " << what << "\n  want: " << expect;
       EXPECT_EQ(what.find('\n'), std::string::npos) << "one line: " << what;
     }
   }
@@ -260,9 +262,8 @@ case_record gqa_causal_f16() {
 }
 
 case_record padded_bf16() {
-  return generated(
-      "ATTN(b=2,hq=4,hkv=2,lq=3,lk=5,d=3,dv=2,kpad=[5,2],mask=2x1x3x5,bf16,layout=padded,poison=nan,seed=5)",
-      "materialized: padded layout (NaN gaps), key padding, boolean mask, NaN in every unused slot");
+  return generated("ATTN(b=2,hq=4,hkv=2,lq=3,lk=5,d=3,dv=2,kpad=[5,2],mask=2x1x3x5,bf16,layout=padded,poison=nan,seed=5)",
+                   "materialized: padded layout (NaN gaps), key padding, boolean mask, NaN in every unused slot");
 }
 
 case_record masked_specials_f32() {

@@ -27,6 +27,8 @@ using oracle_detail::fast_tier;
 using oracle_detail::fast_tier_hooks;
 using oracle_detail::fast_tier_result;
 using oracle_testing::base_seed;
+using oracle_testing::madds;
+using oracle_testing::with_random_storage;
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
@@ -39,8 +41,6 @@ constexpr int adversarial_per_kind = 200;
 // Caps the wide cases' multiply-adds (MPFR: ~0.5 us each) so the test stays
 // well under a minute on two shared cores.
 constexpr std::int64_t wide_work_cap = 200'000;
-
-std::int64_t work_of(const attn_case& c) { return c.b * c.hq * c.lq * c.lk * (c.d + c.dv); }
 
 // A case with D and Lk up to a few hundred (Dv up to 64): Lk, D and Dv are
 // drawn first, then Lq and the heads shrink until the work fits wide_work_cap;
@@ -55,25 +55,18 @@ attn_case any_wide_case(std::uint64_t seed) {
   c.hkv = 1 + below(2);
   c.hq = c.hkv * (1 + below(2));
   c.lq = 1 + below(3);
-  while (work_of(c) > wide_work_cap && c.lq > 1) --c.lq;
-  if (work_of(c) > wide_work_cap) c.hq = c.hkv = 1;
+  while (madds(c) > wide_work_cap && c.lq > 1) --c.lq;
+  if (madds(c) > wide_work_cap) c.hq = c.hkv = 1;
   c.causal = below(2) == 0;
   if (below(3) == 0) c.key_len = {below(c.lk + 1)};
   if (below(4) == 0) c.mask_shape = {1, below(2) ? c.hq : 1, below(2) ? c.lq : 1, c.lk};
-  c.type = static_cast<dtype>(below(3));
-  c.values = static_cast<value_kind>(below(8));
-  c.layout = static_cast<layout_kind>(below(3));
-  c.poison = static_cast<poison_kind>(below(3));
-  c.seed = rng();
-  materialize(c);
-  return c;
+  return with_random_storage(c, below, rng);
 }
 
 // The adversarial rows materialize() does not draw on purpose.
 enum class adversary { all_scores_far_below_zero, cancelling_v, gaps_across_exp_underflow, subnormal_scores, big_scale };
 constexpr adversary adversaries[] = {adversary::all_scores_far_below_zero, adversary::cancelling_v,
-                                     adversary::gaps_across_exp_underflow, adversary::subnormal_scores,
-                                     adversary::big_scale};
+                                     adversary::gaps_across_exp_underflow, adversary::subnormal_scores, adversary::big_scale};
 const char* name_of(adversary a) {
   switch (a) {
     case adversary::all_scores_far_below_zero: return "adv:all_scores_far_below_zero";
@@ -182,8 +175,7 @@ struct excess {
 // and the fast region inside the MPFR one widened by twice the fraction.
 void check_accepted(const attn_case& c, const fast_tier_result& f, const oracle_result& t, const oracle_result& m,
                     excess& worst) {
-  const auto one = [&](const char* what, std::size_t x, double fast, double mpfr, double b_fast, double b_mpfr,
-                       double own) {
+  const auto one = [&](const char* what, std::size_t x, double fast, double mpfr, double b_fast, double b_mpfr, double own) {
     ASSERT_TRUE(std::isfinite(b_mpfr)) << what << "[" << x << "] accepted where the MPFR bound is " << b_mpfr << ": "
                                        << to_line(c);
     const double diff = fast == mpfr ? 0.0 : std::fabs(fast - mpfr);
@@ -193,8 +185,7 @@ void check_accepted(const attn_case& c, const fast_tier_result& f, const oracle_
     if (b_mpfr > 0) worst.over_mpfr = std::max(worst.over_mpfr, (b_fast - b_mpfr) / b_mpfr);
     if (b_fast > 0) worst.own_share = std::max(worst.own_share, own / b_fast);
   };
-  for (std::size_t x = 0; x < m.o.size(); ++x)
-    one("O", x, t.o[x], m.o[x], t.o_bound[x], m.o_bound[x], f.o_error[x]);
+  for (std::size_t x = 0; x < m.o.size(); ++x) one("O", x, t.o[x], m.o[x], t.o_bound[x], m.o_bound[x], f.o_error[x]);
   for (std::size_t x = 0; x < m.lse.size(); ++x)
     one("LSE", x, t.lse[x], m.lse[x], t.lse_bound[x], m.lse_bound[x], f.lse_error[x]);
 }
@@ -260,21 +251,22 @@ TEST(fast_tier, within_its_own_error_of_mpfr_and_never_looser_than_the_fraction)
   long cases = 0, fast = 0;
   std::printf("tier shares (cases judged by the fast tier / cases):\n");
   for (const auto& [kind, s] : shares) {
-    std::printf("  %-36s %5ld / %5ld  %5.1f%%\n", kind.c_str(), s.fast, s.cases, 100.0 * static_cast<double>(s.fast) / static_cast<double>(s.cases));
+    std::printf("  %-36s %5ld / %5ld  %5.1f%%\n", kind.c_str(), s.fast, s.cases,
+                100.0 * static_cast<double>(s.fast) / static_cast<double>(s.cases));
     cases += s.cases;
     fast += s.fast;
   }
-  std::printf("  %-36s %5ld / %5ld  %5.1f%%\n", "all", fast, cases, 100.0 * static_cast<double>(fast) / static_cast<double>(cases));
+  std::printf("  %-36s %5ld / %5ld  %5.1f%%\n", "all", fast, cases,
+              100.0 * static_cast<double>(fast) / static_cast<double>(cases));
   std::printf("fallback reasons (cases: f32 subjects, binary64 subjects):\n");
   std::map<std::string, std::pair<long, long>> reasons;
   for (const auto& [kind, s] : shares)
-    for (const auto& [why, count] : s.reasons)
-      (kind.starts_with("u=") ? reasons[why].second : reasons[why].first) += count;
+    for (const auto& [why, count] : s.reasons) (kind.starts_with("u=") ? reasons[why].second : reasons[why].first) += count;
   for (const auto& [why, count] : reasons) std::printf("  %5ld %5ld  %s\n", count.first, count.second, why.c_str());
   std::printf("own error checked on %ld elements\n", own.elements);
   for (const auto& [who, w] : worst)
-    std::printf("%s, where accepted: largest (B_fast - B_mpfr) / B_mpfr 2^%.1f, largest E_own / B_fast 2^%.1f\n",
-                who.c_str(), std::log2(w.over_mpfr), std::log2(w.own_share));
+    std::printf("%s, where accepted: largest (B_fast - B_mpfr) / B_mpfr 2^%.1f, largest E_own / B_fast 2^%.1f\n", who.c_str(),
+                std::log2(w.over_mpfr), std::log2(w.own_share));
   // A chooser that never picks the fast tier would pass every check above.
   EXPECT_GT(fast, cases / 2);
   EXPECT_GT(own.elements, 10'000);
@@ -287,8 +279,7 @@ oracle_options mpfr50_options(oracle_options opt) {
 
 // The chooser's fallbacks, one case each: the whole case goes to mpfr50.
 TEST(fast_tier, falls_back_where_its_error_is_not_small_or_no_bound_exists) {
-  const auto expect_fallback = [](const attn_case& c, const oracle_options& opt, const char* why,
-                                  const char* reason) {
+  const auto expect_fallback = [](const attn_case& c, const oracle_options& opt, const char* why, const char* reason) {
     const fast_tier_result f = fast_tier(c, opt);
     EXPECT_FALSE(f.accepted) << why << ": " << to_line(c);
     EXPECT_NE(f.reason.find(reason), std::string::npos) << why << ": rejected for " << f.reason;
@@ -358,17 +349,21 @@ TEST(fast_tier, a_deliberately_wrong_fast_tier_is_caught) {
     // MPFR value; the others (empty rows: exact) marked non-finite so they are skipped.
     fast_tier_result f = fast_tier(c, opt);
     for (std::size_t x = 0; x < f.r.o.size(); ++x) {
-      if (std::isfinite(f.o_error[x]) && f.o_error[x] > 0) f.r.o[x] = m.o[x] + 2 * f.o_error[x];
-      else f.o_error[x] = inf;
+      if (std::isfinite(f.o_error[x]) && f.o_error[x] > 0)
+        f.r.o[x] = m.o[x] + 2 * f.o_error[x];
+      else
+        f.o_error[x] = inf;
     }
     for (std::size_t x = 0; x < f.r.lse.size(); ++x) {
-      if (std::isfinite(f.lse_error[x]) && f.lse_error[x] > 0) f.r.lse[x] = m.lse[x] - 2 * f.lse_error[x];
-      else f.lse_error[x] = inf;
+      if (std::isfinite(f.lse_error[x]) && f.lse_error[x] > 0)
+        f.r.lse[x] = m.lse[x] - 2 * f.lse_error[x];
+      else
+        f.lse_error[x] = inf;
     }
     check_own_error(c, f, m, moved);
   }
-  std::printf("wrong exp: %ld of %ld elements outside the own error (first: %s)\n", wrong_exp.outside,
-              wrong_exp.elements, wrong_exp.first.c_str());
+  std::printf("wrong exp: %ld of %ld elements outside the own error (first: %s)\n", wrong_exp.outside, wrong_exp.elements,
+              wrong_exp.first.c_str());
   std::printf("moved by 2x own error: %ld of %ld elements caught\n", moved.outside, moved.elements);
   EXPECT_GT(wrong_exp.outside, 0);
   EXPECT_EQ(moved.outside, moved.elements);

@@ -112,8 +112,8 @@ TEST(oracle_bound, finite_and_positive_wherever_inputs_are_finite) {
             if (empty_row) {
               EXPECT_EQ(bound, 0.0) << to_line(c);
             } else {
-              EXPECT_TRUE(std::isfinite(bound) && bound > 0) << to_line(c) << " b=" << bi << " i=" << i << " h=" << h
-                                                             << " e=" << e << " bound=" << bound;
+              EXPECT_TRUE(std::isfinite(bound) && bound > 0)
+                  << to_line(c) << " b=" << bi << " i=" << i << " h=" << h << " e=" << e << " bound=" << bound;
             }
           }
         }
@@ -127,7 +127,7 @@ TEST(oracle_bound, nan_where_a_visible_input_is_not_finite) {
   c.dv = 2;
   c.causal = true;  // row 0 sees keys 0, 1; row 1 sees all three
   c = oracle_testing::with_zero_tensors(c);
-  c.k.set(0, 2, 0, 0, std::numeric_limits<double>::infinity());  // only row 1 sees key 2
+  c.k.set(0, 2, 0, 0, std::numeric_limits<double>::infinity());   // only row 1 sees key 2
   c.v.set(0, 1, 0, 1, std::numeric_limits<double>::quiet_NaN());  // column 1 of both rows
   const oracle_result r = reference(c);
   EXPECT_TRUE(std::isnan(r.lse_bound[1]));
@@ -161,10 +161,10 @@ TEST(oracle_bound, rejects_invalid_declarations_naming_the_field) {
 }
 
 struct campaign {
-  double worst_ratio = 0;   // max observed error / bound over elements
-  long elements = 0;        // compared (finite bound)
-  long outside = 0;         // |got - want| > bound, NaN got included
-  std::string worst;        // where worst_ratio was seen
+  double worst_ratio = 0;  // max observed error / bound over elements
+  long elements = 0;       // compared (finite bound)
+  long outside = 0;        // |got - want| > bound, NaN got included
+  std::string worst;       // where worst_ratio was seen
 };
 
 // Compares a subject with the oracle under the bound: NaN first, then the bound.
@@ -176,13 +176,13 @@ void compare(const attn_case& c, const oracle_result& r, const subject_result& s
     if (!(err <= bound)) {
       ++out.outside;
       if (report)
-        ADD_FAILURE() << what << "[" << x << "] of " << to_line(c) << ": want " << want << " got " << got
-                      << " error " << err << " bound " << bound;
+        ADD_FAILURE() << what << "[" << x << "] of " << to_line(c) << ": want " << want << " got " << got << " error " << err
+                      << " bound " << bound;
     }
     if (bound > 0 && err / bound > out.worst_ratio) {
       out.worst_ratio = err / bound;
-      out.worst = std::string(what) + "[" + std::to_string(x) + "] of " + to_line(c) + ": want " +
-                  std::to_string(want) + " got " + std::to_string(got) + " bound " + std::to_string(bound);
+      out.worst = std::string(what) + "[" + std::to_string(x) + "] of " + to_line(c) + ": want " + std::to_string(want) +
+                  " got " + std::to_string(got) + " bound " + std::to_string(bound);
     }
   };
   for (std::size_t x = 0; x < r.o.size(); ++x) check(s.o[x], r.o[x], r.o_bound[x], "O", x);
@@ -205,9 +205,8 @@ TEST(oracle_bound, holds_for_f32_subjects_plain_and_online) {
     const std::int64_t block = 2, blocks = (c.lk + block - 1) / block;
     compare(c, reference(c, options_for(c, blocks)), f32_attention(c, block, false), online, true);
   }
-  std::printf("plain: %ld elements, worst error/bound %.3g at %s\nonline (blocks of 2): %ld, worst %.3g at %s\n",
-              plain.elements, plain.worst_ratio, plain.worst.c_str(), online.elements, online.worst_ratio,
-              online.worst.c_str());
+  std::printf("plain: %ld elements, worst error/bound %.3g at %s\nonline (blocks of 2): %ld, worst %.3g at %s\n", plain.elements,
+              plain.worst_ratio, plain.worst.c_str(), online.elements, online.worst_ratio, online.worst.c_str());
   EXPECT_GT(plain.elements, 1000);
 }
 
@@ -249,8 +248,8 @@ TEST(oracle_bound, catches_outputs_beyond_it) {
     // A subject whose weights carry bf16 error (2^-9) while it declares f32.
     compare(c, r, f32_attention(c, c.lk, true), sloppy, false);
   }
-  std::printf("moved by 4x bound: %ld of %ld outside; bf16 weights: %ld of %ld outside\n", shifted.outside,
-              shifted.elements, sloppy.outside, sloppy.elements);
+  std::printf("moved by 4x bound: %ld of %ld outside; bf16 weights: %ld of %ld outside\n", shifted.outside, shifted.elements,
+              sloppy.outside, sloppy.elements);
   EXPECT_GE(shifted.outside, moved);
   EXPECT_GT(sloppy.outside, sloppy.elements / 20) << "a bound this loose would let a bf16-weight kernel pass";
 }

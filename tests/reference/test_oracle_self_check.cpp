@@ -51,8 +51,7 @@ row_scale scale_of_row(const attn_case& c, std::int64_t bi, std::int64_t h, std:
 
 // Checks a (the less precise, unit roundoff u_a) against b on every value.
 template <class A, class B>
-void expect_agree(const attn_case& c, const naive_result<A>& a, const naive_result<B>& b, double u_a,
-                  const char* names) {
+void expect_agree(const attn_case& c, const naive_result<A>& a, const naive_result<B>& b, double u_a, const char* names) {
   const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
   for (std::int64_t bi = 0; bi < c.b; ++bi)
     for (std::int64_t h = 0; h < c.hq; ++h)
@@ -79,16 +78,14 @@ void expect_agree(const attn_case& c, const naive_result<A>& a, const naive_resu
             if (c.visible(bi, h, i, j))
               magnitude += mpfr100(b.p[row * n(c.lk) + n(j)]) * std::fabs(c.v.at(bi, j, c.kv_head(h), e));
           const std::size_t x = n(((bi * c.lq + i) * c.hq + h) * c.dv + e);
-          EXPECT_LE(abs(mpfr100(a.o[x]) - mpfr100(b.o[x])), eps * magnitude)
-              << names << " O[" << x << "] " << to_line(c);
+          EXPECT_LE(abs(mpfr100(a.o[x]) - mpfr100(b.o[x])), eps * magnitude) << names << " O[" << x << "] " << to_line(c);
         }
       }
 }
 
 TEST(oracle_self_check, precisions_and_backends_agree_far_beyond_double) {
   const std::uint64_t seed = oracle_testing::base_seed();
-  std::printf("ATTNCHECK_SEED=%llu (cases seed .. seed+%d)\n", static_cast<unsigned long long>(seed),
-              self_check_cases - 1);
+  std::printf("ATTNCHECK_SEED=%llu (cases seed .. seed+%d)\n", static_cast<unsigned long long>(seed), self_check_cases - 1);
   // The check is only as strong as its tolerance: both must lie far below 2^-53.
   ASSERT_LT(unit_roundoff_of<mpfr50>(), 0x1p-160);
   ASSERT_LT(unit_roundoff_of<cpp_bin100>(), 0x1p-320);

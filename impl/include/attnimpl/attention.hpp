@@ -78,11 +78,11 @@ struct attention_args {
   shape dims;
   tensor_in q, k, v;
   tensor_out o;
-  lse_out lse;                             ///< optional
-  std::optional<float> scale;              ///< nullopt: default_scale(d)
+  lse_out lse;                 ///< optional
+  std::optional<float> scale;  ///< nullopt: default_scale(d)
   bool causal = false;
-  const std::int64_t* key_len = nullptr;   ///< optional, b entries
-  mask_in mask;                            ///< optional
+  const std::int64_t* key_len = nullptr;  ///< optional, b entries
+  mask_in mask;                           ///< optional
 };
 
 /// Computes O (and LSE) per SPEC.md. Fully masked rows give O = 0, LSE = -inf.

@@ -17,10 +17,10 @@ namespace attnimpl {
 struct kv_cache_config {
   std::int64_t batch = 1;  ///< sequences
   std::int64_t hkv = 1, d = 1, dv = 1;
-  dtype type = dtype::f32;           ///< storage type of cached K and V
-  std::int64_t page_size = 16;       ///< tokens per page, >= 1; need not divide any tile
-  std::int64_t pages = 0;            ///< pages in the pool
-  std::int64_t max_pages_per_seq = 0;///< width of the block table; 0: pages
+  dtype type = dtype::f32;             ///< storage type of cached K and V
+  std::int64_t page_size = 16;         ///< tokens per page, >= 1; need not divide any tile
+  std::int64_t pages = 0;              ///< pages in the pool
+  std::int64_t max_pages_per_seq = 0;  ///< width of the block table; 0: pages
 };
 
 /// New tokens of one sequence: K (count, hkv, d), V (count, hkv, dv), element
@@ -42,15 +42,14 @@ struct cache_attention_args {
   lse_out lse;                 ///< optional
   std::optional<float> scale;  ///< nullopt: default_scale(d)
   bool causal = true;
-  mask_in mask;                ///< optional, over (b, h, i, j), j the absolute key position
+  mask_in mask;  ///< optional, over (b, h, i, j), j the absolute key position
 };
 
 class paged_kv_cache {
  public:
   /// Checks cfg and page_order (a permutation of [0, pages), or empty for
   /// 0, 1, 2, ...: the order in which free pages are handed out).
-  static status create(const kv_cache_config& cfg, std::vector<std::int32_t> page_order,
-                       std::optional<paged_kv_cache>& out);
+  static status create(const kv_cache_config& cfg, std::vector<std::int32_t> page_order, std::optional<paged_kv_cache>& out);
 
   const kv_cache_config& config_used() const { return cfg_; }
   std::int64_t length(std::int64_t seq) const { return lengths_[static_cast<std::size_t>(seq)]; }
@@ -74,8 +73,8 @@ class paged_kv_cache {
 
   kv_cache_config cfg_;
   std::vector<unsigned char> k_pool_, v_pool_;
-  std::vector<std::int32_t> table_;     // batch x max_pages_per_seq
-  std::vector<std::int32_t> free_;      // pages still free, handed out from the back
+  std::vector<std::int32_t> table_;  // batch x max_pages_per_seq
+  std::vector<std::int32_t> free_;   // pages still free, handed out from the back
   std::vector<std::int64_t> lengths_;
 };
 

@@ -44,14 +44,14 @@ class attention_layer {
   /// xv (b, lk, dim_v); out (b, lq, d_out). attn_out, when given, receives the
   /// attention output before the O projection, (b, lq, hq, dv). Self-attention
   /// passes the same x as all three sources.
-  status forward(std::int64_t b, std::int64_t lq, std::int64_t lk, const float* xq, const float* xk, const float* xv,
-                 bool causal, float* out, const config& cfg = {}, float* attn_out = nullptr) const;
+  status forward(std::int64_t b, std::int64_t lq, std::int64_t lk, const float* xq, const float* xk, const float* xv, bool causal,
+                 float* out, const config& cfg = {}, float* attn_out = nullptr) const;
 
   /// Decode step: projects lq new tokens of every sequence of the cache,
   /// appends their K/V, attends with their queries (bottom-right causal) and
   /// projects the result. The cache must match hkv, d and dv.
-  status forward_cached(paged_kv_cache& cache, std::int64_t lq, const float* xq, const float* xk, const float* xv,
-                        float* out, const config& cfg = {}, float* attn_out = nullptr) const;
+  status forward_cached(paged_kv_cache& cache, std::int64_t lq, const float* xq, const float* xk, const float* xv, float* out,
+                        const config& cfg = {}, float* attn_out = nullptr) const;
 
  private:
   attention_layer() = default;

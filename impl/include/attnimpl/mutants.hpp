@@ -11,7 +11,7 @@
 // them in this kernel's structure.
 #pragma once
 
-#define ATTNIMPL_MUTANTS(X) \
+#define ATTNIMPL_MUTANTS(X)                                            \
   X(scale_model_dim, "differential scale", "Hq=2, Lk=2")               \
   X(scale_dropped, "scale", "Lk=2")                                    \
   X(softmax_wrong_axis, "softmax", "Lq=Lk=2")                          \
@@ -55,4 +55,4 @@
   X(empty_row_lse_zero, "fully_masked", "Lq=Lk=1")                     \
   X(causal_unit_stops_at_first_row, "differential", "Lq=2, Lk=2")      \
   X(mask_head_uses_kv_head, "differential", "Hq=2, Hkv=1")             \
-  X(padding_uses_first_length, "batch padding", "B=2")                
+  X(padding_uses_first_length, "batch padding", "B=2")

@@ -19,13 +19,13 @@ struct campaign_options {
   std::string subject = "builtin";
   std::int64_t cases = 10'000;
   std::uint64_t seed = 1;
-  int jobs = 1;                       ///< forked workers, each a slice of the cases
-  std::optional<dtype> only_type;     ///< every case in this storage type; else the generator's mix
-  std::int64_t max_work = 200'000;    ///< generator cap, as the gate's --max-work
-  std::string out_dir;                ///< violating cases are saved here (first 20)
-  std::ostream* progress = nullptr;   ///< progress lines go here (null: none)
-  bool progress_tty = false;          ///< rewrite one line in place (a terminal) instead of plain lines
-  double progress_seconds = 5;        ///< seconds between plain progress lines
+  int jobs = 1;                      ///< forked workers, each a slice of the cases
+  std::optional<dtype> only_type;    ///< every case in this storage type; else the generator's mix
+  std::int64_t max_work = 200'000;   ///< generator cap, as the gate's --max-work
+  std::string out_dir;               ///< violating cases are saved here (first 20)
+  std::ostream* progress = nullptr;  ///< progress lines go here (null: none)
+  bool progress_tty = false;         ///< rewrite one line in place (a terminal) instead of plain lines
+  double progress_seconds = 5;       ///< seconds between plain progress lines
 };
 
 /// Histogram edges of observed/bound: [0], (0,1e-3), [1e-3,1e-2), ... [0.9,1], >1.
@@ -43,12 +43,12 @@ inline std::size_t ratio_bin(double ratio) {
 
 struct campaign_stats {
   std::int64_t cases = 0, elements = 0, violations = 0, violating_cases = 0;
-  std::int64_t unjudged_elements = 0;  ///< NaN or +inf bound: outside the bound's domain
+  std::int64_t unjudged_elements = 0;                ///< NaN or +inf bound: outside the bound's domain
   std::array<std::int64_t, ratio_bins> histogram{};  ///< [exact 0] + one per edge + [> 1]
   double max_ratio = 0;
   std::string max_ratio_case;
-  std::string first_violation;        ///< the case line and worst element of the first violation
-  std::int64_t fast_tier_cases = 0;   ///< cases the oracle's fast binary64 tier judged (auto_tier)
+  std::string first_violation;       ///< the case line and worst element of the first violation
+  std::int64_t fast_tier_cases = 0;  ///< cases the oracle's fast binary64 tier judged (auto_tier)
   /// The worst cases by their largest observed/bound (ties: the earlier),
   /// at most worst_kept, largest first: ratio, case line and worst element.
   std::vector<std::pair<double, std::string>> worst;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attncheck/case.hpp"
+#include "attncheck/failure_report.hpp"
 #include "attncheck/oracle.hpp"
 #include "attncheck/subject_host.hpp"
 
@@ -15,11 +16,11 @@ namespace attncheck {
 
 /// The element that came closest to (or went past) its bound.
 struct worst_element {
-  std::string where;      ///< e.g. "O[b=0,i=1,h=2,e=0]" or "LSE[b=0,h=1,i=3]"
-  double expected = 0;    ///< the oracle's value (or the other run's, for metamorphic laws)
+  std::string where;    ///< e.g. "O[b=0,i=1,h=2,e=0]" or "LSE[b=0,h=1,i=3]"
+  double expected = 0;  ///< the oracle's value (or the other run's, for metamorphic laws)
   double got = 0;
-  double bound = 0;       ///< allowed |got - expected|
-  double ratio = 0;       ///< |got - expected| / bound; inf for a NaN/inf mismatch
+  double bound = 0;  ///< allowed |got - expected|
+  double ratio = 0;  ///< |got - expected| / bound; inf for a NaN/inf mismatch
 
   std::string describe() const;
 };
@@ -36,6 +37,8 @@ struct comparison {
   /// Elements left unjudged because their bound is +inf (outside the bound's domain).
   std::int64_t unbounded = 0;
   double max_ratio = 0;
+  /// What the first failure was: the law's comparison, or the subject's error (runs_ok).
+  failure_kind kind = failure_kind::law;
   /// Values at or past this magnitude round to +-inf in the output type
   /// (largest finite + half an ulp); inf disables the overflow rule.
   double overflow_threshold = std::numeric_limits<double>::infinity();
@@ -59,7 +62,7 @@ struct comparison {
   /// Requires identical bit patterns (bitwise laws); any two NaNs count as
   /// equal, since IEEE 754 does not specify a NaN result's sign or payload.
   void exact(const std::string& where, std::uint32_t expected_bits, std::uint32_t got_bits, double expected, double got);
-  void fail(const std::string& why);
+  void fail(const std::string& why, failure_kind k = failure_kind::law);
   /// Fails (and returns false) when a run did not succeed: an error code or a write outside O/LSE.
   bool runs_ok(std::initializer_list<const subject_output*> runs);
   /// Two runs of a subject whose true value is `truth` (bound each): an

@@ -56,13 +56,13 @@ class element_log {
 struct heat_map {
   static constexpr std::int64_t max_side = 96;  ///< a full 96 x 96 window made a 941 KB repro report
   std::int64_t b = 0, h = 0;
-  std::int64_t rows = 0, cols = 0;        ///< cells kept: queries, then output dims (+ LSE)
-  std::int64_t row0 = 0, col0 = 0;        ///< index of the first kept query and output dim
-  std::int64_t all_rows = 0, all_cols = 0;  ///< queries and output dims noted in the slice (before the window)
-  bool lse_column = false;                ///< the last kept column is LSE[b,h,i]
-  std::vector<double> ratio;              ///< rows * cols, row-major; NaN: nothing noted there
+  std::int64_t rows = 0, cols = 0;              ///< cells kept: queries, then output dims (+ LSE)
+  std::int64_t row0 = 0, col0 = 0;              ///< index of the first kept query and output dim
+  std::int64_t all_rows = 0, all_cols = 0;      ///< queries and output dims noted in the slice (before the window)
+  bool lse_column = false;                      ///< the last kept column is LSE[b,h,i]
+  std::vector<double> ratio;                    ///< rows * cols, row-major; NaN: nothing noted there
   std::int64_t worst_row = -1, worst_col = -1;  ///< the worst element's cell; -1 when it names no element of O or LSE
-  std::string worst_where;                ///< as the terminal prints it
+  std::string worst_where;                      ///< as the terminal prints it
   double worst_ratio = 0;
 };
 

@@ -18,25 +18,25 @@ struct gate_options {
   /// when set it is gated instead of loading `subject`, which then only names it.
   std::shared_ptr<attncheck::subject> instance;
   run_options run{};
-  std::vector<std::string> only;  ///< law names or group prefixes ("cache", "gqa."); empty: all
-  std::string junit;              ///< JUnit XML path; empty: none
-  std::string json;               ///< per-law results as JSON (write_json); empty: none
-  double progress_seconds = 10;   ///< seconds between plain progress lines when `progress` is off (not a terminal)
+  std::vector<std::string> only;          ///< law names or group prefixes ("cache", "gqa."); empty: all
+  std::string junit;                      ///< JUnit XML path; empty: none
+  std::string json;                       ///< per-law results as JSON (write_json); empty: none
+  double progress_seconds = 10;           ///< seconds between plain progress lines when `progress` is off (not a terminal)
   std::string out_dir = "attncheck-out";  ///< counterexamples land here
-  bool progress = false;          ///< a live progress line rewritten in place (a terminal); else plain lines, see progress_seconds
-  bool isolate = true;            ///< each law in a child process: a crash or hang fails that law only
-  double law_timeout = 120;       ///< seconds a law may run in its child before it is killed
-  int jobs = 2;                   ///< laws run at once, each in its own child (with isolate)
-  bool strict = false;            ///< refuse subjects that declare u > 2^-24 (compute coarser than f32)
-  bool stats = false;             ///< print the realized distribution of the cases run (print_stats)
+  bool progress = false;     ///< a live progress line rewritten in place (a terminal); else plain lines, see progress_seconds
+  bool isolate = true;       ///< each law in a child process: a crash or hang fails that law only
+  double law_timeout = 120;  ///< seconds a law may run in its child before it is killed
+  int jobs = 2;              ///< laws run at once, each in its own child (with isolate)
+  bool strict = false;       ///< refuse subjects that declare u > 2^-24 (compute coarser than f32)
+  bool stats = false;        ///< print the realized distribution of the cases run (print_stats)
 };
 
 struct gate_result {
   std::vector<law_report> reports;
-  std::vector<std::string> saved;  ///< counterexample files, one per failing law
-  std::vector<std::string> saved_at;  ///< per report: its counterexample file, or empty
-  gate_options options;            ///< what was asked (subject spec, seed, cases, budget)
-  std::string subject_name;        ///< the name the subject gives itself
+  std::vector<std::string> saved;                      ///< counterexample files, one per failing law
+  std::vector<std::string> saved_at;                   ///< per report: its counterexample file, or empty
+  gate_options options;                                ///< what was asked (subject spec, seed, cases, budget)
+  std::string subject_name;                            ///< the name the subject gives itself
   std::uint32_t dtypes = 0, features = 0, claims = 0;  ///< its declared ATTNCHECK_FEATURE_* and ATTNCHECK_CLAIM_* bits
   double seconds = 0;
   /// What the subject declared about itself: the bound's numbers and its size
@@ -72,7 +72,8 @@ void write_junit(const std::string& path, const gate_result& r, const std::strin
 
 /// Writes a gate run as JSON: attncheck (version, contract, oracle), subject, seed, seconds, failed, and per law its
 /// name, verdict (pass/fail/skipped), cases, shrink_steps, seconds, max_ratio
-/// (null when not finite); on failure also message, worst, reproduce,
+/// (null when not finite); on failure also kind (failure_kind_name: law, crash, hang,
+/// subject_error, harness), message, worst, reproduce,
 /// counterexample (the one-line form) and shape {b, hq, hkv, lq, lk, d, dv}.
 void write_json(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed);
 

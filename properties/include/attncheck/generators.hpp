@@ -30,17 +30,17 @@ std::int64_t case_work(const attn_case& c);
 struct work_budget {
   std::int64_t limit = 0;  ///< multiply-adds the law may spend on cases above gen_options::small_work
   std::int64_t spent = 0;
-  bool frozen = false;     ///< after a failure: shrinking keeps the cap the failing case was drawn with
+  bool frozen = false;  ///< after a failure: shrinking keeps the cap the failing case was drawn with
   std::int64_t cap_when_frozen = 0;
 };
 
 struct gen_options {
-  std::int64_t max_work = 8'000'000;   ///< largest case while the law's budget lasts; larger shapes are cut down
-  std::int64_t small_work = 100'000;   ///< largest case once the budget is spent
-  std::int64_t law_work = 150'000'000; ///< each law's budget of multiply-adds on large cases
-  bool allow_masks = true;             ///< causal, padding, boolean masks
+  std::int64_t max_work = 8'000'000;    ///< largest case while the law's budget lasts; larger shapes are cut down
+  std::int64_t small_work = 100'000;    ///< largest case once the budget is spent
+  std::int64_t law_work = 150'000'000;  ///< each law's budget of multiply-adds on large cases
+  bool allow_masks = true;              ///< causal, padding, boolean masks
   bool allow_poison = true;
-  std::shared_ptr<work_budget> budget; ///< set by the runner; null: every case may reach max_work
+  std::shared_ptr<work_budget> budget;  ///< set by the runner; null: every case may reach max_work
 };
 
 /// Any case the subject can take: shapes, masks, dtype, values, scale, layout,
@@ -62,9 +62,9 @@ struct case_stats {
 
 /// One documented share of the distribution and its floor (docs/distribution.md).
 struct share_floor {
-  const char* key;   ///< as counted by case_stats
-  const char* what;  ///< in words
-  double floor;      ///< the share must not drop below this (for a subject taking every dtype and mask)
+  const char* key;        ///< as counted by case_stats
+  const char* what;       ///< in words
+  double floor;           ///< the share must not drop below this (for a subject taking every dtype and mask)
   bool needs_all = true;  ///< the floor applies only to subjects with every dtype and mask kind
 };
 const std::vector<share_floor>& distribution_floors();

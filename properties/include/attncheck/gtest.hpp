@@ -71,8 +71,8 @@ inline void check_law(const std::string& law_name, const std::string& subject_sp
   const law_report r = run_law(*l, *s, ro);
   if (r.v == verdict::skip) GTEST_SKIP() << r.skip_reason;
   EXPECT_NE(r.v, verdict::fail) << failure_screen(r, *s, "");
-  EXPECT_NE(r.v, verdict::unjudged) << l->name << " judged " << r.judged << " of " << r.cases << " cases (floor "
-                                    << l->min_judged << "): " << r.unjudged_why;
+  EXPECT_NE(r.v, verdict::unjudged) << l->name << " judged " << r.judged << " of " << r.cases << " cases (floor " << l->min_judged
+                                    << "): " << r.unjudged_why;
   EXPECT_GT(r.cases, 0) << l->name << " ran no case";
   std::cout << "[ attncheck ] " << l->name << " on " << s->name() << ": " << r.cases << " cases, seed " << ro.seed
             << ", max observed/bound " << r.max_ratio << "\n";
@@ -86,8 +86,8 @@ inline void check_law(const std::string& law_name, const std::string& subject_sp
   ATTNCHECK_GATE_TESTS_WITH(suite_name, subject_spec, ::attncheck::gtest::options_from_environment())
 
 /// The same with explicit run options (an expression of type attncheck::run_options).
-#define ATTNCHECK_GATE_TESTS_WITH(suite_name, subject_spec, run_options_expr)               \
-  class suite_name : public ::testing::TestWithParam<std::string> {};                       \
+#define ATTNCHECK_GATE_TESTS_WITH(suite_name, subject_spec, run_options_expr)                                \
+  class suite_name : public ::testing::TestWithParam<std::string> {};                                        \
   TEST_P(suite_name, law) { ::attncheck::gtest::check_law(GetParam(), (subject_spec), (run_options_expr)); } \
-  INSTANTIATE_TEST_SUITE_P(all_laws, suite_name, ::testing::ValuesIn(::attncheck::gtest::law_names()), \
+  INSTANTIATE_TEST_SUITE_P(all_laws, suite_name, ::testing::ValuesIn(::attncheck::gtest::law_names()),       \
                            ::attncheck::gtest::test_name)

@@ -9,11 +9,11 @@
 namespace attncheck {
 
 struct child_outcome {
-  bool completed = false;   ///< the child ran fn to the end and sent its payload
-  std::string payload;      ///< what fn returned
-  int signal = 0;           ///< the signal that ended the child, if any
-  int exit_code = 0;        ///< its exit code when it exited without completing
-  bool timed_out = false;   ///< killed after the time limit
+  bool completed = false;        ///< the child ran fn to the end and sent its payload
+  std::string payload;           ///< what fn returned
+  int signal = 0;                ///< the signal that ended the child, if any
+  int exit_code = 0;             ///< its exit code when it exited without completing
+  bool timed_out = false;        ///< killed after the time limit
   std::string describe() const;  ///< "killed by SIGSEGV", "no result within 5 s", ...
 };
 

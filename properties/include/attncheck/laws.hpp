@@ -18,21 +18,28 @@ namespace attncheck {
 /// judged fewer cases than the law's floor: not a pass).
 enum class verdict : std::uint8_t { pass, fail, skip, unjudged };
 
+/// The verdict as the gate's table and the HTML reports print it: pass, FAIL, skipped, UNJUDGED.
+const char* verdict_name(verdict v);
+/// The verdict as the gate's JSON writes it: pass, fail, skipped, unjudged.
+const char* verdict_id(verdict v);
+
 struct law_outcome {
   verdict v = verdict::pass;
-  std::string message;   ///< why it failed, or why it was skipped
-  double max_ratio = 0;  ///< largest observed/bound among bounded comparisons
-  worst_element worst;   ///< the element behind max_ratio or the failure
-  std::int64_t compared = 0;  ///< elements judged by the comparisons folded in
-  std::int64_t unbounded = 0; ///< elements left unjudged: +inf bound, outside the bound's domain
+  std::string message;         ///< why it failed, or why it was skipped
+  double max_ratio = 0;        ///< largest observed/bound among bounded comparisons
+  worst_element worst;         ///< the element behind max_ratio or the failure
+  std::int64_t compared = 0;   ///< elements judged by the comparisons folded in
+  std::int64_t unbounded = 0;  ///< elements left unjudged: +inf bound, outside the bound's domain
   /// Non-empty when the case was degenerate for this law (B = 1 for batch
   /// independence, no unused slot for masked slots, ...): it ran, but judged nothing.
   std::string vacuous;
+  failure_kind kind = failure_kind::law;  ///< on failure: what failed (the first failure's kind)
 
-  static law_outcome skip(std::string why) { return {verdict::skip, std::move(why), 0, {}, 0, 0, {}}; }
+  static law_outcome skip(std::string why) { return {verdict::skip, std::move(why), 0, {}, 0, 0, {}, failure_kind::law}; }
   /// Folds a comparison in under a label ("V = ones", "threads 1 vs 3").
   void add(const std::string& label, const comparison& c);
-  void fail(const std::string& why);
+  /// Fails with `why` (the first failure's message and kind are kept).
+  void fail(const std::string& why, failure_kind k = failure_kind::law);
   /// Marks the case as one that could not test the law (keeps the first reason).
   void nothing_to_judge(const std::string& why) {
     if (vacuous.empty()) vacuous = why;

@@ -34,7 +34,7 @@ struct bar {
   double value = 0;
   double reference = 0;  ///< drawn as a red line: what 100% means (peak, bandwidth), or a baseline; 0: none
   std::string unit;
-  bool percent = true;   ///< print value/reference as a percentage beside the bar
+  bool percent = true;  ///< print value/reference as a percentage beside the bar
 };
 std::string bars_svg(const std::string& title, const std::vector<bar>& bars);
 
@@ -69,16 +69,16 @@ void write_mutation_html(const std::string& path, const mutation_report& r);
 
 /// The bench table: probes, then one row per case.
 struct bench_case {
-  std::string name, kind;         ///< kind: "prefill" (judged in GFLOP/s) or "decode" (GB/s)
+  std::string name, kind;  ///< kind: "prefill" (judged in GFLOP/s) or "decode" (GB/s)
   int threads = 0;
   double ms = 0, gflops = 0, gbs = 0;
-  double baseline_ms = 0;         ///< the naive baseline on the same case; 0: not timed
+  double baseline_ms = 0;  ///< the naive baseline on the same case; 0: not timed
 };
 struct bench_report {
   int threads = 0;
   double peak_gflops = 0, peak_gflops_1 = 0, bandwidth_gbs = 0, bandwidth_gbs_1 = 0;
   std::vector<bench_case> cases;
-  std::string table;              ///< the terminal table, verbatim
+  std::string table;  ///< the terminal table, verbatim
 };
 void write_bench_html(const std::string& path, const bench_report& r);
 /// Reads the bench's terminal table (impl/bench: the probe lines and one row

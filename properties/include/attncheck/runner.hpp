@@ -7,17 +7,18 @@
 
 #include "attncheck/campaign.hpp"
 #include "attncheck/element_log.hpp"
+#include "attncheck/failure_report.hpp"
 #include "attncheck/generators.hpp"
 #include "attncheck/laws.hpp"
 
 namespace attncheck {
 
 struct run_options {
-  int cases = 100;          ///< successful cases before a law passes
-  std::uint64_t seed = 1;   ///< rapidcheck seed; printed with every verdict
-  int max_size = 100;       ///< rapidcheck size ceiling
+  int cases = 100;         ///< successful cases before a law passes
+  std::uint64_t seed = 1;  ///< rapidcheck seed; printed with every verdict
+  int max_size = 100;      ///< rapidcheck size ceiling
   gen_options gen{};
-  std::string reproduce;    ///< RC_PARAMS reproduce string of an earlier failure (optional)
+  std::string reproduce;  ///< RC_PARAMS reproduce string of an earlier failure (optional)
   /// Called with each prepared, materialized case just before the law checks
   /// it (the gate records it, so a case that kills the process is known).
   std::function<void(const attn_case&)> on_case;
@@ -33,7 +34,7 @@ struct law_report {
   case_stats stats;          ///< the realized distribution of the cases run
   int shrink_steps = 0;
   std::string skip_reason;
-  double max_ratio = 0;      ///< largest observed/bound over the passing cases (and the failure)
+  double max_ratio = 0;        ///< largest observed/bound over the passing cases (and the failure)
   std::string max_ratio_case;  ///< one-line form of the case behind max_ratio
   /// Each case's largest observed/bound, binned as the campaign's histogram
   /// (ratio_bin: exact 0, one bin per campaign_edges, > 1); shrink steps not counted.
@@ -55,12 +56,11 @@ law_report run_law(const law& l, const subject& s, const run_options& opt);
 /// Checks one law on one saved case (the repro path).
 law_outcome replay(const law& l, const subject& s, const attn_case& c);
 
-/// The command that replays a saved case: the attncheck of the running build
-/// (found from /proc/self/exe), never a hard-coded path.
-std::string replay_command(const std::string& saved_file, const std::string& subject_spec);
+/// The failure of a law report as one structured value (failure_report.hpp):
+/// law, case line, cases run, worst element, saved file and replay command.
+failure_report failure_report_of(const law_report& r, const subject& s, const std::string& saved_file);
 
-/// The one-screen verdict of a failure: law, case line, seed, worst element,
-/// saved file and replay command.
+/// The one-screen verdict of a failure: print_failure(failure_report_of(...)).
 std::string failure_screen(const law_report& r, const subject& s, const std::string& saved_file);
 
 }  // namespace attncheck

@@ -14,12 +14,12 @@ namespace attncheck {
 
 /// What one call of a subject produced.
 struct subject_output {
-  int status = 0;            ///< the subject's return code (0 = ok)
-  std::string error;         ///< its message when status != 0, or a host finding
-  tensor o;                  ///< output in the case's layout (gaps poisoned)
-  std::vector<float> lse;    ///< (B, Hq, Lq) dense; empty when the subject has no LSE
+  int status = 0;               ///< the subject's return code (0 = ok)
+  std::string error;            ///< its message when status != 0, or a host finding
+  tensor o;                     ///< output in the case's layout (gaps poisoned)
+  std::vector<float> lse;       ///< (B, Hq, Lq) dense; empty when the subject has no LSE
   bool guard_violated = false;  ///< wrote outside O or LSE
-  std::string guard_report;  ///< where, when guard_violated
+  std::string guard_report;     ///< where, when guard_violated
 
   bool ok() const { return status == 0 && !guard_violated; }
   /// Value of O[b,i,h,e] decoded exactly.
@@ -42,9 +42,9 @@ struct cache_plan {
 /// How the host hands one call's buffers to the subject; the layout law
 /// varies what SPEC.md leaves free.
 struct call_layout {
-  int threads = 0;            ///< 0: the subject's default
-  bool lse_strided = false;   ///< LSE with non-dense strides: (B, Lq, Hq) order with gaps
-  bool mask_expanded = false; ///< the boolean mask written out in full, keys outer, queries inner, padded
+  int threads = 0;             ///< 0: the subject's default
+  bool lse_strided = false;    ///< LSE with non-dense strides: (B, Lq, Hq) order with gaps
+  bool mask_expanded = false;  ///< the boolean mask written out in full, keys outer, queries inner, padded
 };
 
 /// The tolerance a subject declares for itself, as the gate prints it.

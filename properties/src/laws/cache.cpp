@@ -134,11 +134,14 @@ law_outcome chunked_cache_equals_prefill(const subject& s, const attn_case& c) {
             const double got = chunked.o.at(b, row0 + i, h, e);
             const auto k = ref.o_index(b, wi, h, e);
             if (bitwise)
-              vs_whole.exact(where(e), whole.o.bits_at(b, wi, h, e), chunked.o.bits_at(b, row0 + i, h, e), whole.o.at(b, wi, h, e), got);
-            else if (std::isfinite(ref.o_bound[k]) && !vs_whole.overflowed(where(e), ref.o[k], 2 * ref.o_bound[k], whole.o.at(b, wi, h, e), got))
+              vs_whole.exact(where(e), whole.o.bits_at(b, wi, h, e), chunked.o.bits_at(b, row0 + i, h, e),
+                             whole.o.at(b, wi, h, e), got);
+            else if (std::isfinite(ref.o_bound[k]) &&
+                     !vs_whole.overflowed(where(e), ref.o[k], 2 * ref.o_bound[k], whole.o.at(b, wi, h, e), got))
               vs_whole.element(where(e), whole.o.at(b, wi, h, e), got, 2 * ref.o_bound[k]);
             if (std::isnan(ref.o[k]) || std::isnan(ref.o_bound[k]))
-              vs_oracle.without_bound(where(e), ref.o[k], got, every_visible_score_is_minus_inf(c, b, h, wi) ? 0.0 : std::nan(""));
+              vs_oracle.without_bound(where(e), ref.o[k], got,
+                                      every_visible_score_is_minus_inf(c, b, h, wi) ? 0.0 : std::nan(""));
             else
               vs_oracle.element(where(e), ref.o[k], got, ref.o_bound[k]);
           }
@@ -152,8 +155,9 @@ law_outcome chunked_cache_equals_prefill(const subject& s, const attn_case& c) {
             comparison l;
             l.overflow_threshold = overflow_threshold(dtype::f32);
             if (std::isnan(ref.lse[k]) || std::isnan(ref.lse_bound[k]))
-              l.without_bound("LSE of " + where(0), ref.lse[k], lse,
-                              every_visible_score_is_minus_inf(c, b, h, wi) ? -std::numeric_limits<double>::infinity() : std::nan(""));
+              l.without_bound(
+                  "LSE of " + where(0), ref.lse[k], lse,
+                  every_visible_score_is_minus_inf(c, b, h, wi) ? -std::numeric_limits<double>::infinity() : std::nan(""));
             else
               l.element("LSE of " + where(0), ref.lse[k], lse, ref.lse_bound[k]);
             vs_oracle.merge(l);
@@ -185,11 +189,11 @@ std::vector<law> cache_laws() {
          if (!s.has(ATTNCHECK_FEATURE_CAUSAL)) return "subject has no causal mask";
          return {};
        },
-       prepare_cache, chunked_cache_equals_prefill,
+       prepare_cache,
+       chunked_cache_equals_prefill,
        // min_judged: 100% judged on builtin and naive.
        0.9,
-       {.slot = 2, .bounded = true, .lq_is_lk = true}}
-  };
+       {.slot = 2, .bounded = true, .lq_is_lk = true}}};
 }
 
 }  // namespace attncheck::laws

@@ -52,11 +52,13 @@ law_outcome invisible_inputs_never_change_outputs(const subject& s, const attn_c
     for (auto* t : {&p.k, &p.v})
       for (std::int64_t b = 0; b < c.b; ++b)
         for (std::int64_t g = 0; g < c.hkv; ++g)
-          for (std::int64_t x = 0; x < t->shape[3]; ++x) t->set_bits(b, pick[static_cast<std::size_t>(b)], g, x, nan_bits(c.type));
+          for (std::int64_t x = 0; x < t->shape[3]; ++x)
+            t->set_bits(b, pick[static_cast<std::size_t>(b)], g, x, nan_bits(c.type));
     const auto out = s.attend(p);
     if (run_failed(out, o, "poisoned run")) return o;
     o.add("NaN in K,V at key " + std::to_string(pick[0]) + (c.b > 1 ? " (batch 0; per batch varies)" : ""),
-          rows_bitwise(c, base, out, [&](auto b, auto h, auto i) { return !c.visible(b, h, i, pick[static_cast<std::size_t>(b)]); }));
+          rows_bitwise(c, base, out,
+                       [&](auto b, auto h, auto i) { return !c.visible(b, h, i, pick[static_cast<std::size_t>(b)]); }));
   }
   // Huge finite values (+-1e30, or f16's max) in every key from a cut on:
   // scores that overflow, or that dominate every other key, if they leak.
@@ -78,8 +80,7 @@ law_outcome invisible_inputs_never_change_outputs(const subject& s, const attn_c
   {
     const auto out = s.attend(p);
     if (run_failed(out, o, "run with huge future keys")) return o;
-    o.add(std::string(c.type == dtype::f16 ? "+-65504" : "+-1e30") + " in K,V of keys " + std::to_string(cut[0]) +
-              ".. (batch 0)",
+    o.add(std::string(c.type == dtype::f16 ? "+-65504" : "+-1e30") + " in K,V of keys " + std::to_string(cut[0]) + ".. (batch 0)",
           rows_bitwise(c, base, out, [&](auto b, auto h, auto i) { return before_cut(c, b, h, i); }));
   }
   // The same through the cache, chunk by chunk: a query at position pos sees
@@ -133,12 +134,12 @@ std::vector<law> causal_laws() {
   return {
       {"causal.future_keys_never_change_past_outputs",
        "NaN or huge values in any input a row cannot see (several future keys, through the cache too) leave that row's O and LSE bit for bit",
-       takes_a_mask, prepare_causal,
+       takes_a_mask,
+       prepare_causal,
        invisible_inputs_never_change_outputs,
        // min_judged: 91-96% judged: prepare pads Lq = 1 cases; the rest see every key (a mask that allows all).
        0.75,
-       {.slot = 0, .bounded = false, .lq_is_lk = false}}
-  };
+       {.slot = 0, .bounded = false, .lq_is_lk = false}}};
 }
 
 }  // namespace attncheck::laws

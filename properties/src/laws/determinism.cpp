@@ -51,8 +51,9 @@ void prepare_determinism(attn_case& c, const subject& s) {
   c.d = std::min<std::int64_t>(c.d, 16);
   c.dv = std::min<std::int64_t>(c.dv, 16);
   c.key_len.clear();  // lengths were drawn for the old Lk
-  if (c.has_mask()) c.mask_shape = {c.mask_shape[0] == 1 ? 1 : c.b, c.mask_shape[1] == 1 ? 1 : c.hq,
-                                    c.mask_shape[2] == 1 ? 1 : c.lq, c.mask_shape[3] == 1 ? 1 : c.lk};
+  if (c.has_mask())
+    c.mask_shape = {c.mask_shape[0] == 1 ? 1 : c.b, c.mask_shape[1] == 1 ? 1 : c.hq, c.mask_shape[2] == 1 ? 1 : c.lq,
+                    c.mask_shape[3] == 1 ? 1 : c.lk};
 }
 
 law_outcome runs_are_deterministic(const subject& s, const attn_case& c) {
@@ -103,7 +104,8 @@ law_outcome runs_are_deterministic(const subject& s, const attn_case& c) {
     how.mask_expanded = c.has_mask();
     const auto out = s.attend(c, how);
     if (run_failed(out, o, "strided LSE / expanded mask")) return o;
-    o.add(std::string(how.lse_strided ? "LSE with strides (Lq(Hq+1)+2, 1, Hq+1)" : "") + (how.lse_strided && how.mask_expanded ? ", " : "") +
+    o.add(std::string(how.lse_strided ? "LSE with strides (Lq(Hq+1)+2, 1, Hq+1)" : "") +
+              (how.lse_strided && how.mask_expanded ? ", " : "") +
               (how.mask_expanded ? "mask expanded to (B,Hq,Lq,Lk), keys outer, padded" : ""),
           same(ATTNCHECK_CLAIM_LAYOUT, c, first, out));
   }
@@ -114,7 +116,8 @@ law_outcome runs_are_deterministic(const subject& s, const attn_case& c) {
     const std::int64_t keep = 1 + rng.below(c.lq - 1), from = c.lq - keep;
     attn_case t = c;
     t.lq = keep;
-    t.q = remake(c.type, {c.b, keep, c.hq, c.d}, c.layout, [&](auto b, auto i, auto h, auto x) { return c.q.bits_at(b, from + i, h, x); });
+    t.q = remake(c.type, {c.b, keep, c.hq, c.d}, c.layout,
+                 [&](auto b, auto i, auto h, auto x) { return c.q.bits_at(b, from + i, h, x); });
     if (c.has_mask() && c.mask_shape[2] != 1) {
       const auto& ms = c.mask_shape;
       t.mask_shape[2] = keep;
@@ -128,11 +131,13 @@ law_outcome runs_are_deterministic(const subject& s, const attn_case& c) {
     const auto out = s.attend(t);
     if (run_failed(out, o, "the last " + std::to_string(keep) + " query rows alone")) return o;
     subject_output tail;
-    tail.o = remake(c.type, {c.b, keep, c.hq, c.dv}, c.layout, [&](auto b, auto i, auto h, auto e) { return first.o.bits_at(b, from + i, h, e); });
+    tail.o = remake(c.type, {c.b, keep, c.hq, c.dv}, c.layout,
+                    [&](auto b, auto i, auto h, auto e) { return first.o.bits_at(b, from + i, h, e); });
     if (!first.lse.empty())
       for (std::int64_t b = 0; b < c.b; ++b)
         for (std::int64_t h = 0; h < c.hq; ++h)
-          for (std::int64_t i = 0; i < keep; ++i) tail.lse.push_back(first.lse[static_cast<std::size_t>((b * c.hq + h) * c.lq + from + i)]);
+          for (std::int64_t i = 0; i < keep; ++i)
+            tail.lse.push_back(first.lse[static_cast<std::size_t>((b * c.hq + h) * c.lq + from + i)]);
     comparison r;
     if (s.claims(ATTNCHECK_CLAIM_LQ)) {
       r = compare_bitwise(t, tail, out);
@@ -150,16 +155,16 @@ std::vector<law> determinism_laws() {
       {"determinism.same_bits_every_run_thread_count_layout",
        "repeated calls, thread counts 1/2/3/8, strided layouts, strided LSE, expanded masks and fewer query rows give identical bits (as claimed)",
        [](const subject& s) -> std::string {
-         return s.claims(ATTNCHECK_CLAIM_DETERMINISTIC) || s.claims(ATTNCHECK_CLAIM_THREADS) || s.claims(ATTNCHECK_CLAIM_LAYOUT) ||
-                    s.claims(ATTNCHECK_CLAIM_LQ)
+         return s.claims(ATTNCHECK_CLAIM_DETERMINISTIC) || s.claims(ATTNCHECK_CLAIM_THREADS) ||
+                        s.claims(ATTNCHECK_CLAIM_LAYOUT) || s.claims(ATTNCHECK_CLAIM_LQ)
                     ? ""
                     : "subject claims no determinism";
        },
-       prepare_determinism, runs_are_deterministic,
+       prepare_determinism,
+       runs_are_deterministic,
        // min_judged: 100% judged.
        0.9,
-       {.slot = 7, .bounded = true, .lq_is_lk = false}}
-  };
+       {.slot = 7, .bounded = true, .lq_is_lk = false}}};
 }
 
 }  // namespace attncheck::laws

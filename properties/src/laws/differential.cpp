@@ -55,12 +55,13 @@ law_outcome output_within_bound(const subject& s, const attn_case& c) {
 std::vector<law> differential_laws() {
   return {
       {"differential.output_within_bound_of_oracle",
-       "every O and LSE element within the SPEC bound of the high-precision oracle", always, as_generated,
+       "every O and LSE element within the SPEC bound of the high-precision oracle",
+       always,
+       as_generated,
        output_within_bound,
        // min_judged: every element unbounded (scores that may overflow) is rare: 100% judged on builtin, naive, tiny tiles, example at 1000 cases.
        0.9,
-       {.slot = 10, .bounded = true, .lq_is_lk = false}}
-  };
+       {.slot = 10, .bounded = true, .lq_is_lk = false}}};
 }
 
 }  // namespace attncheck::laws

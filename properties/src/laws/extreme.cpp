@@ -17,14 +17,14 @@ law_outcome extreme_logits_stay_within_bound(const subject& s, const attn_case& 
 }
 
 std::vector<law> extreme_laws() {
-  return {
-      {"extreme.large_logits_within_bound",
-       "logits near the type's limits or one dominant key: no overflow, O within the bound", always, prepare_extreme,
-       extreme_logits_stay_within_bound,
-       // min_judged: 100% judged.
-       0.9,
-       {.slot = 15, .bounded = true, .lq_is_lk = false}}
-  };
+  return {{"extreme.large_logits_within_bound",
+           "logits near the type's limits or one dominant key: no overflow, O within the bound",
+           always,
+           prepare_extreme,
+           extreme_logits_stay_within_bound,
+           // min_judged: 100% judged.
+           0.9,
+           {.slot = 15, .bounded = true, .lq_is_lk = false}}};
 }
 
 }  // namespace attncheck::laws

@@ -26,8 +26,10 @@ law_outcome gqa_matches_repeated_kv(const subject& s, const attn_case& c) {
   // MHA on K/V repeated in place (repeat_interleave): KV head h holds the old h / G.
   attn_case mha = c;
   mha.hkv = c.hq;
-  mha.k = remake(c.type, {c.b, c.lk, c.hq, c.d}, c.layout, [&](auto b, auto j, auto h, auto x) { return c.k.bits_at(b, j, c.kv_head(h), x); });
-  mha.v = remake(c.type, {c.b, c.lk, c.hq, c.dv}, c.layout, [&](auto b, auto j, auto h, auto x) { return c.v.bits_at(b, j, c.kv_head(h), x); });
+  mha.k = remake(c.type, {c.b, c.lk, c.hq, c.d}, c.layout,
+                 [&](auto b, auto j, auto h, auto x) { return c.k.bits_at(b, j, c.kv_head(h), x); });
+  mha.v = remake(c.type, {c.b, c.lk, c.hq, c.dv}, c.layout,
+                 [&](auto b, auto j, auto h, auto x) { return c.v.bits_at(b, j, c.kv_head(h), x); });
   const auto rep = s.attend(mha);
   if (run_failed(rep, o, "MHA run on repeated K/V")) return o;
   o.add("GQA vs MHA on repeated K/V", compare_within_bounds(c, base, ref, rep, fast_bound(s, mha)));
@@ -58,13 +60,15 @@ law_outcome gqa_matches_repeated_kv(const subject& s, const attn_case& c) {
         for (std::int64_t j = 0; j < c.lk; ++j) sees = sees || (finite_row && c.visible(b, h, i, j));
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const auto x = base.o.bits_at(b, i, h, e), y = out.o.bits_at(b, i, h, e);
-          if (c.kv_head(h) != g0) others.exact(o_where(b, i, h, e) + " (query head of another KV head)", x, y, base.o.at(b, i, h, e), out.o.at(b, i, h, e));
+          if (c.kv_head(h) != g0)
+            others.exact(o_where(b, i, h, e) + " (query head of another KV head)", x, y, base.o.at(b, i, h, e),
+                         out.o.at(b, i, h, e));
           changed = changed || (x != y && !(std::isnan(base.o.at(b, i, h, e)) && std::isnan(out.o.at(b, i, h, e))));
         }
       }
     if (c.kv_head(h) == g0 && sees && !changed)
-      mine.fail("perturbing KV head " + std::to_string(g0) + " left query head " + std::to_string(h) + " (h / G = " +
-                std::to_string(c.kv_head(h)) + ") unchanged");
+      mine.fail("perturbing KV head " + std::to_string(g0) + " left query head " + std::to_string(h) +
+                " (h / G = " + std::to_string(c.kv_head(h)) + ") unchanged");
   }
   o.add("perturbing KV head " + std::to_string(g0) + ": other heads keep their bits", others);
   o.add("perturbing KV head " + std::to_string(g0) + ": its query heads change", mine);
@@ -72,14 +76,14 @@ law_outcome gqa_matches_repeated_kv(const subject& s, const attn_case& c) {
 }
 
 std::vector<law> gqa_laws() {
-  return {
-      {"gqa.matches_mha_on_repeated_kv",
-       "GQA equals MHA on K/V repeated in place; perturbing KV head g changes exactly heads h with h / G == g",
-       always, prepare_gqa, gqa_matches_repeated_kv,
-       // min_judged: 65-72% judged: prepare keeps Hkv = 1 (MQA) in half the cases, where no other KV head exists.
-       0.4,
-       {.slot = 1, .bounded = true, .lq_is_lk = false}}
-  };
+  return {{"gqa.matches_mha_on_repeated_kv",
+           "GQA equals MHA on K/V repeated in place; perturbing KV head g changes exactly heads h with h / G == g",
+           always,
+           prepare_gqa,
+           gqa_matches_repeated_kv,
+           // min_judged: 65-72% judged: prepare keeps Hkv = 1 (MQA) in half the cases, where no other KV head exists.
+           0.4,
+           {.slot = 1, .bounded = true, .lq_is_lk = false}}};
 }
 
 }  // namespace attncheck::laws

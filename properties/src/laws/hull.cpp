@@ -21,8 +21,10 @@ law_outcome output_in_convex_hull(const subject& s, const attn_case& c) {
                                   std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t e, double got) {
     const auto k = rr.o_index(b, i, h, e);
     if (std::isfinite(rr.o_bound[k]) && !std::isnan(rr.o[k])) return false;
-    if (std::isinf(rr.o_bound[k])) ++r.unbounded;
-    else r.without_bound(where, rr.o[k], got, every_visible_score_is_minus_inf(cc, b, h, i) ? 0.0 : std::nan(""));
+    if (std::isinf(rr.o_bound[k]))
+      ++r.unbounded;
+    else
+      r.without_bound(where, rr.o[k], got, every_visible_score_is_minus_inf(cc, b, h, i) ? 0.0 : std::nan(""));
     return true;
   };
   for (std::int64_t b = 0; b < c.b; ++b)
@@ -46,7 +48,9 @@ law_outcome output_in_convex_hull(const subject& s, const attn_case& c) {
           } else if (std::isnan(got)) {
             hull.fail("NaN at " + where);
           } else {
-            hull.element(where + (got < lo ? " (below min visible V)" : got > hi ? " (above max visible V)" : ""),
+            hull.element(where + (got < lo   ? " (below min visible V)"
+                                  : got > hi ? " (above max visible V)"
+                                             : ""),
                          std::clamp(got, lo, hi), got, bound);
           }
         }
@@ -89,14 +93,14 @@ law_outcome output_in_convex_hull(const subject& s, const attn_case& c) {
 }
 
 std::vector<law> hull_laws() {
-  return {
-      {"hull.output_within_visible_values",
-       "O within [min V, max V] over visible keys; one visible key gives V exactly; equal keys give mean(V)", always,
-       as_generated, output_in_convex_hull,
-       // min_judged: 88-96% judged: all-unbounded cases (scores that may overflow).
-       0.75,
-       {.slot = 14, .bounded = true, .lq_is_lk = false}}
-  };
+  return {{"hull.output_within_visible_values",
+           "O within [min V, max V] over visible keys; one visible key gives V exactly; equal keys give mean(V)",
+           always,
+           as_generated,
+           output_in_convex_hull,
+           // min_judged: 88-96% judged: all-unbounded cases (scores that may overflow).
+           0.75,
+           {.slot = 14, .bounded = true, .lq_is_lk = false}}};
 }
 
 }  // namespace attncheck::laws

@@ -33,7 +33,8 @@ attn_case batch_slice(const attn_case& c, std::int64_t bi) {
 // The rows of batch element bi of a whole-batch output, as a B = 1 output.
 subject_output batch_rows(const subject_output& whole, const attn_case& c, std::int64_t bi) {
   subject_output r;
-  r.o = remake(c.type, {1, c.lq, c.hq, c.dv}, c.layout, [&](auto, auto i, auto h, auto e) { return whole.o.bits_at(bi, i, h, e); });
+  r.o =
+      remake(c.type, {1, c.lq, c.hq, c.dv}, c.layout, [&](auto, auto i, auto h, auto e) { return whole.o.bits_at(bi, i, h, e); });
   if (!whole.lse.empty()) r.lse.assign(whole.lse.begin() + bi * c.hq * c.lq, whole.lse.begin() + (bi + 1) * c.hq * c.lq);
   return r;
 }
@@ -167,27 +168,30 @@ law_outcome padding_equals_truncation(const subject& s, const attn_case& c) {
 }
 
 std::vector<law> independence_laws() {
-  return {
-      {"independence.batch_elements_do_not_interact",
-       "a batch element computed alone equals it inside the batch", always, prepare_batch,
-       batch_elements_are_independent,
-       // min_judged: 100% judged: prepare makes B >= 2.
-       0.9,
-       {.slot = 4, .bounded = true, .lq_is_lk = false}},
-      {"independence.masked_slots_are_ignored",
-       "NaN or +-1e30 in every slot no visible pair uses leaves O and LSE bit for bit", takes_a_mask,
-       prepare_masked_slots,
-       masked_slots_are_ignored,
-       // min_judged: 94-96% judged: prepare pads cases without masks; masked cases may still use every slot.
-       0.8,
-       {.slot = 3, .bounded = false, .lq_is_lk = false}},
-      {"independence.padding_equals_truncation", "a sequence padded to Lk equals it truncated to its length",
-       [](const subject& s) -> std::string { return s.has(ATTNCHECK_FEATURE_PADDING) ? "" : "subject has no key padding"; },
-       prepare_padding, padding_equals_truncation,
-       // min_judged: 99.8-100% judged: prepare pads one sequence to 1 <= n < Lk.
-       0.9,
-       {.slot = 5, .bounded = true, .lq_is_lk = false}}
-  };
+  return {{"independence.batch_elements_do_not_interact",
+           "a batch element computed alone equals it inside the batch",
+           always,
+           prepare_batch,
+           batch_elements_are_independent,
+           // min_judged: 100% judged: prepare makes B >= 2.
+           0.9,
+           {.slot = 4, .bounded = true, .lq_is_lk = false}},
+          {"independence.masked_slots_are_ignored",
+           "NaN or +-1e30 in every slot no visible pair uses leaves O and LSE bit for bit",
+           takes_a_mask,
+           prepare_masked_slots,
+           masked_slots_are_ignored,
+           // min_judged: 94-96% judged: prepare pads cases without masks; masked cases may still use every slot.
+           0.8,
+           {.slot = 3, .bounded = false, .lq_is_lk = false}},
+          {"independence.padding_equals_truncation",
+           "a sequence padded to Lk equals it truncated to its length",
+           [](const subject& s) -> std::string { return s.has(ATTNCHECK_FEATURE_PADDING) ? "" : "subject has no key padding"; },
+           prepare_padding,
+           padding_equals_truncation,
+           // min_judged: 99.8-100% judged: prepare pads one sequence to 1 <= n < Lk.
+           0.9,
+           {.slot = 5, .bounded = true, .lq_is_lk = false}}};
 }
 
 }  // namespace attncheck::laws

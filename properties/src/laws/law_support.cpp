@@ -5,13 +5,33 @@
 
 namespace attncheck {
 
-void law_outcome::fail(const std::string& why) {
-  if (v != verdict::fail) message = why;
+const char* verdict_name(verdict v) {
+  switch (v) {
+    case verdict::pass: return "pass";
+    case verdict::fail: return "FAIL";
+    case verdict::skip: return "skipped";
+    case verdict::unjudged: return "UNJUDGED";
+  }
+  return "?";
+}
+
+const char* verdict_id(verdict v) {
+  switch (v) {
+    case verdict::pass: return "pass";
+    case verdict::fail: return "fail";
+    case verdict::skip: return "skipped";
+    case verdict::unjudged: return "unjudged";
+  }
+  return "?";
+}
+
+void law_outcome::fail(const std::string& why, failure_kind k) {
+  if (v != verdict::fail) message = why, kind = k;
   v = verdict::fail;
 }
 
 void law_outcome::add(const std::string& label, const comparison& c) {
-  if (!c.pass) fail(label + ": " + c.failure);
+  if (!c.pass) fail(label + ": " + c.failure, c.kind);
   compared += c.compared;
   unbounded += c.unbounded;
   if (c.max_ratio > max_ratio || (worst.where.empty() && !c.worst.where.empty())) {
@@ -62,8 +82,8 @@ attn_case relayout(const attn_case& c, layout_kind layout) {
   return r;
 }
 
-comparison compare_within_bounds(const attn_case& c, const subject_output& a, const oracle_result& ra,
-                                 const subject_output& b, const oracle_result& rb) {
+comparison compare_within_bounds(const attn_case& c, const subject_output& a, const oracle_result& ra, const subject_output& b,
+                                 const oracle_result& rb) {
   comparison r, rl;
   r.overflow_threshold = overflow_threshold(c.type);
   rl.overflow_threshold = overflow_threshold(dtype::f32);  // LSE is f32 whatever O's type
@@ -71,8 +91,8 @@ comparison compare_within_bounds(const attn_case& c, const subject_output& a, co
   const std::int64_t lq = a.o.shape[1];
   // A NaN truth or bound (a visible input is not finite): each run on its own
   // must be non-finite there (or its truth); nothing relates the two runs.
-  const auto no_bound = [&c](comparison& cmp, const std::string& where, double ta, double ba, double x, double tb,
-                             double bb, double y, std::int64_t bi, std::int64_t h, std::int64_t i, double empty) {
+  const auto no_bound = [&c](comparison& cmp, const std::string& where, double ta, double ba, double x, double tb, double bb,
+                             double y, std::int64_t bi, std::int64_t h, std::int64_t i, double empty) {
     if (!(std::isnan(ta) || std::isnan(ba) || std::isnan(tb) || std::isnan(bb))) return false;
     if (!every_visible_score_is_minus_inf(c, bi, h, i)) empty = std::nan("");
     cmp.without_bound(where + " (first run)", ta, x, empty);
@@ -102,7 +122,9 @@ comparison compare_within_bounds(const attn_case& c, const subject_output& a, co
             continue;
           const bool bounded = std::isfinite(ra.lse_bound[ka] + rb.lse_bound[kb]);
           if (bounded && std::isnan(a.lse[k])) rl.fail("NaN in the first run at " + where);
-          if (bounded && std::isfinite(ra.lse[ka]) && rl.overflowed(where, ra.lse[ka], ra.lse_bound[ka] + rb.lse_bound[kb], a.lse[k], b.lse[k])) continue;
+          if (bounded && std::isfinite(ra.lse[ka]) &&
+              rl.overflowed(where, ra.lse[ka], ra.lse_bound[ka] + rb.lse_bound[kb], a.lse[k], b.lse[k]))
+            continue;
           rl.element(where, a.lse[k], b.lse[k], ra.lse_bound[ka] + rb.lse_bound[kb]);
         }
       }
@@ -133,7 +155,8 @@ comparison rows_bitwise(const attn_case& c, const subject_output& a, const subje
       for (std::int64_t i = 0; i < c.lq; ++i) {
         if (!keep(bi, h, i)) continue;
         for (std::int64_t e = 0; e < c.dv; ++e)
-          r.exact(o_where(bi, i, h, e), a.o.bits_at(bi, i, h, e), b.o.bits_at(bi, i, h, e), a.o.at(bi, i, h, e), b.o.at(bi, i, h, e));
+          r.exact(o_where(bi, i, h, e), a.o.bits_at(bi, i, h, e), b.o.bits_at(bi, i, h, e), a.o.at(bi, i, h, e),
+                  b.o.at(bi, i, h, e));
         if (!a.lse.empty()) {
           const float x = lse_of(a, c, c.lq, bi, h, i), y = lse_of(b, c, c.lq, bi, h, i);
           r.exact(lse_where(bi, h, i), std::bit_cast<std::uint32_t>(x), std::bit_cast<std::uint32_t>(y), x, y);
@@ -145,8 +168,9 @@ comparison rows_bitwise(const attn_case& c, const subject_output& a, const subje
 bool run_failed(const subject_output& out, law_outcome& o, const std::string& label) {
   if (out.ok()) return false;
   o.fail(label + ": " +
-         (out.status ? "subject returned " + std::to_string(out.status) + ": " + out.error
-                     : "subject wrote outside its output: " + out.guard_report));
+             (out.status ? "subject returned " + std::to_string(out.status) + ": " + out.error
+                         : "subject wrote outside its output: " + out.guard_report),
+         failure_kind::subject_error);
   return true;
 }
 

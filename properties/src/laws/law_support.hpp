@@ -50,8 +50,8 @@ struct law_rng {
 /// O and LSE rows of two outputs that must agree elementwise within
 /// bound_a + bound_b (each output within its own bound of its own truth, and
 /// the truths equal by the law).
-comparison compare_within_bounds(const attn_case& c, const subject_output& a, const oracle_result& ra,
-                                 const subject_output& b, const oracle_result& rb);
+comparison compare_within_bounds(const attn_case& c, const subject_output& a, const oracle_result& ra, const subject_output& b,
+                                 const oracle_result& rb);
 
 /// Comparison for an invariance: bitwise when the subject claims it, else within two bounds.
 comparison compare_claimed(const subject& s, std::uint32_t claim, const attn_case& c, const subject_output& a,
@@ -87,8 +87,9 @@ comparison rows_bitwise(const attn_case& c, const subject_output& a, const subje
 /// Applicable only to subjects that hide keys somehow (causal, padding or a
 /// mask): without any, every row sees every key and there is nothing to hide.
 inline std::string takes_a_mask(const subject& s) {
-  return s.has(ATTNCHECK_FEATURE_PADDING) || s.has(ATTNCHECK_FEATURE_CAUSAL) || s.has(ATTNCHECK_FEATURE_MASK) ? ""
-                                                                                                              : "subject takes no mask";
+  return s.has(ATTNCHECK_FEATURE_PADDING) || s.has(ATTNCHECK_FEATURE_CAUSAL) || s.has(ATTNCHECK_FEATURE_MASK)
+             ? ""
+             : "subject takes no mask";
 }
 
 /// A law that applies to every subject, and one that takes the generated case as it is.

@@ -28,8 +28,10 @@ law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
   auto part = [&](std::int64_t from, std::int64_t n) {
     attn_case p = c;
     p.lk = n;
-    p.k = remake(c.type, {c.b, n, c.hkv, c.d}, c.layout, [&](auto b, auto j, auto g, auto x) { return c.k.bits_at(b, from + j, g, x); });
-    p.v = remake(c.type, {c.b, n, c.hkv, c.dv}, c.layout, [&](auto b, auto j, auto g, auto x) { return c.v.bits_at(b, from + j, g, x); });
+    p.k = remake(c.type, {c.b, n, c.hkv, c.d}, c.layout,
+                 [&](auto b, auto j, auto g, auto x) { return c.k.bits_at(b, from + j, g, x); });
+    p.v = remake(c.type, {c.b, n, c.hkv, c.dv}, c.layout,
+                 [&](auto b, auto j, auto g, auto x) { return c.v.bits_at(b, from + j, g, x); });
     return p;
   };
   const attn_case a = part(0, split), b = part(split, c.lk - split);
@@ -65,17 +67,21 @@ law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
           rl.unbounded += 1 + c.dv;
           continue;
         }
-        rl.element(lse_where(bi, h, i) + " merged from keys [0," + std::to_string(split) + ") and [" + std::to_string(split) + "," +
-                      std::to_string(c.lk) + ")",
-                  lse_of(whole, c, c.lq, bi, h, i), merged_lse, lbound);
+        rl.element(lse_where(bi, h, i) + " merged from keys [0," + std::to_string(split) + ") and [" + std::to_string(split) +
+                       "," + std::to_string(c.lk) + ")",
+                   lse_of(whole, c, c.lq, bi, h, i), merged_lse, lbound);
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const double xa = oa.o.at(bi, i, h, e), xb = ob.o.at(bi, i, h, e);
           // A part that rounded to +-inf where its truth may: the merge says nothing there.
-          if (r.overflowed(o_where(bi, i, h, e) + " (first keys)", ra.o[ra.o_index(bi, i, h, e)], ra.o_bound[ra.o_index(bi, i, h, e)], xa, xa) ||
-              r.overflowed(o_where(bi, i, h, e) + " (last keys)", rb.o[rb.o_index(bi, i, h, e)], rb.o_bound[rb.o_index(bi, i, h, e)], xb, xb) ||
-              r.overflowed(o_where(bi, i, h, e), rw.o[rw.o_index(bi, i, h, e)], rw.o_bound[rw.o_index(bi, i, h, e)], whole.o.at(bi, i, h, e), whole.o.at(bi, i, h, e)))
+          if (r.overflowed(o_where(bi, i, h, e) + " (first keys)", ra.o[ra.o_index(bi, i, h, e)],
+                           ra.o_bound[ra.o_index(bi, i, h, e)], xa, xa) ||
+              r.overflowed(o_where(bi, i, h, e) + " (last keys)", rb.o[rb.o_index(bi, i, h, e)],
+                           rb.o_bound[rb.o_index(bi, i, h, e)], xb, xb) ||
+              r.overflowed(o_where(bi, i, h, e), rw.o[rw.o_index(bi, i, h, e)], rw.o_bound[rw.o_index(bi, i, h, e)],
+                           whole.o.at(bi, i, h, e), whole.o.at(bi, i, h, e)))
             continue;
-          if (!std::isfinite(ra.o_bound[ra.o_index(bi, i, h, e)] + rb.o_bound[rb.o_index(bi, i, h, e)] + rw.o_bound[rw.o_index(bi, i, h, e)])) {
+          if (!std::isfinite(ra.o_bound[ra.o_index(bi, i, h, e)] + rb.o_bound[rb.o_index(bi, i, h, e)] +
+                             rw.o_bound[rw.o_index(bi, i, h, e)])) {
             ++r.unbounded;
             continue;
           }
@@ -93,14 +99,14 @@ law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
 }
 
 std::vector<law> lse_laws() {
-  return {
-      {"lse.split_keys_merge_by_lse", "two halves of the keys merged by their LSE equal the whole",
-       [](const subject& s) -> std::string { return s.has_lse() ? "" : "subject has no LSE"; }, prepare_split,
-       lse_merges_split_keys,
-       // min_judged: 99.6% judged.
-       0.9,
-       {.slot = 9, .bounded = true, .lq_is_lk = false}}
-  };
+  return {{"lse.split_keys_merge_by_lse",
+           "two halves of the keys merged by their LSE equal the whole",
+           [](const subject& s) -> std::string { return s.has_lse() ? "" : "subject has no LSE"; },
+           prepare_split,
+           lse_merges_split_keys,
+           // min_judged: 99.6% judged.
+           0.9,
+           {.slot = 9, .bounded = true, .lq_is_lk = false}}};
 }
 
 }  // namespace attncheck::laws

@@ -31,7 +31,8 @@ law_outcome fully_masked_rows_are_zero(const subject& s, const attn_case& c) {
       for (std::int64_t i = 0; i < c.lq; ++i) {
         if (row_sees_any(c, b, h, i)) continue;
         any_empty = true;
-        for (std::int64_t e = 0; e < c.dv; ++e) z.element(o_where(b, i, h, e) + " (row sees no key)", 0.0, out.o.at(b, i, h, e), 0.0);
+        for (std::int64_t e = 0; e < c.dv; ++e)
+          z.element(o_where(b, i, h, e) + " (row sees no key)", 0.0, out.o.at(b, i, h, e), 0.0);
         const float l = lse_of(out, c, c.lq, b, h, i);
         if (!out.lse.empty() && !(std::isinf(l) && l < 0))
           z.fail(lse_where(b, h, i) + " = " + std::to_string(l) + " for a row that sees no key (must be -inf)");
@@ -42,14 +43,14 @@ law_outcome fully_masked_rows_are_zero(const subject& s, const attn_case& c) {
 }
 
 std::vector<law> masked_laws() {
-  return {
-      {"masked.fully_masked_rows_are_zero", "rows that see no key give O = 0 and LSE = -inf, never NaN",
-       takes_a_mask,
-       prepare_fully_masked, fully_masked_rows_are_zero,
-       // min_judged: 100% judged: prepare empties a sequence (or a causal prefix).
-       0.9,
-       {.slot = 8, .bounded = false, .lq_is_lk = false}}
-  };
+  return {{"masked.fully_masked_rows_are_zero",
+           "rows that see no key give O = 0 and LSE = -inf, never NaN",
+           takes_a_mask,
+           prepare_fully_masked,
+           fully_masked_rows_are_zero,
+           // min_judged: 100% judged: prepare empties a sequence (or a causal prefix).
+           0.9,
+           {.slot = 8, .bounded = false, .lq_is_lk = false}}};
 }
 
 }  // namespace attncheck::laws

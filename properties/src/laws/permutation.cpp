@@ -15,7 +15,8 @@ namespace {
 std::vector<std::int64_t> permutation(law_rng& rng, std::int64_t n) {
   std::vector<std::int64_t> p(static_cast<std::size_t>(n));
   std::iota(p.begin(), p.end(), 0);
-  for (std::int64_t i = n - 1; i > 0; --i) std::swap(p[static_cast<std::size_t>(i)], p[static_cast<std::size_t>(rng.below(i + 1))]);
+  for (std::int64_t i = n - 1; i > 0; --i)
+    std::swap(p[static_cast<std::size_t>(i)], p[static_cast<std::size_t>(rng.below(i + 1))]);
   if (n >= 2 && std::is_sorted(p.begin(), p.end())) std::swap(p[0], p[1]);
   return p;
 }
@@ -45,8 +46,10 @@ law_outcome permutations_commute(const subject& s, const attn_case& c) {
       const auto perm = permutation(rng, c.valid_keys(b));
       for (std::int64_t j = 0; j < static_cast<std::int64_t>(perm.size()); ++j)
         for (std::int64_t g = 0; g < c.hkv; ++g) {
-          for (std::int64_t x = 0; x < c.d; ++x) p.k.set_bits(b, j, g, x, c.k.bits_at(b, perm[static_cast<std::size_t>(j)], g, x));
-          for (std::int64_t x = 0; x < c.dv; ++x) p.v.set_bits(b, j, g, x, c.v.bits_at(b, perm[static_cast<std::size_t>(j)], g, x));
+          for (std::int64_t x = 0; x < c.d; ++x)
+            p.k.set_bits(b, j, g, x, c.k.bits_at(b, perm[static_cast<std::size_t>(j)], g, x));
+          for (std::int64_t x = 0; x < c.dv; ++x)
+            p.v.set_bits(b, j, g, x, c.v.bits_at(b, perm[static_cast<std::size_t>(j)], g, x));
         }
     }
     const auto out = s.attend(p);
@@ -61,10 +64,15 @@ law_outcome permutations_commute(const subject& s, const attn_case& c) {
   p.q = remake(c.type, c.q.shape, c.layout, [&](auto b, auto i, auto h, auto x) {
     return c.q.bits_at(bp[static_cast<std::size_t>(b)], qp[static_cast<std::size_t>(i)], head(h), x);
   });
-  p.k = remake(c.type, c.k.shape, c.layout, [&](auto b, auto j, auto g, auto x) { return c.k.bits_at(bp[static_cast<std::size_t>(b)], j, gp[static_cast<std::size_t>(g)], x); });
-  p.v = remake(c.type, c.v.shape, c.layout, [&](auto b, auto j, auto g, auto x) { return c.v.bits_at(bp[static_cast<std::size_t>(b)], j, gp[static_cast<std::size_t>(g)], x); });
+  p.k = remake(c.type, c.k.shape, c.layout, [&](auto b, auto j, auto g, auto x) {
+    return c.k.bits_at(bp[static_cast<std::size_t>(b)], j, gp[static_cast<std::size_t>(g)], x);
+  });
+  p.v = remake(c.type, c.v.shape, c.layout, [&](auto b, auto j, auto g, auto x) {
+    return c.v.bits_at(bp[static_cast<std::size_t>(b)], j, gp[static_cast<std::size_t>(g)], x);
+  });
   if (!c.key_len.empty())
-    for (std::int64_t b = 0; b < c.b; ++b) p.key_len[static_cast<std::size_t>(b)] = c.key_len[static_cast<std::size_t>(bp[static_cast<std::size_t>(b)])];
+    for (std::int64_t b = 0; b < c.b; ++b)
+      p.key_len[static_cast<std::size_t>(b)] = c.key_len[static_cast<std::size_t>(bp[static_cast<std::size_t>(b)])];
   const auto out = s.attend(p);
   if (run_failed(out, o, "permuted queries, batch and heads")) return o;
   // Undo the permutation on the output, then compare with the base run.
@@ -75,7 +83,8 @@ law_outcome permutations_commute(const subject& s, const attn_case& c) {
         const std::int64_t ob = bp[static_cast<std::size_t>(b)], oi = qp[static_cast<std::size_t>(i)], oh = head(h);
         for (std::int64_t e = 0; e < c.dv; ++e) back.o.set_bits(ob, oi, oh, e, out.o.bits_at(b, i, h, e));
         if (!out.lse.empty())
-          back.lse[static_cast<std::size_t>((ob * c.hq + oh) * c.lq + oi)] = out.lse[static_cast<std::size_t>((b * c.hq + h) * c.lq + i)];
+          back.lse[static_cast<std::size_t>((ob * c.hq + oh) * c.lq + oi)] =
+              out.lse[static_cast<std::size_t>((b * c.hq + h) * c.lq + i)];
       }
   o.add("queries, batch elements and KV heads permuted",
         s.claims(ATTNCHECK_CLAIM_BATCH) ? compare_bitwise(c, base, back) : compare_within_bounds(c, base, ref, back, ref));
@@ -83,14 +92,14 @@ law_outcome permutations_commute(const subject& s, const attn_case& c) {
 }
 
 std::vector<law> permutation_laws() {
-  return {
-      {"permutation.keys_queries_batch_heads_commute",
-       "permuting keys with values leaves O within the bound; permuting queries, batch or heads permutes O",
-       always, prepare_permutation, permutations_commute,
-       // min_judged: 98% judged: a single key, query, batch element and KV head is rare after prepare.
-       0.85,
-       {.slot = 13, .bounded = true, .lq_is_lk = false}}
-  };
+  return {{"permutation.keys_queries_batch_heads_commute",
+           "permuting keys with values leaves O within the bound; permuting queries, batch or heads permutes O",
+           always,
+           prepare_permutation,
+           permutations_commute,
+           // min_judged: 98% judged: a single key, query, batch element and KV head is rare after prepare.
+           0.85,
+           {.slot = 13, .bounded = true, .lq_is_lk = false}}};
 }
 
 }  // namespace attncheck::laws

@@ -27,8 +27,9 @@ law_outcome constant_score_shift_changes_nothing(const subject& s, const attn_ca
   const double sc = std::fabs(static_cast<double>(c.effective_scale()));
   const bool big = rng.below(2) == 1 && sc > 0;
   const double tiny = c.type == dtype::f16 ? 0x1p-14 : 0x1p-126, top = largest_finite(c.type) / 2;
-  if (big) kappa = std::clamp(std::exp2(std::round(std::log2(std::sqrt(3e3 / sc)))), c.type == dtype::f16 ? 0x1p-14 : 0x1p-100,
-                              c.type == dtype::f16 ? 0x1p14 : 0x1p100);
+  if (big)
+    kappa = std::clamp(std::exp2(std::round(std::log2(std::sqrt(3e3 / sc)))), c.type == dtype::f16 ? 0x1p-14 : 0x1p-100,
+                       c.type == dtype::f16 ? 0x1p14 : 0x1p100);
   std::int64_t big_rows = 0;
   for (auto& t : shift) {
     t = static_cast<double>(rng.below(33) - 16) / 2;
@@ -48,7 +49,8 @@ law_outcome constant_score_shift_changes_nothing(const subject& s, const attn_ca
   if (run_failed(out, o, "shifted run")) return o;
   subject_output a = base, b = out;
   a.lse.clear(), b.lse.clear();  // LSE moves by the shift; O must not
-  o.add(std::string("scores shifted by scale * t per row") + (big_rows ? " (" + std::to_string(big_rows) + " rows by 1e3..1e4)" : ""),
+  o.add(std::string("scores shifted by scale * t per row") +
+            (big_rows ? " (" + std::to_string(big_rows) + " rows by 1e3..1e4)" : ""),
         compare_within_bounds(c, a, fast_bound(s, c), b, fast_bound(s, p)));
   return o;
 }
@@ -56,12 +58,13 @@ law_outcome constant_score_shift_changes_nothing(const subject& s, const attn_ca
 std::vector<law> shift_laws() {
   return {
       {"shift.constant_score_offset_changes_nothing",
-       "adding a constant (up to 1e4 in score units) to every score of a row (an extra head dimension) leaves O within the bound", always,
-       as_generated, constant_score_shift_changes_nothing,
+       "adding a constant (up to 1e4 in score units) to every score of a row (an extra head dimension) leaves O within the bound",
+       always,
+       as_generated,
+       constant_score_shift_changes_nothing,
        // min_judged: 99.8-100% judged.
        0.9,
-       {.slot = 12, .bounded = true, .lq_is_lk = false}}
-  };
+       {.slot = 12, .bounded = true, .lq_is_lk = false}}};
 }
 
 }  // namespace attncheck::laws

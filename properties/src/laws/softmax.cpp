@@ -92,12 +92,13 @@ law_outcome weights_form_a_distribution(const subject& s, const attn_case& c) {
 std::vector<law> softmax_laws() {
   return {
       {"softmax.weights_form_a_distribution",
-       "with V = identity rows are the weights: each within the bound of the oracle's P, >= 0, masked exactly 0, summing to 1; V = ones gives 1", always,
-       prepare_distribution, weights_form_a_distribution,
+       "with V = identity rows are the weights: each within the bound of the oracle's P, >= 0, masked exactly 0, summing to 1; V = ones gives 1",
+       always,
+       prepare_distribution,
+       weights_form_a_distribution,
        // min_judged: 89-96% judged: cases whose every row is outside the bound's domain (scale 1e20) or sees no key.
        0.75,
-       {.slot = 11, .bounded = true, .lq_is_lk = false}}
-  };
+       {.slot = 11, .bounded = true, .lq_is_lk = false}}};
 }
 
 }  // namespace attncheck::laws

@@ -48,8 +48,8 @@ void* create(void* state, const attncheck_cache_config* cfg, char* err, std::siz
   return h;
 }
 
-int append(void*, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, std::int64_t, const std::int64_t* count, char* err,
-           std::size_t err_len) {
+int append(void*, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, std::int64_t, const std::int64_t* count,
+           char* err, std::size_t err_len) {
   auto* h = static_cast<cache_handle*>(cache);
   const std::size_t width = h->dtype == ATTNCHECK_F32 ? 4 : 2;
   for (std::int64_t b = 0; b < h->cache->config_used().batch; ++b) {

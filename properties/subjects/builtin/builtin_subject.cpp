@@ -52,7 +52,10 @@ bool parse_options(const char* options, attnimpl::config& tiles, std::string& wh
       why = "'" + item + "': tiles takes tiny or production";
       return false;
     }
-    std::int64_t* slot = key == "q_tile" ? &tiles.q_tile : key == "k_tile" ? &tiles.k_tile : key == "split_keys" ? &tiles.split_keys : nullptr;
+    std::int64_t* slot = key == "q_tile"       ? &tiles.q_tile
+                         : key == "k_tile"     ? &tiles.k_tile
+                         : key == "split_keys" ? &tiles.split_keys
+                                               : nullptr;
     std::int64_t v = -1;
     if (slot) {
       auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
@@ -105,15 +108,15 @@ void describe(instance& in, const char* name) {
   const attnimpl::config& t = in.tiles;
   in.name = name;
   if (t.q_tile || t.k_tile || t.split_keys)
-    in.name += " q_tile=" + std::to_string(t.q_tile) + ",k_tile=" + std::to_string(t.k_tile) + ",split_keys=" +
-               std::to_string(t.split_keys);
+    in.name += " q_tile=" + std::to_string(t.q_tile) + ",k_tile=" + std::to_string(t.k_tile) +
+               ",split_keys=" + std::to_string(t.split_keys);
   d.name = in.name.c_str();
   d.dtypes = (1u << ATTNCHECK_F32) | (1u << ATTNCHECK_F16) | (1u << ATTNCHECK_BF16);
   d.features = ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_PADDING | ATTNCHECK_FEATURE_MASK | ATTNCHECK_FEATURE_LSE |
                ATTNCHECK_FEATURE_THREADS;
   // Block boundaries at fixed key positions and a fixed merge order (docs/impl.md):
-  d.invariances = ATTNCHECK_CLAIM_DETERMINISTIC | ATTNCHECK_CLAIM_THREADS | ATTNCHECK_CLAIM_BATCH |
-                  ATTNCHECK_CLAIM_LAYOUT | ATTNCHECK_CLAIM_LQ;
+  d.invariances = ATTNCHECK_CLAIM_DETERMINISTIC | ATTNCHECK_CLAIM_THREADS | ATTNCHECK_CLAIM_BATCH | ATTNCHECK_CLAIM_LAYOUT |
+                  ATTNCHECK_CLAIM_LQ;
   d.compute_unit_roundoff = 0x1p-24;
   d.exp_ulps = attnimpl::exp_ulps();
   // Where the kernel changes path: its tiles as resolved, the query tile of

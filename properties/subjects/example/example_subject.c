@@ -73,7 +73,10 @@ static const attncheck_subject example = {
     1.0,     /* glibc expf: within 1 ulp */
     NULL,    /* key_blocks: sees all keys at once, nb = 1 */
     attend,
-    NULL, NULL, NULL, NULL, /* no cache */
+    NULL,
+    NULL,
+    NULL,
+    NULL, /* no cache */
 };
 
 __attribute__((visibility("default"))) const attncheck_subject* attncheck_subject_v1(void) { return &example; }

@@ -81,7 +81,8 @@ static int attend(void* state, const attncheck_problem* p, char* err, size_t err
         }
         for (int64_t e = 0; e < p->dv; ++e)
           o[b * p->o_stride[0] + i * p->o_stride[1] + h * p->o_stride[2] + e * p->o_stride[3]] = last < 0 ? 0.0f : acc[e] / l;
-        if (p->lse) p->lse[b * p->lse_stride[0] + h * p->lse_stride[1] + i * p->lse_stride[2]] = last < 0 ? -INFINITY : m + logf(l);
+        if (p->lse)
+          p->lse[b * p->lse_stride[0] + h * p->lse_stride[1] + i * p->lse_stride[2]] = last < 0 ? -INFINITY : m + logf(l);
       }
     }
   }

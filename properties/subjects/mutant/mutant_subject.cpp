@@ -63,7 +63,7 @@ void destroy(attncheck_instance* self) { delete of(self->state); }
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) attncheck_instance* attncheck_subject_v2(const char* options, char* err,
-                                                                                              size_t err_len) {
+                                                                                           size_t err_len) {
   auto* m = new (std::nothrow) mutant_instance{};
   if (!m) return nullptr;
   // mutant=NAME is ours; the rest goes to the builtin's option parser.

@@ -44,8 +44,8 @@ void store(attncheck_dtype t, void* base, std::int64_t index, float x) {
 
 // One query row against keys key(j), values val(j, e), j < n visible when vis(j).
 template <class Key, class Val, class Vis>
-void attend_row(std::int64_t n, std::int64_t d, std::int64_t dv, float scale, const float* q, Key key, Val val,
-                Vis vis, float* o_row, float* lse) {
+void attend_row(std::int64_t n, std::int64_t d, std::int64_t dv, float scale, const float* q, Key key, Val val, Vis vis,
+                float* o_row, float* lse) {
   std::vector<float> s(static_cast<std::size_t>(n));
   std::vector<char> on(static_cast<std::size_t>(n), 0);
   float m = -std::numeric_limits<float>::infinity();

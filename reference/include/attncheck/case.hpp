@@ -19,8 +19,7 @@ namespace attncheck {
 /// outside input (case files, one-line form, CLI, environment) throws this.
 class input_error : public std::runtime_error {
  public:
-  input_error(std::string field, const std::string& what)
-      : std::runtime_error(field + ": " + what), field_(std::move(field)) {}
+  input_error(std::string field, const std::string& what) : std::runtime_error(field + ": " + what), field_(std::move(field)) {}
   const std::string& field() const { return field_; }
 
  private:
@@ -30,19 +29,19 @@ class input_error : public std::runtime_error {
 /// How materialize() draws tensor values from the seed. Ordered from the
 /// simplest (what shrinking moves toward) to the most hostile.
 enum class value_kind : std::uint8_t {
-  dyadic,      ///< small exact values k/4 in [-2, 2]: products and sums exact
-  normal,      ///< N(0, 1)
-  uniform,     ///< U(-1, 1)
-  large_logits,///< Q, K scaled so |scores| reach ~1e4 (f32) or the type's limit
-  dominant,    ///< one key per row far above the others
-  equal_keys,  ///< every key the same: weights uniform
-  huge_v,      ///< |V| ~ 1e3..1e30 (clipped to the type)
-  tiny_v,      ///< |V| near the smallest normal, subnormals included
-  far_below,   ///< every score of a row near -C, C in 1e4..1e30 (f32/bf16) or up to 6e4 (f16): a shared offset far below 0
-  far_above,   ///< every score of a row near +C: a shared offset far above 0
-  underflow_gaps, ///< gaps below the row maximum spread over [0, 120], across exp's underflow (~87 normal, ~104 subnormal)
-  masked_lead, ///< far_below scores, and a mask (when the case has one) that blanks the leading keys [0, 2^k), 2^k < Lk
-  max_v,       ///< |V| in [M/2, M], M the largest value an f32 accumulator of Lk terms holds (type max for f16)
+  dyadic,          ///< small exact values k/4 in [-2, 2]: products and sums exact
+  normal,          ///< N(0, 1)
+  uniform,         ///< U(-1, 1)
+  large_logits,    ///< Q, K scaled so |scores| reach ~1e4 (f32) or the type's limit
+  dominant,        ///< one key per row far above the others
+  equal_keys,      ///< every key the same: weights uniform
+  huge_v,          ///< |V| ~ 1e3..1e30 (clipped to the type)
+  tiny_v,          ///< |V| near the smallest normal, subnormals included
+  far_below,       ///< every score of a row near -C, C in 1e4..1e30 (f32/bf16) or up to 6e4 (f16): a shared offset far below 0
+  far_above,       ///< every score of a row near +C: a shared offset far above 0
+  underflow_gaps,  ///< gaps below the row maximum spread over [0, 120], across exp's underflow (~87 normal, ~104 subnormal)
+  masked_lead,     ///< far_below scores, and a mask (when the case has one) that blanks the leading keys [0, 2^k), 2^k < Lk
+  max_v,           ///< |V| in [M/2, M], M the largest value an f32 accumulator of Lk terms holds (type max for f16)
 };
 std::string_view name(value_kind k);
 std::optional<value_kind> parse_value_kind(std::string_view s);
@@ -63,9 +62,9 @@ std::optional<poison_kind> parse_poison_kind(std::string_view s);
 
 /// Limits that keep a hostile case from exhausting memory or time.
 struct case_limits {
-  std::int64_t max_dim = 1 << 20;               ///< any single size
-  std::int64_t max_elements = 64ll << 20;       ///< elements of Q, K, V, O or the mask each
-  std::int64_t max_bytes = 1ll << 30;           ///< all buffers of the case together
+  std::int64_t max_dim = 1 << 20;          ///< any single size
+  std::int64_t max_elements = 64ll << 20;  ///< elements of Q, K, V, O or the mask each
+  std::int64_t max_bytes = 1ll << 30;      ///< all buffers of the case together
   /// Score entries B*Hq*Lq*Lk: the oracle's work and the size of its P.
   std::int64_t max_pairs = 1ll << 28;
 };

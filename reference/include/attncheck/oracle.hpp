@@ -12,17 +12,17 @@ namespace attncheck {
 
 /// What the subject declares about its arithmetic, for the bound.
 struct bound_params {
-  double u_compute = 0x1p-24;    ///< unit roundoff of the compute type (f32)
-  double exp_ulps = 1.0;         ///< c_exp: the declared accuracy of exp, in ulps
-  std::int64_t key_blocks = 1;   ///< nb: online-softmax rescales (blocks + splits) over the longest row
+  double u_compute = 0x1p-24;   ///< unit roundoff of the compute type (f32)
+  double exp_ulps = 1.0;        ///< c_exp: the declared accuracy of exp, in ulps
+  std::int64_t key_blocks = 1;  ///< nb: online-softmax rescales (blocks + splits) over the longest row
 };
 
 /// Precision the oracle computes in.
 enum class oracle_precision : std::uint8_t {
-  mpfr50,    ///< default: Boost.Multiprecision MPFR at 50 decimal digits (static_mpfr_float_50, 168 bits)
-  mpfr100,   ///< self-check: mpfr_float_100
-  cpp_bin100,///< self-check on another backend: cpp_bin_float_100
-  binary64,  ///< plain double: for cost comparison and fast bound-only use, never as the oracle
+  mpfr50,      ///< default: Boost.Multiprecision MPFR at 50 decimal digits (static_mpfr_float_50, 168 bits)
+  mpfr100,     ///< self-check: mpfr_float_100
+  cpp_bin100,  ///< self-check on another backend: cpp_bin_float_100
+  binary64,    ///< plain double: for cost comparison and fast bound-only use, never as the oracle
   /// The oracle at a fraction of the cost: the fast binary64 tier, whose own
   /// error bound is added to o_bound and lse_bound, where that error is at most
   /// fast_tier_fraction of the bound on every element of the case; otherwise the
@@ -48,8 +48,8 @@ inline constexpr double fast_tier_fraction = 0x1p-20;
 
 struct oracle_options {
   oracle_precision precision = oracle_precision::mpfr50;
-  bool want_p = false;      ///< also return the weights P
-  bound_params bound{};     ///< for o_bound and lse_bound
+  bool want_p = false;          ///< also return the weights P
+  bound_params bound{};         ///< for o_bound and lse_bound
   dtype out_type = dtype::f32;  ///< storage type of O (u_out in the bound)
 };
 

@@ -59,9 +59,7 @@ std::optional<layout_kind> parse_layout_kind(std::string_view s) { return parse_
 std::string_view name(poison_kind k) { return name_in(poison_names, k); }
 std::optional<poison_kind> parse_poison_kind(std::string_view s) { return parse_in(poison_names, s); }
 
-std::int64_t attn_case::valid_keys(std::int64_t bi) const {
-  return key_len.empty() ? lk : key_len[static_cast<std::size_t>(bi)];
-}
+std::int64_t attn_case::valid_keys(std::int64_t bi) const { return key_len.empty() ? lk : key_len[static_cast<std::size_t>(bi)]; }
 
 float attn_case::effective_scale() const {
   if (scale) return *scale;
@@ -74,8 +72,8 @@ bool attn_case::mask_allows(std::int64_t bi, std::int64_t h, std::int64_t i, std
   if (!has_mask()) return true;
   const auto& s = mask_shape;
   // A size-1 mask dim broadcasts: every index reads its entry 0.
-  const std::int64_t idx = (((s[0] == 1 ? 0 : bi) * s[1] + (s[1] == 1 ? 0 : h)) * s[2] + (s[2] == 1 ? 0 : i)) * s[3] +
-                           (s[3] == 1 ? 0 : j);
+  const std::int64_t idx =
+      (((s[0] == 1 ? 0 : bi) * s[1] + (s[1] == 1 ? 0 : h)) * s[2] + (s[2] == 1 ? 0 : i)) * s[3] + (s[3] == 1 ? 0 : j);
   return mask[static_cast<std::size_t>(idx)] != 0;
 }
 

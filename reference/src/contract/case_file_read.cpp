@@ -69,8 +69,8 @@ json parse_json(std::string_view text, const case_limits& limits) {
   std::string duplicate;
   auto callback = [&](int, json::parse_event_t event, json& parsed) {
     if (++values > max_values)
-      fail("json", "more than " + std::to_string(max_values) + " values: not a case file (max_dim=" +
-                       std::to_string(limits.max_dim) + ")");
+      fail("json", "more than " + std::to_string(max_values) +
+                       " values: not a case file (max_dim=" + std::to_string(limits.max_dim) + ")");
     if (event == json::parse_event_t::object_start) {
       open_objects.emplace_back();
     } else if (event == json::parse_event_t::object_end) {
@@ -127,8 +127,8 @@ dims4 as_dims4(const json& v, const std::string& field) {
 
 const std::set<std::string>& top_level_fields() {
   static const std::set<std::string> known = {
-      "format", "version", "line", "law", "subject", "note", "b", "hq", "hkv", "lq", "lk", "d", "dv", "scale",
-      "causal", "key_len", "mask_shape", "mask", "dtype", "values", "layout", "poison", "seed", "q", "k", "v"};
+      "format", "version", "line",    "law",        "subject", "note",  "b",      "hq",     "hkv",    "lq",   "lk", "d", "dv",
+      "scale",  "causal",  "key_len", "mask_shape", "mask",    "dtype", "values", "layout", "poison", "seed", "q",  "k", "v"};
   return known;
 }
 
@@ -187,11 +187,15 @@ void read_header(const json& j, attn_case& c, const case_limits& limits) {
   if (mask_shape) {
     c.mask_shape = as_dims4(*mask_shape, "mask_shape");
     for (int a = 0; a < 4; ++a)
-      if (c.mask_shape[a] < 1) fail("mask_shape", "dim " + std::to_string(a) + " is " + std::to_string(c.mask_shape[a]) + ", must be >= 1");
+      if (c.mask_shape[a] < 1)
+        fail("mask_shape", "dim " + std::to_string(a) + " is " + std::to_string(c.mask_shape[a]) + ", must be >= 1");
     if (!mask) fail("mask", "missing (mask_shape is given)");
   }
   c.type = as_enum(j, "dtype", parse_dtype, "f32, f16, bf16");
-  if (find(j, "values")) c.values = as_enum(j, "values", parse_value_kind, "dyadic, normal, uniform, large_logits, dominant, equal_keys, huge_v, tiny_v, far_below, far_above, underflow_gaps, masked_lead, max_v");
+  if (find(j, "values"))
+    c.values = as_enum(
+        j, "values", parse_value_kind,
+        "dyadic, normal, uniform, large_logits, dominant, equal_keys, huge_v, tiny_v, far_below, far_above, underflow_gaps, masked_lead, max_v");
   if (find(j, "layout")) c.layout = as_enum(j, "layout", parse_layout_kind, "bshd, bhsd, padded");
   if (find(j, "poison")) c.poison = as_enum(j, "poison", parse_poison_kind, "none, nan, big");
   if (const json* s = find(j, "seed")) {
@@ -239,19 +243,19 @@ tensor read_tensor(const json& j, const char* key, dtype type, const case_limits
   const std::string& hex = bits.get_ref<const std::string&>();
   const std::size_t width = 2 * size_of(type);
   if (hex.size() % width != 0)
-    fail(field + ".bits", "length " + std::to_string(hex.size()) + " is not a multiple of " + std::to_string(width) +
-                              " (" + std::string(name(type)) + ": " + std::to_string(width) + " hex digits per element)");
+    fail(field + ".bits", "length " + std::to_string(hex.size()) + " is not a multiple of " + std::to_string(width) + " (" +
+                              std::string(name(type)) + ": " + std::to_string(width) + " hex digits per element)");
   const std::size_t count = hex.size() / width;
   if (static_cast<std::int64_t>(count) > limits.max_elements)
-    fail(field + ".bits", "holds " + std::to_string(count) + " elements, over max_elements=" + std::to_string(limits.max_elements));
+    fail(field + ".bits",
+         "holds " + std::to_string(count) + " elements, over max_elements=" + std::to_string(limits.max_elements));
   x.bits.resize(count);
   for (std::size_t e = 0; e < count; ++e) {
     std::uint32_t v = 0;
     for (std::size_t d = 0; d < width; ++d) {
       const char ch = hex[e * width + d];
       const int h = hex_digit(ch);
-      if (h < 0)
-        fail(field + ".bits", "character " + std::to_string(e * width + d) + " is not a hex digit");
+      if (h < 0) fail(field + ".bits", "character " + std::to_string(e * width + d) + " is not a hex digit");
       v = v << 4 | static_cast<std::uint32_t>(h);
     }
     x.bits[e] = v;

@@ -94,8 +94,8 @@ void write_case_file(const std::string& path, const case_record& r) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw input_error(path, std::string("cannot create ") + tmp + ": " + std::strerror(errno));
-  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
-                     ::fsync(::fileno(f)) == 0;
+  const bool wrote =
+      std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
   const int write_errno = errno;
   const bool closed = std::fclose(f) == 0;
   if (!wrote || !closed) {

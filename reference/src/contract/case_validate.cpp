@@ -51,9 +51,7 @@ std::int64_t checked_product(const std::string& field, std::initializer_list<fac
   return p;
 }
 
-std::string dims_text(const dims4& d) {
-  return "[" + str(d[0]) + "," + str(d[1]) + "," + str(d[2]) + "," + str(d[3]) + "]";
-}
+std::string dims_text(const dims4& d) { return "[" + str(d[0]) + "," + str(d[1]) + "," + str(d[2]) + "," + str(d[3]) + "]"; }
 
 // Storage elements of a tensor: as held, or as materialize() will allocate it.
 std::int64_t storage_of(const tensor& t, dims4 shape, layout_kind layout, const std::string& field) {
@@ -63,15 +61,14 @@ std::int64_t storage_of(const tensor& t, dims4 shape, layout_kind layout, const 
   return g->storage;
 }
 
-void check_tensor(const tensor& t, const std::string& field, const char* role, dims4 want, const char* want_names,
-                  dtype type, const case_limits& limits) {
+void check_tensor(const tensor& t, const std::string& field, const char* role, dims4 want, const char* want_names, dtype type,
+                  const case_limits& limits) {
   if (t.type != type)
     fail(field + ".type", "is " + std::string(name(t.type)) + ", the case's dtype is " + std::string(name(type)));
   if (t.shape != want)
     fail(field + ".shape", "is " + dims_text(t.shape) + ", " + role + " needs " + want_names + " = " + dims_text(want));
   for (int a = 0; a < 4; ++a)
-    if (t.stride[a] < 0)
-      fail(field + ".stride[" + std::to_string(a) + "]", "=" + str(t.stride[a]) + " must be >= 0");
+    if (t.stride[a] < 0) fail(field + ".stride[" + std::to_string(a) + "]", "=" + str(t.stride[a]) + " must be >= 0");
   if (t.offset < 0) fail(field + ".offset", "=" + str(t.offset) + " must be >= 0");
   const auto held = static_cast<std::int64_t>(t.bits.size());
   if (held > limits.max_elements)
@@ -84,13 +81,12 @@ void check_tensor(const tensor& t, const std::string& field, const char* role, d
   }
   if (!last) fail(field + ".stride", "the view's last element lies beyond int64");
   if (*last >= held)
-    fail(field + ".storage",
-         "the view reaches element " + str(*last) + " but the storage holds " + str(held) + " elements");
+    fail(field + ".storage", "the view reaches element " + str(*last) + " but the storage holds " + str(held) + " elements");
   if (size_of(type) == 2)
     for (std::size_t i = 0; i < t.bits.size(); ++i)
       if (t.bits[i] > 0xffffu)
-        fail(field + ".bits", "element " + std::to_string(i) + " has bits above the 16-bit " +
-                                  std::string(name(type)) + " width");
+        fail(field + ".bits",
+             "element " + std::to_string(i) + " has bits above the 16-bit " + std::string(name(type)) + " width");
 }
 
 }  // namespace
@@ -113,8 +109,7 @@ void validate(const attn_case& c, bool tensors_required, const case_limits& limi
 
   checked_product("q", {{"b", c.b}, {"lq", c.lq}, {"hq", c.hq}, {"d", c.d}}, limits.max_elements, "max_elements");
   checked_product("k", {{"b", c.b}, {"lk", c.lk}, {"hkv", c.hkv}, {"d", c.d}}, limits.max_elements, "max_elements");
-  checked_product("v", {{"b", c.b}, {"lk", c.lk}, {"hkv", c.hkv}, {"dv", c.dv}}, limits.max_elements,
-                  "max_elements");
+  checked_product("v", {{"b", c.b}, {"lk", c.lk}, {"hkv", c.hkv}, {"dv", c.dv}}, limits.max_elements, "max_elements");
   checked_product("o", {{"b", c.b}, {"lq", c.lq}, {"hq", c.hq}, {"dv", c.dv}}, limits.max_elements, "max_elements");
   checked_product("shape", {{"b", c.b}, {"hq", c.hq}, {"lq", c.lq}, {"lk", c.lk}}, limits.max_pairs, "max_pairs");
 
@@ -129,8 +124,7 @@ void validate(const attn_case& c, bool tensors_required, const case_limits& limi
   std::int64_t mask_entries = 0;
   const auto& ms = c.mask_shape;
   if (ms == std::array<std::int64_t, 4>{}) {
-    if (!c.mask.empty())
-      fail("mask", "has " + std::to_string(c.mask.size()) + " entries but mask_shape is unset");
+    if (!c.mask.empty()) fail("mask", "has " + std::to_string(c.mask.size()) + " entries but mask_shape is unset");
   } else {
     const std::array<std::pair<const char*, std::int64_t>, 4> full{{{"b", c.b}, {"hq", c.hq}, {"lq", c.lq}, {"lk", c.lk}}};
     for (int a = 0; a < 4; ++a)
@@ -142,8 +136,8 @@ void validate(const attn_case& c, bool tensors_required, const case_limits& limi
       fail("mask_shape", "has " + str(mask_entries) + " entries, over max_elements=" + str(limits.max_elements));
     if (!c.mask.empty() || tensors_required) {
       if (static_cast<std::int64_t>(c.mask.size()) != mask_entries)
-        fail("mask", "has " + std::to_string(c.mask.size()) + " entries, mask_shape " + str(ms[0]) + "x" +
-                         str(ms[1]) + "x" + str(ms[2]) + "x" + str(ms[3]) + " needs " + str(mask_entries));
+        fail("mask", "has " + std::to_string(c.mask.size()) + " entries, mask_shape " + str(ms[0]) + "x" + str(ms[1]) + "x" +
+                         str(ms[2]) + "x" + str(ms[3]) + " needs " + str(mask_entries));
       for (std::size_t i = 0; i < c.mask.size(); ++i)
         if (c.mask[i] > 1) fail("mask[" + std::to_string(i) + "]", "=" + std::to_string(c.mask[i]) + " must be 0 or 1");
     }

@@ -136,8 +136,13 @@ attn_case parse_line(std::string_view line, const case_limits& limits) {
     } else if (key == "b" || key == "hq" || key == "hkv" || key == "lq" || key == "lk" || key == "d" || key == "dv") {
       need_value();
       const auto v = parse_int<std::int64_t>(key, val);
-      std::int64_t* dst = key == "b" ? &c.b : key == "hq" ? &c.hq : key == "hkv" ? &c.hkv : key == "lq" ? &c.lq
-                        : key == "lk" ? &c.lk : key == "d" ? &c.d : &c.dv;
+      std::int64_t* dst = key == "b"     ? &c.b
+                          : key == "hq"  ? &c.hq
+                          : key == "hkv" ? &c.hkv
+                          : key == "lq"  ? &c.lq
+                          : key == "lk"  ? &c.lk
+                          : key == "d"   ? &c.d
+                                         : &c.dv;
       *dst = v;
     } else if (key == "scale") {
       need_value();
@@ -156,12 +161,17 @@ attn_case parse_line(std::string_view line, const case_limits& limits) {
       if (dims.size() != 4) fail("mask", "expected BxHxIxJ (four sizes), got " + quoted(val));
       for (int a = 0; a < 4; ++a) {
         c.mask_shape[a] = parse_int<std::int64_t>("mask", dims[a]);
-        if (c.mask_shape[a] < 1) fail("mask", "dim " + std::to_string(a) + " is " + std::to_string(c.mask_shape[a]) + ", must be >= 1");
+        if (c.mask_shape[a] < 1)
+          fail("mask", "dim " + std::to_string(a) + " is " + std::to_string(c.mask_shape[a]) + ", must be >= 1");
       }
     } else if (key == "values") {
       need_value();
       const auto v = parse_value_kind(val);
-      if (!v) fail("values", quoted(val) + " is not one of dyadic, normal, uniform, large_logits, dominant, equal_keys, huge_v, tiny_v, far_below, far_above, underflow_gaps, masked_lead, max_v");
+      if (!v)
+        fail(
+            "values",
+            quoted(val) +
+                " is not one of dyadic, normal, uniform, large_logits, dominant, equal_keys, huge_v, tiny_v, far_below, far_above, underflow_gaps, masked_lead, max_v");
       c.values = *v;
     } else if (key == "layout") {
       need_value();

@@ -151,14 +151,13 @@ class value_source {
     return 2.0 * r.uniform({a, b, c, d}) - 1.0;
   }
   // +-[0.5, 1): magnitudes bounded below, so scores spread up to the target.
-  static double signed_half_to_one(const random_stream& r, std::int64_t a, std::int64_t b, std::int64_t c,
-                                   std::int64_t d) {
+  static double signed_half_to_one(const random_stream& r, std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
     const std::uint64_t bits = r.bits({a, b, c, d});
     return sign_of(bits) * (0.5 + static_cast<double>(bits >> 12) * 0x1p-53);
   }
   // +-m * 2^e with m in [1, 2) and e uniform in [lo, hi].
-  static double binade_value(const random_stream& r, std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d,
-                             int lo, int hi) {
+  static double binade_value(const random_stream& r, std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d, int lo,
+                             int hi) {
     const std::uint64_t bits = r.bits({a, b, c, d});
     const double m = 1.0 + static_cast<double>(bits >> 12) * 0x1p-52;
     const auto e = lo + static_cast<int>(r.below(hi - lo + 1, {a, b, c, d, 1}));
@@ -188,9 +187,9 @@ void fill_mask(attn_case& c) {
     const std::int64_t kind = r.below(8, {row, -1});
     for (std::int64_t j = 0; j < s[3]; ++j) {
       const bool allowed = c.values == value_kind::masked_lead ? j >= lead
-                           : kind == 0                          ? false
-                           : kind == 1                          ? true
-                                                                : (r.bits({row, j}) & 1) != 0;
+                           : kind == 0                         ? false
+                           : kind == 1                         ? true
+                                                               : (r.bits({row, j}) & 1) != 0;
       c.mask[static_cast<std::size_t>(row * s[3] + j)] = allowed ? 1 : 0;
     }
   }

@@ -38,8 +38,7 @@ dense_inputs decode_dense(const attn_case& c) {
   return x;
 }
 
-void visible_keys(const attn_case& c, std::int64_t bi, std::int64_t h, std::int64_t i,
-                  std::vector<std::int64_t>& keys) {
+void visible_keys(const attn_case& c, std::int64_t bi, std::int64_t h, std::int64_t i, std::vector<std::int64_t>& keys) {
   keys.clear();
   for (std::int64_t j = 0; j < c.lk; ++j)
     if (c.visible(bi, h, i, j)) keys.push_back(j);

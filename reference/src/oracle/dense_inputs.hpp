@@ -35,7 +35,6 @@ struct dense_inputs {
 dense_inputs decode_dense(const attn_case& c);
 
 /// The visible keys of row (bi, h, i) in increasing order, into keys.
-void visible_keys(const attn_case& c, std::int64_t bi, std::int64_t h, std::int64_t i,
-                  std::vector<std::int64_t>& keys);
+void visible_keys(const attn_case& c, std::int64_t bi, std::int64_t h, std::int64_t i, std::vector<std::int64_t>& keys);
 
 }  // namespace attncheck::oracle_detail

@@ -57,9 +57,8 @@ bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt) {
 }
 
 void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs& x, std::size_t key_base,
-                   const std::vector<std::int64_t>& keys, const double* raw_of, double q_abs_sum,
-                   double q_abs_max, const double* p_row, const double* gap_row, double log_sum,
-                   const row_slack& slack, row_terms& t) {
+                   const std::vector<std::int64_t>& keys, const double* raw_of, double q_abs_sum, double q_abs_max,
+                   const double* p_row, const double* gap_row, double log_sum, const row_slack& slack, row_terms& t) {
   namespace k = bound_constants;
   const auto n = [](std::int64_t v) { return static_cast<std::size_t>(v); };
   t.p.resize(keys.size());
@@ -82,8 +81,7 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
     // units times |scale|); a scale folded into Q or K first rounds
     // scale*q_d (or scale*k_d) with error <= eta_c/2, times |k_d| (|q_d|).
     // Sums of subnormals are exact (gradual underflow).
-    const double dot_underflow =
-        s.eta_c / 2 * ((static_cast<double>(c.d) + 1) * s.scale + 1 + q_abs_sum + x.k_abs_sum[key]);
+    const double dot_underflow = s.eta_c / 2 * ((static_cast<double>(c.d) + 1) * s.scale + 1 + q_abs_sum + x.k_abs_sum[key]);
     const double gap_j = gap_row[keys[kk]];
     const double p_j = p_row[keys[kk]];
     if (!std::isfinite(raw) || !std::isfinite(t_j) || !std::isfinite(dot_underflow) || !std::isfinite(gap_j) ||
@@ -115,8 +113,8 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
   t.unbounded = !s.in_domain || scores_may_overflow;
 }
 
-void row_column_sums(const dense_inputs& x, std::size_t key_base, const std::vector<std::int64_t>& keys,
-                     const double* pk, column_sums& out) {
+void row_column_sums(const dense_inputs& x, std::size_t key_base, const std::vector<std::int64_t>& keys, const double* pk,
+                     column_sums& out) {
   const std::size_t dv = static_cast<std::size_t>(x.dv);
   out.weighted.assign(dv, 0.0);
   out.v_sum.assign(dv, 0.0);
@@ -143,8 +141,7 @@ double row_lse_bound(const bound_setup& s, const row_terms& t, double log_sum_hi
   // Any weights: LSE_hat and LSE both lie within log(n) above their
   // maxima m_hat and m, which differ by at most one score's error.
   const double hull =
-      s.f * (t.worst_score_error + std::log(t.nv) + 2 * s.g_sum + s.c_exp * s.u + (s.u + s.u_lse) * lse_abs_hi) +
-      s.eta_lse / 2;
+      s.f * (t.worst_score_error + std::log(t.nv) + 2 * s.g_sum + s.c_exp * s.u + (s.u + s.u_lse) * lse_abs_hi) + s.eta_lse / 2;
   double bound = std::min(unbounded_if_nan(analytic), s.g_sum <= k::hull_gamma_limit ? hull : inf);
   if (t.unbounded || lse_abs_hi + bound > s.lse_max) bound = inf;
   return bound;
@@ -155,12 +152,11 @@ double row_o_bound(const bound_setup& s, const row_terms& t, const column_sums& 
   if (!t.scores_finite || !std::isfinite(cs.v_sum[e]) || !std::isfinite(o_abs)) return nan;
   // Numerator and denominator weights perturbed by factors in
   // [exp(-Phi_j), exp(Phi_j)]; the denominator is >= exp(-phi_bar).
-  const double analytic = unbounded_if_nan(
-      s.f * ((cs.weighted[e] + o_abs * t.b) * std::exp(t.phi_bar) + (s.u + s.u_out) * o_abs) +
-      s.f * s.eta_c * ((s.nb + 2) * (cs.v_sum[e] + t.nv * o_abs) + (t.nv + 1) / 2) + s.eta_out / 2);
+  const double analytic =
+      unbounded_if_nan(s.f * ((cs.weighted[e] + o_abs * t.b) * std::exp(t.phi_bar) + (s.u + s.u_out) * o_abs) +
+                       s.f * s.eta_c * ((s.nb + 2) * (cs.v_sum[e] + t.nv * o_abs) + (t.nv + 1) / 2) + s.eta_out / 2);
   // Any weights: O_hat is a normalized combination of the visible V.
-  const double hull =
-      s.g_sum <= k::hull_gamma_limit ? o_abs + s.f * (cs.v_max[e] + s.eta_c * (t.nv + 1)) + s.eta_out / 2 : inf;
+  const double hull = s.g_sum <= k::hull_gamma_limit ? o_abs + s.f * (cs.v_max[e] + s.eta_c * (t.nv + 1)) + s.eta_out / 2 : inf;
   const double bound = std::min(analytic, hull);
   const bool accumulator_may_overflow = t.nv * cs.v_max[e] > s.largest_c / k::overflow_headroom;
   // |O| + bound past the output type's largest value stays finite: the
@@ -194,10 +190,9 @@ void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vecto
           q_abs_max = std::max(q_abs_max, std::fabs(q[d]));
         }
         raw.resize(keys.size());
-        for (std::size_t kk = 0; kk < keys.size(); ++kk)
-          raw[kk] = abs_dot(q, &x.k[(kb + n(keys[kk])) * n(c.d)], c.d);
-        row_key_terms(s, c, x, kb, keys, raw.data(), q_abs_sum, q_abs_max, &r.p[row * n(c.lk)], &gap[row * n(c.lk)],
-                      log_sum[row], none, t);
+        for (std::size_t kk = 0; kk < keys.size(); ++kk) raw[kk] = abs_dot(q, &x.k[(kb + n(keys[kk])) * n(c.d)], c.d);
+        row_key_terms(s, c, x, kb, keys, raw.data(), q_abs_sum, q_abs_max, &r.p[row * n(c.lk)], &gap[row * n(c.lk)], log_sum[row],
+                      none, t);
         r.lse_bound[row] = row_lse_bound(s, t, log_sum[row], r.lse[row], std::fabs(r.lse[row]));
         row_column_sums(x, kb, keys, t.pk.data(), cs);
         for (std::int64_t e = 0; e < c.dv; ++e) {

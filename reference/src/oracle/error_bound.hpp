@@ -75,9 +75,9 @@ bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt);
 /// the bound is fill_bounds' bit for bit. Each field widens the formula's
 /// inputs in the direction that can only raise the bound.
 struct row_slack {
-  double p_rel = 0;      ///< for P_j >= p_floor: P_oracle_j <= P_j (1 + p_rel)
-  double p_floor = 0;    ///< below it P_j is bounded by exp(-gap_lo_j - log_sum_lo) instead
-  double gap_rel = 0;    ///< |gap_oracle_j - gap_j| <= gap_rel gap_j + gap_abs
+  double p_rel = 0;    ///< for P_j >= p_floor: P_oracle_j <= P_j (1 + p_rel)
+  double p_floor = 0;  ///< below it P_j is bounded by exp(-gap_lo_j - log_sum_lo) instead
+  double gap_rel = 0;  ///< |gap_oracle_j - gap_j| <= gap_rel gap_j + gap_abs
   double gap_abs = 0;
   double log_sum_abs = 0;  ///< |log_sum_oracle - log_sum| <= log_sum_abs
   double lse_abs = 0;      ///< |LSE_oracle - LSE| <= lse_abs
@@ -89,7 +89,7 @@ struct row_terms {
   double b = 0, phi_bar = 0;
   double nv = 0;
   bool scores_finite = true;
-  bool unbounded = false;     ///< out of domain or a score may overflow: +inf
+  bool unbounded = false;  ///< out of domain or a score may overflow: +inf
   double worst_score_error = 0;
 };
 
@@ -97,17 +97,16 @@ struct row_terms {
 /// raw[k] = sum_d |Q_d K_jd| of keys[k] (d in order), q_abs_sum / q_abs_max of
 /// the query row, p_row and gap_row indexed by key j, log_sum of the row.
 void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs& x, std::size_t key_base,
-                   const std::vector<std::int64_t>& keys, const double* raw, double q_abs_sum,
-                   double q_abs_max, const double* p_row, const double* gap_row, double log_sum,
-                   const row_slack& slack, row_terms& t);
+                   const std::vector<std::int64_t>& keys, const double* raw, double q_abs_sum, double q_abs_max,
+                   const double* p_row, const double* gap_row, double log_sum, const row_slack& slack, row_terms& t);
 
 /// Per-column sums over the row's keys, in key order: sum_j pk_j |V_je| (terms
 /// with pk_j or V_je zero skipped: never 0 * inf), sum_j |V_je|, max_j |V_je|.
 struct column_sums {
   std::vector<double> weighted, v_sum, v_max;
 };
-void row_column_sums(const dense_inputs& x, std::size_t key_base, const std::vector<std::int64_t>& keys,
-                     const double* pk, column_sums& out);
+void row_column_sums(const dense_inputs& x, std::size_t key_base, const std::vector<std::int64_t>& keys, const double* pk,
+                     column_sums& out);
 
 /// The LSE bound of a row at |LSE| <= lse_abs_hi and log L <= log_sum_hi.
 double row_lse_bound(const bound_setup& s, const row_terms& t, double log_sum_hi, double lse, double lse_abs_hi);

@@ -140,8 +140,7 @@ fast_tier_result fast_tier(const attn_case& c, const oracle_options& opt, const 
         const double lse = m + log_sum;
         r.lse[row] = lse;
         if (opt.want_p)
-          for (std::size_t kk = 0; kk < nk; ++kk)
-            r.p[r.p_index(bi, h, i, z.keys[kk])] = z.p_row[n(z.keys[kk])];
+          for (std::size_t kk = 0; kk < nk; ++kk) r.p[r.p_index(bi, h, i, z.keys[kk])] = z.p_row[n(z.keys[kk])];
 
         // The fast tier's own error (docs/oracle.md, "Tiers"): per key the
         // log-perturbation Phi64_j of its weight in numerator and denominator.
@@ -173,8 +172,7 @@ fast_tier_result fast_tier(const attn_case& c, const oracle_options& opt, const 
           out.lse_error[row] = inf;
           continue;
         }
-        const double lse_err =
-            f * (std::log1p(b64) + c2 * std::fabs(log_sum) + 2 * u * std::fabs(lse)) + f * alpha * nv;
+        const double lse_err = f * (std::log1p(b64) + c2 * std::fabs(log_sum) + 2 * u * std::fabs(lse)) + f * alpha * nv;
         out.lse_error[row] = lse_err;
 
         // The SPEC bound at the fast values, widened by how far they may lie
@@ -188,10 +186,9 @@ fast_tier_result fast_tier(const attn_case& c, const oracle_options& opt, const 
         slack.gap_abs = 2 * e_s * (1 + 4 * u);
         slack.log_sum_abs = lse_err + e_s;
         slack.lse_abs = lse_err;
-        row_key_terms(bs, c, x, kb, z.keys, z.raw.data(), q_abs_sum, q_abs_max, z.p_row.data(), z.gap_row.data(),
-                      log_sum, slack, z.t);
-        const double lse_spec = row_lse_bound(bs, z.t, std::fabs(log_sum) + slack.log_sum_abs, lse,
-                                              std::fabs(lse) + lse_err);
+        row_key_terms(bs, c, x, kb, z.keys, z.raw.data(), q_abs_sum, q_abs_max, z.p_row.data(), z.gap_row.data(), log_sum, slack,
+                      z.t);
+        const double lse_spec = row_lse_bound(bs, z.t, std::fabs(log_sum) + slack.log_sum_abs, lse, std::fabs(lse) + lse_err);
         r.lse_bound[row] = lse_spec * (1 + fc::evaluation_margin) + lse_err;
         if (!std::isfinite(lse_spec)) reject(row, "LSE: SPEC bound not finite");
         if (!(lse_err <= fc::own_share * lse_spec)) reject(row, "LSE: fast error above its share of the SPEC bound");

@@ -28,5 +28,5 @@ extern template attncheck::oracle_detail::naive_result<attncheck::oracle_detail:
 attncheck::oracle_detail::naive_attention(const attncheck::attn_case&);
 extern template attncheck::oracle_detail::naive_result<attncheck::oracle_detail::cpp_bin100>
 attncheck::oracle_detail::naive_attention(const attncheck::attn_case&);
-extern template attncheck::oracle_detail::naive_result<double>
-attncheck::oracle_detail::naive_attention(const attncheck::attn_case&);
+extern template attncheck::oracle_detail::naive_result<double> attncheck::oracle_detail::naive_attention(
+    const attncheck::attn_case&);

@@ -26,8 +26,8 @@ static int misbehaving_attend(const attncheck_problem* p, char* err, size_t err_
 #elif MISBEHAVE == 5
   const int rc = attend(p, err, err_len);
   /* The element after O[b-1, lq-1, hq-1, dv-1] in memory. */
-  const int64_t last = (p->b - 1) * p->o_stride[0] + (p->lq - 1) * p->o_stride[1] + (p->hq - 1) * p->o_stride[2] +
-                       (p->dv - 1) * p->o_stride[3];
+  const int64_t last =
+      (p->b - 1) * p->o_stride[0] + (p->lq - 1) * p->o_stride[1] + (p->hq - 1) * p->o_stride[2] + (p->dv - 1) * p->o_stride[3];
   ((float*)p->o)[last + 1] = 0.0f;
   return rc;
 #elif MISBEHAVE == 6

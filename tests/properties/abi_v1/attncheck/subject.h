@@ -24,9 +24,9 @@ extern "C" {
 #define ATTNCHECK_SUBJECT_ABI_VERSION 1u
 
 typedef enum attncheck_dtype {
-  ATTNCHECK_F32 = 0,  /* IEEE binary32 */
-  ATTNCHECK_F16 = 1,  /* IEEE binary16 */
-  ATTNCHECK_BF16 = 2  /* bfloat16: the top half of a binary32 */
+  ATTNCHECK_F32 = 0, /* IEEE binary32 */
+  ATTNCHECK_F16 = 1, /* IEEE binary16 */
+  ATTNCHECK_BF16 = 2 /* bfloat16: the top half of a binary32 */
 } attncheck_dtype;
 
 /* Capability bits (attncheck_subject.features). */
@@ -56,16 +56,16 @@ typedef struct attncheck_problem {
   uint32_t struct_size;  /* sizeof(attncheck_problem) of the caller */
   attncheck_dtype dtype; /* storage type of q, k, v and o */
   int64_t b, hq, hkv, lq, lk, d, dv;
-  float scale;           /* as given; the subject must not recompute it */
-  int32_t causal;        /* bottom-right, aligned to the valid keys */
-  int32_t threads;       /* 0: the subject's default; >0: use this many */
-  const int64_t* key_len;  /* NULL, or b valid-key counts in [0, lk] */
-  const uint8_t* mask;     /* NULL, or allowed-mask: 1 = may attend */
-  int64_t mask_stride[4];  /* over (b, h, i, j); 0 broadcasts that dim */
+  float scale;            /* as given; the subject must not recompute it */
+  int32_t causal;         /* bottom-right, aligned to the valid keys */
+  int32_t threads;        /* 0: the subject's default; >0: use this many */
+  const int64_t* key_len; /* NULL, or b valid-key counts in [0, lk] */
+  const uint8_t* mask;    /* NULL, or allowed-mask: 1 = may attend */
+  int64_t mask_stride[4]; /* over (b, h, i, j); 0 broadcasts that dim */
   attncheck_tensor q, k, v;
-  void* o;                 /* output, (B, Lq, Hq, Dv) */
+  void* o; /* output, (B, Lq, Hq, Dv) */
   int64_t o_stride[4];
-  float* lse;              /* NULL, or output LSE[b,h,i] (f32; -inf for rows that see nothing) */
+  float* lse; /* NULL, or output LSE[b,h,i] (f32; -inf for rows that see nothing) */
   int64_t lse_stride[3];
 } attncheck_problem;
 
@@ -74,20 +74,20 @@ typedef struct attncheck_cache_config {
   uint32_t struct_size;
   attncheck_dtype dtype;
   int64_t b, hkv, d, dv;
-  int64_t capacity;        /* tokens per sequence the caller will append at most */
-  int64_t page_size;       /* tokens per page (>= 1); a hint for non-paged caches */
+  int64_t capacity;          /* tokens per sequence the caller will append at most */
+  int64_t page_size;         /* tokens per page (>= 1); a hint for non-paged caches */
   const int64_t* page_order; /* NULL, or a permutation of the physical pages to hand out, in order */
-  int64_t page_count;      /* entries in page_order */
+  int64_t page_count;        /* entries in page_order */
 } attncheck_cache_config;
 
 /* Error reporting: entry points return 0 on success; otherwise nonzero and a
  * NUL-terminated message in err (at most err_len bytes including the NUL). */
 typedef struct attncheck_subject {
-  uint32_t abi_version;  /* ATTNCHECK_SUBJECT_ABI_VERSION */
+  uint32_t abi_version; /* ATTNCHECK_SUBJECT_ABI_VERSION */
   const char* name;
-  uint32_t dtypes;       /* bit (1u << dtype) for each dtype taken */
-  uint32_t features;     /* ATTNCHECK_FEATURE_* */
-  uint32_t invariances;  /* ATTNCHECK_CLAIM_* */
+  uint32_t dtypes;              /* bit (1u << dtype) for each dtype taken */
+  uint32_t features;            /* ATTNCHECK_FEATURE_* */
+  uint32_t invariances;         /* ATTNCHECK_CLAIM_* */
   double compute_unit_roundoff; /* u of the compute type, e.g. 0x1p-24 for f32 */
   double exp_ulps;              /* declared accuracy of exp (c_exp), in ulps */
 
@@ -102,8 +102,8 @@ typedef struct attncheck_subject {
   void* (*cache_create)(const attncheck_cache_config* cfg, char* err, size_t err_len);
   /* Appends count[bi] <= k.shape tokens to sequence bi from rows 0..count[bi]-1
    * of k (b, c, hkv, d) and v (b, c, hkv, dv). */
-  int (*cache_append)(void* cache, const attncheck_tensor* k, const attncheck_tensor* v,
-                      int64_t c, const int64_t* count, char* err, size_t err_len);
+  int (*cache_append)(void* cache, const attncheck_tensor* k, const attncheck_tensor* v, int64_t c, const int64_t* count,
+                      char* err, size_t err_len);
   /* Attends p->lq new queries of every sequence to that sequence's cached keys
    * (the queries are its last lq tokens; bottom-right causal when p->causal).
    * Reads p->q, p->o, p->lse, p->scale, p->threads, p->causal; p->lk is the

@@ -1,0 +1,366 @@
+// Query rows and key blocks: a unit's scaled Q, which keys of a block each row
+// sees, the K and V rows' addresses (paged caches too), packing, and the
+// scores Q K^T (direct from the caller's rows, or from a transposed block).
+// Part of engine.cpp, included there only: everything stays in its anonymous
+// namespace (one translation unit, the same inlining as one file).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+
+#include "../convert.hpp"
+#include "../micro_kernels.hpp"
+#include "../mutation.hpp"
+#include "../simd.hpp"
+#include "unit_runner.hpp"
+
+namespace attnimpl::engine {
+namespace {
+
+/// kt[dd][t] = row t's element dd for 8 rows and dd < d rounded down to 8;
+/// returns how many dims it did. Everything by value: vector stores may alias
+/// anything, so members would be reloaded after each one.
+std::int64_t transpose_rows(const char* const* rows_in, dtype t_kv, std::int64_t esize, std::int64_t d, float* kt,
+                            std::int64_t ld) {
+  const char* r0 = rows_in[0];
+  const char* r1 = rows_in[1];
+  const char* r2 = rows_in[2];
+  const char* r3 = rows_in[3];
+  const char* r4 = rows_in[4];
+  const char* r5 = rows_in[5];
+  const char* r6 = rows_in[6];
+  const char* r7 = rows_in[7];
+  std::int64_t dd = 0;
+  for (; dd + 8 <= d; dd += 8) {
+    const std::int64_t at = dd * esize;
+    __m256 r[8] = {simd::load8(r0 + at, t_kv), simd::load8(r1 + at, t_kv), simd::load8(r2 + at, t_kv),
+                   simd::load8(r3 + at, t_kv), simd::load8(r4 + at, t_kv), simd::load8(r5 + at, t_kv),
+                   simd::load8(r6 + at, t_kv), simd::load8(r7 + at, t_kv)};
+    simd::transpose8(r);
+    float* out = kt + dd * ld;
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t) _mm256_storeu_ps(out + t * ld, r[t]);
+  }
+  return dd;
+}
+
+/// How one (batch, KV head)'s rows of K or of V are addressed.
+struct row_walk {
+  const char* base;
+  const strides4* stride;    // (batch, key, head, dim), elements
+  std::int64_t page_stride;  // elements between pages (paged caches)
+  std::int64_t esize;
+};
+
+/// out[t] = address of key row j0 + t (t < count) of batch b, KV head g: one
+/// block-table lookup per page run, where a per-key lookup costs a 64-bit
+/// division per row (several hundred cycles a block; decode has nothing to hide it behind).
+void row_addresses(const kv_source& kv, const row_walk& w, std::int64_t b, std::int64_t g, std::int64_t j0, std::int64_t count,
+                   const char** out) {
+  const strides4& s = *w.stride;
+  const std::int64_t step = s[1] * w.esize;
+  if (!kv.table) {
+    const char* at = w.base + (b * s[0] + j0 * s[1] + g * s[2]) * w.esize;
+    for (std::int64_t t = 0; t < count; ++t) out[t] = at + t * step;
+    return;
+  }
+  for (std::int64_t t = 0, j = j0; t < count;) {
+    const std::int64_t slot = j % kv.page_size;
+    const std::int64_t run = std::min(kv.page_size - slot, count - t);
+    const std::int64_t page = kv.table[b * kv.table_stride + j / kv.page_size];
+    const char* at = w.base + (page * w.page_stride + slot * s[1] + g * s[2]) * w.esize;
+    for (std::int64_t x = 0; x < run; ++x) out[t + x] = at + x * step;
+    t += run;
+    j += run;
+  }
+}
+
+/// Element dd of a storage row, exactly, as f32.
+template <dtype T>
+float element(const char* row, std::int64_t dd) {
+  if constexpr (T == dtype::f32)
+    return reinterpret_cast<const float*>(row)[dd];
+  else if constexpr (T == dtype::bf16)
+    return convert::from_bf16(reinterpret_cast<const std::uint16_t*>(row)[dd]);
+  else
+    return convert::from_f16(reinterpret_cast<const std::uint16_t*>(row)[dd]);
+}
+
+/// Requests every cache line of rows[0 .. count), `bytes` long each. Rows of
+/// a paged cache sit a page apart, where the hardware prefetcher stops.
+void prefetch_rows(const char* const* rows, std::int64_t count, std::int64_t bytes) {
+  for (std::int64_t t = 0; t < count; ++t)
+    for (std::int64_t x = 0; x < bytes; x += 64) _mm_prefetch(rows[t] + x, _MM_HINT_T0);
+}
+
+/// Fixes the rows of unit u, their visibility limits, and packs scaled Q.
+inline unit_rows unit_runner::setup(std::int64_t u) {
+  unit_rows ur;
+  const std::int64_t qt = u % g_.q_tiles;
+  const std::int64_t bg = u / g_.q_tiles;
+  ur.kv_head = bg % p_.dims.hkv;
+  ur.b = bg / p_.dims.hkv;
+  ur.i0 = qt * g_.q_tile;
+  const std::int64_t positions = std::min(g_.q_tile, p_.dims.lq - ur.i0);
+  ur.rows = positions * g_.group;
+  ur.keys = p_.key_len ? p_.key_len[ur.b] : p_.dims.lk;
+  if (ATTNIMPL_MUTANT(padding_off_by_one) && p_.key_len) ur.keys = std::min(ur.keys + 1, p_.dims.lk);  // j <= n[b]
+  if (ATTNIMPL_MUTANT(padding_uses_first_length) && p_.key_len) ur.keys = p_.key_len[0];
+  const std::int64_t qsize = convert::size_of(p_.q.type);
+  for (std::int64_t r = 0; r < ur.rows; ++r) {
+    // Rows of one position are adjacent: in decode and on the causal
+    // diagonal they share visibility, which keeps the fast paths busy.
+    const std::int64_t i = ur.i0 + r / g_.group;
+    std::int64_t h = ur.kv_head * g_.group + r % g_.group;
+    if (ATTNIMPL_MUTANT(gqa_modulo)) h = (r % g_.group) * p_.dims.hkv + ur.kv_head;  // h % Hkv == kv_head
+    std::int64_t pos = ur.keys - p_.dims.lq + i;
+    if (ATTNIMPL_MUTANT(causal_top_left)) pos = i;
+    if (ATTNIMPL_MUTANT(decode_position)) pos = p_.dims.lk - p_.dims.lq + i;  // the cache passes its capacity as lk
+    bool causal = p_.causal;
+    if (ATTNIMPL_MUTANT(causal_dropped_chunk)) causal = causal && p_.dims.lq == p_.dims.lk;
+    std::int64_t hi = causal ? std::min(ur.keys, pos + 1) : ur.keys;
+    if (ATTNIMPL_MUTANT(causal_no_diagonal)) hi = causal ? std::min(ur.keys, pos) : ur.keys;
+    hi = std::max<std::int64_t>(hi, 0);
+    ws_.hi[r] = hi;
+    ws_.head[r] = h;
+    ws_.pos[r] = i;
+    ur.max_hi = std::max(ur.max_hi, hi);
+    if (ATTNIMPL_MUTANT(causal_unit_stops_at_first_row) && r > 0) ur.max_hi = ws_.hi[0];
+    float* qrow = ws_.qp.data() + r * p_.dims.d;
+    if (hi == 0) continue;  // sees nothing: its Q is never read
+    const char* src =
+        static_cast<const char*>(p_.q.data) + (ur.b * p_.q.stride[0] + i * p_.q.stride[1] + h * p_.q.stride[2]) * qsize;
+    convert::load_row(qrow, src, p_.q.type, p_.q.stride[3], p_.dims.d);
+    for (std::int64_t dd = 0; dd < p_.dims.d; ++dd) qrow[dd] *= p_.scale;
+    if (ATTNIMPL_MUTANT(scale_dropped)) convert::load_row(qrow, src, p_.q.type, p_.q.stride[3], p_.dims.d);  // unscaled
+    if (ATTNIMPL_MUTANT(scale_model_dim))  // 1/sqrt(Hq*D) where the caller's 1/sqrt(D) was meant
+      for (std::int64_t dd = 0; dd < p_.dims.d; ++dd) qrow[dd] /= std::sqrt(static_cast<float>(p_.dims.hq));
+    if (ATTNIMPL_MUTANT(head_dim_tail)) std::fill(qrow + p_.dims.d / 8 * 8, qrow + p_.dims.d, 0.0f);  // dims past the last 8
+  }
+  return ur;
+}
+
+/// Sets kind/vis of every row for block [j0, j0 + kc); returns how many
+/// leading keys of the block any row sees (0: skip the block).
+inline std::int64_t unit_runner::classify(const unit_rows& ur, std::int64_t j0, std::int64_t kc) {
+  std::int64_t kpack = 0;
+  for (std::int64_t r = 0; r < ur.rows; ++r) {
+    std::uint8_t* vis = ws_.vis.data() + r * g_.k_tile8;
+    std::fill(vis, vis + g_.k_tile8, std::uint8_t{0});
+    const std::int64_t cnt = std::clamp<std::int64_t>(ws_.hi[r] - j0, 0, kc);
+    std::int64_t allowed = 0, last = 0;
+    if (!p_.mask.data) {
+      std::fill(vis, vis + cnt, std::uint8_t{1});
+      allowed = last = cnt;
+    } else {
+      const std::uint8_t* mrow = p_.mask.data + ur.b * p_.mask.stride[0] +
+                                 (ATTNIMPL_MUTANT(mask_head_uses_kv_head) ? ur.kv_head : ws_.head[r]) * p_.mask.stride[1] +
+                                 ws_.pos[r] * p_.mask.stride[2];
+      for (std::int64_t jj = 0; jj < cnt; ++jj) {
+        if ((mrow[(j0 + jj) * p_.mask.stride[3]] != 0) != ATTNIMPL_MUTANT(mask_polarity)) {
+          vis[jj] = 1;
+          ++allowed;
+          last = jj + 1;
+        }
+      }
+    }
+    // Lanes past the sequence's last key (zero K, never packed V) taken as keys.
+    if (ATTNIMPL_MUTANT(tail_tile_unmasked) && cnt == kc && j0 + kc == ur.keys)
+      std::fill(vis + kc, vis + g_.k_tile, std::uint8_t{1});
+    ws_.kind[r] = allowed == 0 ? row_kind::none : allowed == kc ? row_kind::all : row_kind::partial;
+    std::int64_t prefix = allowed == cnt ? cnt : 0;  // without holes the visible keys are [0, cnt)
+    if (prefix == 0)
+      while (prefix < cnt && vis[prefix]) ++prefix;
+    if (ATTNIMPL_MUTANT(prefix_ignores_holes)) prefix = allowed;
+    ws_.prefix[r] = prefix;
+    kpack = std::max(kpack, ATTNIMPL_MUTANT(kpack_counts_visible) ? allowed : last);
+  }
+  return kpack;
+}
+
+/// Addresses of K and V rows j0 .. j0 + count - 1 of the unit's KV head.
+inline void unit_runner::locate(const unit_rows& ur, std::int64_t j0, std::int64_t count, const char** k, const char** v) const {
+  const std::int64_t esize = convert::size_of(p_.kv.type);
+  const row_walk kw{static_cast<const char*>(p_.kv.k), &p_.kv.ks, p_.kv.k_page_stride, esize};
+  row_walk vw{static_cast<const char*>(p_.kv.v), &p_.kv.vs, p_.kv.v_page_stride, esize};
+  if (ATTNIMPL_MUTANT(v_uses_k_strides)) vw = {vw.base, &p_.kv.ks, p_.kv.k_page_stride, esize};
+  row_addresses(p_.kv, kw, ur.b, load_head(ur), j0, count, k);
+  row_addresses(p_.kv, vw, ur.b, load_head(ur), j0, count, v);
+}
+
+/// K block [0, kpack) (rows at ws_.krows) transposed to f32 kt[d][j], zero
+/// past kpack: nothing past what some row sees is read.
+inline void unit_runner::pack_k(std::int64_t kpack) {
+  const std::int64_t d = p_.dims.d;
+  const std::int64_t esize = convert::size_of(p_.kv.type);
+  const char* const* krows = ws_.krows.data();
+  float* kt = ws_.kt.data();
+  float* tmp = ws_.tmp.data();
+  std::int64_t jj = 0;
+  if (p_.kv.ks[3] == 1) {
+    // 8 keys x 8 dims at a time: convert to f32 lanes, transpose in registers.
+    const dtype t_kv = p_.kv.type;
+    for (; jj + 8 <= kpack; jj += 8) {
+      const char* const* rows = krows + jj;
+      const std::int64_t dd = transpose_rows(rows, t_kv, esize, d, kt + jj, g_.k_tile8);
+      if (dd < d) {
+        for (int t = 0; t < 8; ++t) {
+          convert::load_row(tmp, rows[t] + dd * esize, t_kv, 1, d - dd);
+          for (std::int64_t x = dd; x < d; ++x) kt[x * g_.k_tile8 + jj + t] = tmp[x - dd];
+        }
+      }
+    }
+  }
+  for (; jj < kpack; ++jj) {
+    convert::load_row(tmp, krows[jj], p_.kv.type, p_.kv.ks[3], d);
+    for (std::int64_t dd = 0; dd < d; ++dd) kt[dd * g_.k_tile8 + jj] = tmp[dd];
+  }
+  for (std::int64_t dd = 0; dd < d; ++dd) std::fill(kt + dd * g_.k_tile8 + kpack, kt + (dd + 1) * g_.k_tile8, 0.0f);
+}
+
+/// Points vrows at V rows [0, kpack); returns the storage type they hold.
+/// Few rows (decode): the caller's rows are used in place, read and widened
+/// to f32 in registers once (bf16/f16 too). Many rows: V is copied to a
+/// contiguous f32 block, since the P.V kernel walks it once per row group
+/// and the caller's rows may sit pages apart (TLB).
+inline dtype unit_runner::pack_v(const unit_rows& ur, std::int64_t kpack) {
+  const std::int64_t d = p_.dims.d, dv = p_.dims.dv;
+  const bool v_in_place = ur.rows <= 16 && p_.kv.vs[3] == 1 && dv % 8 == 0 && !ATTNIMPL_MUTANT(dv_equals_d);
+  if (v_in_place) {
+    std::copy(ws_.vsrc.data(), ws_.vsrc.data() + kpack, ws_.vrows.data());
+    return p_.kv.type;
+  }
+  for (std::int64_t jj = 0; jj < kpack; ++jj) {
+    float* vrow = ws_.vp.data() + jj * g_.dv8;
+    convert::load_row(vrow, ws_.vsrc[jj], p_.kv.type, ATTNIMPL_MUTANT(v_uses_k_strides) ? p_.kv.ks[3] : p_.kv.vs[3],
+                      ATTNIMPL_MUTANT(dv_equals_d) ? std::min(d, dv) : dv);  // mutant: the value loop runs to D
+    std::fill(vrow + (ATTNIMPL_MUTANT(dv_equals_d) ? std::min(d, dv) : dv), vrow + g_.dv8, 0.0f);
+    ws_.vrows[jj] = reinterpret_cast<const char*>(vrow);
+  }
+  return dtype::f32;
+}
+
+/// Scores of keys [0, kpack) straight from the caller's K rows: 8 keys x 8
+/// dims loaded, widened and transposed in registers, then one FMA chain over
+/// d per score, exactly as the packed path computes it (same bits). Each K
+/// byte is read once for all the unit's rows; while a group of 8 keys
+/// computes, the same keys of the next block are requested.
+inline void unit_runner::direct_scores(const unit_rows& ur, std::int64_t kpack, std::int64_t next) {
+  switch (p_.kv.type) {
+    case dtype::f32: direct_scores_as<dtype::f32>(ur, kpack, next); break;
+    case dtype::f16: direct_scores_as<dtype::f16>(ur, kpack, next); break;
+    case dtype::bf16: direct_scores_as<dtype::bf16>(ur, kpack, next); break;
+  }
+}
+
+template <dtype T>
+inline void unit_runner::direct_scores_as(const unit_rows& ur, std::int64_t kpack, std::int64_t next) {
+  const std::int64_t esize = convert::size_of(T);
+  const std::int64_t kbytes = p_.dims.d * esize, vbytes = p_.dims.dv * p_.kv.vs[3] * esize;
+  const char* zero = reinterpret_cast<const char*>(ws_.zero.data());
+  for (std::int64_t jj = 0; jj < kpack; jj += 8) {
+    const char* rows[8];
+    for (std::int64_t t = 0; t < 8; ++t) rows[t] = jj + t < kpack ? ws_.krows[jj + t] : zero;  // lanes past kpack: K = 0
+    // The first pass spreads the requests over its loads: a burst of a
+    // hundred prefetches fills the load queue and stalls the arithmetic
+    // that could run meanwhile.
+    prefetch_set pf{ws_.knext.data() + jj, ws_.vnext.data() + jj, std::clamp<std::int64_t>(next - jj, 0, 8), kbytes, vbytes};
+    for (std::int64_t r0 = 0; r0 < ur.rows; r0 += 4) {
+      const std::int64_t nr = std::min<std::int64_t>(4, ur.rows - r0);
+      bool any = false;
+      for (std::int64_t r = r0; r < r0 + nr; ++r) any = any || ws_.kind[r] != row_kind::none;
+      if (!any) continue;
+      switch (nr) {
+        case 1: score_group<1, T>(rows, r0, jj, pf); break;
+        case 2: score_group<2, T>(rows, r0, jj, pf); break;
+        case 3: score_group<3, T>(rows, r0, jj, pf); break;
+        default: score_group<4, T>(rows, r0, jj, pf); break;
+      }
+      pf.count = 0;
+    }
+    prefetch_rows(pf.k, pf.count, kbytes);  // no pass ran
+    prefetch_rows(pf.v, pf.count, vbytes);
+  }
+}
+
+template <int NR, dtype T>
+inline void unit_runner::score_group(const char* const rows_in[8], std::int64_t r0, std::int64_t jj, const prefetch_set& pf) {
+  constexpr std::int64_t es = T == dtype::f32 ? 4 : 2;
+  const std::int64_t d = p_.dims.d, ld = g_.k_tile8;  // locals: vector stores may alias members
+  const float* q = ws_.qp.data() + r0 * d;
+  float* s = ws_.s.data() + r0 * ld + jj;
+  const char* r0p = rows_in[0];
+  const char* r1p = rows_in[1];
+  const char* r2p = rows_in[2];
+  const char* r3p = rows_in[3];
+  const char* r4p = rows_in[4];
+  const char* r5p = rows_in[5];
+  const char* r6p = rows_in[6];
+  const char* r7p = rows_in[7];
+  __m256 acc[NR];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  const std::int64_t pf_count = pf.count, vbytes = pf.vbytes;
+  const char* const* pk = pf.k;
+  const char* const* pv = pf.v;
+  std::int64_t dd = 0;
+  for (; dd + 8 <= d; dd += 8) {
+    const std::int64_t at = dd * es;
+    if (at % 64 == 0) {
+      for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pk[t] + at, _MM_HINT_T0);
+    } else if (at % 64 == 32 && at - 32 < vbytes) {
+      for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pv[t] + at - 32, _MM_HINT_T0);
+    }
+    __m256 k[8] = {simd::load8(r0p + at, T), simd::load8(r1p + at, T), simd::load8(r2p + at, T), simd::load8(r3p + at, T),
+                   simd::load8(r4p + at, T), simd::load8(r5p + at, T), simd::load8(r6p + at, T), simd::load8(r7p + at, T)};
+    simd::transpose8(k);
+#pragma GCC unroll 8
+    for (int x = 0; x < 8; ++x)
+#pragma GCC unroll 4
+      for (int r = 0; r < NR; ++r) acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(q + r * d + dd + x), k[x], acc[r]);
+  }
+  // Lines the dim loop did not reach: K's tail, V's rest (dv > d, or d % 16).
+  for (std::int64_t at = (dd * es + 63) / 64 * 64; at < pf.kbytes; at += 64)
+    for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pk[t] + at, _MM_HINT_T0);
+  for (std::int64_t at = (dd * es + 31) / 64 * 64; at < vbytes; at += 64)
+    for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pv[t] + at, _MM_HINT_T0);
+  for (; dd < d; ++dd) {
+    const __m256 k = _mm256_setr_ps(element<T>(r0p, dd), element<T>(r1p, dd), element<T>(r2p, dd), element<T>(r3p, dd),
+                                    element<T>(r4p, dd), element<T>(r5p, dd), element<T>(r6p, dd), element<T>(r7p, dd));
+#pragma GCC unroll 4
+    for (int r = 0; r < NR; ++r) acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(q + r * d + dd), k, acc[r]);
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r) _mm256_storeu_ps(s + r * ld, acc[r]);
+}
+
+template <int NR>
+inline void unit_runner::score_rows(std::int64_t r0) {
+  const std::int64_t d = p_.dims.d, ld = g_.k_tile8;
+  const float* q = ws_.qp.data() + r0 * d;
+  float* s = ws_.s.data() + r0 * ld;
+  std::int64_t c = 0;
+  for (; c + 16 <= ld; c += 16) micro::scores<NR, 2>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
+  if (c < ld) micro::scores<NR, 1>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
+}
+
+inline void unit_runner::scores(const unit_rows& ur) {
+  constexpr std::int64_t block = 6;
+  for (std::int64_t r0 = 0; r0 < ur.rows; r0 += block) {
+    const std::int64_t nr = std::min(block, ur.rows - r0);
+    bool any = false;
+    for (std::int64_t r = r0; r < r0 + nr; ++r) any = any || ws_.kind[r] != row_kind::none;
+    if (!any) continue;
+    switch (nr) {
+      case 1: score_rows<1>(r0); break;
+      case 2: score_rows<2>(r0); break;
+      case 3: score_rows<3>(r0); break;
+      case 4: score_rows<4>(r0); break;
+      case 5: score_rows<5>(r0); break;
+      default: score_rows<6>(r0); break;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attnimpl::engine

@@ -1,0 +1,171 @@
+// Online softmax: a chunk of key blocks, the masked max and sum with the
+// rescale on a rising max, the merge of split chunks by LSE, and O and LSE out.
+// Part of engine.cpp, included there only: everything stays in its anonymous
+// namespace (one translation unit, the same inlining as one file).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "../convert.hpp"
+#include "../mutation.hpp"
+#include "../simd.hpp"
+#include "unit_runner.hpp"
+
+namespace attnimpl::engine {
+namespace {
+
+/// Online softmax of the unit's rows over keys [c0, c1) into st.
+inline void unit_runner::chunk(const unit_rows& ur, std::int64_t c0, std::int64_t c1, const row_state& st) {
+  reset_state(st, g_, ur.rows);
+  std::int64_t end = std::min({c1, ur.max_hi, ur.keys});
+  if (ATTNIMPL_MUTANT(split_boundary_key_dropped)) end = std::min({c1 - 1, ur.max_hi, ur.keys});
+  for (std::int64_t j0 = c0; j0 < end; j0 += g_.k_tile) {
+    const std::int64_t kc = std::min(g_.k_tile, end - j0);
+    const std::int64_t kpack = classify(ur, j0, kc);
+    if (kpack == 0) continue;
+    locate(ur, j0, kpack, ws_.krows.data(), ws_.vsrc.data());
+    // The next block may lie in the next chunk: the same unit reads it next
+    // unless split-KV hands that chunk to another thread.
+    const std::int64_t next = std::clamp<std::int64_t>(std::min(ur.max_hi, ur.keys) - j0 - g_.k_tile, 0, g_.k_tile);
+    if (next > 0) locate(ur, j0 + g_.k_tile, next, ws_.knext.data(), ws_.vnext.data());
+    const dtype vt = pack_v(ur, kpack);
+    if (ur.rows <= direct_rows && p_.kv.ks[3] == 1) {
+      direct_scores(ur, kpack, next);
+    } else {
+      pack_k(kpack);
+      prefetch_rows(ws_.knext.data(), next, p_.dims.d * p_.kv.ks[3] * convert::size_of(p_.kv.type));
+      prefetch_rows(ws_.vnext.data(), next, p_.dims.dv * p_.kv.vs[3] * convert::size_of(p_.kv.type));
+      scores(ur);
+    }
+    softmax(ur, st);
+    switch (vt) {
+      case dtype::f32: weighted_values<dtype::f32>(ur, kpack, st); break;
+      case dtype::f16: weighted_values<dtype::f16>(ur, kpack, st); break;
+      case dtype::bf16: weighted_values<dtype::bf16>(ur, kpack, st); break;
+    }
+    if (ATTNIMPL_MUTANT(low_precision_acc))  // the accumulator kept in bf16
+      for (std::int64_t x = 0; x < ur.rows * g_.dv8; ++x) st.acc[x] = convert::from_bf16(convert::to_bf16(st.acc[x]));
+  }
+}
+
+/// Masks scores by selection (never arithmetic), updates max and sum,
+/// rescales on a rising max, leaves P in the score buffer.
+inline void unit_runner::softmax(const unit_rows& ur, const row_state& st) {
+  const std::int64_t ld = g_.k_tile8;
+  const __m256 ninf = _mm256_set1_ps(neg_inf);
+  for (std::int64_t r = 0; r < ur.rows; ++r) {
+    if (ws_.kind[r] == row_kind::none) continue;
+    float* s = ws_.s.data() + r * ld;
+    const std::uint8_t* vis = ws_.vis.data() + r * ld;
+    __m256 mx = ninf;
+    // Rows that see keys [0, prefix) need no per-lane mask there; lanes past
+    // it (holes, keys beyond the block, padding lanes) are selected to -inf.
+    const std::int64_t whole = ws_.prefix[r] / 8 * 8;
+    for (std::int64_t c = 0; c < whole; c += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + c));
+    for (std::int64_t c = whole; c < ld; c += 8) {
+      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(vis + c));
+      const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_setzero_si256()));
+      const __m256 x = _mm256_blendv_ps(ninf, _mm256_loadu_ps(s + c), keep);
+      _mm256_storeu_ps(s + c, x);
+      mx = _mm256_max_ps(mx, x);
+    }
+    const float mb = simd::hmax(mx);
+    const float m_old = st.m[r];
+    float m_new = mb > m_old ? mb : m_old;
+    if (m_new == neg_inf) {
+      // No finite maximum: every visible score is -inf (all weights 0), or
+      // NaN (a NaN in a visible Q or K), which max_ps can drop. A NaN score
+      // makes the row NaN (docs/spec.md: a non-finite visible input gives a
+      // non-finite row, never finite garbage); the NaN maximum carries it
+      // through later blocks, the merge and the final division.
+      bool nan_score = false;
+      for (std::int64_t c = 0; c < ld; ++c) nan_score = nan_score || std::isnan(s[c]);
+      if (nan_score) st.m[r] = std::numeric_limits<float>::quiet_NaN();
+      ws_.kind[r] = row_kind::none;
+      ws_.prefix[r] = 0;  // its scores must not reach the P.V kernel
+      continue;
+    }
+    if (ATTNIMPL_MUTANT(no_max_shift)) m_new = 0.0f;  // p = exp(s)
+    float* acc = st.acc + r * g_.dv8;
+    if (m_new > m_old) {
+      if (m_old != neg_inf) {
+        float alpha = simd::exp1(m_old - m_new);
+        if (ATTNIMPL_MUTANT(rescale_inverted)) alpha = simd::exp1(m_new - m_old);
+        const __m256 av = _mm256_set1_ps(alpha);
+        for (std::int64_t e = 0; e < g_.dv8 && !ATTNIMPL_MUTANT(rescale_skipped); e += 8)
+          _mm256_storeu_ps(acc + e, _mm256_mul_ps(_mm256_loadu_ps(acc + e), av));
+        if (!ATTNIMPL_MUTANT(rescale_sum_skipped)) st.l[r] *= alpha;
+      }
+      st.m[r] = m_new;
+    }
+    const __m256 mv = _mm256_set1_ps(m_new);
+    __m256 sum = _mm256_setzero_ps();
+    for (std::int64_t c = 0; c < ld; c += 8) {
+      const __m256 x = _mm256_loadu_ps(s + c);
+      const __m256 live = _mm256_cmp_ps(x, ninf, _CMP_NEQ_UQ);
+      const __m256 pv = _mm256_and_ps(simd::exp8(_mm256_sub_ps(x, mv)), live);
+      _mm256_storeu_ps(s + c, pv);
+      sum = _mm256_add_ps(sum, pv);
+    }
+    st.l[r] += simd::hsum(sum);
+  }
+}
+
+/// total <- merge(total, part) for every row, by LSE; fixed operation order.
+inline void unit_runner::fold(const unit_rows& ur, const row_state& total, const row_state& part, bool first) {
+  for (std::int64_t r = 0; r < ur.rows; ++r) {
+    float* ta = total.acc + r * g_.dv8;
+    const float* pa = part.acc + r * g_.dv8;
+    const float mp = part.m[r];
+    if (first || total.m[r] == neg_inf) {
+      total.m[r] = mp;
+      total.l[r] = part.l[r];
+      std::copy(pa, pa + g_.dv8, ta);
+      continue;
+    }
+    if (mp == neg_inf) continue;
+    const float mt = total.m[r];
+    float mn = mp > mt ? mp : mt;
+    if (ATTNIMPL_MUTANT(merge_min_not_max)) mn = mp < mt ? mp : mt;
+    float a = simd::exp1(mt - mn), c = simd::exp1(mp - mn);
+    if (ATTNIMPL_MUTANT(merge_unscaled)) a = c = 1.0f;
+    const __m256 av = _mm256_set1_ps(a), cv = _mm256_set1_ps(c);
+    for (std::int64_t e = 0; e < g_.dv8; e += 8)
+      _mm256_storeu_ps(ta + e, _mm256_fmadd_ps(_mm256_loadu_ps(pa + e), cv, _mm256_mul_ps(_mm256_loadu_ps(ta + e), av)));
+    total.l[r] = std::fma(part.l[r], c, total.l[r] * a);
+    total.m[r] = mn;
+  }
+}
+
+/// Writes O and LSE of the unit's rows from a final state.
+inline void unit_runner::finish(const unit_rows& ur, const row_state& st) {
+  const std::int64_t dv = p_.dims.dv;
+  const std::int64_t osize = convert::size_of(p_.o.type);
+  float* out = ws_.tmp.data();
+  for (std::int64_t r = 0; r < ur.rows; ++r) {
+    const std::int64_t h = ws_.head[r], i = ws_.pos[r];
+    const float m = st.m[r];
+    float lse = neg_inf;
+    if (m == neg_inf && !ATTNIMPL_MUTANT(masked_row_nan)) {
+      std::fill(out, out + dv, 0.0f);                              // no visible key: O = 0, LSE = -inf
+      if (ATTNIMPL_MUTANT(masked_row_mean)) mean_values(ur, out);  // what a finite -1e9 fill gives
+      if (ATTNIMPL_MUTANT(empty_row_lse_zero)) lse = 0.0f;
+    } else {
+      const float* acc = st.acc + r * g_.dv8;
+      float l_row = st.l[r];
+      if (ATTNIMPL_MUTANT(softmax_wrong_axis)) l_row = query_axis_sum(ur, st, r);
+      const __m256 l = _mm256_set1_ps(l_row);
+      for (std::int64_t e = 0; e < g_.dv8; e += 8) _mm256_storeu_ps(out + e, _mm256_div_ps(_mm256_loadu_ps(acc + e), l));
+      lse = m + std::log(st.l[r]);
+      if (ATTNIMPL_MUTANT(lse_missing_max)) lse = std::log(st.l[r]);
+    }
+    char* dst = static_cast<char*>(p_.o.data) + (ur.b * p_.o.stride[0] + i * p_.o.stride[1] + h * p_.o.stride[2]) * osize;
+    convert::store_row(dst, p_.o.type, p_.o.stride[3], out, dv);
+    if (p_.lse.data) p_.lse.data[ur.b * p_.lse.stride[0] + h * p_.lse.stride[1] + i * p_.lse.stride[2]] = lse;
+  }
+}
+
+}  // namespace
+}  // namespace attnimpl::engine

@@ -1,0 +1,100 @@
+// The engine's state: the geometry of a call, the online-softmax state of a
+// unit's rows, the per-thread workspace and a unit's fixed facts.
+// Part of engine.cpp, included there only: everything stays in its anonymous
+// namespace (one translation unit, the same inlining as one file).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "../engine.hpp"
+#include "../mutation.hpp"
+
+namespace attnimpl::engine {
+namespace {
+
+constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+
+std::int64_t round8(std::int64_t n) { return (n + 7) / 8 * 8; }
+
+enum class row_kind : std::uint8_t { none, all, partial };
+
+/// Sizes shared by every unit of one call.
+struct geometry {
+  std::int64_t group = 1;    // G
+  std::int64_t q_tile = 1;   // query positions per unit
+  std::int64_t rows = 1;     // G * q_tile
+  std::int64_t q_tiles = 1;  // per (batch, KV head)
+  std::int64_t units = 1;
+  std::int64_t k_tile = 1, k_tile8 = 8;
+  std::int64_t split = 1, chunks = 1;
+  std::int64_t dv8 = 8;
+};
+
+/// Online-softmax state of every row of a unit over some key range.
+struct row_state {
+  float* m;    // running max (-inf: nothing seen)
+  float* l;    // running sum of exp(s - m)
+  float* acc;  // rows x dv8, unnormalized output
+};
+
+std::int64_t state_floats(const geometry& g) { return g.rows * (g.dv8 + 2); }
+
+row_state view_state(float* base, const geometry& g) { return {base, base + g.rows, base + 2 * g.rows}; }
+
+void reset_state(const row_state& st, const geometry& g, std::int64_t rows) {
+  std::fill(st.m, st.m + rows, neg_inf);
+  std::fill(st.l, st.l + rows, 0.0f);
+  std::fill(st.acc, st.acc + rows * g.dv8, 0.0f);
+}
+
+/// Per-thread scratch, reused across calls (grows only).
+struct workspace {
+  std::vector<float> qp, kt, vp, s, tmp, chunk, total;
+  std::vector<float> zero;  // d zeros: the K row of a padding lane, never written
+  // Row addresses of the block's keys (K, and V where the caller stores it),
+  // of the next block's (prefetch), and V row jj as the P.V kernel reads it
+  // (the caller's row or its f32 copy in vp).
+  std::vector<const char*> krows, vsrc, knext, vnext, vrows;
+  std::vector<std::uint8_t> vis;
+  std::vector<row_kind> kind;
+  std::vector<std::int64_t> hi, head, pos, prefix, group_keys;
+
+  void ensure(const problem& p, const geometry& g) {
+    const auto grow = [](auto& v, std::int64_t n) {
+      if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+    };
+    grow(qp, g.rows * p.dims.d);
+    grow(kt, p.dims.d * g.k_tile8);
+    grow(vp, g.k_tile * g.dv8);
+    grow(zero, p.dims.d);
+    grow(krows, g.k_tile);
+    grow(vsrc, g.k_tile);
+    grow(knext, g.k_tile);
+    grow(vnext, g.k_tile);
+    grow(vrows, g.k_tile);
+    grow(s, g.rows * g.k_tile8);
+    grow(tmp, std::max(p.dims.d, g.dv8) + (ATTNIMPL_MUTANT(masked_row_mean) ? g.dv8 : 0));
+    grow(chunk, state_floats(g));
+    grow(total, state_floats(g));
+    grow(vis, g.rows * g.k_tile8);
+    grow(kind, g.rows);
+    grow(hi, g.rows);
+    grow(head, g.rows);
+    grow(pos, g.rows);
+    grow(prefix, g.rows);
+    grow(group_keys, g.rows / 4 + 1);
+  }
+};
+
+/// One work unit's fixed facts: where its rows are and what they may see.
+struct unit_rows {
+  std::int64_t b = 0, kv_head = 0, i0 = 0, rows = 0;
+  std::int64_t keys = 0;    // keys that exist for this batch element (n[b])
+  std::int64_t max_hi = 0;  // no row sees a key at or beyond this
+};
+
+}  // namespace
+}  // namespace attnimpl::engine

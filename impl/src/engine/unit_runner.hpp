@@ -1,0 +1,113 @@
+// One work unit (batch, KV head, query tile) through its key blocks: the class;
+// its parts are defined in blocks.hpp (query rows, key blocks, scores),
+// softmax.hpp (online softmax, rescale, merge, output) and values.hpp (P.V).
+// Part of engine.cpp, included there only: everything stays in its anonymous
+// namespace (one translation unit, the same inlining as one file).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+
+#include "../convert.hpp"
+#include "../mutation.hpp"
+#include "../simd.hpp"
+#include "state.hpp"
+
+namespace attnimpl::engine {
+namespace {
+
+class unit_runner {
+ public:
+  unit_runner(const problem& p, const geometry& g, workspace& ws) : p_(p), g_(g), ws_(ws) {}
+
+  unit_rows setup(std::int64_t u);
+
+  void chunk(const unit_rows& ur, std::int64_t c0, std::int64_t c1, const row_state& st);
+
+  void finish(const unit_rows& ur, const row_state& st);
+
+  void fold(const unit_rows& ur, const row_state& total, const row_state& part, bool first);
+
+ private:
+#ifdef ATTNIMPL_MUTATION
+  /// mean(V) over the keys of the batch element (mutant masked_row_mean).
+  void mean_values(const unit_rows& ur, float* out) {
+    float* row = ws_.tmp.data() + g_.dv8;
+    for (std::int64_t j = 0; j < ur.keys; ++j) {
+      convert::load_row(row,
+                        static_cast<const char*>(p_.kv.v) + p_.kv.v_offset(ur.b, ur.kv_head, j) * convert::size_of(p_.kv.type),
+                        p_.kv.type, p_.kv.vs[3], p_.dims.dv);
+      for (std::int64_t e = 0; e < p_.dims.dv; ++e) out[e] += row[e] / static_cast<float>(ur.keys);
+    }
+  }
+  /// Row r's sum taken over the unit's query positions of its head (mutant softmax_wrong_axis).
+  float query_axis_sum(const unit_rows& ur, const row_state& st, std::int64_t r) {
+    float sum = 0.0f;
+    for (std::int64_t x = r % g_.group; x < ur.rows; x += g_.group)
+      if (st.m[x] != neg_inf) sum += st.l[x] * simd::exp1(st.m[x] - st.m[r]);
+    return sum;
+  }
+  /// kv head = h / Hkv, for the group's last query head (clamped: the real
+  /// bug reads past the last KV head) (mutant gqa_wrong_divisor).
+  std::int64_t load_head(const unit_rows& ur) const {
+    if (ATTNIMPL_MUTANT(gqa_wrong_divisor))
+      return std::min(p_.dims.hkv - 1, (ur.kv_head * g_.group + g_.group - 1) / p_.dims.hkv);
+    return ur.kv_head;
+  }
+#else
+  std::int64_t load_head(const unit_rows& ur) const { return ur.kv_head; }
+  void mean_values(const unit_rows&, float*) {}
+  float query_axis_sum(const unit_rows&, const row_state& st, std::int64_t r) { return st.l[r]; }
+#endif
+
+  std::int64_t classify(const unit_rows& ur, std::int64_t j0, std::int64_t kc);
+
+  /// Rows of at most this many (decode: the G heads of one position) take
+  /// their scores straight from the caller's K rows (direct_scores); more
+  /// rows share one transposed copy of the block (pack_k, scores).
+  static constexpr std::int64_t direct_rows = 8;
+
+  void locate(const unit_rows& ur, std::int64_t j0, std::int64_t count, const char** k, const char** v) const;
+
+  void pack_k(std::int64_t kpack);
+
+  dtype pack_v(const unit_rows& ur, std::int64_t kpack);
+
+  void direct_scores(const unit_rows& ur, std::int64_t kpack, std::int64_t next);
+
+  template <dtype T>
+  void direct_scores_as(const unit_rows& ur, std::int64_t kpack, std::int64_t next);
+
+  /// Rows of the next block to request while a group of keys computes.
+  struct prefetch_set {
+    const char* const* k;
+    const char* const* v;
+    std::int64_t count, kbytes, vbytes;
+  };
+
+  template <int NR, dtype T>
+  void score_group(const char* const rows_in[8], std::int64_t r0, std::int64_t jj, const prefetch_set& pf);
+
+  template <int NR>
+  void score_rows(std::int64_t r0);
+
+  void scores(const unit_rows& ur);
+
+  void softmax(const unit_rows& ur, const row_state& st);
+
+  template <dtype T, int NR, int NE>
+  void values_block(std::int64_t r0, std::int64_t e0, std::int64_t kc, const row_state& st);
+
+  template <dtype T>
+  void weighted_values(const unit_rows& ur, std::int64_t kpack, const row_state& st);
+
+  template <dtype T>
+  void values_dispatch(std::int64_t nr, std::int64_t ne, std::int64_t r0, std::int64_t e0, std::int64_t kc, const row_state& st);
+
+  const problem& p_;
+  const geometry& g_;
+  workspace& ws_;
+};
+
+}  // namespace
+}  // namespace attnimpl::engine

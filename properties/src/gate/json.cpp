@@ -1,0 +1,71 @@
+// The gate's JSON: per-law results and what produced them.
+#include <cmath>
+#include <fstream>
+
+#include "attncheck/version.hpp"
+
+#include "gate_internal.hpp"
+
+namespace attncheck {
+
+std::string provenance_line() {
+  return std::string("attncheck ") + version_string + ", contract " + contract_version +
+         ", oracle auto_tier (binary64 where its own error is at most 2^-20 of the bound, else " + oracle_precision_description +
+         ")";
+}
+
+void write_json(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed) {
+  // inf and NaN are not JSON numbers: a non-finite ratio is written as null.
+  const auto number = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+  nlohmann::json laws = nlohmann::json::array();
+  for (const auto& l : r.reports) {
+    nlohmann::json j = {{"name", l.law},        {"verdict", verdict_id(l.v)},      {"cases", l.cases},
+                        {"judged", l.judged},   {"min_judged", l.min_judged},      {"shrink_steps", l.shrink_steps},
+                        {"seconds", l.seconds}, {"max_ratio", number(l.max_ratio)}};
+    if (l.v == verdict::skip) j["skip_reason"] = l.skip_reason;
+    if (!l.unjudged_why.empty()) j["unjudged_why"] = l.unjudged_why;
+    if (l.v == verdict::fail) {
+      j["kind"] = failure_kind_name(l.failure.kind);
+      j["message"] = l.failure.message;
+      if (!l.failure.worst.where.empty()) j["worst"] = l.failure.worst.describe();
+      j["reproduce"] = l.reproduce;
+      if (l.counterexample) {
+        const attn_case& c = *l.counterexample;
+        j["counterexample"] = to_line(c);
+        j["shape"] = {{"b", c.b}, {"hq", c.hq}, {"hkv", c.hkv}, {"lq", c.lq}, {"lk", c.lk}, {"d", c.d}, {"dv", c.dv}};
+      }
+    }
+    laws.push_back(std::move(j));
+  }
+  nlohmann::json nb = nlohmann::json::array();
+  for (const auto& [lk, n] : r.declared.nb_at) nb.push_back({{"lk", lk}, {"nb", n}});
+  std::vector<std::int64_t> lengths, dims;
+  for (int i = 0; i < ATTNCHECK_SIZE_HINT_SLOTS; ++i) {
+    if (r.hints.lengths[i]) lengths.push_back(r.hints.lengths[i]);
+    if (r.hints.head_dims[i]) dims.push_back(r.hints.head_dims[i]);
+  }
+  const nlohmann::json declared = {{"abi", r.abi},
+                                   {"compute_unit_roundoff", r.declared.u},
+                                   {"exp_ulps", r.declared.exp_ulps},
+                                   {"key_blocks", nb},
+                                   {"size_hints",
+                                    {{"declared", !r.default_hints},
+                                     {"q_tile", r.hints.q_tile},
+                                     {"k_tile", r.hints.k_tile},
+                                     {"split_keys", r.hints.split_keys},
+                                     {"lengths", lengths},
+                                     {"head_dims", dims}}}};
+  const nlohmann::json made_by = {
+      {"version", version_string},
+      {"contract", contract_version},
+      {"oracle", {{"laws", "auto_tier"}, {"precision", oracle_precision_id}, {"bits", oracle_precision_bits}}},
+      {"line", provenance_line()}};
+  const nlohmann::json doc = {{"attncheck", made_by}, {"subject", subject_name}, {"declared", declared},     {"seed", seed},
+                              {"seconds", r.seconds}, {"failed", r.failed()},    {"unjudged", r.unjudged()}, {"laws", laws}};
+  std::ofstream f(path);
+  if (!f) throw input_error("--json", "cannot write '" + path + "'");
+  f << doc.dump(2) << "\n";
+  if (!f) throw input_error("--json", "write to '" + path + "' failed");
+}
+
+}  // namespace attncheck

@@ -1,0 +1,84 @@
+// The gate's JUnit XML.
+#include <fstream>
+#include <sstream>
+
+#include "attncheck/version.hpp"
+
+#include "gate_internal.hpp"
+
+namespace attncheck {
+namespace gate_detail {
+
+namespace {
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    switch (ch) {
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '&': o += "&amp;"; break;
+      case '"': o += "&quot;"; break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t')
+          o += ' ';
+        else
+          o += ch;
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+}  // namespace gate_detail
+
+using namespace gate_detail;
+
+void write_junit(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed) {
+  std::ostringstream x;
+  int failures = 0, skipped = 0;
+  for (const auto& l : r.reports) failures += l.v == verdict::fail || l.v == verdict::unjudged, skipped += l.v == verdict::skip;
+  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x << "<testsuites name=\"attncheck\" tests=\"" << r.reports.size() << "\" failures=\"" << failures << "\" skipped=\"" << skipped
+    << "\" time=\"" << r.seconds << "\">\n";
+  x << "  <testsuite name=\"attncheck-gate." << xml_escape(subject_name) << "\" tests=\"" << r.reports.size() << "\" failures=\""
+    << failures << "\" skipped=\"" << skipped << "\" time=\"" << r.seconds << "\">\n";
+  std::string nb;
+  for (const auto& [lk, n] : r.declared.nb_at)
+    nb += (nb.empty() ? "" : ", ") + std::to_string(n) + " at Lk=" + std::to_string(lk);
+  x << "    <properties><property name=\"attncheck_version\" value=\"" << version_string
+    << "\"/><property name=\"contract_version\" value=\"" << contract_version
+    << "\"/><property name=\"oracle\" value=\"auto_tier, " << oracle_precision_id << " (" << oracle_precision_bits
+    << "-bit MPFR)\"/><property name=\"made_by\" value=\"" << xml_escape(provenance_line())
+    << "\"/><property name=\"seed\" value=\"" << seed << "\"/><property name=\"subject\" value=\"" << xml_escape(subject_name)
+    << "\"/><property name=\"abi\" value=\"" << r.abi << "\"/><property name=\"compute_unit_roundoff\" value=\""
+    << number_text(r.declared.u, "%.17g") << "\"/><property name=\"exp_ulps\" value=\""
+    << number_text(r.declared.exp_ulps, "%.17g") << "\"/><property name=\"key_blocks\" value=\"" << nb << "\"/></properties>\n";
+  for (std::size_t i = 0; i < r.reports.size(); ++i) {
+    const auto& l = r.reports[i];
+    const auto dot = l.law.find('.');
+    x << "    <testcase classname=\"" << xml_escape(l.law.substr(0, dot)) << "\" name=\"" << xml_escape(l.law.substr(dot + 1))
+      << "\" time=\"" << l.seconds << "\" assertions=\"" << l.cases << "\">\n";
+    if (l.v == verdict::skip) x << "      <skipped message=\"" << xml_escape(l.skip_reason) << "\"/>\n";
+    if (l.v == verdict::unjudged)
+      x << "      <failure message=\"judged " << l.judged << " of " << l.cases << " cases, below the floor of "
+        << number_text(100 * l.min_judged, "%.0f") << "%\" type=\"unjudged\">" << xml_escape(l.unjudged_why) << "</failure>\n";
+    if (l.v == verdict::fail) {
+      x << "      <failure message=\"" << xml_escape(l.failure.message.substr(0, 500)) << "\" type=\""
+        << failure_kind_name(l.failure.kind) << "\">" << xml_escape(l.counterexample ? to_line(*l.counterexample) : std::string())
+        << "\n"
+        << xml_escape(l.failure.worst.where.empty() ? "" : l.failure.worst.describe()) << "</failure>\n";
+    }
+    x << "      <system-out>judged " << l.judged << "/" << l.cases << "; max observed/bound " << l.max_ratio << " on "
+      << xml_escape(l.max_ratio_case) << "</system-out>\n";
+    x << "    </testcase>\n";
+  }
+  x << "  </testsuite>\n</testsuites>\n";
+  std::ofstream f(path);
+  if (!f) throw input_error("--junit", "cannot write '" + path + "'");
+  f << x.str();
+  if (!f) throw input_error("--junit", "write to '" + path + "' failed");
+}
+
+}  // namespace attncheck

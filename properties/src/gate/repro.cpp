@@ -1,0 +1,73 @@
+// `attncheck repro`: replays a saved case file, in a child process by default.
+#include <ostream>
+
+#include "attncheck/case_file.hpp"
+
+#include "gate_internal.hpp"
+
+namespace attncheck {
+
+using namespace gate_detail;
+
+int repro_case_file(const std::string& file, const std::string& subject_spec, const std::string& law_override, std::ostream& out,
+                    bool isolate, double timeout_s, repro_result* result) {
+  const case_record rec = read_case_file(file);
+  const std::string law_name = law_override.empty() ? rec.law : law_override;
+  if (law_name.empty()) throw input_error("law", file + " names no law; pass --law NAME (see `attncheck laws`)");
+  const law* l = find_law(law_name);
+  if (!l) throw input_error("law", "'" + law_name + "' is not a law (see `attncheck laws`)");
+  const auto subj = subject::load(subject_spec);
+  repro_result local;
+  repro_result& rr = result ? *result : local;
+  rr.file = file, rr.law = law_name, rr.subject_name = subj->name(), rr.subject_spec = subject_spec, rr.c = rec.c;
+  // A skip replayed nothing: never exit 0 (which would read as "fixed").
+  if (auto why = l->applicable(*subj); !why.empty()) {
+    out << "SKIP " << law_name << ": " << why << " (nothing replayed)\n";
+    rr.outcome = law_outcome::skip(why);
+    return rr.status = 3;
+  }
+  if (auto why = subj->cannot_take(rec.c); !why.empty()) {
+    out << "SKIP " << law_name << ": subject cannot take this case (" << why << "; nothing replayed)\n";
+    rr.outcome = law_outcome::skip("subject cannot take this case (" + why + ")");
+    return rr.status = 3;
+  }
+  // The replay keeps the elements it compares, for the report's heat map.
+  const auto replay_logged = [&] {
+    element_log log;
+    nlohmann::json j = {{"outcome", outcome_json(replay(*l, *subj, rec.c))}};
+    if (const auto heat = heat_map_of(log, outcome_from(j["outcome"]).worst)) j["heat"] = heat_json(*heat);
+    return j;
+  };
+  law_outcome o;
+  if (isolate) {
+    const child_outcome co = run_isolated([&] { return replay_logged().dump(); }, timeout_s);
+    if (co.completed) {
+      const auto j = nlohmann::json::parse(co.payload);
+      o = outcome_from(j.at("outcome"));
+      if (j.contains("heat")) rr.heat = heat_from(j.at("heat"));
+    } else {
+      o.fail(process_message(co, timeout_s), co.timed_out ? failure_kind::hang : failure_kind::crash);
+    }
+  } else {
+    const auto j = replay_logged();
+    o = outcome_from(j.at("outcome"));
+    if (j.contains("heat")) rr.heat = heat_from(j.at("heat"));
+  }
+  failure_report screen;
+  screen.kind = o.kind;
+  screen.verdict = o.v == verdict::fail ? "FAIL" : "PASS";
+  screen.law = law_name;
+  screen.subject_name = subj->name(), screen.subject_spec = subject_spec;
+  screen.case_line = to_line(rec.c);
+  screen.file = file;
+  if (o.v == verdict::fail) screen.message = o.message;
+  if (!o.worst.where.empty()) screen.worst = o.worst.describe();
+  screen.judged = std::to_string(o.compared) + " elements";
+  if (o.unbounded) screen.judged += "; " + std::to_string(o.unbounded) + " outside the bound's domain (+inf bound: not judged)";
+  if (!o.vacuous.empty()) screen.judged += "; the case judges nothing for this law: " + o.vacuous;
+  out << print_failure(screen);
+  rr.outcome = o;
+  return rr.status = o.v == verdict::fail ? 1 : 0;
+}
+
+}  // namespace attncheck

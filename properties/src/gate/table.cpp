@@ -1,0 +1,150 @@
+// The console: the gate's header, failure screens, the law table and the
+// case distribution; saving counterexamples.
+#include <cmath>
+#include <filesystem>
+#include <iomanip>
+#include <ostream>
+
+#include "attncheck/case_file.hpp"
+
+#include "gate_internal.hpp"
+
+namespace attncheck {
+namespace gate_detail {
+
+namespace {
+
+std::string judged_text(const law_report& r) {
+  if (r.v == verdict::skip) return "-";
+  return std::to_string(r.judged) + "/" + std::to_string(r.cases);
+}
+
+std::string ratio_text(double r) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", r);
+  return buf;
+}
+
+}  // namespace
+
+gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, double seconds, std::ostream& out) {
+  const gate_options& opt = *p.opt;
+  const auto& subj = p.subj;
+  gate_result g;
+  out << "attncheck gate: subject " << subj->name() << " (" << opt.subject << "), seed " << opt.run.seed << ", " << opt.run.cases
+      << " cases per law" << (opt.strict ? ", strict" : "") << "\n";
+  print_declaration(*subj, out);
+  g.options = opt;
+  g.options.run.on_case = nullptr;
+  g.subject_name = subj->name();
+  g.dtypes = subj->desc().dtypes, g.features = subj->desc().features, g.claims = subj->desc().invariances;
+  g.declared = subj->declared();
+  g.hints = subj->hints();
+  g.abi = subj->abi();
+  g.default_hints = subj->default_hints();
+  for (std::size_t k = 0; k < p.chosen.size(); ++k) {
+    const law& l = *p.chosen[k];
+    law_report r = std::move(reports[k]);
+    std::string saved;
+    if (r.v == verdict::fail) {
+      if (r.counterexample && !opt.out_dir.empty()) {
+        std::filesystem::create_directories(opt.out_dir);
+        char name[64];
+        std::snprintf(name, sizeof name, "-%016llx.json", static_cast<unsigned long long>(fingerprint(*r.counterexample)));
+        saved = (std::filesystem::path(opt.out_dir) / (l.name + name)).string();
+        case_record rec{*r.counterexample, l.name, subj->name(), r.failure.message.substr(0, 2000)};
+        write_case_file(saved, rec);
+        g.saved.push_back(saved);
+      }
+      out << failure_screen(r, *subj, saved);
+    }
+    g.saved_at.push_back(saved);
+    g.reports.push_back(std::move(r));
+  }
+  g.seconds = seconds;
+  // The table.
+  std::size_t w = 4;
+  for (const auto& r : g.reports) w = std::max(w, r.law.size());
+  out << "\n"
+      << std::left << std::setw(static_cast<int>(w)) << "law"
+      << "  " << std::right << std::setw(11) << "judged/run"
+      << "  " << std::setw(10) << "max obs/bd"
+      << "  " << std::setw(8) << "verdict"
+      << "  " << std::setw(7) << "seconds"
+      << "\n";
+  int passed = 0, failed = 0, skipped = 0, unjudged = 0;
+  for (const auto& r : g.reports) {
+    passed += r.v == verdict::pass, failed += r.v == verdict::fail, skipped += r.v == verdict::skip;
+    unjudged += r.v == verdict::unjudged;
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.2f", r.seconds);
+    out << std::left << std::setw(static_cast<int>(w)) << r.law << "  " << std::right << std::setw(11) << judged_text(r) << "  "
+        << std::setw(10) << ratio_text(r.max_ratio) << "  " << std::setw(8) << verdict_name(r.v) << "  " << std::setw(7) << secs
+        << "\n";
+    if (r.v == verdict::skip) out << "    skipped: " << r.skip_reason << "\n";
+    if (r.v == verdict::unjudged)
+      out << "    judged " << r.judged << " of " << r.cases << " cases, below the law's floor of "
+          << number_text(100 * r.min_judged, "%.0f") << "%; most common reason: " << r.unjudged_why << "\n";
+  }
+  char total[64];
+  std::snprintf(total, sizeof total, "%.1f", g.seconds);
+  out << "\ngate: " << passed << " passed, " << failed << " failed, " << unjudged << " unjudged, " << skipped << " skipped in "
+      << total << " s";
+  out << (failed || unjudged ? "  -> FAIL" : "  -> PASS") << "\n";
+  if (opt.stats) print_stats(g, out);
+  if (!opt.junit.empty()) write_junit(opt.junit, g, subj->name(), opt.run.seed);
+  if (!opt.json.empty()) write_json(opt.json, g, subj->name(), opt.run.seed);
+  return g;
+}
+
+}  // namespace gate_detail
+
+using namespace gate_detail;
+
+int gate_result::failed() const {
+  int n = 0;
+  for (const auto& r : reports) n += r.v == verdict::fail;
+  return n;
+}
+
+int gate_result::unjudged() const {
+  int n = 0;
+  for (const auto& r : reports) n += r.v == verdict::unjudged;
+  return n;
+}
+
+void print_stats(const gate_result& g, std::ostream& out) {
+  case_stats all;
+  for (const auto& r : g.reports) all.merge(r.stats);
+  out << "\ndistribution of the " << all.n << " cases run (all laws; docs/distribution.md):\n";
+  for (const auto& f : distribution_floors()) {
+    const double share = all.share(f.key);
+    const bool low = share < f.floor;
+    out << "  " << std::left << std::setw(20) << f.key << std::right << std::setw(7) << number_text(100 * share, "%.1f")
+        << "%   floor " << std::setw(4) << number_text(100 * f.floor, "%.0f") << "%"
+        << (f.needs_all ? " (subjects taking every dtype and mask)" : "") << (low ? "   BELOW" : "") << "   " << f.what << "\n";
+  }
+}
+
+void print_declaration(const subject& s, std::ostream& out) {
+  const declared_numbers d = s.declared();
+  out << "  declared: ABI v" << s.abi() << ", u = 2^" << number_text(std::log2(d.u), "%.4g") << ", exp "
+      << number_text(d.exp_ulps) << " ulps, key blocks nb";
+  for (const auto& [lk, nb] : d.nb_at) out << " " << nb << " at Lk=" << lk << (lk == d.nb_at.back().first ? "" : ",");
+  out << "\n";
+  const auto& h = s.hints();
+  out << "  size hints" << (s.default_hints() ? " (none declared; common production sizes)" : "") << ":";
+  if (h.q_tile) out << " q_tile " << h.q_tile;
+  if (h.k_tile) out << " k_tile " << h.k_tile;
+  if (h.split_keys) out << " split_keys " << h.split_keys;
+  std::string lengths, dims;
+  for (int i = 0; i < ATTNCHECK_SIZE_HINT_SLOTS && h.lengths[i]; ++i)
+    lengths += (lengths.empty() ? "" : ",") + std::to_string(h.lengths[i]);
+  for (int i = 0; i < ATTNCHECK_SIZE_HINT_SLOTS && h.head_dims[i]; ++i)
+    dims += (dims.empty() ? "" : ",") + std::to_string(h.head_dims[i]);
+  if (!lengths.empty()) out << " lengths " << lengths;
+  if (!dims.empty()) out << " head dims " << dims;
+  out << "\n";
+}
+
+}  // namespace attncheck
