@@ -57,7 +57,7 @@ void report(char* err, std::size_t len, const std::string& what) {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) attncheck_instance* attncheck_subject_v2(const char* options, char* err,
-                                                                                         std::size_t err_len) {
+                                                                                           std::size_t err_len) {
   std::string module, callable;
   std::vector<std::pair<std::string, std::string>> rest;
   const std::string all = options ? options : "";
@@ -73,9 +73,12 @@ extern "C" __attribute__((visibility("default"))) attncheck_instance* attncheck_
       return nullptr;
     }
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (key == "module") module = value;
-    else if (key == "callable") callable = value;
-    else rest.emplace_back(key, value);
+    if (key == "module")
+      module = value;
+    else if (key == "callable")
+      callable = value;
+    else
+      rest.emplace_back(key, value);
   }
   if (module.empty() || callable.empty()) {
     report(err, err_len, "the Python bridge needs module=... and callable=... (python:MODULE:CALLABLE)");

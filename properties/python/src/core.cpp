@@ -45,8 +45,8 @@ const char* numpy_name(dtype t) { return t == dtype::f32 ? "float32" : t == dtyp
 tensor tensor_of(const py::array& in, dtype t, const char* name) {
   if (in.ndim() != 4) throw input_error(name, "expected 4 dimensions (B, L, H, D), got " + std::to_string(in.ndim()));
   if (std::string(py::str(in.dtype())) != numpy_name(t))
-    throw input_error(name, std::string("dtype ") + std::string(py::str(in.dtype())) + "; the case's storage type needs " +
-                                numpy_name(t));
+    throw input_error(
+        name, std::string("dtype ") + std::string(py::str(in.dtype())) + "; the case's storage type needs " + numpy_name(t));
   const auto a = py::array::ensure(in, py::array::c_style);
   tensor x = tensor::contiguous(t, {a.shape(0), a.shape(1), a.shape(2), a.shape(3)});
   x.unpack_storage(static_cast<const unsigned char*>(a.data()), static_cast<std::size_t>(a.nbytes()));
@@ -136,8 +136,10 @@ py::dict materialized(attn_case c) {
   d["scale"] = static_cast<double>(c.effective_scale());
   d["causal"] = c.causal;
   d["dtype"] = std::string(name(c.type));
-  if (c.has_padding()) d["key_len"] = py::array_t<std::int64_t>(static_cast<py::ssize_t>(c.key_len.size()), c.key_len.data());
-  else d["key_len"] = py::none();
+  if (c.has_padding())
+    d["key_len"] = py::array_t<std::int64_t>(static_cast<py::ssize_t>(c.key_len.size()), c.key_len.data());
+  else
+    d["key_len"] = py::none();
   if (c.has_mask()) {
     py::array_t<bool> m(std::vector<py::ssize_t>{c.b, c.hq, c.lq, c.lk});
     auto w = m.mutable_unchecked<4>();
@@ -150,16 +152,6 @@ py::dict materialized(attn_case c) {
     d["mask"] = py::none();
   }
   return d;
-}
-
-const char* verdict_text(verdict v) {
-  switch (v) {
-    case verdict::pass: return "pass";
-    case verdict::fail: return "fail";
-    case verdict::skip: return "skipped";
-    case verdict::unjudged: return "unjudged";
-  }
-  return "?";
 }
 
 // The gate on a Python subject object (attncheck._bridge.Subject) in this
@@ -187,7 +179,7 @@ py::dict gate_subject(py::object subject_object, const std::string& spec, int ca
   for (const auto& r : g.reports) {
     py::dict row;
     row["law"] = r.law;
-    row["verdict"] = verdict_text(r.v);
+    row["verdict"] = verdict_id(r.v);
     row["judged"] = r.judged;
     row["cases"] = r.cases;
     row["max_ratio"] = r.max_ratio;
@@ -229,8 +221,10 @@ PYBIND11_MODULE(_core, m) {
         py::arg("out"), py::arg("jobs"), py::arg("law_timeout"));
   py::class_<attn_case>(m, "Case", "One attention problem in its one-line form, ATTN(b=..,hq=..,...)")
       .def(py::init([](const std::string& line) { return parse_line(line); }), py::arg("line"))
-      .def_static("parse", [](const std::string& line) { return parse_line(line); }, py::arg("line"))
-      .def_static("from_file", [](const std::string& path) { return read_case_file(path).c; }, py::arg("path"))
+      .def_static(
+          "parse", [](const std::string& line) { return parse_line(line); }, py::arg("line"))
+      .def_static(
+          "from_file", [](const std::string& path) { return read_case_file(path).c; }, py::arg("path"))
       .def("__str__", [](const attn_case& c) { return to_line(c); })
       .def("__repr__", [](const attn_case& c) { return "Case('" + to_line(c) + "')"; })
       .def("__eq__", [](const attn_case& a, const attn_case& b) { return to_line(a) == to_line(b); })

@@ -39,7 +39,8 @@ py::array view(const void* data, const py::dtype& dt, std::size_t width, const s
                const std::int64_t* stride, bool writeable) {
   static int anchor = 0;
   std::vector<py::ssize_t> bytes(shape.size());
-  for (std::size_t a = 0; a < shape.size(); ++a) bytes[a] = static_cast<py::ssize_t>(stride[a] * static_cast<std::int64_t>(width));
+  for (std::size_t a = 0; a < shape.size(); ++a)
+    bytes[a] = static_cast<py::ssize_t>(stride[a] * static_cast<std::int64_t>(width));
   py::capsule base(data ? const_cast<void*>(data) : static_cast<void*>(&anchor), [](void*) {});
   py::array a(dt, shape, bytes, data, base);
   if (!writeable) a.attr("setflags")(py::arg("write") = false);
