@@ -2,6 +2,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "attncheck/report_html.hpp"
 #include "attncheck/version.hpp"
 
 #include "gate_internal.hpp"
@@ -11,23 +12,9 @@ namespace gate_detail {
 
 namespace {
 
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t')
-          o += ' ';
-        else
-          o += ch;
-    }
-  }
-  return o;
-}
+// XML text and attribute values: the HTML reports' escaping (& < > " ' and
+// control characters) is valid XML too.
+std::string xml_escape(std::string_view s) { return html::escape(s); }
 
 }  // namespace
 
