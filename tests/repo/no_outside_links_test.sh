@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fails when the repository points outside itself. A clone has only its own
 # tree, so every tracked file must do without:
-#   1. paths into a sibling folder: "../shared", "shared/SPEC.md", "shared/MUTANTS.md"
-#      (the contract is docs/spec.md, the bug classes are in docs/mutation.md);
+#   1. paths into the sibling "shared" folder the project grew beside (its
+#      SPEC.md and MUTANTS.md): the contract is docs/spec.md, the bug classes
+#      are in docs/mutation.md;
 #   2. code comments that cite "issue <n>", "issue #<n>" or "the design card",
 #      which a reader of the clone cannot open (*.c, *.h, *.cpp, *.hpp,
 #      CMakeLists.txt, *.cmake and the scripts in ci/).
@@ -27,9 +28,12 @@ for f in "${files[@]}"; do
   [ "$f" = "$self" ] || [ ! -f "$f" ] || others+=("$f")
 done
 
-# 1. Paths outside the repository, anywhere in a text file.
+# 1. Paths outside the repository, anywhere in a text file. The pattern is
+# assembled so that this file does not spell the path it looks for.
+up='\.\.'
+outside_pattern="$up/shared|shared/SPEC\.md|shared/MUTANTS\.md"
 outside=$(printf '%s\0' "${others[@]}" |
-  xargs -0 grep -I -n -H -E '\.\./shared|shared/SPEC\.md|shared/MUTANTS\.md' -- 2>/dev/null |
+  xargs -0 grep -I -n -H -E "$outside_pattern" -- 2>/dev/null |
   sed -E 's/^([^:]*:[0-9]+):/\1: points outside the repository: /' || true)
 
 # 2. Comments citing tickets or the design card. Only the comment text of a
