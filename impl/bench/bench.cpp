@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <optional>
@@ -82,8 +83,11 @@ struct peaks {
 void print_row(const bench_case& c, int threads, const timing& k, const timing& naive, const peaks& pk) {
   const double flops = 4.0 * static_cast<double>(c.b * c.hq) * visible_pairs(c) * static_cast<double>(c.d);
   const double peak = threads == 1 ? pk.fma1 : pk.fma_all;
-  std::printf("%-46s %3d %10.2f %9.1f %6.1f%%", c.name, threads, k.wall * 1e3, flops / k.wall / 1e9,
-              100.0 * flops / k.wall / 1e9 / peak);
+  std::printf("%-46s %3d %10.2f %9.1f", c.name, threads, k.wall * 1e3, flops / k.wall / 1e9);
+  if (peak > 0)
+    std::printf(" %6.1f%%", 100.0 * flops / k.wall / 1e9 / peak);
+  else
+    std::printf(" %7s", "-");
   if (c.decode) {
     const double bytes = static_cast<double>(c.b * c.lk * c.hkv * 2 * c.d) * (c.kv_type == dtype::f32 ? 4 : 2);
     const double bw = threads == 1 ? pk.bw1 : pk.bw_all;
@@ -93,7 +97,10 @@ void print_row(const bench_case& c, int threads, const timing& k, const timing& 
   } else {
     std::printf(" %8s %7s %9s", "-", "-", "-");
   }
-  std::printf(" %10.2f %7.2fx %9.2f\n", naive.wall * 1e3, naive.wall / k.wall, k.cpu / k.wall);
+  if (naive.wall > 0)  // the naive baseline runs where the CPU has AVX2+FMA
+    std::printf(" %10.2f %7.2fx %9.2f\n", naive.wall * 1e3, naive.wall / k.wall, k.cpu / k.wall);
+  else
+    std::printf(" %10s %8s %9.2f\n", "-", "-", k.cpu / k.wall);
   std::fflush(stdout);
 }
 
@@ -110,9 +117,12 @@ void bench_prefill(const bench_case& c, int threads, int reps, const peaks& pk) 
   a.o = {o.data(), dtype::f32, dense(c.lq, c.hq, c.d)};
   a.causal = c.causal;
   const timing kt = best_of(reps, [&] { (void)attention(a, {.threads = threads}); });
-  const timing nt = best_of(reps, [&] {
-    naive_attention_f32(q.data(), k.data(), v.data(), o_naive.data(), c.b, c.hq, c.hkv, c.lq, c.lk, c.d, c.causal, threads);
-  });
+  const timing nt = isa_supported(isa::avx2) ? best_of(reps,
+                                                       [&] {
+                                                         naive_attention_f32(q.data(), k.data(), v.data(), o_naive.data(), c.b,
+                                                                             c.hq, c.hkv, c.lq, c.lk, c.d, c.causal, threads);
+                                                       })
+                                             : timing{0, 0};
   print_row(c, threads, kt, nt, pk);
 }
 
@@ -162,9 +172,12 @@ void bench_decode(const bench_case& c, int threads, int reps, const peaks& pk) {
   const double kv_mib = static_cast<double>(c.b * c.lk * c.hkv * 2 * c.d * es) / (1 << 20);
   const int decode_reps = kv_mib > 64 ? reps * 4 : reps * 10;
   const timing kt = best_of(decode_reps, [&] { (void)cache->attend(a, {.threads = threads}); });
-  const timing nt = best_of(decode_reps, [&] {
-    naive_attention_f32(q.data(), k.data(), v.data(), o_naive.data(), c.b, c.hq, c.hkv, c.lq, c.lk, c.d, false, threads);
-  });
+  const timing nt = isa_supported(isa::avx2) ? best_of(decode_reps,
+                                                       [&] {
+                                                         naive_attention_f32(q.data(), k.data(), v.data(), o_naive.data(), c.b,
+                                                                             c.hq, c.hkv, c.lq, c.lk, c.d, false, threads);
+                                                       })
+                                             : timing{0, 0};
   print_row(c, threads, kt, nt, pk);
 }
 
@@ -229,15 +242,25 @@ int run(int argc, char** argv) {
       quick = true;
     else if (arg == "--no-rss")
       rss = false;
-    else {
-      std::fprintf(stderr, "bench: unknown option %s (--threads N, --reps N, --filter TEXT, --quick, --no-rss)\n", arg.c_str());
+    else if (arg == "--isa" && i + 1 < argc) {
+      // The kernel's instruction set, through the variable its config reads.
+      const std::string name = argv[++i];
+      if (!parse_isa(name) || !isa_supported(*parse_isa(name))) {
+        std::fprintf(stderr, "bench: --isa must be auto, avx2 or portable, one this CPU runs (got '%s')\n", name.c_str());
+        return 2;
+      }
+      setenv("ATTNIMPL_ISA", name.c_str(), 1);
+    } else {
+      std::fprintf(stderr, "bench: unknown option %s (--threads N, --reps N, --filter TEXT, --isa NAME, --quick, --no-rss)\n",
+                   arg.c_str());
       return 2;
     }
   }
   std::printf(
-      "attnimpl bench: %d threads, best of %d (config defaults: k_tile %lld, split_keys %lld, "
+      "attnimpl bench: %d threads, best of %d, kernel isa %s (config defaults: k_tile %lld, split_keys %lld, "
       "exp %.2f ulps)\n",
-      threads, reps, static_cast<long long>(resolve({}).k_tile), static_cast<long long>(resolve({}).split_keys), exp_ulps());
+      threads, reps, isa_name(resolve_isa(isa::automatic)), static_cast<long long>(resolve({}).k_tile),
+      static_cast<long long>(resolve({}).split_keys), exp_ulps());
   if (rss && !quick) bench_memory(threads, 16384);
   // The bandwidth probe's spread says how much the shared machine moved
   // during the run: a decode %bw is only as good as it.
@@ -245,7 +268,10 @@ int run(int argc, char** argv) {
   const auto bw1 = read_bandwidth_samples(1, probe_reps), bw_all = read_bandwidth_samples(threads, probe_reps);
   peaks pk{fma_peak_gflops(1), fma_peak_gflops(threads), *std::max_element(bw1.begin(), bw1.end()),
            *std::max_element(bw_all.begin(), bw_all.end())};
-  std::printf("probe: f32 FMA peak %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads)\n", pk.fma1, pk.fma_all, threads);
+  if (pk.fma1 > 0)
+    std::printf("probe: f32 FMA peak %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads)\n", pk.fma1, pk.fma_all, threads);
+  else
+    std::printf("probe: f32 FMA peak not measured (the CPU has no AVX2+FMA); %%peak shows -\n");
   std::printf("probe: memory read bandwidth, 256 MiB: 1 thread %s; %d threads %s\n", spread(bw1).c_str(), threads,
               spread(bw_all).c_str());
   const std::int64_t l = quick ? 256 : 2048, ld = quick ? 512 : 4096, ll = quick ? 1024 : 32768;

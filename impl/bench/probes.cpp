@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include "attnimpl/attention.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -23,24 +25,51 @@ double run_threads(int threads, F&& body) {
   return seconds_since(t0);
 }
 
+// The probes' loops use AVX2/FMA through target attributes (the project is
+// built for the baseline); they run only where isa_supported(isa::avx2).
+__attribute__((target("avx2,fma"))) float fma_chains(int id, long iters) {
+  __m256 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(0.001f * static_cast<float>(i + id));
+  const __m256 b = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-4f);
+  for (long k = 0; k < iters; ++k)
+    for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], b, c);
+  float s = 0;
+  for (int i = 0; i < 12; ++i) s += _mm256_cvtss_f32(a[i]);
+  return s;
+}
+
+__attribute__((target("avx2"))) float sum_avx2(const float* p, std::size_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (std::size_t i = 0; i + 32 <= n; i += 32) {
+    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(p + i));
+    s1 = _mm256_add_ps(s1, _mm256_loadu_ps(p + i + 8));
+    s2 = _mm256_add_ps(s2, _mm256_loadu_ps(p + i + 16));
+    s3 = _mm256_add_ps(s3, _mm256_loadu_ps(p + i + 24));
+  }
+  return _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+}
+
+float sum_sse2(const float* p, std::size_t n) {
+  __m128 s0 = _mm_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (std::size_t i = 0; i + 16 <= n; i += 16) {
+    s0 = _mm_add_ps(s0, _mm_loadu_ps(p + i));
+    s1 = _mm_add_ps(s1, _mm_loadu_ps(p + i + 4));
+    s2 = _mm_add_ps(s2, _mm_loadu_ps(p + i + 8));
+    s3 = _mm_add_ps(s3, _mm_loadu_ps(p + i + 12));
+  }
+  return _mm_cvtss_f32(_mm_add_ps(_mm_add_ps(s0, s1), _mm_add_ps(s2, s3)));
+}
+
 }  // namespace
 
 double fma_peak_gflops(int threads) {
+  if (!isa_supported(isa::avx2)) return 0;  // no FMA unit to measure
   // 12 independent chains hide the FMA latency on 2 ports (latency <= 6).
   constexpr long iters = 50'000'000;
   std::vector<float> sink(static_cast<std::size_t>(threads));
   double best = 0;
   for (int rep = 0; rep < 2; ++rep) {
-    const double t = run_threads(threads, [&](int id) {
-      __m256 a[12];
-      for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(0.001f * static_cast<float>(i + id));
-      const __m256 b = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-4f);
-      for (long k = 0; k < iters; ++k)
-        for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], b, c);
-      float s = 0;
-      for (int i = 0; i < 12; ++i) s += _mm256_cvtss_f32(a[i]);
-      sink[static_cast<std::size_t>(id)] = s;
-    });
+    const double t = run_threads(threads, [&](int id) { sink[static_cast<std::size_t>(id)] = fma_chains(id, iters); });
     best = std::max(best, static_cast<double>(threads) * iters * 12 * 16 / t / 1e9);
   }
   return best;
@@ -51,18 +80,12 @@ std::vector<double> read_bandwidth_samples(int threads, int reps) {
   static std::vector<float> buf(floats, 1.0f);
   std::vector<float> sink(static_cast<std::size_t>(threads));
   std::vector<double> samples;
+  const bool avx2 = isa_supported(isa::avx2);
   for (int rep = 0; rep < reps; ++rep) {
     const double t = run_threads(threads, [&](int id) {
       const std::size_t per = floats / static_cast<std::size_t>(threads);
       const float* p = buf.data() + per * static_cast<std::size_t>(id);
-      __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-      for (std::size_t i = 0; i + 32 <= per; i += 32) {
-        s0 = _mm256_add_ps(s0, _mm256_loadu_ps(p + i));
-        s1 = _mm256_add_ps(s1, _mm256_loadu_ps(p + i + 8));
-        s2 = _mm256_add_ps(s2, _mm256_loadu_ps(p + i + 16));
-        s3 = _mm256_add_ps(s3, _mm256_loadu_ps(p + i + 24));
-      }
-      sink[static_cast<std::size_t>(id)] = _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+      sink[static_cast<std::size_t>(id)] = avx2 ? sum_avx2(p, per) : sum_sse2(p, per);
     });
     samples.push_back(static_cast<double>(floats) * 4 / t / 1e9);
   }

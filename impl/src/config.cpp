@@ -14,6 +14,7 @@ config resolve(const config& cfg) {
     unsigned hw = std::thread::hardware_concurrency();
     r.threads = hw == 0 ? 1 : static_cast<int>(hw);
   }
+  r.simd = resolve_isa(r.simd);
   if (r.k_tile <= 0) r.k_tile = 64;
   if (r.split_keys <= 0) r.split_keys = 1024;
   // Split boundaries must be block boundaries: chunks are whole blocks.

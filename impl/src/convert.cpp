@@ -1,21 +1,10 @@
 #include "convert.hpp"
 
-#include <immintrin.h>
-
 #include <cstring>
 
 #include "mutation.hpp"
 
 namespace attnimpl::convert {
-
-float from_bf16(std::uint16_t b) {
-  std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-float from_f16(std::uint16_t h) { return _cvtsh_ss(h); }
 
 std::uint16_t to_bf16(float x) {
   std::uint32_t u;
@@ -27,8 +16,24 @@ std::uint16_t to_bf16(float x) {
 }
 
 std::uint16_t to_f16(float x) {
-  if (ATTNIMPL_MUTANT(f16_round_to_zero)) return _cvtss_sh(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  return _cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const std::uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  const bool to_zero = ATTNIMPL_MUTANT(f16_round_to_zero);                                        // rounds toward zero
+  if (a > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // quiet NaN, payload's top bits
+  if (a >= 0x38800000u) {                            // f16 normal range or beyond: rebias, round 23 mantissa bits to 10
+    if (a >= (to_zero ? 0x47800000u : 0x477ff000u))  // 65520 rounds to inf; toward zero only 2^16 and up ...
+      return static_cast<std::uint16_t>(sign | (to_zero && a != 0x7f800000u ? 0x7bffu : 0x7c00u));  // ... and stops at 65504
+    std::uint32_t v = a - 0x38000000u;
+    if (!to_zero) v += 0xfffu + ((v >> 13) & 1u);  // ties to even; a carry moves to the next binade (or inf)
+    return static_cast<std::uint16_t>(sign | (v >> 13));
+  }
+  // Zero or an f16 subnormal: round |x| * 2^24 to an integer (0 .. 1024; 1024
+  // is the smallest normal, whose bits the integer already spells).
+  const float y = from_bits(a) * 0x1p24f;  // exact (a power of two)
+  const float big = 8388608.0f;            // 2^23: adding it rounds y < 2^23 to an integer, ties to even
+  const float r = to_zero ? static_cast<float>(static_cast<std::uint32_t>(y)) : (y + big) - big;
+  return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(r));
 }
 
 void load_row(float* dst, const void* src, dtype t, std::int64_t stride, std::int64_t n) {
@@ -46,19 +51,11 @@ void load_row(float* dst, const void* src, dtype t, std::int64_t stride, std::in
     }
     case dtype::f16: {
       const std::uint16_t* s = static_cast<const std::uint16_t*>(src);
-      if (stride == 1)
-        for (; k + 8 <= n; k += 8)
-          _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + k))));
       for (; k < n; ++k) dst[k] = from_f16(s[k * stride]);
       return;
     }
     case dtype::bf16: {
       const std::uint16_t* s = static_cast<const std::uint16_t*>(src);
-      if (stride == 1)
-        for (; k + 8 <= n; k += 8) {
-          __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + k)));
-          _mm256_storeu_ps(dst + k, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
-        }
       for (; k < n; ++k) dst[k] = from_bf16(s[k * stride]);
       return;
     }

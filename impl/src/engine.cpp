@@ -1,124 +1,106 @@
-// FlashAttention-2 style engine. A work unit is (batch, KV head, query tile):
-// its rows are the G query heads of that KV head times q_tile positions, so
-// each K/V block is packed once per group. Keys are walked in blocks at fixed
-// absolute boundaries (multiples of k_tile from key 0) grouped in split
-// chunks (multiples of split_keys); a row's arithmetic depends only on which
-// keys it sees, never on the batch, Lq, the tile it shares or the threads.
+// Runtime dispatch between the kernel's two builds, and the instruction-set
+// queries of attention.hpp. Compiled for the baseline: it may run anywhere.
 #include "engine.hpp"
 
-#include <algorithm>
-#include <cmath>
-#include <functional>
-#include <limits>
-#include <vector>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
-#include "convert.hpp"
-#include "micro_kernels.hpp"
-#include "mutation.hpp"
-#include "simd.hpp"
-#include "thread_pool.hpp"
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
-// The engine's parts, in one translation unit (same inlining as one file).
-#include "engine/state.hpp"
-#include "engine/unit_runner.hpp"
-#include "engine/blocks.hpp"
-#include "engine/softmax.hpp"
-#include "engine/values.hpp"
+#include "attnimpl/exp.hpp"
 
-namespace attnimpl::engine {
+namespace attnimpl {
 namespace {
 
-geometry plan(const problem& p, const config& cfg) {
-  geometry g;
-  g.group = p.dims.hq / p.dims.hkv;
-  // Auto q_tile: about 128 rows per unit, enough to amortize packing K and V.
-  const std::int64_t q_tile = cfg.q_tile > 0 ? cfg.q_tile : std::max<std::int64_t>(1, 128 / g.group);
-  g.q_tile = std::min(q_tile, p.dims.lq);
-  g.rows = g.group * g.q_tile;
-  g.q_tiles = (p.dims.lq + g.q_tile - 1) / g.q_tile;
-  if (ATTNIMPL_MUTANT(query_tail_tile_dropped)) g.q_tiles = std::max<std::int64_t>(1, p.dims.lq / g.q_tile);
-  g.units = p.dims.b * p.dims.hkv * g.q_tiles;
-  g.k_tile = cfg.k_tile;
-  g.k_tile8 = round8(cfg.k_tile);
-  g.split = cfg.split_keys;
-  g.chunks = std::max<std::int64_t>(1, (p.dims.lk + g.split - 1) / g.split);
-  g.dv8 = round8(p.dims.dv);
-  return g;
-}
-
-workspace& thread_workspace() {
-  thread_local workspace ws;
-  return ws;
+bool cpu_has_avx2() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  // libgcc/compiler-rt count AVX features only where the OS saves YMM state.
+  // F16C from CPUID itself: clang 14's __builtin_cpu_supports does not know it.
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+  }();
+  return has;
+#else
+  return false;
+#endif
 }
 
 }  // namespace
 
-void run(const problem& p, const config& cfg) {
-  const geometry g = plan(p, cfg);
-  auto& pool = thread_pool::instance();
-  // Split chunks across threads only when units alone cannot fill them; the
-  // bits are the same either way (same chunks, same fold order).
-  const std::int64_t split_tasks = g.units * g.chunks;
-  const bool split = g.chunks > 1 && g.units < 2 * cfg.threads && split_tasks * state_floats(g) <= (16ll << 20);
-  // Every lambda captures one reference: std::function keeps it inline
-  // (libstdc++ stores at most two pointers without allocating), so a decode
-  // step allocates nothing once the workspaces have grown.
-  struct job {
-    const problem& p;
-    const geometry& g;
-    float* parts;
-  };
-  if (!split) {
-    const job jb{p, g, nullptr};
-    const std::function<void(int)> prepare = [&jb](int) { thread_workspace().ensure(jb.p, jb.g); };
-    pool.run(
-        cfg.threads, g.units,
-        [&jb](std::int64_t u, int) {
-          workspace& ws = thread_workspace();
-          unit_runner runner(jb.p, jb.g, ws);
-          const unit_rows ur = runner.setup(u);
-          const row_state part = view_state(ws.chunk.data(), jb.g), total = view_state(ws.total.data(), jb.g);
-          for (std::int64_t c = 0; c < jb.g.chunks; ++c) {
-            runner.chunk(ur, c * jb.g.split, (c + 1) * jb.g.split, part);
-            runner.fold(ur, total, part, c == 0);
-          }
-          runner.finish(ur, total);
-        },
-        &prepare);
-    return;
+bool isa_supported(isa which) { return which != isa::avx2 || cpu_has_avx2(); }
+
+const char* isa_name(isa which) {
+  switch (which) {
+    case isa::automatic: return "auto";
+    case isa::avx2: return "avx2";
+    case isa::portable: return "portable";
   }
-  // The chunks' partial states, kept by the calling thread across calls
-  // (grows only, at most the 64 MiB cap above).
-  thread_local std::vector<float> parts;
-  if (static_cast<std::int64_t>(parts.size()) < split_tasks * state_floats(g))
-    parts.resize(static_cast<std::size_t>(split_tasks * state_floats(g)));
-  const job jb{p, g, parts.data()};
-  const std::function<void(int)> prepare = [&jb](int) { thread_workspace().ensure(jb.p, jb.g); };
-  pool.run(
-      cfg.threads, split_tasks,
-      [&jb](std::int64_t t, int) {
-        workspace& ws = thread_workspace();
-        unit_runner runner(jb.p, jb.g, ws);
-        const std::int64_t u = t / jb.g.chunks, c = t % jb.g.chunks;
-        const unit_rows ur = runner.setup(u);
-        runner.chunk(ur, c * jb.g.split, (c + 1) * jb.g.split, view_state(jb.parts + t * state_floats(jb.g), jb.g));
-      },
-      &prepare);
-  pool.run(
-      cfg.threads, g.units,
-      [&jb](std::int64_t u, int) {
-        workspace& ws = thread_workspace();
-        unit_runner runner(jb.p, jb.g, ws);
-        const unit_rows ur = runner.setup(u);
-        const row_state total = view_state(ws.total.data(), jb.g);
-        for (std::int64_t c = 0; c < jb.g.chunks; ++c) {
-          std::int64_t at = c;
-          if (ATTNIMPL_MUTANT(thread_order)) at = jb.g.chunks - 1 - c;  // this path folds last chunk first
-          runner.fold(ur, total, view_state(jb.parts + (u * jb.g.chunks + at) * state_floats(jb.g), jb.g), c == 0);
-        }
-        runner.finish(ur, total);
-      },
-      &prepare);
+  return "?";
 }
 
-}  // namespace attnimpl::engine
+std::optional<isa> parse_isa(std::string_view name) {
+  if (name == "auto" || name.empty()) return isa::automatic;
+  if (name == "avx2") return isa::avx2;
+  if (name == "portable") return isa::portable;
+  return std::nullopt;
+}
+
+status check_isa(isa requested) {
+  if (const char* env = std::getenv("ATTNIMPL_ISA"); env && !parse_isa(env))
+    return status::invalid(std::string("environment variable ATTNIMPL_ISA must be auto, avx2 or portable, not '") + env + "'");
+  const isa r = resolve_isa(requested);
+  if (!isa_supported(r))
+    return status::invalid(std::string("config.simd = avx2 needs a CPU with AVX2, FMA and F16C") +
+                           (requested == isa::automatic ? " (asked for by ATTNIMPL_ISA)" : "") + "; this one lacks them");
+  return status::success();
+}
+
+isa resolve_isa(isa requested) {
+  if (requested == isa::automatic) {
+    const char* env = std::getenv("ATTNIMPL_ISA");
+    if (const auto e = parse_isa(env ? env : ""); e && *e != isa::automatic) return *e;
+    return cpu_has_avx2() ? isa::avx2 : isa::portable;
+  }
+  return requested;
+}
+
+bool exp_kernel(const float* x, float* y, std::size_t n, isa which) {
+  which = resolve_isa(which);
+  if (!isa_supported(which)) return false;
+  engine::exp_array(x, y, n, which);
+  return true;
+}
+
+bool fma_kernel(const float* a, const float* b, const float* c, float* out, std::size_t n, isa which) {
+  which = resolve_isa(which);
+  if (!isa_supported(which)) return false;
+#if defined(__x86_64__)
+  if (which == isa::avx2) return engine::avx2::fma_array(a, b, c, out, n), true;
+#endif
+  engine::portable::fma_array(a, b, c, out, n);
+  return true;
+}
+
+namespace engine {
+
+void run(const problem& p, const config& cfg) {
+#if defined(__x86_64__)
+  if (cfg.simd == isa::avx2) return avx2::run(p, cfg);
+#endif
+  portable::run(p, cfg);
+}
+
+void exp_array(const float* x, float* y, std::size_t n, isa which) {
+#if defined(__x86_64__)
+  if (which == isa::avx2) return avx2::exp_array(x, y, n);
+#endif
+  portable::exp_array(x, y, n);
+}
+
+}  // namespace engine
+}  // namespace attnimpl

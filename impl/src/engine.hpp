@@ -3,6 +3,7 @@
 // order, so prefill and decode agree bit for bit.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "attnimpl/attention.hpp"
@@ -48,7 +49,23 @@ struct problem {
   mask_in mask;
 };
 
-/// Computes the problem with a resolved config (every field > 0).
+/// Computes the problem with a resolved config (every field > 0, simd
+/// avx2 or portable), on that instruction set's build of the kernel.
 void run(const problem& p, const config& cfg);
+
+/// The kernel's exp on n floats (the accuracy test's view of it).
+void exp_array(const float* x, float* y, std::size_t n, isa which);
+
+/// The two builds of the kernel (kernel_avx2.cpp, kernel_portable.cpp).
+namespace avx2 {
+void run(const problem& p, const config& cfg);
+void exp_array(const float* x, float* y, std::size_t n);
+void fma_array(const float* a, const float* b, const float* c, float* out, std::size_t n);
+}  // namespace avx2
+namespace portable {
+void run(const problem& p, const config& cfg);
+void exp_array(const float* x, float* y, std::size_t n);
+void fma_array(const float* a, const float* b, const float* c, float* out, std::size_t n);
+}  // namespace portable
 
 }  // namespace attnimpl::engine

@@ -6,39 +6,38 @@
 // Every loop over NR/NV/NE is fully unrolled so the accumulators live in
 // registers (without it GCC 12 keeps a stack copy and stores it each step).
 
-#include <immintrin.h>
-
 #include <cstdint>
 
 #include "attnimpl/attention.hpp"
 #include "simd.hpp"
 
 namespace attnimpl::micro {
+namespace {  // one copy per ISA translation unit (simd.hpp)
 
 /// s[r][c] = sum_dd q[r][dd] * kt[dd][c] for NR rows and NV*8 columns.
 template <int NR, int NV>
 inline void scores(const float* q, std::int64_t ldq, const float* kt, std::int64_t ldk, std::int64_t d, float* s,
                    std::int64_t lds) {
-  __m256 acc[NR][NV];
+  simd::vf acc[NR][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
+    for (int v = 0; v < NV; ++v) acc[r][v] = simd::zero();
   for (std::int64_t dd = 0; dd < d; ++dd) {
-    __m256 kv[NV];
+    simd::vf kv[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) kv[v] = _mm256_loadu_ps(kt + dd * ldk + 8 * v);
+    for (int v = 0; v < NV; ++v) kv[v] = simd::load(kt + dd * ldk + 8 * v);
 #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
-      const __m256 qb = _mm256_broadcast_ss(q + r * ldq + dd);
+      const simd::vf qb = simd::broadcast(q + r * ldq + dd);
 #pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(qb, kv[v], acc[r][v]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = simd::fmadd(qb, kv[v], acc[r][v]);
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(s + r * lds + 8 * v, acc[r][v]);
+    for (int v = 0; v < NV; ++v) simd::store(s + r * lds + 8 * v, acc[r][v]);
 }
 
 /// acc[r][e] += sum_{j < kc} p[r][j] * v[j][e0 + e] for NR rows and NE*8 columns,
@@ -47,26 +46,27 @@ inline void scores(const float* q, std::int64_t ldq, const float* kt, std::int64
 template <int NR, int NE, dtype T>
 inline void weighted_values(const float* p, std::int64_t ldp, const char* const* v, std::int64_t e0, std::int64_t kc, float* acc,
                             std::int64_t lda) {
-  __m256 a[NR][NE];
+  simd::vf a[NR][NE];
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8
-    for (int e = 0; e < NE; ++e) a[r][e] = _mm256_loadu_ps(acc + r * lda + 8 * e);
+    for (int e = 0; e < NE; ++e) a[r][e] = simd::load(acc + r * lda + 8 * e);
   for (std::int64_t j = 0; j < kc; ++j) {
-    __m256 vv[NE];
+    simd::vf vv[NE];
 #pragma GCC unroll 8
     for (int e = 0; e < NE; ++e) vv[e] = simd::load8(v[j] + (e0 + 8 * e) * (T == dtype::f32 ? 4 : 2), T);
 #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
-      const __m256 pb = _mm256_broadcast_ss(p + r * ldp + j);
+      const simd::vf pb = simd::broadcast(p + r * ldp + j);
 #pragma GCC unroll 8
-      for (int e = 0; e < NE; ++e) a[r][e] = _mm256_fmadd_ps(pb, vv[e], a[r][e]);
+      for (int e = 0; e < NE; ++e) a[r][e] = simd::fmadd(pb, vv[e], a[r][e]);
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
 #pragma GCC unroll 8
-    for (int e = 0; e < NE; ++e) _mm256_storeu_ps(acc + r * lda + 8 * e, a[r][e]);
+    for (int e = 0; e < NE; ++e) simd::store(acc + r * lda + 8 * e, a[r][e]);
 }
 
+}  // namespace
 }  // namespace attnimpl::micro

@@ -1,21 +1,81 @@
-// AVX2/FMA helpers shared by the kernel: the vectorized exp, fixed-order
-// horizontal reductions, lane masks. Every reduction here has one fixed
-// pattern so results never depend on who calls it (determinism).
+// The kernel's vector layer: 8 f32 lanes, the vectorized exp, fixed-order
+// horizontal reductions, lane masks, storage loads. Two builds of it, chosen
+// by the translation unit that includes it (isa.hpp):
+//   ATTNIMPL_ISA_AVX2 1: AVX2+FMA+F16C intrinsics;
+//   ATTNIMPL_ISA_AVX2 0: portable C++ that computes the same bits lane by
+//   lane (FMA emulated exactly, f16 converted in software).
+// Every reduction has one fixed pattern so results never depend on who calls
+// it (determinism), and both builds follow the same patterns, so the kernel's
+// two paths agree bit for bit (tests/impl/isa_test.cpp).
+// Everything sits in an anonymous namespace: each ISA's translation unit has
+// its own copy, so the linker can never hand an AVX2 body to the portable path.
 #pragma once
 
-#include <immintrin.h>
+#ifndef ATTNIMPL_ISA_AVX2
+#error "simd.hpp belongs to an ISA translation unit (kernel_avx2.cpp, kernel_portable.cpp)"
+#endif
 
 #include <cstdint>
+#include <cstring>
 
 #include "attnimpl/attention.hpp"
+#include "convert.hpp"
 #include "mutation.hpp"
+#if ATTNIMPL_ISA_AVX2
+#include <immintrin.h>
+#endif
 
 namespace attnimpl::simd {
+namespace {
+
+#if ATTNIMPL_ISA_AVX2
+
+using vf = __m256;  // 8 f32 lanes
+using vm = __m256;  // 8 lane masks, all ones or all zeros
+
+#define ATTNIMPL_SIMD_INLINE inline __attribute__((always_inline))
+
+ATTNIMPL_SIMD_INLINE vf zero() { return _mm256_setzero_ps(); }
+ATTNIMPL_SIMD_INLINE vf set1(float x) { return _mm256_set1_ps(x); }
+ATTNIMPL_SIMD_INLINE vf broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+ATTNIMPL_SIMD_INLINE vf load(const float* p) { return _mm256_loadu_ps(p); }
+ATTNIMPL_SIMD_INLINE void store(float* p, vf v) { _mm256_storeu_ps(p, v); }
+ATTNIMPL_SIMD_INLINE vf setr(float a, float b, float c, float d, float e, float f, float g, float h) {
+  return _mm256_setr_ps(a, b, c, d, e, f, g, h);
+}
+ATTNIMPL_SIMD_INLINE vf add(vf a, vf b) { return _mm256_add_ps(a, b); }
+ATTNIMPL_SIMD_INLINE vf sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
+ATTNIMPL_SIMD_INLINE vf mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+ATTNIMPL_SIMD_INLINE vf div(vf a, vf b) { return _mm256_div_ps(a, b); }
+/// a * b + c, rounded once.
+ATTNIMPL_SIMD_INLINE vf fmadd(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+/// -(a * b) + c, rounded once.
+ATTNIMPL_SIMD_INLINE vf fnmadd(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
+/// a > b ? a : b per lane (NaN in either: b).
+ATTNIMPL_SIMD_INLINE vf max(vf a, vf b) { return _mm256_max_ps(a, b); }
+/// a < b ? a : b per lane (NaN in either: b).
+ATTNIMPL_SIMD_INLINE vf min(vf a, vf b) { return _mm256_min_ps(a, b); }
+/// Lanes where a != b or either is NaN.
+ATTNIMPL_SIMD_INLINE vm not_equal(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_NEQ_UQ); }
+/// v where m is set, else 0.
+ATTNIMPL_SIMD_INLINE vf keep(vf v, vm m) { return _mm256_and_ps(v, m); }
+/// Lanes whose byte flags[i] is nonzero take v, the others take other.
+ATTNIMPL_SIMD_INLINE vf select_flagged(const std::uint8_t* flags, vf v, vf other) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(flags));
+  const __m256 m = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_setzero_si256()));
+  return _mm256_blendv_ps(other, v, m);
+}
+ATTNIMPL_SIMD_INLINE void prefetch(const char* p) { _mm_prefetch(p, _MM_HINT_T0); }
+
+/// f32 a * b + c rounded once.
+ATTNIMPL_SIMD_INLINE float fma1(float a, float b, float c) {
+  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
 
 /// exp(x) on 8 lanes: Cody-Waite reduction x = n ln2 + r, Cephes degree-7
 /// polynomial, 2^n applied in two exact halves so subnormal results round once.
 /// NaN propagates; x <= -104 gives 0 (below half the smallest subnormal).
-inline __m256 exp8(__m256 x) {
+ATTNIMPL_SIMD_INLINE vf exp8(vf x) {
   const __m256 lo = _mm256_set1_ps(-104.0f);
   const __m256 hi = _mm256_set1_ps(88.75f);
   x = _mm256_max_ps(lo, x);  // max/min return the second operand on NaN: NaN survives
@@ -44,32 +104,27 @@ inline __m256 exp8(__m256 x) {
 
 /// exp of one float through the same lanes (merges and rescales use it too,
 /// so one declared accuracy covers every exp the kernel takes).
-inline float exp1(float x) { return _mm_cvtss_f32(_mm256_castps256_ps128(exp8(_mm256_set1_ps(x)))); }
+ATTNIMPL_SIMD_INLINE float exp1(float x) { return _mm_cvtss_f32(_mm256_castps256_ps128(exp8(_mm256_set1_ps(x)))); }
 
 /// Sum of 8 lanes, always ((0+4)+(2+6))+((1+5)+(3+7)).
-inline float hsum(__m256 v) {
+ATTNIMPL_SIMD_INLINE float hsum(vf v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
 
-/// Max of 8 lanes (order is irrelevant for max of non-NaN values).
-inline float hmax(__m256 v) {
+/// Max of 8 lanes, always max(max(max(0,4), max(2,6)), max(max(1,5), max(3,7)))
+/// with max(a, b) = a > b ? a : b.
+ATTNIMPL_SIMD_INLINE float hmax(vf v) {
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
   s = _mm_max_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
 
-/// Lane mask with lanes [0, count) set, count in [0, 8].
-inline __m256 first_lanes(std::int64_t count) {
-  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), idx));
-}
-
 /// 8 consecutive elements of storage type t, exactly, as f32.
-inline __m256 load8(const char* p, dtype t) {
+ATTNIMPL_SIMD_INLINE vf load8(const char* p, dtype t) {
   switch (t) {
     case dtype::f16: return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     case dtype::bf16: {
@@ -82,7 +137,7 @@ inline __m256 load8(const char* p, dtype t) {
 }
 
 /// In-register transpose of an 8x8 block: r[i][j] <- r[j][i].
-inline void transpose8(__m256 r[8]) {
+ATTNIMPL_SIMD_INLINE void transpose8(vf r[8]) {
   __m256 t[8], u[8];
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
@@ -100,4 +155,154 @@ inline void transpose8(__m256 r[8]) {
   }
 }
 
+#else  // portable: the same operations lane by lane, the same bits
+
+struct vf {
+  float x[8];
+};
+struct vm {
+  std::uint32_t x[8];
+};
+
+#define ATTNIMPL_SIMD_INLINE inline
+#define ATTNIMPL_LANES(expr)                     \
+  vf out;                                        \
+  for (int i = 0; i < 8; ++i) out.x[i] = (expr); \
+  return out
+
+ATTNIMPL_SIMD_INLINE std::uint32_t bits(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+ATTNIMPL_SIMD_INLINE float from_bits(std::uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+/// a * b + c rounded once to f32, exactly what an FMA unit returns for
+/// finite, infinite and NaN operands (NaN payloads aside). The product is
+/// exact in binary64 (24 + 24 bits); the sum is rounded to odd there (TwoSum
+/// gives its exact error, an even result with a nonzero error steps to its
+/// odd neighbour toward the error), and rounding to odd at 53 bits then to
+/// nearest at 24 is one correct rounding (53 >= 24 + 2).
+ATTNIMPL_SIMD_INLINE float fma1(float a, float b, float c) {
+  const double p = static_cast<double>(a) * static_cast<double>(b);
+  const double cd = c;
+  const double s = p + cd;
+  const double z = s - p;
+  const double e = (p - (s - z)) + (cd - z);  // NaN when s is not finite: no step then
+  std::uint64_t u;
+  std::memcpy(&u, &s, 8);
+  if ((e > 0 || e < 0) && (u & 1) == 0) u = ((e > 0) == (s > 0)) ? u + 1 : u - 1;
+  double r;
+  std::memcpy(&r, &u, 8);
+  return static_cast<float>(r);
+}
+
+ATTNIMPL_SIMD_INLINE vf zero() { ATTNIMPL_LANES(0.0f); }
+ATTNIMPL_SIMD_INLINE vf set1(float v) { ATTNIMPL_LANES(v); }
+ATTNIMPL_SIMD_INLINE vf broadcast(const float* p) { return set1(*p); }
+ATTNIMPL_SIMD_INLINE vf load(const float* p) {
+  vf out;
+  std::memcpy(out.x, p, sizeof out.x);
+  return out;
+}
+ATTNIMPL_SIMD_INLINE void store(float* p, vf v) { std::memcpy(p, v.x, sizeof v.x); }
+ATTNIMPL_SIMD_INLINE vf setr(float a, float b, float c, float d, float e, float f, float g, float h) {
+  return vf{{a, b, c, d, e, f, g, h}};
+}
+ATTNIMPL_SIMD_INLINE vf add(vf a, vf b) { ATTNIMPL_LANES(a.x[i] + b.x[i]); }
+ATTNIMPL_SIMD_INLINE vf sub(vf a, vf b) { ATTNIMPL_LANES(a.x[i] - b.x[i]); }
+ATTNIMPL_SIMD_INLINE vf mul(vf a, vf b) { ATTNIMPL_LANES(a.x[i] * b.x[i]); }
+ATTNIMPL_SIMD_INLINE vf div(vf a, vf b) { ATTNIMPL_LANES(a.x[i] / b.x[i]); }
+ATTNIMPL_SIMD_INLINE vf fmadd(vf a, vf b, vf c) { ATTNIMPL_LANES(fma1(a.x[i], b.x[i], c.x[i])); }
+ATTNIMPL_SIMD_INLINE vf fnmadd(vf a, vf b, vf c) { ATTNIMPL_LANES(fma1(-a.x[i], b.x[i], c.x[i])); }
+ATTNIMPL_SIMD_INLINE float max1(float a, float b) { return a > b ? a : b; }
+ATTNIMPL_SIMD_INLINE float min1(float a, float b) { return a < b ? a : b; }
+ATTNIMPL_SIMD_INLINE vf max(vf a, vf b) { ATTNIMPL_LANES(max1(a.x[i], b.x[i])); }
+ATTNIMPL_SIMD_INLINE vf min(vf a, vf b) { ATTNIMPL_LANES(min1(a.x[i], b.x[i])); }
+ATTNIMPL_SIMD_INLINE vm not_equal(vf a, vf b) {
+  vm out;
+  for (int i = 0; i < 8; ++i) out.x[i] = a.x[i] != b.x[i] ? 0xffffffffu : 0u;
+  return out;
+}
+ATTNIMPL_SIMD_INLINE vf keep(vf v, vm m) { ATTNIMPL_LANES(from_bits(bits(v.x[i]) & m.x[i])); }
+ATTNIMPL_SIMD_INLINE vf select_flagged(const std::uint8_t* flags, vf v, vf other) {
+  ATTNIMPL_LANES(flags[i] ? v.x[i] : other.x[i]);
+}
+ATTNIMPL_SIMD_INLINE void prefetch(const char* p) { __builtin_prefetch(p, 0, 3); }
+
+/// One lane of the AVX2 exp8, operation for operation.
+ATTNIMPL_SIMD_INLINE float exp_lane(float x) {
+  x = max1(-104.0f, x);
+  x = min1(88.75f, x);
+  // Round to nearest even like _mm256_round_ps: exact for |t| < 2^22 (here
+  // |t| < 151), the sign kept so that -0.3 gives -0 as the hardware does.
+  const float t = x * 1.44269504088896341f;
+  const float big = 12582912.0f;  // 1.5 * 2^23
+  float n = (t + big) - big;
+  n = from_bits((bits(n) & 0x7fffffffu) | (bits(t) & 0x80000000u));
+  float r = fma1(-n, 0.693359375f, x);
+  if (!ATTNIMPL_MUTANT(exp_reduction_lo_dropped)) r = fma1(-n, -2.12194440e-4f, r);
+  float y = 1.9875691500e-4f;
+  y = fma1(y, r, 1.3981999507e-3f);
+  if (ATTNIMPL_MUTANT(exp_poly_low_degree)) y = 0.0f;
+  y = fma1(y, r, 8.3334519073e-3f);
+  y = fma1(y, r, 4.1665795894e-2f);
+  y = fma1(y, r, 1.6666665459e-1f);
+  y = fma1(y, r, 5.0000001201e-1f);
+  y = fma1(y, r * r, r);
+  y = y + 1.0f;
+  // cvtps2dq: NaN gives the integer indefinite 0x80000000.
+  const std::int32_t ni = n != n ? INT32_MIN : static_cast<std::int32_t>(n);
+  const std::int32_t n1 = ni >> 1;
+  const std::int32_t n2 = static_cast<std::int32_t>(static_cast<std::uint32_t>(ni) - static_cast<std::uint32_t>(n1));
+  const float s1 = from_bits((static_cast<std::uint32_t>(n1) + 127u) << 23);
+  const float s2 = from_bits((static_cast<std::uint32_t>(n2) + 127u) << 23);
+  return (y * s1) * s2;
+}
+
+ATTNIMPL_SIMD_INLINE vf exp8(vf x) { ATTNIMPL_LANES(exp_lane(x.x[i])); }
+ATTNIMPL_SIMD_INLINE float exp1(float x) { return exp_lane(x); }
+
+ATTNIMPL_SIMD_INLINE float hsum(vf v) {
+  const float s0 = v.x[0] + v.x[4], s1 = v.x[1] + v.x[5], s2 = v.x[2] + v.x[6], s3 = v.x[3] + v.x[7];
+  return (s0 + s2) + (s1 + s3);
+}
+
+ATTNIMPL_SIMD_INLINE float hmax(vf v) {
+  const float s0 = max1(v.x[0], v.x[4]), s1 = max1(v.x[1], v.x[5]), s2 = max1(v.x[2], v.x[6]), s3 = max1(v.x[3], v.x[7]);
+  return max1(max1(s0, s2), max1(s1, s3));
+}
+
+ATTNIMPL_SIMD_INLINE vf load8(const char* p, dtype t) {
+  std::uint16_t h[8];
+  switch (t) {
+    case dtype::f16: {
+      std::memcpy(h, p, 16);
+      ATTNIMPL_LANES(convert::from_f16(h[i]));
+    }
+    case dtype::bf16: {
+      std::memcpy(h, p, 16);
+      ATTNIMPL_LANES(from_bits(static_cast<std::uint32_t>(h[i]) << 16));
+    }
+    case dtype::f32: break;
+  }
+  return load(reinterpret_cast<const float*>(p));
+}
+
+ATTNIMPL_SIMD_INLINE void transpose8(vf r[8]) {
+  vf t[8];
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j) t[i].x[j] = r[j].x[i];
+  for (int i = 0; i < 8; ++i) r[i] = t[i];
+}
+
+#undef ATTNIMPL_LANES
+
+#endif
+
+}  // namespace
 }  // namespace attnimpl::simd

@@ -1,16 +1,18 @@
 #include "support.hpp"
 
 #include <gtest/gtest.h>
-#include <immintrin.h>
 
 #include <cmath>
 #include <limits>
 #include <sstream>
 
+#include "attncheck/dtype.hpp"
+
 namespace attnimpl_test {
 
 std::uint16_t bits16(dtype t, float x) {
-  if (t == dtype::f16) return _cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // f16 through the contract's exact encoder: independent of the kernel's.
+  if (t == dtype::f16) return static_cast<std::uint16_t>(attncheck::encode(attncheck::dtype::f16, static_cast<double>(x)));
   std::uint32_t u;
   std::memcpy(&u, &x, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
@@ -19,7 +21,7 @@ std::uint16_t bits16(dtype t, float x) {
 }
 
 float from_bits16(dtype t, std::uint16_t b) {
-  if (t == dtype::f16) return _cvtsh_ss(b);
+  if (t == dtype::f16) return static_cast<float>(attncheck::decode(attncheck::dtype::f16, b));
   std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
   float f;
   std::memcpy(&f, &u, 4);

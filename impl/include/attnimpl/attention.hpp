@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace attnimpl {
@@ -62,6 +63,13 @@ struct shape {
   std::int64_t b = 1, hq = 1, hkv = 1, lq = 1, lk = 1, d = 1, dv = 1;
 };
 
+/// The kernel's instruction set. It is built twice: for AVX2+FMA+F16C and in
+/// portable C++ (any CPU). Both compute the same bits (tests/impl/isa_test.cpp),
+/// so the choice changes speed only. automatic: the environment variable
+/// ATTNIMPL_ISA (auto, avx2 or portable) if set, else AVX2 where the CPU has
+/// it (and the OS saves its registers), else portable.
+enum class isa : std::uint8_t { automatic, avx2, portable };
+
 /// Tuning knobs. Results are bit-for-bit the same for every `threads`;
 /// they may differ (within the SPEC bound) between different k_tile/split_keys.
 struct config {
@@ -69,6 +77,7 @@ struct config {
   std::int64_t q_tile = 0;      ///< query positions per work unit (rows = G * q_tile); 0: max(1, 128 / G)
   std::int64_t k_tile = 0;      ///< keys per online-softmax block, blocks start at key 0; 0: default
   std::int64_t split_keys = 0;  ///< keys per split-KV chunk, rounded up to a multiple of k_tile; 0: default
+  isa simd = isa::automatic;    ///< instruction set; avx2 where the CPU lacks it is an invalid_argument
 };
 
 /// One attention call. key_len (b entries, each in [0, lk]) is the per-batch
@@ -89,6 +98,23 @@ struct attention_args {
 /// Returns invalid_argument (and writes nothing) for bad shapes, null
 /// pointers, hq % hkv != 0, key_len out of range or a bad config.
 status attention(const attention_args& args, const config& cfg = {});
+
+/// False only for isa::avx2 on a CPU without AVX2, FMA and F16C.
+bool isa_supported(isa which);
+
+/// The instruction set `requested` runs on (automatic resolved as above;
+/// other values returned as they are, supported or not).
+isa resolve_isa(isa requested);
+
+/// "auto", "avx2", "portable".
+const char* isa_name(isa which);
+
+/// The inverse of isa_name ("" is auto); nullopt for anything else.
+std::optional<isa> parse_isa(std::string_view name);
+
+/// invalid_argument naming the field when `requested` (or ATTNIMPL_ISA)
+/// asks for an instruction set this CPU lacks, or ATTNIMPL_ISA is malformed.
+status check_isa(isa requested);
 
 /// 1/sqrt(d) rounded once to f32, the SPEC default scale.
 float default_scale(std::int64_t d);

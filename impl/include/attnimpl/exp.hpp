@@ -1,12 +1,22 @@
-// The kernel's own exp, exposed so a test can measure its accuracy (the
-// c_exp the SPEC bound needs) over every f32 input the kernel feeds it.
+// The kernel's own exp and FMA, exposed so tests can measure the exp's
+// accuracy (the c_exp the SPEC bound needs) over every f32 input the kernel
+// feeds it, and compare the two instruction sets bit for bit.
 #pragma once
 
 #include <cstddef>
 
+#include "attnimpl/attention.hpp"
+
 namespace attnimpl {
 
-/// y[i] = the kernel's exp(x[i]), bit for bit what the kernel computes.
-void exp_kernel(const float* x, float* y, std::size_t n);
+/// y[i] = the kernel's exp(x[i]), bit for bit what the kernel computes on
+/// instruction set `which`. Returns false (and writes nothing) where this
+/// CPU cannot run `which`.
+bool exp_kernel(const float* x, float* y, std::size_t n, isa which = isa::automatic);
+
+/// out[i] = a[i] * b[i] + c[i] rounded once, as the kernel computes it on
+/// `which` (an FMA instruction, or its exact emulation on the portable path).
+/// Returns false (and writes nothing) where this CPU cannot run `which`.
+bool fma_kernel(const float* a, const float* b, const float* c, float* out, std::size_t n, isa which);
 
 }  // namespace attnimpl

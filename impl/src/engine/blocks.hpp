@@ -1,7 +1,7 @@
 // Query rows and key blocks: a unit's scaled Q, which keys of a block each row
 // sees, the K and V rows' addresses (paged caches too), packing, and the
 // scores Q K^T (direct from the caller's rows, or from a transposed block).
-// Part of engine.cpp, included there only: everything stays in its anonymous
+// Part of engine/kernel.hpp, included there only: everything stays in its anonymous
 // namespace (one translation unit, the same inlining as one file).
 #pragma once
 
@@ -33,13 +33,13 @@ std::int64_t transpose_rows(const char* const* rows_in, dtype t_kv, std::int64_t
   std::int64_t dd = 0;
   for (; dd + 8 <= d; dd += 8) {
     const std::int64_t at = dd * esize;
-    __m256 r[8] = {simd::load8(r0 + at, t_kv), simd::load8(r1 + at, t_kv), simd::load8(r2 + at, t_kv),
-                   simd::load8(r3 + at, t_kv), simd::load8(r4 + at, t_kv), simd::load8(r5 + at, t_kv),
-                   simd::load8(r6 + at, t_kv), simd::load8(r7 + at, t_kv)};
+    simd::vf r[8] = {simd::load8(r0 + at, t_kv), simd::load8(r1 + at, t_kv), simd::load8(r2 + at, t_kv),
+                     simd::load8(r3 + at, t_kv), simd::load8(r4 + at, t_kv), simd::load8(r5 + at, t_kv),
+                     simd::load8(r6 + at, t_kv), simd::load8(r7 + at, t_kv)};
     simd::transpose8(r);
     float* out = kt + dd * ld;
 #pragma GCC unroll 8
-    for (int t = 0; t < 8; ++t) _mm256_storeu_ps(out + t * ld, r[t]);
+    for (int t = 0; t < 8; ++t) simd::store(out + t * ld, r[t]);
   }
   return dd;
 }
@@ -90,7 +90,7 @@ float element(const char* row, std::int64_t dd) {
 /// a paged cache sit a page apart, where the hardware prefetcher stops.
 void prefetch_rows(const char* const* rows, std::int64_t count, std::int64_t bytes) {
   for (std::int64_t t = 0; t < count; ++t)
-    for (std::int64_t x = 0; x < bytes; x += 64) _mm_prefetch(rows[t] + x, _MM_HINT_T0);
+    for (std::int64_t x = 0; x < bytes; x += 64) simd::prefetch(rows[t] + x);
 }
 
 /// Fixes the rows of unit u, their visibility limits, and packs scaled Q.
@@ -297,9 +297,9 @@ inline void unit_runner::score_group(const char* const rows_in[8], std::int64_t 
   const char* r5p = rows_in[5];
   const char* r6p = rows_in[6];
   const char* r7p = rows_in[7];
-  __m256 acc[NR];
+  simd::vf acc[NR];
 #pragma GCC unroll 4
-  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int r = 0; r < NR; ++r) acc[r] = simd::zero();
   const std::int64_t pf_count = pf.count, vbytes = pf.vbytes;
   const char* const* pk = pf.k;
   const char* const* pv = pf.v;
@@ -307,31 +307,31 @@ inline void unit_runner::score_group(const char* const rows_in[8], std::int64_t 
   for (; dd + 8 <= d; dd += 8) {
     const std::int64_t at = dd * es;
     if (at % 64 == 0) {
-      for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pk[t] + at, _MM_HINT_T0);
+      for (std::int64_t t = 0; t < pf_count; ++t) simd::prefetch(pk[t] + at);
     } else if (at % 64 == 32 && at - 32 < vbytes) {
-      for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pv[t] + at - 32, _MM_HINT_T0);
+      for (std::int64_t t = 0; t < pf_count; ++t) simd::prefetch(pv[t] + at - 32);
     }
-    __m256 k[8] = {simd::load8(r0p + at, T), simd::load8(r1p + at, T), simd::load8(r2p + at, T), simd::load8(r3p + at, T),
-                   simd::load8(r4p + at, T), simd::load8(r5p + at, T), simd::load8(r6p + at, T), simd::load8(r7p + at, T)};
+    simd::vf k[8] = {simd::load8(r0p + at, T), simd::load8(r1p + at, T), simd::load8(r2p + at, T), simd::load8(r3p + at, T),
+                     simd::load8(r4p + at, T), simd::load8(r5p + at, T), simd::load8(r6p + at, T), simd::load8(r7p + at, T)};
     simd::transpose8(k);
 #pragma GCC unroll 8
     for (int x = 0; x < 8; ++x)
 #pragma GCC unroll 4
-      for (int r = 0; r < NR; ++r) acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(q + r * d + dd + x), k[x], acc[r]);
+      for (int r = 0; r < NR; ++r) acc[r] = simd::fmadd(simd::broadcast(q + r * d + dd + x), k[x], acc[r]);
   }
   // Lines the dim loop did not reach: K's tail, V's rest (dv > d, or d % 16).
   for (std::int64_t at = (dd * es + 63) / 64 * 64; at < pf.kbytes; at += 64)
-    for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pk[t] + at, _MM_HINT_T0);
+    for (std::int64_t t = 0; t < pf_count; ++t) simd::prefetch(pk[t] + at);
   for (std::int64_t at = (dd * es + 31) / 64 * 64; at < vbytes; at += 64)
-    for (std::int64_t t = 0; t < pf_count; ++t) _mm_prefetch(pv[t] + at, _MM_HINT_T0);
+    for (std::int64_t t = 0; t < pf_count; ++t) simd::prefetch(pv[t] + at);
   for (; dd < d; ++dd) {
-    const __m256 k = _mm256_setr_ps(element<T>(r0p, dd), element<T>(r1p, dd), element<T>(r2p, dd), element<T>(r3p, dd),
-                                    element<T>(r4p, dd), element<T>(r5p, dd), element<T>(r6p, dd), element<T>(r7p, dd));
+    const simd::vf k = simd::setr(element<T>(r0p, dd), element<T>(r1p, dd), element<T>(r2p, dd), element<T>(r3p, dd),
+                                  element<T>(r4p, dd), element<T>(r5p, dd), element<T>(r6p, dd), element<T>(r7p, dd));
 #pragma GCC unroll 4
-    for (int r = 0; r < NR; ++r) acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(q + r * d + dd), k, acc[r]);
+    for (int r = 0; r < NR; ++r) acc[r] = simd::fmadd(simd::broadcast(q + r * d + dd), k, acc[r]);
   }
 #pragma GCC unroll 4
-  for (int r = 0; r < NR; ++r) _mm256_storeu_ps(s + r * ld, acc[r]);
+  for (int r = 0; r < NR; ++r) simd::store(s + r * ld, acc[r]);
 }
 
 template <int NR>

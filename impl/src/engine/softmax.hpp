@@ -1,6 +1,6 @@
 // Online softmax: a chunk of key blocks, the masked max and sum with the
 // rescale on a rising max, the merge of split chunks by LSE, and O and LSE out.
-// Part of engine.cpp, included there only: everything stays in its anonymous
+// Part of engine/kernel.hpp, included there only: everything stays in its anonymous
 // namespace (one translation unit, the same inlining as one file).
 #pragma once
 
@@ -54,22 +54,20 @@ inline void unit_runner::chunk(const unit_rows& ur, std::int64_t c0, std::int64_
 /// rescales on a rising max, leaves P in the score buffer.
 inline void unit_runner::softmax(const unit_rows& ur, const row_state& st) {
   const std::int64_t ld = g_.k_tile8;
-  const __m256 ninf = _mm256_set1_ps(neg_inf);
+  const simd::vf ninf = simd::set1(neg_inf);
   for (std::int64_t r = 0; r < ur.rows; ++r) {
     if (ws_.kind[r] == row_kind::none) continue;
     float* s = ws_.s.data() + r * ld;
     const std::uint8_t* vis = ws_.vis.data() + r * ld;
-    __m256 mx = ninf;
+    simd::vf mx = ninf;
     // Rows that see keys [0, prefix) need no per-lane mask there; lanes past
     // it (holes, keys beyond the block, padding lanes) are selected to -inf.
     const std::int64_t whole = ws_.prefix[r] / 8 * 8;
-    for (std::int64_t c = 0; c < whole; c += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(s + c));
+    for (std::int64_t c = 0; c < whole; c += 8) mx = simd::max(mx, simd::load(s + c));
     for (std::int64_t c = whole; c < ld; c += 8) {
-      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(vis + c));
-      const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_setzero_si256()));
-      const __m256 x = _mm256_blendv_ps(ninf, _mm256_loadu_ps(s + c), keep);
-      _mm256_storeu_ps(s + c, x);
-      mx = _mm256_max_ps(mx, x);
+      const simd::vf x = simd::select_flagged(vis + c, simd::load(s + c), ninf);
+      simd::store(s + c, x);
+      mx = simd::max(mx, x);
     }
     const float mb = simd::hmax(mx);
     const float m_old = st.m[r];
@@ -93,21 +91,21 @@ inline void unit_runner::softmax(const unit_rows& ur, const row_state& st) {
       if (m_old != neg_inf) {
         float alpha = simd::exp1(m_old - m_new);
         if (ATTNIMPL_MUTANT(rescale_inverted)) alpha = simd::exp1(m_new - m_old);
-        const __m256 av = _mm256_set1_ps(alpha);
+        const simd::vf av = simd::set1(alpha);
         for (std::int64_t e = 0; e < g_.dv8 && !ATTNIMPL_MUTANT(rescale_skipped); e += 8)
-          _mm256_storeu_ps(acc + e, _mm256_mul_ps(_mm256_loadu_ps(acc + e), av));
+          simd::store(acc + e, simd::mul(simd::load(acc + e), av));
         if (!ATTNIMPL_MUTANT(rescale_sum_skipped)) st.l[r] *= alpha;
       }
       st.m[r] = m_new;
     }
-    const __m256 mv = _mm256_set1_ps(m_new);
-    __m256 sum = _mm256_setzero_ps();
+    const simd::vf mv = simd::set1(m_new);
+    simd::vf sum = simd::zero();
     for (std::int64_t c = 0; c < ld; c += 8) {
-      const __m256 x = _mm256_loadu_ps(s + c);
-      const __m256 live = _mm256_cmp_ps(x, ninf, _CMP_NEQ_UQ);
-      const __m256 pv = _mm256_and_ps(simd::exp8(_mm256_sub_ps(x, mv)), live);
-      _mm256_storeu_ps(s + c, pv);
-      sum = _mm256_add_ps(sum, pv);
+      const simd::vf x = simd::load(s + c);
+      const simd::vm live = simd::not_equal(x, ninf);
+      const simd::vf pv = simd::keep(simd::exp8(simd::sub(x, mv)), live);
+      simd::store(s + c, pv);
+      sum = simd::add(sum, pv);
     }
     st.l[r] += simd::hsum(sum);
   }
@@ -131,10 +129,10 @@ inline void unit_runner::fold(const unit_rows& ur, const row_state& total, const
     if (ATTNIMPL_MUTANT(merge_min_not_max)) mn = mp < mt ? mp : mt;
     float a = simd::exp1(mt - mn), c = simd::exp1(mp - mn);
     if (ATTNIMPL_MUTANT(merge_unscaled)) a = c = 1.0f;
-    const __m256 av = _mm256_set1_ps(a), cv = _mm256_set1_ps(c);
+    const simd::vf av = simd::set1(a), cv = simd::set1(c);
     for (std::int64_t e = 0; e < g_.dv8; e += 8)
-      _mm256_storeu_ps(ta + e, _mm256_fmadd_ps(_mm256_loadu_ps(pa + e), cv, _mm256_mul_ps(_mm256_loadu_ps(ta + e), av)));
-    total.l[r] = std::fma(part.l[r], c, total.l[r] * a);
+      simd::store(ta + e, simd::fmadd(simd::load(pa + e), cv, simd::mul(simd::load(ta + e), av)));
+    total.l[r] = simd::fma1(part.l[r], c, total.l[r] * a);
     total.m[r] = mn;
   }
 }
@@ -156,8 +154,8 @@ inline void unit_runner::finish(const unit_rows& ur, const row_state& st) {
       const float* acc = st.acc + r * g_.dv8;
       float l_row = st.l[r];
       if (ATTNIMPL_MUTANT(softmax_wrong_axis)) l_row = query_axis_sum(ur, st, r);
-      const __m256 l = _mm256_set1_ps(l_row);
-      for (std::int64_t e = 0; e < g_.dv8; e += 8) _mm256_storeu_ps(out + e, _mm256_div_ps(_mm256_loadu_ps(acc + e), l));
+      const simd::vf l = simd::set1(l_row);
+      for (std::int64_t e = 0; e < g_.dv8; e += 8) simd::store(out + e, simd::div(simd::load(acc + e), l));
       lse = m + std::log(st.l[r]);
       if (ATTNIMPL_MUTANT(lse_missing_max)) lse = std::log(st.l[r]);
     }

@@ -1,6 +1,6 @@
 // The engine's state: the geometry of a call, the online-softmax state of a
 // unit's rows, the per-thread workspace and a unit's fixed facts.
-// Part of engine.cpp, included there only: everything stays in its anonymous
+// Part of engine/kernel.hpp, included there only: everything stays in its anonymous
 // namespace (one translation unit, the same inlining as one file).
 #pragma once
 

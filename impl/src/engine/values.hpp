@@ -1,6 +1,6 @@
 // acc += P V: the register kernel over the keys a row group shares, then each
 // row's remaining visible keys in order.
-// Part of engine.cpp, included there only: everything stays in its anonymous
+// Part of engine/kernel.hpp, included there only: everything stays in its anonymous
 // namespace (one translation unit, the same inlining as one file).
 #pragma once
 
@@ -54,10 +54,10 @@ inline void unit_runner::weighted_values(const unit_rows& ur, std::int64_t kpack
     float* acc = st.acc + r * dv8;
     for (std::int64_t jj = from; jj < kpack; ++jj) {
       if (!vis[jj] && !ATTNIMPL_MUTANT(masked_value_leak)) continue;  // skipped, never multiplied: V there may be NaN
-      const __m256 pb = _mm256_broadcast_ss(pr + jj);
+      const simd::vf pb = simd::broadcast(pr + jj);
       const char* v = vrows[jj];
       for (std::int64_t e = 0; e < dv8; e += 8)
-        _mm256_storeu_ps(acc + e, _mm256_fmadd_ps(pb, simd::load8(v + e * es, T), _mm256_loadu_ps(acc + e)));
+        simd::store(acc + e, simd::fmadd(pb, simd::load8(v + e * es, T), simd::load(acc + e)));
     }
   }
 }

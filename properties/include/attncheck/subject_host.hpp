@@ -127,6 +127,8 @@ class subject {
 inline constexpr const char* tiny_tiles = "q_tile=2,k_tile=3,split_keys=6";
 /// The builtin subject at tiny tiles: "builtin:tiles=tiny".
 inline constexpr const char* builtin_tiny = "builtin:tiles=tiny";
+/// The builtin subject forced onto its portable instruction set (no AVX2).
+inline constexpr const char* builtin_portable = "builtin:simd=portable";
 
 /// Makes an instance of the bundled implementation (properties/subjects/builtin)
 /// from an option string; NULL and a message in err when the options are bad.

@@ -52,6 +52,19 @@ bool parse_options(const char* options, attnimpl::config& tiles, std::string& wh
       why = "'" + item + "': tiles takes tiny or production";
       return false;
     }
+    if (key == "simd") {  // the kernel's instruction set (attnimpl::isa)
+      const auto which = attnimpl::parse_isa(value);
+      if (!which || value.empty()) {
+        why = "'" + item + "': simd takes auto, avx2 or portable";
+        return false;
+      }
+      if (!attnimpl::isa_supported(*which)) {
+        why = "'" + item + "': this CPU lacks AVX2, FMA or F16C";
+        return false;
+      }
+      tiles.simd = *which;
+      continue;
+    }
     std::int64_t* slot = key == "q_tile"       ? &tiles.q_tile
                          : key == "k_tile"     ? &tiles.k_tile
                          : key == "split_keys" ? &tiles.split_keys
@@ -62,7 +75,9 @@ bool parse_options(const char* options, attnimpl::config& tiles, std::string& wh
       if (ec != std::errc() || ptr != value.data() + value.size()) v = -1;
     }
     if (!slot || v < 0 || v > 65536) {
-      why = "'" + item + "': expected q_tile=N, k_tile=N or split_keys=N with N in [0, 65536] (0: production), or tiles=tiny";
+      why = "'" + item +
+            "': expected q_tile=N, k_tile=N or split_keys=N with N in [0, 65536] (0: production), tiles=tiny or "
+            "simd=auto|avx2|portable";
       return false;
     }
     *slot = v;
@@ -110,6 +125,7 @@ void describe(instance& in, const char* name) {
   if (t.q_tile || t.k_tile || t.split_keys)
     in.name += " q_tile=" + std::to_string(t.q_tile) + ",k_tile=" + std::to_string(t.k_tile) +
                ",split_keys=" + std::to_string(t.split_keys);
+  if (t.simd != attnimpl::isa::automatic) in.name += std::string(" simd=") + attnimpl::isa_name(t.simd);
   d.name = in.name.c_str();
   d.dtypes = (1u << ATTNCHECK_F32) | (1u << ATTNCHECK_F16) | (1u << ATTNCHECK_BF16);
   d.features = ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_PADDING | ATTNCHECK_FEATURE_MASK | ATTNCHECK_FEATURE_LSE |
@@ -118,6 +134,8 @@ void describe(instance& in, const char* name) {
   d.invariances = ATTNCHECK_CLAIM_DETERMINISTIC | ATTNCHECK_CLAIM_THREADS | ATTNCHECK_CLAIM_BATCH | ATTNCHECK_CLAIM_LAYOUT |
                   ATTNCHECK_CLAIM_LQ;
   d.compute_unit_roundoff = 0x1p-24;
+  // The same on both instruction sets: the portable path computes the AVX2
+  // path's bits (tests/impl/isa_test.cpp).
   d.exp_ulps = attnimpl::exp_ulps();
   // Where the kernel changes path: its tiles as resolved, the query tile of
   // each group size (max(1, 128 / G) rows), and the 8-wide vectors of D and Dv.

@@ -1,8 +1,7 @@
 // The naive f32 subject: materialized score rows, plain expf, sums in reverse
 // key order. A second algorithm, independent of impl/, that proves the gate
 // is implementation-agnostic and the bound sound for another summation order.
-#include <immintrin.h>
-
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cmath>
@@ -16,10 +15,34 @@
 
 namespace {
 
+// f16 by arithmetic on values, not bit fields (a different route from the
+// bundled kernel's): exact decoding, and encoding rounded once to nearest even.
+float f16_value(std::uint16_t h) {
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  const float sign = (h & 0x8000) ? -1.0f : 1.0f;
+  if (e == 0x1f) return m ? std::numeric_limits<float>::quiet_NaN() : sign * std::numeric_limits<float>::infinity();
+  return sign * std::ldexp(static_cast<float>(e ? (m | 0x400) : m), (e ? e : 1) - 25);
+}
+
+std::uint16_t f16_bits(float x) {
+  const std::uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+  const float a = std::fabs(x);
+  if (std::isnan(x)) return static_cast<std::uint16_t>(sign | 0x7e00);
+  if (a >= 65520.0f) return static_cast<std::uint16_t>(sign | 0x7c00);  // rounds to inf
+  // a = q * 2^(e - 10) with q an integer of at most 11 bits: e is a's binade,
+  // or -14 below the normal range; nearbyint rounds q to nearest even.
+  const int e = a == 0 ? -14 : std::max(std::ilogb(a), -14);
+  float q = std::nearbyint(std::ldexp(a, 10 - e));  // exact scaling, one rounding
+  int be = e + 15;
+  if (q >= 2048.0f) q = 1024.0f, ++be;  // rounded up into the next binade
+  if (q < 1024.0f) be = 0;              // subnormal (or zero)
+  return static_cast<std::uint16_t>(sign | (be << 10) | (static_cast<int>(q) & 0x3ff));
+}
+
 float load(attncheck_dtype t, const void* base, std::int64_t index) {
   if (t == ATTNCHECK_F32) return static_cast<const float*>(base)[index];
   const std::uint16_t h = static_cast<const std::uint16_t*>(base)[index];
-  if (t == ATTNCHECK_F16) return _cvtsh_ss(h);
+  if (t == ATTNCHECK_F16) return f16_value(h);
   return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
 }
 
@@ -30,7 +53,7 @@ void store(attncheck_dtype t, void* base, std::int64_t index, float x) {
   }
   std::uint16_t h;
   if (t == ATTNCHECK_F16) {
-    h = _cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT);
+    h = f16_bits(x);
   } else {
     const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
     if (std::isnan(x)) {

@@ -1,0 +1,143 @@
+// FlashAttention-2 style engine. A work unit is (batch, KV head, query tile):
+// its rows are the G query heads of that KV head times q_tile positions, so
+// each K/V block is packed once per group. Keys are walked in blocks at fixed
+// absolute boundaries (multiples of k_tile from key 0) grouped in split
+// chunks (multiples of split_keys); a row's arithmetic depends only on which
+// keys it sees, never on the batch, Lq, the tile it shares or the threads.
+//
+// The whole kernel for one instruction set: included once by each of
+// kernel_avx2.cpp and kernel_portable.cpp (after ATTNIMPL_ISA_AVX2 and
+// ATTNIMPL_ISA_NS), so everything here is TU-local except run() and
+// exp_array() in namespace attnimpl::engine::ATTNIMPL_ISA_NS.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "../convert.hpp"
+#include "../engine.hpp"
+#include "../micro_kernels.hpp"
+#include "../mutation.hpp"
+#include "../simd.hpp"
+#include "../thread_pool.hpp"
+
+// The engine's parts, in one translation unit (same inlining as one file).
+#include "state.hpp"
+#include "unit_runner.hpp"
+#include "blocks.hpp"
+#include "softmax.hpp"
+#include "values.hpp"
+
+namespace attnimpl::engine {
+namespace {
+
+geometry plan(const problem& p, const config& cfg) {
+  geometry g;
+  g.group = p.dims.hq / p.dims.hkv;
+  // Auto q_tile: about 128 rows per unit, enough to amortize packing K and V.
+  const std::int64_t q_tile = cfg.q_tile > 0 ? cfg.q_tile : std::max<std::int64_t>(1, 128 / g.group);
+  g.q_tile = std::min(q_tile, p.dims.lq);
+  g.rows = g.group * g.q_tile;
+  g.q_tiles = (p.dims.lq + g.q_tile - 1) / g.q_tile;
+  if (ATTNIMPL_MUTANT(query_tail_tile_dropped)) g.q_tiles = std::max<std::int64_t>(1, p.dims.lq / g.q_tile);
+  g.units = p.dims.b * p.dims.hkv * g.q_tiles;
+  g.k_tile = cfg.k_tile;
+  g.k_tile8 = round8(cfg.k_tile);
+  g.split = cfg.split_keys;
+  g.chunks = std::max<std::int64_t>(1, (p.dims.lk + g.split - 1) / g.split);
+  g.dv8 = round8(p.dims.dv);
+  return g;
+}
+
+workspace& thread_workspace() {
+  thread_local workspace ws;
+  return ws;
+}
+
+}  // namespace
+
+namespace ATTNIMPL_ISA_NS {
+
+void fma_array(const float* a, const float* b, const float* c, float* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = simd::fma1(a[i], b[i], c[i]);
+}
+
+void exp_array(const float* x, float* y, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) simd::store(y + i, simd::exp8(simd::load(x + i)));
+  for (; i < n; ++i) y[i] = simd::exp1(x[i]);
+}
+
+void run(const problem& p, const config& cfg) {
+  const geometry g = plan(p, cfg);
+  auto& pool = thread_pool::instance();
+  // Split chunks across threads only when units alone cannot fill them; the
+  // bits are the same either way (same chunks, same fold order).
+  const std::int64_t split_tasks = g.units * g.chunks;
+  const bool split = g.chunks > 1 && g.units < 2 * cfg.threads && split_tasks * state_floats(g) <= (16ll << 20);
+  // Every lambda captures one reference: std::function keeps it inline
+  // (libstdc++ stores at most two pointers without allocating), so a decode
+  // step allocates nothing once the workspaces have grown.
+  struct job {
+    const problem& p;
+    const geometry& g;
+    float* parts;
+  };
+  if (!split) {
+    const job jb{p, g, nullptr};
+    const std::function<void(int)> prepare = [&jb](int) { thread_workspace().ensure(jb.p, jb.g); };
+    pool.run(
+        cfg.threads, g.units,
+        [&jb](std::int64_t u, int) {
+          workspace& ws = thread_workspace();
+          unit_runner runner(jb.p, jb.g, ws);
+          const unit_rows ur = runner.setup(u);
+          const row_state part = view_state(ws.chunk.data(), jb.g), total = view_state(ws.total.data(), jb.g);
+          for (std::int64_t c = 0; c < jb.g.chunks; ++c) {
+            runner.chunk(ur, c * jb.g.split, (c + 1) * jb.g.split, part);
+            runner.fold(ur, total, part, c == 0);
+          }
+          runner.finish(ur, total);
+        },
+        &prepare);
+    return;
+  }
+  // The chunks' partial states, kept by the calling thread across calls
+  // (grows only, at most the 64 MiB cap above).
+  thread_local std::vector<float> parts;
+  if (static_cast<std::int64_t>(parts.size()) < split_tasks * state_floats(g))
+    parts.resize(static_cast<std::size_t>(split_tasks * state_floats(g)));
+  const job jb{p, g, parts.data()};
+  const std::function<void(int)> prepare = [&jb](int) { thread_workspace().ensure(jb.p, jb.g); };
+  pool.run(
+      cfg.threads, split_tasks,
+      [&jb](std::int64_t t, int) {
+        workspace& ws = thread_workspace();
+        unit_runner runner(jb.p, jb.g, ws);
+        const std::int64_t u = t / jb.g.chunks, c = t % jb.g.chunks;
+        const unit_rows ur = runner.setup(u);
+        runner.chunk(ur, c * jb.g.split, (c + 1) * jb.g.split, view_state(jb.parts + t * state_floats(jb.g), jb.g));
+      },
+      &prepare);
+  pool.run(
+      cfg.threads, g.units,
+      [&jb](std::int64_t u, int) {
+        workspace& ws = thread_workspace();
+        unit_runner runner(jb.p, jb.g, ws);
+        const unit_rows ur = runner.setup(u);
+        const row_state total = view_state(ws.total.data(), jb.g);
+        for (std::int64_t c = 0; c < jb.g.chunks; ++c) {
+          std::int64_t at = c;
+          if (ATTNIMPL_MUTANT(thread_order)) at = jb.g.chunks - 1 - c;  // this path folds last chunk first
+          runner.fold(ur, total, view_state(jb.parts + (u * jb.g.chunks + at) * state_floats(jb.g), jb.g), c == 0);
+        }
+        runner.finish(ur, total);
+      },
+      &prepare);
+}
+
+}  // namespace ATTNIMPL_ISA_NS
+}  // namespace attnimpl::engine
