@@ -1,6 +1,8 @@
 #include "probes.hpp"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include "attnimpl/attention.hpp"
 
@@ -25,6 +27,7 @@ double run_threads(int threads, F&& body) {
   return seconds_since(t0);
 }
 
+#if defined(__x86_64__)
 // The probes' loops use AVX2/FMA through target attributes (the project is
 // built for the baseline); they run only where isa_supported(isa::avx2).
 __attribute__((target("avx2,fma"))) float fma_chains(int id, long iters) {
@@ -59,6 +62,20 @@ float sum_sse2(const float* p, std::size_t n) {
   }
   return _mm_cvtss_f32(_mm_add_ps(_mm_add_ps(s0, s1), _mm_add_ps(s2, s3)));
 }
+
+#else
+// Elsewhere: no FMA probe (fma_peak_gflops returns 0), a plain sum for bandwidth.
+float fma_chains(int, long) { return 0; }
+float sum_avx2(const float*, std::size_t) { return 0; }
+float sum_sse2(const float* p, std::size_t n) {
+  float s[16] = {};
+  for (std::size_t i = 0; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) s[j] += p[i + static_cast<std::size_t>(j)];
+  float t = 0;
+  for (float x : s) t += x;
+  return t;
+}
+#endif
 
 }  // namespace
 

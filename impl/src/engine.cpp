@@ -95,7 +95,7 @@ void run(const problem& p, const config& cfg) {
   portable::run(p, cfg);
 }
 
-void exp_array(const float* x, float* y, std::size_t n, isa which) {
+void exp_array(const float* x, float* y, std::size_t n, [[maybe_unused]] isa which) {
 #if defined(__x86_64__)
   if (which == isa::avx2) return avx2::exp_array(x, y, n);
 #endif
