@@ -1,6 +1,6 @@
 // Storage <-> f32 conversions for strided rows. Inputs convert exactly
 // (bf16 by a shift, f16 by its fields); outputs round once, to nearest even.
-// Plain C++ that gives F16C's bits (tests/impl/convert_test.cpp compares
+// Plain C++ that gives F16C's bits (tests/impl/isa_test.cpp compares
 // every f16 and a dense sample of f32 with the instructions), so it runs on
 // any CPU and both of the kernel's instruction sets use it.
 #pragma once
