@@ -274,6 +274,15 @@ int run(int argc, char** argv) {
     std::printf("probe: f32 FMA peak not measured (the CPU has no AVX2+FMA); %%peak shows -\n");
   std::printf("probe: memory read bandwidth, 256 MiB: 1 thread %s; %d threads %s\n", spread(bw1).c_str(), threads,
               spread(bw_all).c_str());
+  // What the decode rows' page walk gets from memory with nothing computed:
+  // 8 KiB runs (one KV head's K or V of a 16-token f32 page), descending.
+  const auto runs_hw = read_runs_bandwidth_samples(threads, probe_reps, 8192, false);
+  const auto runs_sw = read_runs_bandwidth_samples(threads, probe_reps, 8192, true);
+  if (isa_supported(isa::avx2))
+    std::printf(
+        "probe: the same 256 MiB in 8 KiB runs, descending (an f32 decode row's pages), %d threads: hardware prefetch "
+        "only %s; next run requested ahead %s\n",
+        threads, spread(runs_hw).c_str(), spread(runs_sw).c_str());
   const std::int64_t l = quick ? 256 : 2048, ld = quick ? 512 : 4096, ll = quick ? 1024 : 32768;
   const std::int64_t bl = quick ? 2 : 8;
   // Decode K+V: Lk = 512 is 4 MiB of f32 (in cache: the kernel's compute

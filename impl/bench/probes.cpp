@@ -52,6 +52,28 @@ __attribute__((target("avx2"))) float sum_avx2(const float* p, std::size_t n) {
   return _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
 }
 
+/// Sum of runs [first - k] (k = 0 .. count-1) of `run` floats each; with
+/// ahead, run first - k - 1's lines are requested while run first - k sums.
+__attribute__((target("avx2"))) float sum_runs_avx2(const float* base, std::size_t first, std::size_t count, std::size_t run,
+                                                    bool ahead) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (std::size_t k = 0; k < count; ++k) {
+    const float* p = base + (first - k) * run;
+    const char* next = ahead && k + 1 < count ? reinterpret_cast<const char*>(p - run) : nullptr;
+    for (std::size_t i = 0; i + 32 <= run; i += 32) {
+      if (next) {
+        _mm_prefetch(next + i * 4, _MM_HINT_T0);
+        _mm_prefetch(next + i * 4 + 64, _MM_HINT_T0);
+      }
+      s0 = _mm256_add_ps(s0, _mm256_loadu_ps(p + i));
+      s1 = _mm256_add_ps(s1, _mm256_loadu_ps(p + i + 8));
+      s2 = _mm256_add_ps(s2, _mm256_loadu_ps(p + i + 16));
+      s3 = _mm256_add_ps(s3, _mm256_loadu_ps(p + i + 24));
+    }
+  }
+  return _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+}
+
 float sum_sse2(const float* p, std::size_t n) {
   __m128 s0 = _mm_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
   for (std::size_t i = 0; i + 16 <= n; i += 16) {
@@ -67,6 +89,7 @@ float sum_sse2(const float* p, std::size_t n) {
 // Elsewhere: no FMA probe (fma_peak_gflops returns 0), a plain sum for bandwidth.
 float fma_chains(int, long) { return 0; }
 float sum_avx2(const float*, std::size_t) { return 0; }
+float sum_runs_avx2(const float*, std::size_t, std::size_t, std::size_t, bool) { return 0; }
 float sum_sse2(const float* p, std::size_t n) {
   float s[16] = {};
   for (std::size_t i = 0; i + 16 <= n; i += 16)
@@ -92,9 +115,34 @@ double fma_peak_gflops(int threads) {
   return best;
 }
 
+namespace {
+constexpr std::size_t probe_floats = std::size_t{64} << 20;  // 256 MiB: beyond any L3 here
+
+std::vector<float>& probe_buffer() {
+  static std::vector<float> buf(probe_floats, 1.0f);
+  return buf;
+}
+}  // namespace
+
+std::vector<double> read_runs_bandwidth_samples(int threads, int reps, std::size_t run_bytes, bool request_ahead) {
+  std::vector<double> samples;
+  if (!isa_supported(isa::avx2)) return std::vector<double>(static_cast<std::size_t>(reps), 0.0);
+  const std::vector<float>& buf = probe_buffer();
+  const std::size_t run = run_bytes / 4, runs = probe_floats / run, per = runs / static_cast<std::size_t>(threads);
+  std::vector<float> sink(static_cast<std::size_t>(threads));
+  for (int rep = 0; rep < reps; ++rep) {
+    const double t = run_threads(threads, [&](int id) {
+      const std::size_t last = per * static_cast<std::size_t>(id + 1) - 1;
+      sink[static_cast<std::size_t>(id)] = sum_runs_avx2(buf.data(), last, per, run, request_ahead);
+    });
+    samples.push_back(static_cast<double>(per * static_cast<std::size_t>(threads) * run_bytes) / t / 1e9);
+  }
+  return samples;
+}
+
 std::vector<double> read_bandwidth_samples(int threads, int reps) {
-  constexpr std::size_t floats = std::size_t{64} << 20;  // 256 MiB: beyond any L3 here
-  static std::vector<float> buf(floats, 1.0f);
+  constexpr std::size_t floats = probe_floats;
+  std::vector<float>& buf = probe_buffer();
   std::vector<float> sink(static_cast<std::size_t>(threads));
   std::vector<double> samples;
   const bool avx2 = isa_supported(isa::avx2);

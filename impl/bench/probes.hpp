@@ -2,6 +2,7 @@
 // (the machine may be shared, so the table compares against these, not specs).
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 namespace attnimpl::bench {
@@ -13,5 +14,13 @@ double fma_peak_gflops(int threads);
 /// than a core's share of the last-level cache), GB/s, one figure per rep
 /// (reps >= 1), in the order measured.
 std::vector<double> read_bandwidth_samples(int threads, int reps);
+
+/// The same 256 MiB read in runs of run_bytes visited in descending order
+/// (each thread its own share), the way a decode step walks a paged cache
+/// whose pages were handed out in reverse: a run is one KV head's K or V of
+/// one page. With request_ahead, the next run's lines are prefetched one per
+/// 64 bytes summed, as the kernel does; without, only the hardware fetches.
+/// GB/s per rep. Zero where the CPU lacks AVX2 (the loop needs it).
+std::vector<double> read_runs_bandwidth_samples(int threads, int reps, std::size_t run_bytes, bool request_ahead);
 
 }  // namespace attnimpl::bench

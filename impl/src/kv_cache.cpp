@@ -4,7 +4,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <string>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "convert.hpp"
 #include "engine.hpp"
@@ -14,7 +19,22 @@ namespace attnimpl {
 
 namespace detail {
 status check_common(const shape& s, const config& cfg);
+
+namespace {
+constexpr std::size_t huge_page = std::size_t{2} << 20;
+std::align_val_t pool_alignment(std::size_t bytes) { return std::align_val_t(bytes >= 2 * huge_page ? huge_page : 64); }
+}  // namespace
+
+void* pool_allocate(std::size_t bytes) {
+  void* p = ::operator new(bytes, pool_alignment(bytes));
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (bytes >= 2 * huge_page) (void)madvise(p, bytes / huge_page * huge_page, MADV_HUGEPAGE);  // a hint: failure is harmless
+#endif
+  return p;
 }
+
+void pool_free(void* p, std::size_t bytes) noexcept { ::operator delete(p, pool_alignment(bytes)); }
+}  // namespace detail
 
 status paged_kv_cache::create(const kv_cache_config& cfg_in, std::vector<std::int32_t> page_order,
                               std::optional<paged_kv_cache>& out) {
@@ -72,23 +92,30 @@ status paged_kv_cache::append(std::int64_t seq, std::int64_t count, const kv_tok
     free_.pop_back();
   }
   const std::int64_t esize = convert::size_of(cfg_.type);
-  const auto copy = [&](unsigned char* pool, const void* src, const std::array<std::int64_t, 3>& st, std::int64_t width) {
+  // Page layout, one head's part of a page contiguous (few TLB pages, long
+  // runs for the prefetcher): V (head, slot, dim), rows as the caller gave
+  // them; K (head, dim, slot), transposed, so that 8 consecutive keys' element
+  // d is one vector load and decode needs no transpose (engine: keys-across K).
+  const auto copy = [&](unsigned char* pool, const void* src, const std::array<std::int64_t, 3>& st, std::int64_t width,
+                        bool transposed) {
     const unsigned char* s = static_cast<const unsigned char*>(src);
+    const std::int64_t p_sz = cfg_.page_size;
     for (std::int64_t tok = 0; tok < count; ++tok) {
       const std::int64_t pos = n + tok + shift;
-      std::int64_t page = row[pos / cfg_.page_size];
-      if (ATTNIMPL_MUTANT(cache_identity_page_table)) page = seq * cfg_.max_pages_per_seq + pos / cfg_.page_size;
-      // Page layout (head, slot, dim): one head's rows of a page are contiguous,
-      // so a decode step walks few pages (TLB) in long runs (prefetcher).
+      std::int64_t page = row[pos / p_sz];
+      if (ATTNIMPL_MUTANT(cache_identity_page_table)) page = seq * cfg_.max_pages_per_seq + pos / p_sz;
+      const std::int64_t slot = pos % p_sz;
       for (std::int64_t g = 0; g < cfg_.hkv; ++g) {
-        unsigned char* dst = pool + (((page * cfg_.hkv + g) * cfg_.page_size + pos % cfg_.page_size) * width) * esize;
+        unsigned char* head = pool + (page * cfg_.hkv + g) * p_sz * width * esize;
+        const std::int64_t at = transposed ? slot : slot * width, step = transposed ? p_sz : 1;
         for (std::int64_t e = 0; e < width; ++e)
-          std::memcpy(dst + e * esize, s + (tok * st[0] + g * st[1] + e * st[2]) * esize, static_cast<std::size_t>(esize));
+          std::memcpy(head + (at + e * step) * esize, s + (tok * st[0] + g * st[1] + e * st[2]) * esize,
+                      static_cast<std::size_t>(esize));
       }
     }
   };
-  copy(k_pool_.data(), t.k, t.k_stride, cfg_.d);
-  copy(v_pool_.data(), t.v, t.v_stride, cfg_.dv);
+  copy(k_pool_.data(), t.k, t.k_stride, cfg_.d, true);
+  copy(v_pool_.data(), t.v, t.v_stride, cfg_.dv, false);
   lengths_[static_cast<std::size_t>(seq)] = end;
   return status::success();
 }
@@ -114,7 +141,7 @@ status paged_kv_cache::attend(const cache_attention_args& a, const config& cfg) 
   p.kv.k = k_pool_.data();
   p.kv.v = v_pool_.data();
   p.kv.type = cfg_.type;
-  p.kv.ks = {0, cfg_.d, cfg_.page_size * cfg_.d, 1};  // (page, slot, head, dim) strides; see append
+  p.kv.ks = {0, 1, cfg_.page_size * cfg_.d, cfg_.page_size};  // (page, slot, head, dim) strides; see append
   p.kv.vs = {0, cfg_.dv, cfg_.page_size * cfg_.dv, 1};
   if (ATTNIMPL_MUTANT(cache_head_stride)) p.kv.ks[2] = cfg_.d, p.kv.vs[2] = cfg_.dv;  // heads as if one slot per page
   p.kv.table = table_.data();

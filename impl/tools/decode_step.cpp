@@ -2,7 +2,7 @@
 // (Hq = 32, Hkv = 8, D = 128, page size 16, pages in reverse order, as the
 // bench) and prints wall and process-CPU time of the best step. The CPU time
 // separates what the kernel costs from what a shared machine took away.
-// Usage: attnimpl_decode_step THREADS f32|bf16 LK [B [STEPS]]
+// Usage: attnimpl_decode_step THREADS f32|bf16 LK [B [STEPS [PAGE]]]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -27,14 +27,14 @@ double cpu_seconds() {
 int main(int argc, char** argv) {
   using attnimpl::dtype;
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s THREADS f32|bf16 LK [B [STEPS]]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s THREADS f32|bf16 LK [B [STEPS [PAGE]]]\n", argv[0]);
     return 2;
   }
   const int threads = std::atoi(argv[1]);
   const dtype t = std::strcmp(argv[2], "bf16") == 0 ? dtype::bf16 : dtype::f32;
   const std::int64_t lk = std::atol(argv[3]), b = argc > 4 ? std::atol(argv[4]) : 1;
   const int steps = argc > 5 ? std::atoi(argv[5]) : 20;
-  const std::int64_t hkv = 8, hq = 32, d = 128, page = 16, pages = b * ((lk + page - 1) / page);
+  const std::int64_t hkv = 8, hq = 32, d = 128, page = argc > 6 ? std::atol(argv[6]) : 16, pages = b * ((lk + page - 1) / page);
   std::vector<std::int32_t> order(static_cast<std::size_t>(pages));
   for (std::int64_t p = 0; p < pages; ++p) order[static_cast<std::size_t>(p)] = static_cast<std::int32_t>(pages - 1 - p);
   std::optional<attnimpl::paged_kv_cache> cache;

@@ -21,9 +21,14 @@ struct sequence {
   problem prefill;  // b = 1, lq = lk = tokens, causal
 };
 
-sequence make_sequence(std::int64_t tokens, dtype t, std::uint64_t seed, const attnimpl::config& cfg) {
+/// Heads and head dims of the sequences a schedule pushes.
+struct heads {
+  std::int64_t hq = 6, hkv = 2, d = 5, dv = 3;
+};
+
+sequence make_sequence(std::int64_t tokens, dtype t, std::uint64_t seed, const attnimpl::config& cfg, const heads& hd) {
   problem_spec s;
-  s.dims = {.b = 1, .hq = 6, .hkv = 2, .lq = tokens, .lk = tokens, .d = 5, .dv = 3};
+  s.dims = {.b = 1, .hq = hd.hq, .hkv = hd.hkv, .lq = tokens, .lk = tokens, .d = hd.d, .dv = hd.dv};
   s.causal = true;
   s.type = t;
   s.seed = seed;
@@ -37,6 +42,7 @@ struct schedule_case {
   dtype type;
   std::vector<std::int64_t> chunks;  // tokens appended to both sequences per step
   std::int64_t head_start;           // tokens seq 1 receives before the shared steps
+  heads hd{};
 };
 
 void check_schedule(const schedule_case& sc, std::uint64_t seed) {
@@ -44,8 +50,8 @@ void check_schedule(const schedule_case& sc, std::uint64_t seed) {
   const attnimpl::config one_shot_cfg{.threads = 1, .q_tile = 4, .k_tile = sc.k_tile, .split_keys = 2 * sc.k_tile};
   const attnimpl::config cache_cfg{.threads = 3, .q_tile = 2, .k_tile = sc.k_tile, .split_keys = 2 * sc.k_tile};
   std::vector<sequence> seqs;
-  seqs.push_back(make_sequence(shared, sc.type, seed, one_shot_cfg));
-  seqs.push_back(make_sequence(sc.head_start + shared, sc.type, seed + 1, one_shot_cfg));
+  seqs.push_back(make_sequence(shared, sc.type, seed, one_shot_cfg, sc.hd));
+  seqs.push_back(make_sequence(sc.head_start + shared, sc.type, seed + 1, one_shot_cfg, sc.hd));
   const auto& d = seqs[0].prefill.dims;
 
   const std::int64_t pages = 2 * ((sc.head_start + shared) / sc.page_size + 2);
@@ -127,6 +133,21 @@ TEST(kv_cache, prefill_equals_any_chunking_through_shuffled_pages) {
         if (::testing::Test::HasFatalFailure()) return;
       }
     }
+}
+
+TEST(kv_cache, production_pages_read_keys_across_equal_prefill) {
+  // The cache keeps K transposed in its pages (keys across): runs of 8 keys
+  // in one page take the no-transpose score path, runs a page boundary cuts
+  // (page 12) are gathered first, more than 8 rows pack from the pages.
+  // Every route must give the bits of the row-major prefill.
+  std::uint64_t seed = 2000;
+  for (dtype t : {dtype::f32, dtype::bf16, dtype::f16})
+    for (auto [page, tile] : {std::pair<std::int64_t, std::int64_t>{16, 64}, {8, 16}, {12, 64}, {32, 24}})
+      for (const heads& hd : {heads{8, 2, 64, 24}, heads{16, 2, 20, 16}, heads{3, 3, 9, 8}}) {
+        SCOPED_TRACE(::testing::Message() << "seed " << seed << " page " << page << " tile " << tile << " d " << hd.d);
+        check_schedule({page, tile, t, {70, 1, 1, 9, 1, 3}, 37, hd}, ++seed);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
 }
 
 TEST(kv_cache, decode_split_over_threads_equals_prefill) {

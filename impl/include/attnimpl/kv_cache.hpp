@@ -3,9 +3,12 @@
 // logical pages to physical ones. attend() runs the same engine as
 // attention(), so a token gives the same bits whether it was processed in a
 // prefill, in a chunk or one at a time (for a fixed config.k_tile/split_keys).
+// Inside a page each KV head's part is contiguous: K stored (dim, slot), keys
+// across, so decode reads 8 keys' element d in one load; V stored (slot, dim).
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -13,6 +16,25 @@
 #include "attnimpl/attention.hpp"
 
 namespace attnimpl {
+
+namespace detail {
+/// Page-pool storage: cache-line aligned (a run of 8 keys never straddles two
+/// lines); pools of 4 MiB and more are 2 MiB aligned and asked for huge
+/// pages (Linux), so that a decode step's page walk rarely misses the TLB.
+void* pool_allocate(std::size_t bytes);
+void pool_free(void* p, std::size_t bytes) noexcept;
+
+template <class T>
+struct pool_allocator {
+  using value_type = T;
+  pool_allocator() = default;
+  template <class U>
+  pool_allocator(const pool_allocator<U>&) {}
+  T* allocate(std::size_t n) { return static_cast<T*>(pool_allocate(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { pool_free(p, n * sizeof(T)); }
+  friend bool operator==(const pool_allocator&, const pool_allocator&) { return true; }
+};
+}  // namespace detail
 
 struct kv_cache_config {
   std::int64_t batch = 1;  ///< sequences
@@ -72,7 +94,7 @@ class paged_kv_cache {
   paged_kv_cache() = default;
 
   kv_cache_config cfg_;
-  std::vector<unsigned char> k_pool_, v_pool_;
+  std::vector<unsigned char, detail::pool_allocator<unsigned char>> k_pool_, v_pool_;
   std::vector<std::int32_t> table_;  // batch x max_pages_per_seq
   std::vector<std::int32_t> free_;   // pages still free, handed out from the back
   std::vector<std::int64_t> lengths_;

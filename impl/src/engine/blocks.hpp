@@ -93,6 +93,16 @@ void prefetch_rows(const char* const* rows, std::int64_t count, std::int64_t byt
     for (std::int64_t x = 0; x < bytes; x += 64) simd::prefetch(rows[t] + x);
 }
 
+/// Requests the K rows' lines of keys[0 .. count). Keys-across K (key stride
+/// 1): a run of 8 keys shares its lines, dim by dim; otherwise each key's row.
+void prefetch_keys(const kv_source& kv, const char* const* keys, std::int64_t count, std::int64_t d) {
+  const std::int64_t es = convert::size_of(kv.type);
+  if (kv.ks[1] != 1 || kv.ks[3] == 1) return prefetch_rows(keys, count, d * kv.ks[3] * es);
+  const std::int64_t dstr = kv.ks[3] * es, every = dstr < 64 && 64 % dstr == 0 ? 64 / dstr : 1;
+  for (std::int64_t t = 0; t < count; t += 8)
+    for (std::int64_t dd = 0; dd < d; dd += every) simd::prefetch(keys[t] + dd * dstr);
+}
+
 /// Fixes the rows of unit u, their visibility limits, and packs scaled Q.
 inline unit_rows unit_runner::setup(std::int64_t u) {
   unit_rows ur;
@@ -197,6 +207,24 @@ inline void unit_runner::pack_k(std::int64_t kpack) {
   float* kt = ws_.kt.data();
   float* tmp = ws_.tmp.data();
   std::int64_t jj = 0;
+  if (p_.kv.ks[1] == 1 && p_.kv.ks[3] != 1) {
+    // Keys-across K (the cache's pages): a run of 8 keys is 8 lanes already.
+    const dtype t_kv = p_.kv.type;
+    const std::int64_t dstr = p_.kv.ks[3] * esize;
+    for (; jj + 8 <= kpack; jj += 8) {
+      const char* first = krows[jj];
+      bool run = true;
+      for (std::int64_t t = 1; run && t < 8; ++t) run = krows[jj + t] == first + t * esize;
+      if (run) {
+        for (std::int64_t dd = 0; dd < d; ++dd) simd::store(kt + dd * g_.k_tile8 + jj, simd::load8(first + dd * dstr, t_kv));
+      } else {
+        for (std::int64_t t = jj; t < jj + 8; ++t) {
+          convert::load_row(tmp, krows[t], t_kv, p_.kv.ks[3], d);
+          for (std::int64_t dd = 0; dd < d; ++dd) kt[dd * g_.k_tile8 + t] = tmp[dd];
+        }
+      }
+    }
+  }
   if (p_.kv.ks[3] == 1) {
     // 8 keys x 8 dims at a time: convert to f32 lanes, transpose in registers.
     const dtype t_kv = p_.kv.type;
@@ -332,6 +360,147 @@ inline void unit_runner::score_group(const char* const rows_in[8], std::int64_t 
   }
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r) simd::store(s + r * ld, acc[r]);
+}
+
+/// Keys j .. j + 7 of the block (those below kpack) with K stored
+/// keys-across: where they are one run (key stride 1, same page) their
+/// element dd is at the returned pointer + dd * stride; otherwise they are
+/// copied there first, lanes past kpack 0.
+inline const char* unit_runner::key_group(std::int64_t j, std::int64_t kpack, char* gather, std::int64_t& stride) const {
+  const std::int64_t es = convert::size_of(p_.kv.type), dstr = p_.kv.ks[3] * es;
+  const char* first = ws_.krows[j];
+  bool run = j + 8 <= kpack;
+  for (std::int64_t t = 1; run && t < 8; ++t) run = ws_.krows[j + t] == first + t * es;
+  if (run) {
+    stride = dstr;
+    return first;
+  }
+  const std::int64_t d = p_.dims.d;
+  std::fill(gather, gather + d * 8 * es, char{0});
+  for (std::int64_t t = 0; t < 8 && j + t < kpack; ++t)
+    for (std::int64_t dd = 0; dd < d; ++dd) std::copy_n(ws_.krows[j + t] + dd * dstr, es, gather + (dd * 8 + t) * es);
+  stride = 8 * es;
+  return gather;
+}
+
+inline void unit_runner::across_scores(const unit_rows& ur, std::int64_t kpack, std::int64_t next) {
+  switch (p_.kv.type) {
+    case dtype::f32: across_scores_as<dtype::f32>(ur, kpack, next); break;
+    case dtype::f16: across_scores_as<dtype::f16>(ur, kpack, next); break;
+    case dtype::bf16: across_scores_as<dtype::bf16>(ur, kpack, next); break;
+  }
+}
+
+/// Scores of keys [0, kpack) from K stored keys-across: element dd of 8
+/// consecutive keys is one vector, so each score is the same FMA chain over
+/// d as every other path (same bits) with no transpose. 16 keys per pass:
+/// 8 accumulators for 4 rows, enough independent chains to keep both FMA
+/// units busy (8 keys leave the chain's latency exposed). While a pass
+/// computes, the same keys of the next block are requested, K a line per
+/// dim, V a line per dim.
+template <dtype T>
+inline void unit_runner::across_scores_as(const unit_rows& ur, std::int64_t kpack, std::int64_t next) {
+  constexpr std::int64_t es = T == dtype::f32 ? 4 : 2;
+  const std::int64_t dstr = p_.kv.ks[3] * es;
+  const std::int64_t vbytes = p_.dims.dv * p_.kv.vs[3] * es;
+  const std::int64_t k_every = dstr < 64 && 64 % dstr == 0 ? 64 / dstr : 1;  // dims per K line
+  char* gather = reinterpret_cast<char*>(ws_.kgather.data());
+  char* gather1 = gather + 8 * p_.dims.d * es;
+  for (std::int64_t jj = 0; jj < kpack; jj += 16) {
+    std::int64_t sa = 0, sb = 0;
+    const char* a = key_group(jj, kpack, gather, sa);
+    const bool two = jj + 8 < kpack;
+    const char* b = two ? key_group(jj + 8, kpack, gather1, sb) : nullptr;
+    across_prefetch pf{nullptr, nullptr, k_every, ws_.vnext.data() + jj, std::clamp<std::int64_t>(next - jj, 0, 16), vbytes};
+    if (jj < next) {
+      pf.k0 = ws_.knext[jj];
+      if (jj + 8 < next) {
+        const char* k1 = ws_.knext[jj + 8];
+        const bool same_lines = k1 == pf.k0 + 8 * es && reinterpret_cast<std::uintptr_t>(pf.k0) % 64 + 16 * es <= 64;
+        pf.k1 = same_lines ? nullptr : k1;
+      }
+    }
+    for (std::int64_t r0 = 0; r0 < ur.rows; r0 += 4) {
+      const std::int64_t nr = std::min<std::int64_t>(4, ur.rows - r0);
+      bool any = false;
+      for (std::int64_t r = r0; r < r0 + nr; ++r) any = any || ws_.kind[r] != row_kind::none;
+      if (!any) continue;
+#define ATTNIMPL_ACROSS(NR)                              \
+  if (two)                                               \
+    across_group<NR, T, true>(a, sa, b, sb, r0, jj, pf); \
+  else                                                   \
+    across_group<NR, T, false>(a, sa, a, sa, r0, jj, pf);
+      switch (nr) {
+        case 1: ATTNIMPL_ACROSS(1) break;
+        case 2: ATTNIMPL_ACROSS(2) break;
+        case 3: ATTNIMPL_ACROSS(3) break;
+        default: ATTNIMPL_ACROSS(4) break;
+      }
+#undef ATTNIMPL_ACROSS
+      pf.k0 = pf.k1 = nullptr;  // requested by the first pass
+      pf.v_rows = 0;
+    }
+    if (pf.k0) {  // no pass ran
+      for (std::int64_t dd = 0; dd < p_.dims.d; dd += k_every) {
+        simd::prefetch(pf.k0 + dd * dstr);
+        if (pf.k1) simd::prefetch(pf.k1 + dd * dstr);
+      }
+    }
+    prefetch_rows(pf.v, pf.v_rows, vbytes);
+  }
+  // Keys of the next block past this block's last pass.
+  for (std::int64_t jj = (kpack + 15) / 16 * 16; jj < next; jj += 8)
+    for (std::int64_t dd = 0; dd < p_.dims.d; dd += k_every) simd::prefetch(ws_.knext[jj] + dd * dstr);
+  const std::int64_t from = std::min((kpack + 15) / 16 * 16, next);
+  prefetch_rows(ws_.vnext.data() + from, next - from, vbytes);
+}
+
+template <int NR, dtype T, bool TWO>
+inline void unit_runner::across_group(const char* a, std::int64_t sa, const char* b, std::int64_t sb, std::int64_t r0,
+                                      std::int64_t jj, const across_prefetch& pf) {
+  const std::int64_t d = p_.dims.d, ld = g_.k_tile8;  // locals: vector stores may alias members
+  const float* q = ws_.qp.data() + r0 * d;
+  float* s = ws_.s.data() + r0 * ld + jj;
+  const char* const k0 = pf.k0;
+  const char* const k1 = pf.k1;
+  const std::int64_t k_every = pf.k_every, kstr = p_.kv.ks[3] * convert::size_of(T);
+  const char* const* v = pf.v;
+  const std::int64_t v_rows = pf.v_rows, vbytes = pf.vbytes;
+  std::int64_t vt = 0, vx = 0;
+  simd::vf acc0[NR], acc1[NR];
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r) acc0[r] = acc1[r] = simd::zero();
+  for (std::int64_t dd = 0; dd < d; ++dd) {
+    if (k0 && dd % k_every == 0) {
+      simd::prefetch(k0 + dd * kstr);
+      if (k1) simd::prefetch(k1 + dd * kstr);
+    }
+    if (vt < v_rows) {
+      simd::prefetch(v[vt] + vx);
+      vx += 64;
+      if (vx >= vbytes) vx = 0, ++vt;
+    }
+    const simd::vf ka = simd::load8(a + dd * sa, T);
+    if constexpr (TWO) {
+      const simd::vf kb = simd::load8(b + dd * sb, T);
+#pragma GCC unroll 4
+      for (int r = 0; r < NR; ++r) {
+        const simd::vf qv = simd::broadcast(q + r * d + dd);
+        acc0[r] = simd::fmadd(qv, ka, acc0[r]);
+        acc1[r] = simd::fmadd(qv, kb, acc1[r]);
+      }
+    } else {
+#pragma GCC unroll 4
+      for (int r = 0; r < NR; ++r) acc0[r] = simd::fmadd(simd::broadcast(q + r * d + dd), ka, acc0[r]);
+    }
+  }
+  for (; vt < v_rows; ++vt, vx = 0)
+    for (; vx < vbytes; vx += 64) simd::prefetch(v[vt] + vx);
+#pragma GCC unroll 4
+  for (int r = 0; r < NR; ++r) {
+    simd::store(s + r * ld, acc0[r]);
+    if constexpr (TWO) simd::store(s + r * ld + 8, acc1[r]);
+  }
 }
 
 template <int NR>

@@ -33,9 +33,11 @@ inline void unit_runner::chunk(const unit_rows& ur, std::int64_t c0, std::int64_
     const dtype vt = pack_v(ur, kpack);
     if (ur.rows <= direct_rows && p_.kv.ks[3] == 1) {
       direct_scores(ur, kpack, next);
+    } else if (ur.rows <= direct_rows && p_.kv.ks[1] == 1) {
+      across_scores(ur, kpack, next);
     } else {
       pack_k(kpack);
-      prefetch_rows(ws_.knext.data(), next, p_.dims.d * p_.kv.ks[3] * convert::size_of(p_.kv.type));
+      prefetch_keys(p_.kv, ws_.knext.data(), next, p_.dims.d);
       prefetch_rows(ws_.vnext.data(), next, p_.dims.dv * p_.kv.vs[3] * convert::size_of(p_.kv.type));
       scores(ur);
     }

@@ -53,7 +53,8 @@ void reset_state(const row_state& st, const geometry& g, std::int64_t rows) {
 /// Per-thread scratch, reused across calls (grows only).
 struct workspace {
   std::vector<float> qp, kt, vp, s, tmp, chunk, total;
-  std::vector<float> zero;  // d zeros: the K row of a padding lane, never written
+  std::vector<float> zero;     // d zeros: the K row of a padding lane, never written
+  std::vector<float> kgather;  // 2 x 8 keys' K, dims across (keys-across K not in one run)
   // Row addresses of the block's keys (K, and V where the caller stores it),
   // of the next block's (prefetch), and V row jj as the P.V kernel reads it
   // (the caller's row or its f32 copy in vp).
@@ -70,6 +71,7 @@ struct workspace {
     grow(kt, p.dims.d * g.k_tile8);
     grow(vp, g.k_tile * g.dv8);
     grow(zero, p.dims.d);
+    grow(kgather, 16 * p.dims.d);
     grow(krows, g.k_tile);
     grow(vsrc, g.k_tile);
     grow(knext, g.k_tile);

@@ -88,6 +88,29 @@ class unit_runner {
   template <int NR, dtype T>
   void score_group(const char* const rows_in[8], std::int64_t r0, std::int64_t jj, const prefetch_set& pf);
 
+  /// K stored keys-across (key stride 1: the cache's pages, a caller's K^T):
+  /// scores with no transpose (across_scores), 16 keys per pass.
+  void across_scores(const unit_rows& ur, std::int64_t kpack, std::int64_t next);
+
+  template <dtype T>
+  void across_scores_as(const unit_rows& ur, std::int64_t kpack, std::int64_t next);
+
+  /// The next block's lines one pass of across_scores requests: K of its 16
+  /// keys (k1 null when k0's lines hold them), V rows v[0 .. v_rows).
+  struct across_prefetch {
+    const char* k0;
+    const char* k1;
+    std::int64_t k_every;
+    const char* const* v;
+    std::int64_t v_rows, vbytes;
+  };
+
+  template <int NR, dtype T, bool TWO>
+  void across_group(const char* a, std::int64_t sa, const char* b, std::int64_t sb, std::int64_t r0, std::int64_t jj,
+                    const across_prefetch& pf);
+
+  const char* key_group(std::int64_t j, std::int64_t kpack, char* gather, std::int64_t& stride) const;
+
   template <int NR>
   void score_rows(std::int64_t r0);
 
