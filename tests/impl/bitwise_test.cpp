@@ -119,26 +119,29 @@ TEST(bitwise, a_row_alone_equals_it_inside_a_batch) {
 
 TEST(bitwise, memory_layout_never_changes_bits) {
   // Dense f32 takes the in-register transpose and in-place V rows; padded
-  // (dim stride 2) and head-major take the converting copies.
+  // (dim stride 2) and head-major take the converting copies; keys-across K
+  // (sequence stride 1) takes the no-transpose scores (q_tile 3: 6 rows) or
+  // packs from the rows' runs (q_tile 8: 16 rows).
   for (dtype t : {dtype::f32, dtype::bf16})
-    for (std::int64_t dv : {8, 16, 5}) {
-      problem_spec s;
-      s.dims = {.b = 2, .hq = 4, .hkv = 2, .lq = 6, .lk = 21, .d = 19, .dv = dv};
-      s.causal = true;
-      s.type = t;
-      s.seed = 11 + static_cast<std::uint64_t>(dv);
-      const attnimpl::config cfg{.threads = 2, .q_tile = 3, .k_tile = 16, .split_keys = 16};
-      std::vector<std::uint32_t> first;
-      for (layout l : {layout::dense, layout::padded, layout::head_major}) {
-        s.lay = l;
-        problem p = make_problem(s);
-        run(p, cfg);
-        if (first.empty())
-          first = output_bits(p);
-        else
-          ASSERT_EQ(output_bits(p), first) << p.line() << " layout " << static_cast<int>(l);
+    for (std::int64_t dv : {8, 16, 5})
+      for (std::int64_t q_tile : {3, 8}) {
+        problem_spec s;
+        s.dims = {.b = 2, .hq = 4, .hkv = 2, .lq = 9, .lk = 37, .d = 19, .dv = dv};
+        s.causal = true;
+        s.type = t;
+        s.seed = 11 + static_cast<std::uint64_t>(dv);
+        const attnimpl::config cfg{.threads = 2, .q_tile = q_tile, .k_tile = 16, .split_keys = 16};
+        std::vector<std::uint32_t> first;
+        for (layout l : {layout::dense, layout::padded, layout::head_major, layout::keys_across}) {
+          s.lay = l;
+          problem p = make_problem(s);
+          run(p, cfg);
+          if (first.empty())
+            first = output_bits(p);
+          else
+            ASSERT_EQ(output_bits(p), first) << p.line() << " layout " << static_cast<int>(l);
+        }
       }
-    }
 }
 
 TEST(bitwise, nan_in_masked_slots_changes_nothing) {

@@ -44,6 +44,10 @@ buffer buffer::make(dtype t, std::array<std::int64_t, 4> dims, layout l) {
       b.stride = {dims[1] * dims[2] * dims[3], dims[3], dims[1] * dims[3], 1};
       size = dims[0] * dims[1] * dims[2] * dims[3];
       break;
+    case layout::keys_across:  // (b, h, d, s) in memory
+      b.stride = {dims[1] * dims[2] * dims[3], 1, dims[3] * dims[1], dims[1]};
+      size = dims[0] * dims[1] * dims[2] * dims[3];
+      break;
     case layout::padded: {  // gaps everywhere, a non-unit dim stride and an offset
       const std::int64_t sd = 2, sh = dims[3] * sd + 3, ss = dims[2] * sh + 5, sb = dims[1] * ss + 7;
       b.stride = {sb, ss, sh, sd};

@@ -21,7 +21,9 @@ float round_to(dtype t, float x);
 std::uint16_t bits16(dtype t, float x);
 float from_bits16(dtype t, std::uint16_t b);
 
-enum class layout { dense, head_major, padded };
+/// dense (b, s, h, d); head_major (b, h, s, d); padded: gaps and a dim
+/// stride of 2; keys_across (b, h, d, s): a sequence stride of 1 (K^T).
+enum class layout { dense, head_major, padded, keys_across };
 
 /// A (d0, d1, d2, d3) tensor in raw storage with element strides.
 struct buffer {
