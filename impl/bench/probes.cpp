@@ -41,35 +41,20 @@ __attribute__((target("avx2,fma"))) float fma_chains(int id, long iters) {
   return s;
 }
 
-__attribute__((target("avx2"))) float sum_avx2(const float* p, std::size_t n) {
+/// Sum of p[0 .. n); with next, the lines of next[0 .. 4n) are requested
+/// while it sums, two per 128 bytes summed (the page-walk probe's request
+/// ahead).
+__attribute__((target("avx2"))) float sum_avx2(const float* p, std::size_t n, const char* next = nullptr) {
   __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
   for (std::size_t i = 0; i + 32 <= n; i += 32) {
+    if (next) {
+      _mm_prefetch(next + i * 4, _MM_HINT_T0);
+      _mm_prefetch(next + i * 4 + 64, _MM_HINT_T0);
+    }
     s0 = _mm256_add_ps(s0, _mm256_loadu_ps(p + i));
     s1 = _mm256_add_ps(s1, _mm256_loadu_ps(p + i + 8));
     s2 = _mm256_add_ps(s2, _mm256_loadu_ps(p + i + 16));
     s3 = _mm256_add_ps(s3, _mm256_loadu_ps(p + i + 24));
-  }
-  return _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-}
-
-/// Sum of runs [first - k] (k = 0 .. count-1) of `run` floats each; with
-/// ahead, run first - k - 1's lines are requested while run first - k sums.
-__attribute__((target("avx2"))) float sum_runs_avx2(const float* base, std::size_t first, std::size_t count, std::size_t run,
-                                                    bool ahead) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  for (std::size_t k = 0; k < count; ++k) {
-    const float* p = base + (first - k) * run;
-    const char* next = ahead && k + 1 < count ? reinterpret_cast<const char*>(p - run) : nullptr;
-    for (std::size_t i = 0; i + 32 <= run; i += 32) {
-      if (next) {
-        _mm_prefetch(next + i * 4, _MM_HINT_T0);
-        _mm_prefetch(next + i * 4 + 64, _MM_HINT_T0);
-      }
-      s0 = _mm256_add_ps(s0, _mm256_loadu_ps(p + i));
-      s1 = _mm256_add_ps(s1, _mm256_loadu_ps(p + i + 8));
-      s2 = _mm256_add_ps(s2, _mm256_loadu_ps(p + i + 16));
-      s3 = _mm256_add_ps(s3, _mm256_loadu_ps(p + i + 24));
-    }
   }
   return _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
 }
@@ -88,8 +73,7 @@ float sum_sse2(const float* p, std::size_t n) {
 #else
 // Elsewhere: no FMA probe (fma_peak_gflops returns 0), a plain sum for bandwidth.
 float fma_chains(int, long) { return 0; }
-float sum_avx2(const float*, std::size_t) { return 0; }
-float sum_runs_avx2(const float*, std::size_t, std::size_t, std::size_t, bool) { return 0; }
+float sum_avx2(const float*, std::size_t, const char* = nullptr) { return 0; }
 float sum_sse2(const float* p, std::size_t n) {
   float s[16] = {};
   for (std::size_t i = 0; i + 16 <= n; i += 16)
@@ -133,7 +117,13 @@ std::vector<double> read_runs_bandwidth_samples(int threads, int reps, std::size
   for (int rep = 0; rep < reps; ++rep) {
     const double t = run_threads(threads, [&](int id) {
       const std::size_t last = per * static_cast<std::size_t>(id + 1) - 1;
-      sink[static_cast<std::size_t>(id)] = sum_runs_avx2(buf.data(), last, per, run, request_ahead);
+      // Runs last, last - 1, ...: while one sums, the next one down is requested.
+      float sum = 0;
+      for (std::size_t k = 0; k < per; ++k) {
+        const float* p = buf.data() + (last - k) * run;
+        sum += sum_avx2(p, run, request_ahead && k + 1 < per ? reinterpret_cast<const char*>(p - run) : nullptr);
+      }
+      sink[static_cast<std::size_t>(id)] = sum;
     });
     samples.push_back(static_cast<double>(per * static_cast<std::size_t>(threads) * run_bytes) / t / 1e9);
   }

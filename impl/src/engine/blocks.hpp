@@ -93,14 +93,25 @@ void prefetch_rows(const char* const* rows, std::int64_t count, std::int64_t byt
     for (std::int64_t x = 0; x < bytes; x += 64) simd::prefetch(rows[t] + x);
 }
 
+/// Dims of a keys-across run that share one cache line, dstr bytes apart:
+/// 64 / dstr where dstr divides 64 (so a power of two), else 1.
+std::int64_t dims_per_line(std::int64_t dstr) { return dstr < 64 && 64 % dstr == 0 ? 64 / dstr : 1; }
+
 /// Requests the K rows' lines of keys[0 .. count). Keys-across K (key stride
 /// 1): a run of 8 keys shares its lines, dim by dim; otherwise each key's row.
 void prefetch_keys(const kv_source& kv, const char* const* keys, std::int64_t count, std::int64_t d) {
   const std::int64_t es = convert::size_of(kv.type);
   if (kv.ks[1] != 1 || kv.ks[3] == 1) return prefetch_rows(keys, count, d * kv.ks[3] * es);
-  const std::int64_t dstr = kv.ks[3] * es, every = dstr < 64 && 64 % dstr == 0 ? 64 / dstr : 1;
+  const std::int64_t dstr = kv.ks[3] * es, every = dims_per_line(dstr);
   for (std::int64_t t = 0; t < count; t += 8)
     for (std::int64_t dd = 0; dd < d; dd += every) simd::prefetch(keys[t] + dd * dstr);
+}
+
+/// Whether any of rows r0 .. r0 + nr - 1 sees a key of the block.
+inline bool unit_runner::sees_any(std::int64_t r0, std::int64_t nr) const {
+  for (std::int64_t r = r0; r < r0 + nr; ++r)
+    if (ws_.kind[r] != row_kind::none) return true;
+  return false;
 }
 
 /// Fixes the rows of unit u, their visibility limits, and packs scaled Q.
@@ -208,21 +219,14 @@ inline void unit_runner::pack_k(std::int64_t kpack) {
   float* tmp = ws_.tmp.data();
   std::int64_t jj = 0;
   if (p_.kv.ks[1] == 1 && p_.kv.ks[3] != 1) {
-    // Keys-across K (the cache's pages): a run of 8 keys is 8 lanes already.
-    const dtype t_kv = p_.kv.type;
-    const std::int64_t dstr = p_.kv.ks[3] * esize;
-    for (; jj + 8 <= kpack; jj += 8) {
-      const char* first = krows[jj];
-      bool run = true;
-      for (std::int64_t t = 1; run && t < 8; ++t) run = krows[jj + t] == first + t * esize;
-      if (run) {
-        for (std::int64_t dd = 0; dd < d; ++dd) simd::store(kt + dd * g_.k_tile8 + jj, simd::load8(first + dd * dstr, t_kv));
-      } else {
-        for (std::int64_t t = jj; t < jj + 8; ++t) {
-          convert::load_row(tmp, krows[t], t_kv, p_.kv.ks[3], d);
-          for (std::int64_t dd = 0; dd < d; ++dd) kt[dd * g_.k_tile8 + t] = tmp[dd];
-        }
-      }
+    // Keys-across K (the cache's pages): a run of 8 keys is 8 lanes already
+    // (key_group gathers the groups that are not one run, zero past kpack).
+    char* gather = reinterpret_cast<char*>(ws_.kgather.data());
+    for (; jj < kpack; jj += 8) {
+      std::int64_t stride = 0;
+      const char* group = key_group(jj, kpack, gather, stride);
+      for (std::int64_t dd = 0; dd < d; ++dd)
+        simd::store(kt + dd * g_.k_tile8 + jj, simd::load8(group + dd * stride, p_.kv.type));
     }
   }
   if (p_.kv.ks[3] == 1) {
@@ -295,9 +299,7 @@ inline void unit_runner::direct_scores_as(const unit_rows& ur, std::int64_t kpac
     prefetch_set pf{ws_.knext.data() + jj, ws_.vnext.data() + jj, std::clamp<std::int64_t>(next - jj, 0, 8), kbytes, vbytes};
     for (std::int64_t r0 = 0; r0 < ur.rows; r0 += 4) {
       const std::int64_t nr = std::min<std::int64_t>(4, ur.rows - r0);
-      bool any = false;
-      for (std::int64_t r = r0; r < r0 + nr; ++r) any = any || ws_.kind[r] != row_kind::none;
-      if (!any) continue;
+      if (!sees_any(r0, nr)) continue;
       switch (nr) {
         case 1: score_group<1, T>(rows, r0, jj, pf); break;
         case 2: score_group<2, T>(rows, r0, jj, pf); break;
@@ -403,8 +405,7 @@ inline void unit_runner::across_scores_as(const unit_rows& ur, std::int64_t kpac
   constexpr std::int64_t es = T == dtype::f32 ? 4 : 2;
   const std::int64_t dstr = p_.kv.ks[3] * es;
   const std::int64_t vbytes = p_.dims.dv * p_.kv.vs[3] * es;
-  // Dims per K line: 64 / dstr where dstr divides 64, so a power of two.
-  const std::int64_t k_every = dstr < 64 && 64 % dstr == 0 ? 64 / dstr : 1;
+  const std::int64_t k_every = dims_per_line(dstr);
   char* gather = reinterpret_cast<char*>(ws_.kgather.data());
   char* gather1 = gather + 8 * p_.dims.d * es;
   for (std::int64_t jj = 0; jj < kpack; jj += 16) {
@@ -423,9 +424,7 @@ inline void unit_runner::across_scores_as(const unit_rows& ur, std::int64_t kpac
     }
     for (std::int64_t r0 = 0; r0 < ur.rows; r0 += 4) {
       const std::int64_t nr = std::min<std::int64_t>(4, ur.rows - r0);
-      bool any = false;
-      for (std::int64_t r = r0; r < r0 + nr; ++r) any = any || ws_.kind[r] != row_kind::none;
-      if (!any) continue;
+      if (!sees_any(r0, nr)) continue;
 #define ATTNIMPL_ACROSS(NR)                              \
   if (two)                                               \
     across_group<NR, T, true>(a, sa, b, sb, r0, jj, pf); \
@@ -441,18 +440,12 @@ inline void unit_runner::across_scores_as(const unit_rows& ur, std::int64_t kpac
       pf.k0 = pf.k1 = nullptr;  // requested by the first pass
       pf.v_rows = 0;
     }
-    if (pf.k0) {  // no pass ran
-      for (std::int64_t dd = 0; dd < p_.dims.d; dd += k_every) {
-        simd::prefetch(pf.k0 + dd * dstr);
-        if (pf.k1) simd::prefetch(pf.k1 + dd * dstr);
-      }
-    }
+    if (pf.k0) prefetch_keys(p_.kv, ws_.knext.data() + jj, std::min<std::int64_t>(16, next - jj), p_.dims.d);  // no pass ran
     prefetch_rows(pf.v, pf.v_rows, vbytes);
   }
   // Keys of the next block past this block's last pass.
-  for (std::int64_t jj = (kpack + 15) / 16 * 16; jj < next; jj += 8)
-    for (std::int64_t dd = 0; dd < p_.dims.d; dd += k_every) simd::prefetch(ws_.knext[jj] + dd * dstr);
   const std::int64_t from = std::min((kpack + 15) / 16 * 16, next);
+  prefetch_keys(p_.kv, ws_.knext.data() + from, next - from, p_.dims.d);
   prefetch_rows(ws_.vnext.data() + from, next - from, vbytes);
 }
 
@@ -518,9 +511,7 @@ inline void unit_runner::scores(const unit_rows& ur) {
   constexpr std::int64_t block = 6;
   for (std::int64_t r0 = 0; r0 < ur.rows; r0 += block) {
     const std::int64_t nr = std::min(block, ur.rows - r0);
-    bool any = false;
-    for (std::int64_t r = r0; r < r0 + nr; ++r) any = any || ws_.kind[r] != row_kind::none;
-    if (!any) continue;
+    if (!sees_any(r0, nr)) continue;
     switch (nr) {
       case 1: score_rows<1>(r0); break;
       case 2: score_rows<2>(r0); break;

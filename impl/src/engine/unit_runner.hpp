@@ -62,6 +62,8 @@ class unit_runner {
 
   std::int64_t classify(const unit_rows& ur, std::int64_t j0, std::int64_t kc);
 
+  bool sees_any(std::int64_t r0, std::int64_t nr) const;
+
   /// Rows of at most this many (decode: the G heads of one position) take
   /// their scores straight from the caller's K rows (direct_scores); more
   /// rows share one transposed copy of the block (pack_k, scores).
