@@ -37,7 +37,7 @@ status check_common(const shape& s, const config& cfg) {
   // Per-thread workspace is about rows x (d + dv + k_tile) floats; keep it under 1 GiB.
   const config r = resolve(cfg);
   const std::int64_t group = s.hq / s.hkv;
-  const std::int64_t rows = group * (cfg.q_tile > 0 ? cfg.q_tile : std::max<std::int64_t>(1, 128 / group));
+  const std::int64_t rows = group * q_tile_for(s, cfg);
   if (group > 65536 || rows > 65536) return status::invalid("(hq / hkv) * q_tile must be <= 65536 rows per work unit");
   if (rows * (s.d + s.dv + r.k_tile + 16) + r.k_tile * (s.d + s.dv + 16) > (std::int64_t{1} << 28))
     return status::invalid("work unit too large for the workspace cap (1 GiB): lower q_tile or k_tile");

@@ -1,4 +1,5 @@
 // Defaults of the tuning knobs and the numbers the SPEC bound needs from us.
+#include <algorithm>
 #include <cmath>
 #include <thread>
 
@@ -20,6 +21,18 @@ config resolve(const config& cfg) {
   // Split boundaries must be block boundaries: chunks are whole blocks.
   r.split_keys = (r.split_keys + r.k_tile - 1) / r.k_tile * r.k_tile;
   return r;
+}
+
+std::int64_t q_tile_for(const shape& s, const config& cfg) {
+  if (cfg.q_tile > 0) return cfg.q_tile;
+  const std::int64_t group = s.hkv > 0 ? std::max<std::int64_t>(1, s.hq / s.hkv) : 1;
+  const std::int64_t lowest = std::max<std::int64_t>(1, 128 / group);
+  const std::int64_t threads = resolve(cfg).threads;
+  std::int64_t q_tile = std::max<std::int64_t>(1, 512 / group);
+  // Larger units pack each K and V block for more rows (their slices of 128
+  // share it); smaller ones keep every thread busy.
+  while (q_tile > lowest && s.b * s.hkv * ((s.lq + q_tile - 1) / q_tile) < 8 * threads) q_tile = std::max(lowest, q_tile / 2);
+  return q_tile;
 }
 
 std::int64_t key_blocks(std::int64_t lk, const config& cfg) {

@@ -144,6 +144,29 @@ TEST(bitwise, memory_layout_never_changes_bits) {
       }
 }
 
+TEST(bitwise, row_slices_of_a_large_unit_never_change_bits) {
+  // A unit of more than 128 rows goes through each block's scores, softmax
+  // and P.V a slice of 128 rows at a time (the default q_tile gives 512-row
+  // units); 300 rows make slices of 128, 128 and 44. Each row must come out
+  // as it does from 2-position units.
+  for (int mask : {0, 1})
+    for (bool causal : {false, true})
+      for (dtype t : {dtype::f32, dtype::bf16}) {
+        problem_spec s;
+        s.dims = {.b = 1, .hq = 4, .hkv = 2, .lq = 160, .lk = 150, .d = 9, .dv = 11};
+        s.causal = causal;
+        s.padding = mask == 1;
+        s.mask = mask;
+        s.type = t;
+        s.seed = 31 + static_cast<std::uint64_t>(mask);
+        problem small = make_problem(s);
+        run(small, {.threads = 2, .q_tile = 2, .k_tile = 16, .split_keys = 64});
+        problem large = make_problem(s);
+        run(large, {.threads = 2, .q_tile = 150, .k_tile = 16, .split_keys = 64});
+        ASSERT_EQ(output_bits(large), output_bits(small)) << large.line();
+      }
+}
+
 TEST(bitwise, nan_in_masked_slots_changes_nothing) {
   for (const problem_spec& s : varied_specs()) {
     const attnimpl::config cfg{.threads = 2, .q_tile = 2, .k_tile = 3, .split_keys = 6};

@@ -74,7 +74,7 @@ enum class isa : std::uint8_t { automatic, avx2, portable };
 /// they may differ (within the SPEC bound) between different k_tile/split_keys.
 struct config {
   int threads = 0;              ///< worker threads, caller included; 0: hardware concurrency
-  std::int64_t q_tile = 0;      ///< query positions per work unit (rows = G * q_tile); 0: max(1, 128 / G)
+  std::int64_t q_tile = 0;      ///< query positions per work unit (rows = G * q_tile); 0: see q_tile_for()
   std::int64_t k_tile = 0;      ///< keys per online-softmax block, blocks start at key 0; 0: default
   std::int64_t split_keys = 0;  ///< keys per split-KV chunk, rounded up to a multiple of k_tile; 0: default
   isa simd = isa::automatic;    ///< instruction set; avx2 where the CPU lacks it is an invalid_argument
@@ -121,6 +121,13 @@ float default_scale(std::int64_t d);
 
 /// The config with every 0 replaced by the value the kernel uses.
 config resolve(const config& cfg);
+
+/// Query positions per work unit for these sizes: cfg.q_tile if set, else
+/// about 512 rows (max(1, 512 / G) positions), halved down to about 128 rows
+/// while that leaves fewer than 8 units per thread. Never changes a bit of
+/// the result: a row's arithmetic does not depend on the rows it shares a
+/// unit with.
+std::int64_t q_tile_for(const shape& s, const config& cfg);
 
 /// Declared accuracy of the kernel's exp (c_exp of the SPEC bound), in ulps of
 /// the f32 result (ulp of a subnormal result: 2^-149). Measured in tests/impl.

@@ -318,7 +318,7 @@ inline void unit_runner::score_group(const char* const rows_in[8], std::int64_t 
   constexpr std::int64_t es = T == dtype::f32 ? 4 : 2;
   const std::int64_t d = p_.dims.d, ld = g_.k_tile8;  // locals: vector stores may alias members
   const float* q = ws_.qp.data() + r0 * d;
-  float* s = ws_.s.data() + r0 * ld + jj;
+  float* s = score_row(r0) + jj;
   const char* r0p = rows_in[0];
   const char* r1p = rows_in[1];
   const char* r2p = rows_in[2];
@@ -454,7 +454,7 @@ inline void unit_runner::across_group(const char* a, std::int64_t sa, const char
                                       std::int64_t jj, const across_prefetch& pf) {
   const std::int64_t d = p_.dims.d, ld = g_.k_tile8;  // locals: vector stores may alias members
   const float* q = ws_.qp.data() + r0 * d;
-  float* s = ws_.s.data() + r0 * ld + jj;
+  float* s = score_row(r0) + jj;
   const char* const k0 = pf.k0;
   const char* const k1 = pf.k1;
   const std::int64_t k_mask = pf.k_every - 1, kstr = p_.kv.ks[3] * convert::size_of(T);  // k_every: a power of two
@@ -501,16 +501,16 @@ template <int NR>
 inline void unit_runner::score_rows(std::int64_t r0) {
   const std::int64_t d = p_.dims.d, ld = g_.k_tile8;
   const float* q = ws_.qp.data() + r0 * d;
-  float* s = ws_.s.data() + r0 * ld;
+  float* s = score_row(r0);
   std::int64_t c = 0;
   for (; c + 16 <= ld; c += 16) micro::scores<NR, 2>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
   if (c < ld) micro::scores<NR, 1>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
 }
 
-inline void unit_runner::scores(const unit_rows& ur) {
+inline void unit_runner::scores(row_range rr) {
   constexpr std::int64_t block = 6;
-  for (std::int64_t r0 = 0; r0 < ur.rows; r0 += block) {
-    const std::int64_t nr = std::min(block, ur.rows - r0);
+  for (std::int64_t r0 = rr.begin; r0 < rr.end; r0 += block) {
+    const std::int64_t nr = std::min(block, rr.end - r0);
     if (!sees_any(r0, nr)) continue;
     switch (nr) {
       case 1: score_rows<1>(r0); break;

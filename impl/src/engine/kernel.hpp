@@ -37,9 +37,7 @@ namespace {
 geometry plan(const problem& p, const config& cfg) {
   geometry g;
   g.group = p.dims.hq / p.dims.hkv;
-  // Auto q_tile: about 128 rows per unit, enough to amortize packing K and V.
-  const std::int64_t q_tile = cfg.q_tile > 0 ? cfg.q_tile : std::max<std::int64_t>(1, 128 / g.group);
-  g.q_tile = std::min(q_tile, p.dims.lq);
+  g.q_tile = std::min(q_tile_for(p.dims, cfg), p.dims.lq);
   g.rows = g.group * g.q_tile;
   g.q_tiles = (p.dims.lq + g.q_tile - 1) / g.q_tile;
   if (ATTNIMPL_MUTANT(query_tail_tile_dropped)) g.q_tiles = std::max<std::int64_t>(1, p.dims.lq / g.q_tile);

@@ -31,21 +31,28 @@ inline void unit_runner::chunk(const unit_rows& ur, std::int64_t c0, std::int64_
     const std::int64_t next = std::clamp<std::int64_t>(std::min(ur.max_hi, ur.keys) - j0 - g_.k_tile, 0, g_.k_tile);
     if (next > 0) locate(ur, j0 + g_.k_tile, next, ws_.knext.data(), ws_.vnext.data());
     const dtype vt = pack_v(ur, kpack);
-    if (ur.rows <= direct_rows && p_.kv.ks[3] == 1) {
+    const bool packed = !(ur.rows <= direct_rows && (p_.kv.ks[3] == 1 || p_.kv.ks[1] == 1));
+    if (!packed && p_.kv.ks[3] == 1) {
       direct_scores(ur, kpack, next);
-    } else if (ur.rows <= direct_rows && p_.kv.ks[1] == 1) {
+    } else if (!packed) {
       across_scores(ur, kpack, next);
     } else {
       pack_k(kpack);
       prefetch_keys(p_.kv, ws_.knext.data(), next, p_.dims.d);
       prefetch_rows(ws_.vnext.data(), next, p_.dims.dv * p_.kv.vs[3] * convert::size_of(p_.kv.type));
-      scores(ur);
     }
-    softmax(ur, st);
-    switch (vt) {
-      case dtype::f32: weighted_values<dtype::f32>(ur, kpack, st); break;
-      case dtype::f16: weighted_values<dtype::f16>(ur, kpack, st); break;
-      case dtype::bf16: weighted_values<dtype::bf16>(ur, kpack, st); break;
+    // The rest of the block a slice of rows at a time: one packed K and V
+    // serve every slice, and a slice's scores stay in L1/L2 from the score
+    // kernel through the softmax to P.V.
+    for (std::int64_t rb = 0; rb < ur.rows; rb += slice_rows) {
+      const row_range rr{rb, std::min(ur.rows, rb + slice_rows)};
+      if (packed) scores(rr);
+      softmax(rr, st);
+      switch (vt) {
+        case dtype::f32: weighted_values<dtype::f32>(rr, kpack, st); break;
+        case dtype::f16: weighted_values<dtype::f16>(rr, kpack, st); break;
+        case dtype::bf16: weighted_values<dtype::bf16>(rr, kpack, st); break;
+      }
     }
     if (ATTNIMPL_MUTANT(low_precision_acc))  // the accumulator kept in bf16
       for (std::int64_t x = 0; x < ur.rows * g_.dv8; ++x) st.acc[x] = convert::from_bf16(convert::to_bf16(st.acc[x]));
@@ -54,12 +61,12 @@ inline void unit_runner::chunk(const unit_rows& ur, std::int64_t c0, std::int64_
 
 /// Masks scores by selection (never arithmetic), updates max and sum,
 /// rescales on a rising max, leaves P in the score buffer.
-inline void unit_runner::softmax(const unit_rows& ur, const row_state& st) {
+inline void unit_runner::softmax(row_range rr, const row_state& st) {
   const std::int64_t ld = g_.k_tile8;
   const simd::vf ninf = simd::set1(neg_inf);
-  for (std::int64_t r = 0; r < ur.rows; ++r) {
+  for (std::int64_t r = rr.begin; r < rr.end; ++r) {
     if (ws_.kind[r] == row_kind::none) continue;
-    float* s = ws_.s.data() + r * ld;
+    float* s = score_row(r);
     const std::uint8_t* vis = ws_.vis.data() + r * ld;
     simd::vf mx = ninf;
     // Rows that see keys [0, prefix) need no per-lane mask there; lanes past

@@ -22,6 +22,10 @@ std::int64_t round8(std::int64_t n) { return (n + 7) / 8 * 8; }
 enum class row_kind : std::uint8_t { none, all, partial };
 
 /// Sizes shared by every unit of one call.
+/// Rows of a unit that go through a block's scores, softmax and P.V
+/// together; the slices of a unit share one packed K and V block.
+constexpr std::int64_t slice_rows = 128;
+
 struct geometry {
   std::int64_t group = 1;    // G
   std::int64_t q_tile = 1;   // query positions per unit
@@ -77,7 +81,7 @@ struct workspace {
     grow(knext, g.k_tile);
     grow(vnext, g.k_tile);
     grow(vrows, g.k_tile);
-    grow(s, g.rows * g.k_tile8);
+    grow(s, std::min(g.rows, slice_rows) * g.k_tile8);
     grow(tmp, std::max(p.dims.d, g.dv8) + (ATTNIMPL_MUTANT(masked_row_mean) ? g.dv8 : 0));
     grow(chunk, state_floats(g));
     grow(total, state_floats(g));

@@ -116,15 +116,23 @@ class unit_runner {
   template <int NR>
   void score_rows(std::int64_t r0);
 
-  void scores(const unit_rows& ur);
+  /// Rows [begin, end) of the unit; begin a multiple of 4 (P.V's row groups).
+  struct row_range {
+    std::int64_t begin, end;
+  };
 
-  void softmax(const unit_rows& ur, const row_state& st);
+  /// Row r's scores of the block: every slice reuses the first slice's rows.
+  float* score_row(std::int64_t r) const { return ws_.s.data() + r % slice_rows * g_.k_tile8; }
+
+  void scores(row_range rr);
+
+  void softmax(row_range rr, const row_state& st);
 
   template <dtype T, int NR, int NE>
   void values_block(std::int64_t r0, std::int64_t e0, std::int64_t kc, const row_state& st);
 
   template <dtype T>
-  void weighted_values(const unit_rows& ur, std::int64_t kpack, const row_state& st);
+  void weighted_values(row_range rr, std::int64_t kpack, const row_state& st);
 
   template <dtype T>
   void values_dispatch(std::int64_t nr, std::int64_t ne, std::int64_t r0, std::int64_t e0, std::int64_t kc, const row_state& st);

@@ -16,8 +16,7 @@ namespace {
 
 template <dtype T, int NR, int NE>
 inline void unit_runner::values_block(std::int64_t r0, std::int64_t e0, std::int64_t kc, const row_state& st) {
-  micro::weighted_values<NR, NE, T>(ws_.s.data() + r0 * g_.k_tile8, g_.k_tile8, ws_.vrows.data(), e0, kc,
-                                    st.acc + r0 * g_.dv8 + e0, g_.dv8);
+  micro::weighted_values<NR, NE, T>(score_row(r0), g_.k_tile8, ws_.vrows.data(), e0, kc, st.acc + r0 * g_.dv8 + e0, g_.dv8);
 }
 
 /// acc += P V. Each group of 4 rows runs the register kernel over the keys
@@ -26,27 +25,30 @@ inline void unit_runner::values_block(std::int64_t r0, std::int64_t e0, std::int
 /// visible keys in order. Either way a row's chain is one FMA per visible
 /// key in increasing j: the same bits whatever rows share its group.
 template <dtype T>
-inline void unit_runner::weighted_values(const unit_rows& ur, std::int64_t kpack, const row_state& st) {
+inline void unit_runner::weighted_values(row_range rr, std::int64_t kpack, const row_state& st) {
   constexpr std::int64_t block = 4;
   std::int64_t* keys = ws_.group_keys.data();
   bool any_fast = false;
-  for (std::int64_t r0 = 0; r0 < ur.rows; r0 += block) {
+  for (std::int64_t r0 = rr.begin; r0 < rr.end; r0 += block) {
     std::int64_t common = kpack;
-    for (std::int64_t r = r0; r < std::min(r0 + block, ur.rows); ++r) common = std::min(common, ws_.prefix[r]);
+    for (std::int64_t r = r0; r < std::min(r0 + block, rr.end); ++r) common = std::min(common, ws_.prefix[r]);
     keys[r0 / block] = common;
     any_fast = any_fast || common > 0;
   }
   if (any_fast) {
-    for (std::int64_t e0 = 0; e0 < g_.dv8; e0 += 24) {
-      const std::int64_t ne = std::min<std::int64_t>(3, (g_.dv8 - e0) / 8);
-      for (std::int64_t r0 = 0; r0 < ur.rows; r0 += block)
-        if (keys[r0 / block] > 0) values_dispatch<T>(std::min(block, ur.rows - r0), ne, r0, e0, keys[r0 / block], st);
+    // Column slices of 3 vectors; 4 left are taken as 2 + 2, since a 1-vector
+    // slice does 4 FMAs per 5 loads (dv 128: 3,3,3,3,2,2 rather than 3,3,3,3,3,1).
+    for (std::int64_t e0 = 0, ne = 0; e0 < g_.dv8; e0 += 8 * ne) {
+      const std::int64_t left = (g_.dv8 - e0) / 8;
+      ne = left == 4 ? 2 : std::min<std::int64_t>(3, left);
+      for (std::int64_t r0 = rr.begin; r0 < rr.end; r0 += block)
+        if (keys[r0 / block] > 0) values_dispatch<T>(std::min(block, rr.end - r0), ne, r0, e0, keys[r0 / block], st);
     }
   }
-  for (std::int64_t r = 0; r < ur.rows; ++r) {
+  for (std::int64_t r = rr.begin; r < rr.end; ++r) {
     const std::int64_t from = keys[r / block];
     if (ws_.kind[r] == row_kind::none || from >= kpack) continue;
-    const float* pr = ws_.s.data() + r * g_.k_tile8;
+    const float* pr = score_row(r);
     const std::uint8_t* vis = ws_.vis.data() + r * g_.k_tile8;
     const char* const* vrows = ws_.vrows.data();
     constexpr std::int64_t es = T == dtype::f32 ? 4 : 2;
