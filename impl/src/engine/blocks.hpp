@@ -117,7 +117,9 @@ inline bool unit_runner::sees_any(std::int64_t r0, std::int64_t nr) const {
 /// Fixes the rows of unit u, their visibility limits, and packs scaled Q.
 inline unit_rows unit_runner::setup(std::int64_t u) {
   unit_rows ur;
-  const std::int64_t qt = u % g_.q_tiles;
+  // Causal: each (batch, KV head) takes its last query tile (the most keys)
+  // first, so the threads' last units are their smallest.
+  const std::int64_t qt = p_.causal ? g_.q_tiles - 1 - u % g_.q_tiles : u % g_.q_tiles;
   const std::int64_t bg = u / g_.q_tiles;
   ur.kv_head = bg % p_.dims.hkv;
   ur.b = bg / p_.dims.hkv;
@@ -185,9 +187,13 @@ inline std::int64_t unit_runner::classify(const unit_rows& ur, std::int64_t j0, 
         }
       }
     }
+    std::int64_t reach = last;  // lanes [0, reach) hold every key the row sees
     // Lanes past the sequence's last key (zero K, never packed V) taken as keys.
-    if (ATTNIMPL_MUTANT(tail_tile_unmasked) && cnt == kc && j0 + kc == ur.keys)
+    if (ATTNIMPL_MUTANT(tail_tile_unmasked) && cnt == kc && j0 + kc == ur.keys) {
       std::fill(vis + kc, vis + g_.k_tile, std::uint8_t{1});
+      reach = g_.k_tile;
+    }
+    ws_.reach[r] = reach;
     ws_.kind[r] = allowed == 0 ? row_kind::none : allowed == kc ? row_kind::all : row_kind::partial;
     std::int64_t prefix = allowed == cnt ? cnt : 0;  // without holes the visible keys are [0, cnt)
     if (prefix == 0)
@@ -502,9 +508,15 @@ inline void unit_runner::score_rows(std::int64_t r0) {
   const std::int64_t d = p_.dims.d, ld = g_.k_tile8;
   const float* q = ws_.qp.data() + r0 * d;
   float* s = score_row(r0);
+  // Columns past every row's last visible key (the causal diagonal) are not
+  // computed: the softmax selects -inf there from the visibility flags.
+  std::int64_t cols = 0;
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r) cols = std::max(cols, ws_.reach[r0 + r]);
+  cols = round8(cols);
   std::int64_t c = 0;
-  for (; c + 16 <= ld; c += 16) micro::scores<NR, 2>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
-  if (c < ld) micro::scores<NR, 1>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
+  for (; c + 16 <= cols; c += 16) micro::scores<NR, 2>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
+  if (c < cols) micro::scores<NR, 1>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
 }
 
 inline void unit_runner::scores(row_range rr) {

@@ -65,7 +65,7 @@ struct workspace {
   std::vector<const char*> krows, vsrc, knext, vnext, vrows;
   std::vector<std::uint8_t> vis;
   std::vector<row_kind> kind;
-  std::vector<std::int64_t> hi, head, pos, prefix, group_keys;
+  std::vector<std::int64_t> hi, head, pos, prefix, reach, group_keys;
 
   void ensure(const problem& p, const geometry& g) {
     const auto grow = [](auto& v, std::int64_t n) {
@@ -91,6 +91,7 @@ struct workspace {
     grow(head, g.rows);
     grow(pos, g.rows);
     grow(prefix, g.rows);
+    grow(reach, g.rows);
     grow(group_keys, g.rows / 4 + 1);
   }
 };
