@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
     cpu = std::min(cpu, cpu_seconds() - c0);
   }
   const double bytes = static_cast<double>(b * lk * hkv * 2 * d * es);
-  std::printf("decode %s threads=%d B=%lld Lk=%lld: best wall %.2f ms (%.1f GB/s), best CPU %.2f ms (%.1f GB/s per CPU-second)\n",
+  std::printf("decode %s threads=%d B=%lld Lk=%lld: best wall %.3f ms (%.1f GB/s), best CPU %.3f ms (%.1f GB/s per CPU-second)\n",
               t == dtype::f32 ? "f32" : "bf16", threads, static_cast<long long>(b), static_cast<long long>(lk), wall * 1e3,
               bytes / wall / 1e9, cpu * 1e3, bytes / cpu / 1e9);
   return 0;
