@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <new>
 
 #include "attncheck/subject.h"
@@ -137,15 +138,19 @@ void describe(instance& in, const char* name) {
   // The same on both instruction sets: the portable path computes the AVX2
   // path's bits (tests/impl/isa_test.cpp).
   d.exp_ulps = attnimpl::exp_ulps();
-  // Where the kernel changes path: its tiles as resolved, the query tile of
-  // each group size (max(1, 128 / G) rows), and the 8-wide vectors of D and Dv.
+  // Where the kernel changes path: its tiles as resolved; at the default
+  // query tile, the 128-row slices of a unit (128 / G positions: 128 for
+  // G = 1, then 64, 42, 32, 16, 8) and the units of about 512 rows (512 / G
+  // positions for G = 1, 2, 3; attnimpl::q_tile_for); the 8-wide vectors of
+  // D and Dv.
   attnimpl::config r = attnimpl::resolve(t);
   d.hints.q_tile = t.q_tile > 0 ? t.q_tile : 128;
   d.hints.k_tile = r.k_tile;
   d.hints.split_keys = r.split_keys;
   if (t.q_tile <= 0) {
-    const std::int64_t per_group[] = {64, 42, 32, 16, 8};
-    for (int i = 0; i < 5; ++i) d.hints.lengths[i] = per_group[i];
+    const std::int64_t per_group[] = {64, 42, 32, 16, 8, 512, 256, 170};
+    static_assert(std::size(per_group) <= ATTNCHECK_SIZE_HINT_SLOTS);
+    for (std::size_t i = 0; i < std::size(per_group); ++i) d.hints.lengths[i] = per_group[i];
   }
   d.hints.head_dims[0] = 8;
   d.state = &in;
