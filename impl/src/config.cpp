@@ -27,11 +27,14 @@ std::int64_t q_tile_for(const shape& s, const config& cfg) {
   if (cfg.q_tile > 0) return cfg.q_tile;
   const std::int64_t group = s.hkv > 0 ? std::max<std::int64_t>(1, s.hq / s.hkv) : 1;
   const std::int64_t lowest = std::max<std::int64_t>(1, 128 / group);
-  const std::int64_t threads = resolve(cfg).threads;
+  const std::int64_t wanted = 8 * std::int64_t{resolve(cfg).threads};
   std::int64_t q_tile = std::max<std::int64_t>(1, 512 / group);
   // Larger units pack each K and V block for more rows (their slices of 128
-  // share it); smaller ones keep every thread busy.
-  while (q_tile > lowest && s.b * s.hkv * ((s.lq + q_tile - 1) / q_tile) < 8 * threads) q_tile = std::max(lowest, q_tile / 2);
+  // share it); smaller ones keep every thread busy. b and hkv are each up to
+  // 2^30: their product is compared first, so no product overflows.
+  const std::int64_t heads = s.b * std::max<std::int64_t>(1, s.hkv);
+  if (heads >= wanted) return q_tile;
+  while (q_tile > lowest && heads * ((s.lq + q_tile - 1) / q_tile) < wanted) q_tile = std::max(lowest, q_tile / 2);
   return q_tile;
 }
 

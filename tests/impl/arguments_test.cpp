@@ -79,6 +79,21 @@ TEST(arguments, work_units_beyond_the_workspace_cap_are_rejected) {
   EXPECT_FALSE(attnimpl::attention(a, {.q_tile = 4096}).ok());
 }
 
+TEST(arguments, default_query_tile_follows_group_and_threads) {
+  // About 512 rows per unit; halved down to 128 rows while under 8 units per thread.
+  EXPECT_EQ(attnimpl::q_tile_for({.b = 1, .hq = 16, .hkv = 16, .lq = 2048, .lk = 2048, .d = 128, .dv = 128}, {.threads = 2}),
+            512);
+  EXPECT_EQ(attnimpl::q_tile_for({.b = 1, .hq = 32, .hkv = 8, .lq = 4096, .lk = 4096, .d = 128, .dv = 128}, {.threads = 2}), 128);
+  EXPECT_EQ(attnimpl::q_tile_for({.b = 1, .hq = 1, .hkv = 1, .lq = 1024, .lk = 1024, .d = 64, .dv = 64}, {.threads = 2}), 128);
+  EXPECT_EQ(attnimpl::q_tile_for({.b = 1, .hq = 64, .hkv = 1, .lq = 9, .lk = 9, .d = 8, .dv = 8}, {.threads = 4}), 2);
+  EXPECT_EQ(attnimpl::q_tile_for({.b = 1, .hq = 1, .hkv = 1, .lq = 5, .lk = 5, .d = 8, .dv = 8}, {.q_tile = 3}), 3);
+  // The largest sizes the checks allow: no overflow on the way (UBSan build).
+  const std::int64_t big = std::int64_t{1} << 30;
+  EXPECT_EQ(attnimpl::q_tile_for({.b = big, .hq = big, .hkv = big, .lq = big, .lk = big, .d = 1, .dv = 1}, {.threads = 1024}),
+            512);
+  EXPECT_EQ(attnimpl::q_tile_for({.b = 1, .hq = big, .hkv = 1, .lq = big, .lk = big, .d = 1, .dv = 1}, {.threads = 1024}), 1);
+}
+
 TEST(arguments, bad_dtype_is_rejected) {
   problem p = small();
   attnimpl::attention_args a = p.args();

@@ -21,11 +21,11 @@ std::int64_t round8(std::int64_t n) { return (n + 7) / 8 * 8; }
 
 enum class row_kind : std::uint8_t { none, all, partial };
 
-/// Sizes shared by every unit of one call.
 /// Rows of a unit that go through a block's scores, softmax and P.V
 /// together; the slices of a unit share one packed K and V block.
 constexpr std::int64_t slice_rows = 128;
 
+/// Sizes shared by every unit of one call.
 struct geometry {
   std::int64_t group = 1;    // G
   std::int64_t q_tile = 1;   // query positions per unit
