@@ -34,7 +34,13 @@ int main(int argc, char** argv) {
   const dtype t = std::strcmp(argv[2], "bf16") == 0 ? dtype::bf16 : dtype::f32;
   const std::int64_t lk = std::atol(argv[3]), b = argc > 4 ? std::atol(argv[4]) : 1;
   const int steps = argc > 5 ? std::atoi(argv[5]) : 20;
-  const std::int64_t hkv = 8, hq = 32, d = 128, page = argc > 6 ? std::atol(argv[6]) : 16, pages = b * ((lk + page - 1) / page);
+  const std::int64_t page = argc > 6 ? std::atol(argv[6]) : 16;
+  if (threads < 0 || threads > 1024 || lk < 1 || lk > (1 << 20) || b < 1 || b > 64 || steps < 1 || steps > 1000000 || page < 1 ||
+      page > 4096) {
+    std::fprintf(stderr, "THREADS must be in [0, 1024], LK in [1, 2^20], B in [1, 64], STEPS in [1, 10^6], PAGE in [1, 4096]\n");
+    return 2;
+  }
+  const std::int64_t hkv = 8, hq = 32, d = 128, pages = b * ((lk + page - 1) / page);
   std::vector<std::int32_t> order(static_cast<std::size_t>(pages));
   for (std::int64_t p = 0; p < pages; ++p) order[static_cast<std::size_t>(p)] = static_cast<std::int32_t>(pages - 1 - p);
   std::optional<attnimpl::paged_kv_cache> cache;

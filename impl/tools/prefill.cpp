@@ -33,6 +33,10 @@ int main(int argc, char** argv) {
   const bool causal = argc > 3 && std::strcmp(argv[3], "causal") == 0;
   const int reps = argc > 4 ? std::atoi(argv[4]) : 5;
   const std::int64_t q_tile = argc > 5 ? std::atol(argv[5]) : 0, k_tile = argc > 6 ? std::atol(argv[6]) : 0;
+  if (threads < 0 || threads > 1024 || l < 1 || l > 65536 || reps < 1 || reps > 1000) {
+    std::fprintf(stderr, "THREADS must be in [0, 1024], L in [1, 65536], REPS in [1, 1000]\n");
+    return 2;
+  }
   // The bench's inputs: xorshift values in [-0.5, 0.5), salts 1, 2, 3 for Q, K, V.
   std::vector<float> q(static_cast<std::size_t>(l * h * d)), k(q.size()), v(q.size()), o(q.size());
   std::uint32_t salt = 1;
