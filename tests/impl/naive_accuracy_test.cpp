@@ -116,4 +116,37 @@ TEST(naive_accuracy, fully_masked_rows_are_zero_with_minus_infinity_lse) {
   }
 }
 
+TEST(naive_accuracy, visible_keys_scoring_minus_infinity_give_nan_rows_unless_a_finite_score_follows) {
+  // Key 0's K is -inf in every dim and Q is positive, so its score is -inf.
+  // Alone, the row is exp(-inf - -inf): NaN in O and LSE (docs/spec.md: a
+  // non-finite visible input gives a non-finite row, never finite garbage).
+  // With finite keys after it, key 0 weighs 0 and the row is finite. Blocks
+  // and split chunks of 1 or 2 keys put key 0 alone in its block and chunk,
+  // in the sequential fold and the parallel split path.
+  for (std::int64_t lk : {1, 5})
+    for (int threads : {1, 8})
+      for (std::int64_t tile : {1, 2, 64}) {
+        problem_spec s;
+        s.dims = {.b = 1, .hq = 2, .hkv = 1, .lq = 1, .lk = lk, .d = 3, .dv = 2};
+        s.seed = 10;
+        problem p = make_problem(s);
+        for (std::int64_t x = 0; x < 3; ++x) {
+          for (std::int64_t h = 0; h < 2; ++h) p.q.set(0, 0, h, x, 0.5f);
+          p.k.set(0, 0, 0, x, -INFINITY);
+        }
+        run(p, {.threads = threads, .k_tile = tile, .split_keys = tile});
+        for (std::int64_t h = 0; h < 2; ++h) {
+          for (std::int64_t e = 0; e < 2; ++e) {
+            const float o = p.o.get(0, 0, h, e);
+            if (lk == 1)
+              EXPECT_TRUE(std::isnan(o)) << p.line() << " threads " << threads << " tile " << tile;
+            else
+              EXPECT_TRUE(std::isfinite(o)) << p.line() << " threads " << threads << " tile " << tile;
+          }
+          const float lse = p.lse[static_cast<std::size_t>(h)];
+          EXPECT_EQ(std::isnan(lse), lk == 1) << p.line() << " threads " << threads << " tile " << tile << " lse " << lse;
+        }
+      }
+}
+
 }  // namespace

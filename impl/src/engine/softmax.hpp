@@ -89,7 +89,14 @@ inline void unit_runner::softmax(row_range rr, const row_state& st) {
       // through later blocks, the merge and the final division.
       bool nan_score = false;
       for (std::int64_t c = 0; c < ld; ++c) nan_score = nan_score || std::isnan(s[c]);
-      if (nan_score) st.m[r] = std::numeric_limits<float>::quiet_NaN();
+      // Otherwise visible keys whose scores are all -inf (an infinite Q or
+      // K element): they weigh 0 if a finite score comes later, else
+      // exp(-inf - -inf) makes the whole row NaN. m stays -inf; a NaN l
+      // marks the row (finish, fold); the first finite score clears it.
+      if (nan_score)
+        st.m[r] = std::numeric_limits<float>::quiet_NaN();
+      else
+        st.l[r] = std::numeric_limits<float>::quiet_NaN();
       ws_.kind[r] = row_kind::none;
       ws_.prefix[r] = 0;  // its scores must not reach the P.V kernel
       continue;
@@ -97,6 +104,7 @@ inline void unit_runner::softmax(row_range rr, const row_state& st) {
     if (ATTNIMPL_MUTANT(no_max_shift)) m_new = 0.0f;  // p = exp(s)
     float* acc = st.acc + r * g_.dv8;
     if (m_new > m_old) {
+      if (m_old == neg_inf) st.l[r] = 0.0f;  // drops the all -inf mark: those keys weigh 0
       if (m_old != neg_inf) {
         float alpha = simd::exp1(m_old - m_new);
         if (ATTNIMPL_MUTANT(rescale_inverted)) alpha = simd::exp1(m_new - m_old);
@@ -127,8 +135,10 @@ inline void unit_runner::fold(const unit_rows& ur, const row_state& total, const
     const float* pa = part.acc + r * g_.dv8;
     const float mp = part.m[r];
     if (first || total.m[r] == neg_inf) {
+      // Both without a finite score: the all -inf mark (NaN l) of either side.
+      const bool marked = !first && std::isnan(total.l[r]) && mp == neg_inf;
       total.m[r] = mp;
-      total.l[r] = part.l[r];
+      total.l[r] = marked ? total.l[r] : part.l[r];
       std::copy(pa, pa + g_.dv8, ta);
       continue;
     }
@@ -155,7 +165,11 @@ inline void unit_runner::finish(const unit_rows& ur, const row_state& st) {
     const std::int64_t h = ws_.head[r], i = ws_.pos[r];
     const float m = st.m[r];
     float lse = neg_inf;
-    if (m == neg_inf && !ATTNIMPL_MUTANT(masked_row_nan)) {
+    if (m == neg_inf && std::isnan(st.l[r])) {
+      // Visible keys, every score -inf: exp(-inf - -inf) is NaN, so is the row.
+      std::fill(out, out + dv, std::numeric_limits<float>::quiet_NaN());
+      lse = std::numeric_limits<float>::quiet_NaN();
+    } else if (m == neg_inf && !ATTNIMPL_MUTANT(masked_row_nan)) {
       std::fill(out, out + dv, 0.0f);                              // no visible key: O = 0, LSE = -inf
       if (ATTNIMPL_MUTANT(masked_row_mean)) mean_values(ur, out);  // what a finite -1e9 fill gives
       if (ATTNIMPL_MUTANT(empty_row_lse_zero)) lse = 0.0f;
