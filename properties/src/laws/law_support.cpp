@@ -1,6 +1,7 @@
 #include "law_support.hpp"
 
 #include <bit>
+#include <cstdio>
 #include <limits>
 
 namespace attncheck {
@@ -46,6 +47,10 @@ namespace laws {
 
 oracle_result fast_bound(const subject& s, const attn_case& c) {
   return reference(c, oracle_options_for(s, c, oracle_precision::binary64));
+}
+
+std::optional<oracle_result> fast_oracle_of(const subject& s, const attn_case& c) {
+  return fast_oracle(c, oracle_options_for(s, c, law_oracle));
 }
 
 oracle_result oracle_of(const subject& s, const attn_case& c) { return reference(c, oracle_options_for(s, c, law_oracle)); }
@@ -160,6 +165,48 @@ comparison rows_bitwise(const attn_case& c, const subject_output& a, const subje
         if (!a.lse.empty()) {
           const float x = lse_of(a, c, c.lq, bi, h, i), y = lse_of(b, c, c.lq, bi, h, i);
           r.exact(lse_where(bi, h, i), std::bit_cast<std::uint32_t>(x), std::bit_cast<std::uint32_t>(y), x, y);
+        }
+      }
+  return r;
+}
+
+void require_change(comparison& r, const std::string& where, double x, double y, double t0, double b0, double t1, double b1,
+                    const std::string& what) {
+  if (!proves_change(t0, b0, t1, b1)) {
+    ++r.unbounded;
+    return;
+  }
+  ++r.compared;
+  if (x == y || (std::isnan(x) && std::isnan(y))) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, " at %.9g, though the true value moves from %.9g to %.9g (bounds %.3g and %.3g)", x, t0, t1, b0,
+                  b1);
+    r.fail(what + " left " + where + buf);
+    if (r.max_ratio != std::numeric_limits<double>::infinity()) {
+      r.worst = {where, t1, y, b1, std::numeric_limits<double>::infinity()};
+      r.max_ratio = std::numeric_limits<double>::infinity();
+    }
+  }
+}
+
+comparison require_changes(const subject& s, const attn_case& ca, const subject_output& a, const attn_case& cb,
+                           const subject_output& b, const std::string& what,
+                           const std::function<bool(std::int64_t, std::int64_t, std::int64_t)>& keep) {
+  comparison r;
+  const auto t0 = fast_oracle_of(s, ca);
+  const auto t1 = t0 ? fast_oracle_of(s, cb) : std::nullopt;
+  for (std::int64_t bi = 0; bi < ca.b; ++bi)
+    for (std::int64_t i = 0; i < ca.lq; ++i)
+      for (std::int64_t h = 0; h < ca.hq; ++h) {
+        if (!keep(bi, h, i)) continue;
+        for (std::int64_t e = 0; e < ca.dv; ++e) {
+          if (!t1) {
+            ++r.unbounded;
+            continue;
+          }
+          const auto k = t0->o_index(bi, i, h, e);
+          require_change(r, o_where(bi, i, h, e), a.o.at(bi, i, h, e), b.o.at(bi, i, h, e), t0->o[k], t0->o_bound[k], t1->o[k],
+                         t1->o_bound[k], what);
         }
       }
   return r;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "attncheck/check.hpp"
@@ -20,6 +21,11 @@ inline constexpr oracle_precision law_oracle = oracle_precision::auto_tier;
 
 /// The oracle's values and bounds for the subject on this case.
 oracle_result oracle_of(const subject& s, const attn_case& c);
+
+/// The oracle's fast tier alone for the subject on this case (its own error
+/// inside the bounds); nullopt where only MPFR could answer. The required-effect
+/// checks use it: a case it declines is left unjudged there, not paid for in MPFR.
+std::optional<oracle_result> fast_oracle_of(const subject& s, const attn_case& c);
 
 /// The bound of the subject on this case from a binary64 run of the oracle's
 /// loops: the bound is an a-priori estimate, and double's relative error in it
@@ -59,6 +65,31 @@ comparison compare_claimed(const subject& s, std::uint32_t claim, const attn_cas
 
 /// The header of a case with no tensors or mask (cheap to copy and edit).
 attn_case header_only(const attn_case& c);
+
+/// True when the oracle proves that two correct runs differ at an element: the
+/// true values t0 and t1 (each with its bound b0, b1, the oracle's own error
+/// inside) are further apart than both bounds together, every term finite.
+/// Then no pair of outputs within their bounds can be equal.
+inline bool proves_change(double t0, double b0, double t1, double b1) {
+  return std::isfinite(t0) && std::isfinite(t1) && std::isfinite(b0) && std::isfinite(b1) && std::fabs(t1 - t0) > b0 + b1;
+}
+
+/// The one rule of every law that demands an effect (a perturbation must move
+/// O, another scale must change it, ...): the two runs' elements x and y must
+/// differ in value only where proves_change(t0, b0, t1, b1); there the element
+/// is judged and fails when x == y (or both are NaN). Everywhere else (an
+/// infinite or NaN bound, an overflowed product, an underflowed exponent, a
+/// change smaller than the bounds, a signed zero) the element is unjudged and
+/// counted in `unbounded`. `what` says what should have moved it.
+void require_change(comparison& r, const std::string& where, double x, double y, double t0, double b0, double t1, double b1,
+                    const std::string& what);
+
+/// require_change on every O element of two runs a and b (cases ca and cb of
+/// one shape) whose row keep(b, h, i) holds: the oracle's fast tier gives both
+/// truths; where it declines either case, every such element is unjudged.
+comparison require_changes(const subject& s, const attn_case& ca, const subject_output& a, const attn_case& cb,
+                           const subject_output& b, const std::string& what,
+                           const std::function<bool(std::int64_t, std::int64_t, std::int64_t)>& keep);
 
 /// Fails with the subject's error or guard report when a run did not succeed.
 bool run_failed(const subject_output& out, law_outcome& o, const std::string& label);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,13 @@ struct oracle_result {
 
 /// Runs the oracle on a validated, materialized case.
 oracle_result reference(const attn_case& c, const oracle_options& opt = {});
+
+/// auto_tier's fast tier alone: its result (tier fast_binary64, its own error
+/// inside o_bound and lse_bound) where auto_tier would return it, nullopt where
+/// auto_tier would fall back to mpfr50. For callers that may leave a case
+/// unjudged rather than pay for MPFR (the laws' required-effect checks).
+/// opt.precision and opt.want_p are ignored.
+std::optional<oracle_result> fast_oracle(const attn_case& c, const oracle_options& opt = {});
 
 /// The accuracy the oracle states for its default precision, as one sentence
 /// (printed by `attncheck oracle` and in docs/oracle.md).

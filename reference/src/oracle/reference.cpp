@@ -59,6 +59,15 @@ oracle_result reference(const attn_case& c, const oracle_options& opt) {
   throw input_error("precision", "unknown oracle precision");
 }
 
+std::optional<oracle_result> fast_oracle(const attn_case& c, const oracle_options& opt) {
+  validate(c);
+  oracle_options o = opt;
+  o.want_p = false;
+  oracle_detail::fast_tier_result f = oracle_detail::fast_tier(c, o);
+  if (!f.accepted) return std::nullopt;
+  return std::move(f.r);
+}
+
 std::string oracle_accuracy_statement() {
   // Derived in docs/oracle.md ("Accuracy"); test_oracle_self_check checks it.
   const int bits = std::numeric_limits<oracle_detail::mpfr50>::digits;
