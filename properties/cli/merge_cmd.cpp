@@ -142,7 +142,8 @@ int merge_gates(const std::vector<nlohmann::json>& docs) {
   for (const auto& [subject, s] : by) {
     std::size_t w = 4;
     for (const auto& law : s.order) w = std::max(w, law.size());
-    std::cout << "\nsubject " << subject << ": " << s.seeds.size() << " runs, seeds " << seed_ranges(s.seeds) << "\n"
+    std::cout << "\nsubject " << subject << ": " << s.seeds.size() << (s.seeds.size() == 1 ? " run, seed " : " runs, seeds ")
+              << seed_ranges(s.seeds) << "\n"
               << std::left << std::setw(static_cast<int>(w)) << "law" << std::right << "  " << std::setw(5) << "runs"
               << "  " << std::setw(6) << "failed"
               << "  " << std::setw(15) << "judged/run"
