@@ -21,6 +21,7 @@ namespace {
 
 std::vector<std::string> merge_files;
 std::string merge_json;
+std::uint64_t merge_seeds = 0;  // gate results: every subject must hold seeds 1..merge_seeds (0: not checked)
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream f(path);
@@ -135,8 +136,21 @@ int merge_gates(const std::vector<nlohmann::json>& docs) {
       throw input_error(file, "field " + field + ": " + e.what());
     }
   }
-  std::cout << "attncheck merge: " << docs.size() << " gate results of " << by.size() << " subject" << (by.size() == 1 ? "" : "s")
-            << "\n";
+  if (merge_seeds)
+    for (const auto& [subject, s] : by) {
+      std::string missing;
+      std::uint64_t n = 0;
+      for (std::uint64_t seed = 1; seed <= merge_seeds; ++seed)
+        if (!s.seeds.count(seed) && ++n <= 20) missing += (missing.empty() ? "" : ", ") + std::to_string(seed);
+      if (n)
+        throw input_error("--seeds", "subject " + subject + ": " + std::to_string(n) + " of seeds 1-" +
+                                         std::to_string(merge_seeds) + " missing: " + missing + (n > 20 ? ", ..." : ""));
+      if (*s.seeds.rbegin() > merge_seeds)
+        throw input_error("--seeds", "subject " + subject + ": seed " + std::to_string(*s.seeds.rbegin()) + " is outside 1-" +
+                                         std::to_string(merge_seeds));
+    }
+  std::cout << "attncheck merge: " << docs.size() << (docs.size() == 1 ? " gate result of " : " gate results of ") << by.size()
+            << " subject" << (by.size() == 1 ? "" : "s") << "\n";
   int failed_laws = 0, total_runs = 0, total_failed = 0;
   nlohmann::json out_subjects = nlohmann::json::array();
   for (const auto& [subject, s] : by) {
@@ -220,6 +234,7 @@ int run_merge_cmd() {
       throw input_error(merge_files[f], std::string("not a ") + (campaign ? "campaign" : "gate") + " result like '" +
                                             merge_files.front() + "': merge one kind at a time");
   if (gate) return merge_gates(docs);
+  if (merge_seeds) throw input_error("--seeds", "applies to gate results only (a campaign's shards are checked whole)");
   std::vector<campaign_result> parts;
   for (const auto& f : merge_files) parts.push_back(read_campaign_json(f));
   const campaign_result m = merge_campaigns(parts, merge_files);
@@ -241,6 +256,9 @@ void add_merge(CLI::App& app) {
                 "campaign JSONs (attncheck campaign --shard i/N --json), every shard of one run once; or gate JSONs "
                 "(attncheck gate --json)")
       ->required();
+  m->add_option("--seeds", merge_seeds,
+                "gate results: every subject must hold the runs of seeds 1..N, each once (the missing are named, exit 2)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000}));
   m->add_option("--json", merge_json, "write the merged result here as JSON (a campaign result, or the per-law tables)");
   register_runner(m, run_merge_cmd);
 }

@@ -77,6 +77,10 @@ expect_error "the shards hold" -- "$attncheck" merge "$tmp/s0.json" "$tmp/extra.
 edit "$tmp/g1.json" "$tmp/nojudged.json" 'del d["laws"][0]["judged"]'
 expect_error "field laws[0]" -- "$attncheck" merge "$tmp/g2.json" "$tmp/nojudged.json"
 expect_error "each run once" -- "$attncheck" merge "$tmp/g1.json" "$tmp/g2.json" "$tmp/g1.json"
+expect_error "--seeds: subject naive-f32: 1 of seeds 1-3 missing: 3" -- "$attncheck" merge --seeds 3 "$tmp/g1.json" "$tmp/g2.json"
+expect_error "--seeds: subject naive-f32: seed 2 is outside 1-1" -- "$attncheck" merge --seeds 1 "$tmp/g1.json" "$tmp/g2.json"
+expect_error "--seeds: applies to gate results only" -- "$attncheck" merge --seeds 3 "$tmp/s0.json" "$tmp/s1.json" "$tmp/s2.json"
+"$attncheck" merge --seeds 2 "$tmp/g1.json" "$tmp/g2.json" >/dev/null 2>&1 || fail "merge --seeds 2 of seeds 1 and 2 exited $?"
 # --shard and --json of campaign.
 for bad in 3/3 0/0 -1/3 1/1025 a/3 1/ /3 1/3/3 "1 /3" 99999999999999999999/3; do
   expect_error "--shard" -- "$attncheck" campaign --cases 10 --shard "$bad"
