@@ -517,6 +517,11 @@ campaign_result merge_campaigns(const std::vector<campaign_result>& parts, const
     seen[index] = file;
     if (po.shard_count > 1 && (p.shards.size() != 1 || p.shards.front().index != po.shard_index))
       throw input_error(file, "field shards: does not name the file's own shard " + std::to_string(po.shard_index));
+    // Shard i of N ran exactly its ceil((cases - i) / N) cases; a merged file, all of them.
+    if (const std::int64_t want = shard_cases(po); p.cases() != want)
+      throw input_error(file, "holds " + std::to_string(p.cases()) + " cases, shard " + std::to_string(po.shard_index) + "/" +
+                                  std::to_string(po.shard_count) + " of " + std::to_string(po.cases) + " has " +
+                                  std::to_string(want));
     for (const auto& [t, st] : p.by_type) m.by_type[t].add(st);
     m.seconds += p.seconds;
     m.options.jobs = std::max(m.options.jobs, po.jobs);

@@ -72,8 +72,8 @@ edit "$tmp/s1.json" "$tmp/edges.json" 'd["histogram_edges"][0] = 0.002'
 expect_error "field histogram_edges" -- "$attncheck" merge "$tmp/s0.json" "$tmp/edges.json" "$tmp/s2.json"
 edit "$tmp/s1.json" "$tmp/index5.json" 'd["config"]["shard"]["index"] = 5'
 expect_error "field config.shard" -- "$attncheck" merge "$tmp/s0.json" "$tmp/index5.json" "$tmp/s2.json"
-edit "$tmp/s1.json" "$tmp/extra.json" 'for t in d["by_type"].values(): t["cases"] += 1'
-expect_error "the shards hold" -- "$attncheck" merge "$tmp/s0.json" "$tmp/extra.json" "$tmp/s2.json"
+edit "$tmp/s1.json" "$tmp/extra.json" 'next(iter(d["by_type"].values()))["cases"] += 1'
+expect_error "holds 4 cases, shard 1/3 of 9 has 3" -- "$attncheck" merge "$tmp/s0.json" "$tmp/extra.json" "$tmp/s2.json"
 edit "$tmp/g1.json" "$tmp/nojudged.json" 'del d["laws"][0]["judged"]'
 expect_error "field laws[0]" -- "$attncheck" merge "$tmp/g2.json" "$tmp/nojudged.json"
 expect_error "each run once" -- "$attncheck" merge "$tmp/g1.json" "$tmp/g2.json" "$tmp/g1.json"
