@@ -13,6 +13,7 @@ void add_case(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_campaign(CLI::App& app);
 void add_mutation(CLI::App& app);
+void add_merge(CLI::App& app);
 
 /// Runs the subcommand the user chose; returns the process exit code.
 int run_selected(CLI::App& app);

@@ -6,6 +6,7 @@
 //   case LINE        writes the case file of a one-line form
 //   bench            the bundled kernel's benchmark table
 //   mutation         gates every mutant of the bundled kernel (ci/mutation)
+//   merge FILE...    one report of campaign shards or gate runs (their --json files)
 //   --version        attncheck, contract and oracle versions (attncheck/version.hpp)
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
   attncheck::cli::add_bench(app);
   attncheck::cli::add_campaign(app);
   attncheck::cli::add_mutation(app);
+  attncheck::cli::add_merge(app);
   std::string names;
   bool known = false;
   for (const auto* sub : app.get_subcommands({})) {

@@ -6,7 +6,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <thread>
@@ -18,33 +21,62 @@
 #include "attncheck/check.hpp"
 #include "attncheck/generators.hpp"
 #include "attncheck/isolate.hpp"
+#include "attncheck/version.hpp"
 
 namespace attncheck {
 
 namespace {
 
-// Keeps the campaign_stats::worst_kept largest, largest first (stable: ties keep the earlier).
-void keep_worst(std::vector<std::pair<double, std::string>>& worst, double ratio, const std::string& what) {
-  auto at = std::find_if(worst.begin(), worst.end(), [ratio](const auto& w) { return ratio > w.first || std::isnan(w.first); });
-  if (std::isnan(ratio)) at = worst.end();
-  if (at == worst.end() && worst.size() >= campaign_stats::worst_kept) return;
-  worst.insert(at, {ratio, what});
-  if (worst.size() > campaign_stats::worst_kept) worst.pop_back();
+// Is (ra, ia) ranked before (rb, ib) among the worst? The larger ratio
+// first, NaN last, ties: the lower case index.
+bool ranks_before(double ra, std::int64_t ia, double rb, std::int64_t ib) {
+  if (std::isnan(ra) != std::isnan(rb)) return std::isnan(rb);
+  if (!std::isnan(ra) && ra != rb) return ra > rb;
+  return ia < ib;
+}
+
+// Keeps the campaign_stats::worst_kept highest ranked (ranks_before), highest first.
+void keep_worst(campaign_stats& s, double ratio, std::int64_t index, const std::string& what) {
+  std::size_t at = 0;
+  while (at < s.worst.size() && !ranks_before(ratio, index, s.worst[at].first, s.worst_index[at])) ++at;
+  if (at >= campaign_stats::worst_kept) return;
+  s.worst.insert(s.worst.begin() + static_cast<std::ptrdiff_t>(at), {ratio, what});
+  s.worst_index.insert(s.worst_index.begin() + static_cast<std::ptrdiff_t>(at), index);
+  if (s.worst.size() > campaign_stats::worst_kept) s.worst.pop_back(), s.worst_index.pop_back();
+}
+
+// A ratio as JSON: a number, or "inf", "-inf", "nan" (not JSON numbers).
+nlohmann::json ratio_json(double x) {
+  if (std::isfinite(x)) return x;
+  return std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf";
+}
+
+double ratio_of(const nlohmann::json& j) {
+  if (j.is_number()) return j.get<double>();
+  const auto t = j.get<std::string>();
+  if (t == "inf") return HUGE_VAL;
+  if (t == "-inf") return -HUGE_VAL;
+  if (t == "nan") return std::nan("");
+  throw std::runtime_error("'" + t + "' is not a ratio");
 }
 
 nlohmann::json to_json(const campaign_stats& s) {
-  nlohmann::json worst = nlohmann::json::array();
-  for (const auto& [ratio, what] : s.worst) worst.push_back({std::bit_cast<std::uint64_t>(ratio), what});
+  nlohmann::json worst = nlohmann::json::array(), violating = nlohmann::json::array();
+  for (std::size_t i = 0; i < s.worst.size(); ++i)
+    worst.push_back({{"index", s.worst_index[i]}, {"ratio", ratio_json(s.worst[i].first)}, {"what", s.worst[i].second}});
+  for (const auto& v : s.violating) violating.push_back({{"index", v.index}, {"what", v.what}});
   return {{"cases", s.cases},
           {"elements", s.elements},
           {"violations", s.violations},
           {"violating_cases", s.violating_cases},
           {"unjudged_elements", s.unjudged_elements},
+          {"fast_tier_cases", s.fast_tier_cases},
           {"histogram", s.histogram},
-          {"max_ratio", std::bit_cast<std::uint64_t>(s.max_ratio)},
+          {"max_ratio", ratio_json(s.max_ratio)},
+          {"max_ratio_index", s.max_ratio_index},
           {"max_ratio_case", s.max_ratio_case},
           {"first_violation", s.first_violation},
-          {"fast_tier_cases", s.fast_tier_cases},
+          {"violating", violating},
           {"worst", worst}};
 }
 
@@ -53,31 +85,40 @@ campaign_stats stats_from(const nlohmann::json& j) {
   s.cases = j.at("cases"), s.elements = j.at("elements"), s.violations = j.at("violations");
   s.violating_cases = j.at("violating_cases");
   s.unjudged_elements = j.at("unjudged_elements");
-  s.histogram = j.at("histogram").get<decltype(s.histogram)>();
-  s.max_ratio = std::bit_cast<double>(j.at("max_ratio").get<std::uint64_t>());
-  s.max_ratio_case = j.at("max_ratio_case"), s.first_violation = j.at("first_violation");
   s.fast_tier_cases = j.at("fast_tier_cases");
-  for (const auto& w : j.at("worst"))
-    s.worst.emplace_back(std::bit_cast<double>(w.at(0).get<std::uint64_t>()), w.at(1).get<std::string>());
+  s.histogram = j.at("histogram").get<decltype(s.histogram)>();
+  s.max_ratio = ratio_of(j.at("max_ratio"));
+  s.max_ratio_index = j.at("max_ratio_index");
+  s.max_ratio_case = j.at("max_ratio_case"), s.first_violation = j.at("first_violation");
+  for (const auto& v : j.at("violating")) s.violating.push_back({v.at("index"), v.at("what")});
+  for (const auto& w : j.at("worst")) {
+    s.worst.emplace_back(ratio_of(w.at("ratio")), w.at("what").get<std::string>());
+    s.worst_index.push_back(w.at("index"));
+  }
   return s;
 }
 
-// Cases judged by the oracle's fast tier (auto_tier), per dtype.
-using tier_counts = std::map<std::string, std::int64_t>;
+// Cases of this shard: k = shard_index + shard_count * p for p in [0, shard_cases).
+std::int64_t shard_cases(const campaign_options& opt) {
+  return (opt.cases - opt.shard_index + opt.shard_count - 1) / opt.shard_count;
+}
 
-// Cases first..last-1 of the campaign; case k is drawn with seed opt.seed + k.
+// Positions first..last-1 of this shard's cases (case k = shard_index +
+// shard_count * position); case k is drawn with seed opt.seed + k and size
+// k % 100, so its draw does not depend on the shard it runs in.
 // The oracle is auto_tier: its fast binary64 tier where that tier's own error
 // is at most 2^-20 of the bound on every element, mpfr50 otherwise
-// (docs/oracle.md, "Tiers"); fast counts the cases the fast tier judged.
+// (docs/oracle.md, "Tiers"); fast_tier_cases counts the cases the fast tier judged.
 std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign_options& opt, std::int64_t first,
-                                                std::int64_t last, tier_counts& fast, std::int64_t* done) {
+                                                std::int64_t last, std::int64_t* done) {
   std::map<std::string, campaign_stats> by;
   gen_options g;
   g.max_work = opt.max_work;
   const auto gen = any_case(s, g);
   int saved = 0;
-  for (std::int64_t k = first; k < last; ++k) {
-    if (done) __atomic_store_n(done, k - first, __ATOMIC_RELAXED);
+  for (std::int64_t p = first; p < last; ++p) {
+    if (done) __atomic_store_n(done, p - first, __ATOMIC_RELAXED);
+    const std::int64_t k = opt.shard_index + opt.shard_count * p;
     attn_case c = gen(rc::Random(opt.seed + static_cast<std::uint64_t>(k)), static_cast<int>(k % 100)).value();
     if (opt.only_type) c.type = *opt.only_type;
     materialize(c);
@@ -85,7 +126,7 @@ std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign
     const oracle_result ref = reference(c, oracle_options_for(s, c, oracle_precision::auto_tier));
     auto& st = by[std::string(name(c.type))];
     ++st.cases;
-    if (ref.tier == oracle_tier::fast_binary64) ++fast[std::string(name(c.type))];
+    if (ref.tier == oracle_tier::fast_binary64) ++st.fast_tier_cases;
     comparison worst;  // per element: every ratio goes into the histogram
     worst.overflow_threshold = overflow_threshold(c.type);
     bool violated = false;
@@ -121,14 +162,17 @@ std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign
                   out.lse[static_cast<std::size_t>((b * c.hq + h) * c.lq + i)], ref.lse_bound[ref.lse_index(b, h, i)]);
           }
     }
-    if (out.ok()) keep_worst(st.worst, worst.max_ratio, to_line(c) + "  " + worst.worst.describe());
+    if (out.ok()) keep_worst(st, worst.max_ratio, k, to_line(c) + "  " + worst.worst.describe());
     if (worst.max_ratio > st.max_ratio || st.max_ratio_case.empty()) {
       st.max_ratio = std::max(st.max_ratio, worst.max_ratio);
       st.max_ratio_case = to_line(c) + "  " + worst.worst.describe();
+      st.max_ratio_index = k;
     }
     if (violated) {
       ++st.violating_cases;
       if (st.first_violation.empty()) st.first_violation = to_line(c) + "  " + worst.failure;
+      if (st.violating.size() < campaign_stats::violations_kept)
+        st.violating.push_back({k, to_line(c) + "  " + worst.failure.substr(0, 2000)});
       if (!opt.out_dir.empty() && saved < 20) {
         std::filesystem::create_directories(opt.out_dir);
         char file[64];
@@ -151,13 +195,24 @@ std::string percent(std::int64_t n, std::int64_t of) {
 }  // namespace
 
 void campaign_stats::add(const campaign_stats& o) {
+  if (o.cases == 0) return;
+  const bool was_empty = cases == 0;
   cases += o.cases, elements += o.elements, violations += o.violations, violating_cases += o.violating_cases;
   unjudged_elements += o.unjudged_elements;
   for (std::size_t i = 0; i < histogram.size(); ++i) histogram[i] += o.histogram[i];
-  if (o.max_ratio > max_ratio || max_ratio_case.empty()) max_ratio = o.max_ratio, max_ratio_case = o.max_ratio_case;
-  if (first_violation.empty()) first_violation = o.first_violation;
+  // The case behind the largest ratio: the larger, ties the earlier case.
+  if (was_empty || o.max_ratio > max_ratio || (o.max_ratio == max_ratio && o.max_ratio_index < max_ratio_index))
+    max_ratio = o.max_ratio, max_ratio_case = o.max_ratio_case, max_ratio_index = o.max_ratio_index;
   fast_tier_cases += o.fast_tier_cases;
-  for (const auto& [ratio, what] : o.worst) keep_worst(worst, ratio, what);
+  for (std::size_t i = 0; i < o.worst.size(); ++i) keep_worst(*this, o.worst[i].first, o.worst_index[i], o.worst[i].second);
+  // The kept violations: the lowest indices of both, in case order.
+  std::vector<campaign_violation> both;
+  std::merge(violating.begin(), violating.end(), o.violating.begin(), o.violating.end(), std::back_inserter(both),
+             [](const campaign_violation& x, const campaign_violation& y) { return x.index < y.index; });
+  if (both.size() > violations_kept) both.resize(violations_kept);
+  const bool o_first = !o.violating.empty() && (violating.empty() || o.violating.front().index < violating.front().index);
+  if (o_first) first_violation = o.first_violation;
+  violating = std::move(both);
 }
 
 std::int64_t campaign_result::violations() const {
@@ -166,12 +221,37 @@ std::int64_t campaign_result::violations() const {
   return n;
 }
 
+std::int64_t campaign_result::cases() const {
+  std::int64_t n = 0;
+  for (const auto& [t, s] : by_type) n += s.cases;
+  return n;
+}
+
+void parse_shard(const std::string& text, campaign_options& opt) {
+  const std::string limit = "'" + text + "' is not i/N with 0 <= i < N <= " + std::to_string(max_shards);
+  const auto slash = text.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == text.size() || text.size() > 12)
+    throw input_error("--shard", limit);
+  const auto number = [&](const std::string& t) {
+    if (t.find_first_not_of("0123456789") != std::string::npos) throw input_error("--shard", limit);
+    return std::stoll(t);
+  };
+  const long long i = number(text.substr(0, slash)), n = number(text.substr(slash + 1));
+  if (n < 1 || n > max_shards || i >= n) throw input_error("--shard", limit);
+  opt.shard_index = static_cast<int>(i), opt.shard_count = static_cast<int>(n);
+}
+
 campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
   if (opt.cases < 1) throw input_error("--cases", "must be >= 1");
   if (opt.jobs < 1 || opt.jobs > 64) throw input_error("--jobs", "must be in [1, 64]");
+  if (opt.shard_count < 1 || opt.shard_count > max_shards || opt.shard_index < 0 || opt.shard_index >= opt.shard_count)
+    throw input_error("--shard", "must be i/N with 0 <= i < N <= " + std::to_string(max_shards));
+  if (opt.shard_count > opt.cases)
+    throw input_error("--shard", "N = " + std::to_string(opt.shard_count) + " must be at most --cases (" +
+                                     std::to_string(opt.cases) + "): every shard runs at least one case");
   const auto s = subject::load(opt.subject);
   campaign_result r;
-  tier_counts fast;
+  const std::int64_t todo = shard_cases(opt);
   const auto start = std::chrono::steady_clock::now();
   // Progress: each worker publishes its count of finished cases in shared
   // memory; done/total, rate and ETA go to `progress` (every second in place
@@ -195,8 +275,8 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
     const double rate = secs > 0 ? static_cast<double>(n) / secs : 0;
     char line[160];
     std::snprintf(line, sizeof line, "campaign: %lld/%lld cases (%.1f%%), %.0f cases/s, ETA %.0f s", static_cast<long long>(n),
-                  static_cast<long long>(opt.cases), 100.0 * static_cast<double>(n) / static_cast<double>(opt.cases), rate,
-                  rate > 0 ? static_cast<double>(opt.cases - n) / rate : 0.0);
+                  static_cast<long long>(todo), 100.0 * static_cast<double>(n) / static_cast<double>(todo), rate,
+                  rate > 0 ? static_cast<double>(todo - n) / rate : 0.0);
     *opt.progress << (opt.progress_tty ? "\r\033[K" : "") << line << (opt.progress_tty ? "" : "\n") << std::flush;
   };
   struct unmap {
@@ -224,23 +304,19 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
         if (t.joinable()) t.join();
       }
     } stop{finished, reporter};
-    r.by_type = run_slice(*s, opt, 0, opt.cases, fast, &counts[0]);
+    r.by_type = run_slice(*s, opt, 0, todo, &counts[0]);
   } else {
-    // Forked workers, each a contiguous slice; summaries come back as JSON.
-    // They are forked and polled from this one thread (run_isolated_all),
-    // which also prints the progress: a fork next to a running thread can
-    // copy a lock that thread holds (the allocator's, under ASan) and hang
-    // the child forever.
+    // Forked workers, each a contiguous slice of this shard's cases;
+    // summaries come back as JSON. They are forked and polled from this one
+    // thread (run_isolated_all), which also prints the progress: a fork next
+    // to a running thread can copy a lock that thread holds (the
+    // allocator's, under ASan) and hang the child forever.
     std::vector<std::function<std::string()>> slices;
     for (int w = 0; w < opt.jobs; ++w) {
-      const std::int64_t first = opt.cases * w / opt.jobs, last = opt.cases * (w + 1) / opt.jobs;
+      const std::int64_t first = todo * w / opt.jobs, last = todo * (w + 1) / opt.jobs;
       slices.emplace_back([&, w, first, last] {
-        nlohmann::json j;
-        tier_counts slice_fast;
-        for (const auto& [t, st] : run_slice(*s, opt, first, last, slice_fast, &counts[w])) {
-          j[t] = to_json(st);
-          j[t]["fast_tier_cases"] = slice_fast[t];
-        }
+        nlohmann::json j = nlohmann::json::object();
+        for (const auto& [t, st] : run_slice(*s, opt, first, last, &counts[w])) j[t] = to_json(st);
         return j.dump();
       });
     }
@@ -251,29 +327,45 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
     for (const auto& co : outcomes) {
       if (!co.completed) throw std::runtime_error("a campaign worker was " + co.describe());
       const auto summary = nlohmann::json::parse(co.payload);  // named: items() refers into it
-      for (const auto& [t, j] : summary.items()) {
-        r.by_type[t].add(stats_from(j));
-        fast[t] += j.value("fast_tier_cases", std::int64_t{0});
-      }
+      for (const auto& [t, j] : summary.items()) r.by_type[t].add(stats_from(j));
     }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.subject_name = s->name();
-  for (auto& [t, st] : r.by_type) st.fast_tier_cases = fast[t];
-  std::int64_t total = 0, total_fast = 0;
-  for (const auto& [t, st] : r.by_type) total += st.cases, total_fast += fast[t];
-  out << "attncheck campaign: subject " << s->name() << " (" << opt.subject << "), " << total << " cases, seed " << opt.seed
-      << ", jobs " << opt.jobs << "\n";
+  r.options = opt;
+  r.options.progress = nullptr;
+  r.shards = {{opt.shard_index, r.cases(), r.seconds}};
+  print_campaign(r, out);
+  return r;
+}
+
+void print_campaign(const campaign_result& r, std::ostream& out) {
+  const campaign_options& opt = r.options;
+  const std::int64_t total = r.cases();
+  std::int64_t total_fast = 0;
+  for (const auto& [t, st] : r.by_type) total_fast += st.fast_tier_cases;
+  out << "attncheck campaign: subject " << r.subject_name << " (" << opt.subject << "), " << total << " cases";
+  if (opt.shard_count > 1)
+    out << " (shard " << opt.shard_index << "/" << opt.shard_count << " of " << opt.cases << ": cases k with k % "
+        << opt.shard_count << " = " << opt.shard_index << ")";
+  out << ", seed " << opt.seed;
+  if (r.shards.size() > 1)
+    out << ", " << r.shards.size() << " shards merged";
+  else
+    out << ", jobs " << opt.jobs;
+  out << "\n";
   out << "oracle: auto_tier: fast binary64 tier judged " << total_fast << " of " << total << " cases ("
       << percent(total_fast, total) << "), mpfr50 the rest\n";
-  char rate[64];
-  std::snprintf(rate, sizeof rate, "%.1f s, %.0f cases/s", r.seconds, static_cast<double>(total) / r.seconds);
+  char rate[96];
+  std::snprintf(rate, sizeof rate, "%.1f s%s, %.0f cases/s", r.seconds, r.shards.size() > 1 ? " (the shards' sum)" : "",
+                r.seconds > 0 ? static_cast<double>(total) / r.seconds : 0.0);
   out << "time: " << rate << "\n";
   for (const auto& [t, st] : r.by_type) {
     out << "\n[" << t << "] " << st.cases << " cases, " << st.elements << " elements (O and LSE) judged, violations "
         << st.violations << " in " << st.violating_cases << " cases; " << st.unjudged_elements
         << " elements outside the bound's domain (NaN or +inf bound: not judged)\n";
-    out << "  judged by the fast oracle tier: " << fast[t] << " cases (" << percent(fast[t], st.cases) << ")\n";
+    out << "  judged by the fast oracle tier: " << st.fast_tier_cases << " cases (" << percent(st.fast_tier_cases, st.cases)
+        << ")\n";
     out << "  observed/bound histogram (per element):\n";
     out << "    " << std::setw(14) << "= 0"
         << "  " << std::setw(12) << st.histogram[0] << "  " << percent(st.histogram[0], st.elements) << "\n";
@@ -293,7 +385,165 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
     if (!st.first_violation.empty()) out << "  first violation: " << st.first_violation << "\n";
   }
   out << "\ncampaign: " << r.violations() << " violations" << (r.violations() ? "  -> FAIL" : "  -> PASS") << "\n";
+}
+
+namespace {
+
+// The bin labels of campaign_edges: "= 0", "(0, 0.001)", "[0.001, 0.01)", ... "[0.9, 1]", "> 1".
+nlohmann::json bin_labels() {
+  nlohmann::json l = nlohmann::json::array({"= 0"});
+  double lo = 0;
+  for (std::size_t i = 0; i < campaign_edges.size(); ++i) {
+    char label[48];
+    std::snprintf(label, sizeof label, "%s%g, %g%s", i == 0 ? "(" : "[", lo, campaign_edges[i],
+                  i + 1 == campaign_edges.size() ? "]" : ")");
+    l.push_back(label);
+    lo = campaign_edges[i];
+  }
+  l.push_back("> 1");
+  return l;
+}
+
+}  // namespace
+
+void write_campaign_json(const std::string& path, const campaign_result& r) {
+  const campaign_options& o = r.options;
+  nlohmann::json by = nlohmann::json::object(), shards = nlohmann::json::array();
+  for (const auto& [t, st] : r.by_type) by[t] = to_json(st);
+  for (const auto& sh : r.shards) shards.push_back({{"index", sh.index}, {"cases", sh.cases}, {"seconds", sh.seconds}});
+  const std::int64_t total = r.cases();
+  const nlohmann::json doc = {{"kind", "attncheck campaign"},
+                              {"attncheck", {{"version", r.version}, {"contract", contract_version}}},
+                              {"config",
+                               {{"subject", o.subject},
+                                {"subject_name", r.subject_name},
+                                {"cases", o.cases},
+                                {"seed", o.seed},
+                                {"shard", {{"index", o.shard_index}, {"count", o.shard_count}}},
+                                {"dtype", o.only_type ? std::string(name(*o.only_type)) : std::string("mixed")},
+                                {"max_work", o.max_work}}},
+                              {"jobs", o.jobs},
+                              {"cases", total},
+                              {"violations", r.violations()},
+                              {"seconds", r.seconds},
+                              {"cases_per_second", r.seconds > 0 ? static_cast<double>(total) / r.seconds : 0.0},
+                              {"shards", shards},
+                              {"histogram_edges", campaign_edges},
+                              {"histogram_bins", bin_labels()},
+                              {"by_type", by}};
+  std::ofstream f(path);
+  if (!f) throw input_error("--json", "cannot write '" + path + "'");
+  f << doc.dump(2) << "\n";
+  if (!f) throw input_error("--json", "write to '" + path + "' failed");
+}
+
+campaign_result read_campaign_json(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw input_error(path, "cannot read the file");
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw input_error(path, std::string("not JSON: ") + e.what());
+  }
+  if (!doc.is_object() || doc.value("kind", std::string()) != "attncheck campaign")
+    throw input_error(path, "not a campaign result (no \"kind\": \"attncheck campaign\")");
+  campaign_result r;
+  const char* field = "config";
+  try {
+    const auto& c = doc.at("config");
+    campaign_options& o = r.options;
+    field = "config.subject", o.subject = c.at("subject"), r.subject_name = c.at("subject_name");
+    field = "config.cases", o.cases = c.at("cases");
+    field = "config.seed", o.seed = c.at("seed");
+    field = "config.shard", o.shard_index = c.at("shard").at("index"), o.shard_count = c.at("shard").at("count");
+    field = "config.dtype";
+    const std::string t = c.at("dtype");
+    if (t != "mixed") {
+      o.only_type = parse_dtype(t);
+      if (!o.only_type) throw std::runtime_error("'" + t + "'");
+    }
+    field = "config.max_work", o.max_work = c.at("max_work");
+    field = "attncheck.version", r.version = doc.at("attncheck").at("version");
+    field = "jobs", o.jobs = doc.at("jobs");
+    field = "seconds", r.seconds = doc.at("seconds");
+    field = "histogram_edges";
+    if (doc.at("histogram_edges").get<std::vector<double>>() != std::vector<double>(campaign_edges.begin(), campaign_edges.end()))
+      throw std::runtime_error("not this attncheck's edges");
+    field = "shards";
+    for (const auto& sh : doc.at("shards")) r.shards.push_back({sh.at("index"), sh.at("cases"), sh.at("seconds")});
+    field = "by_type";
+    for (const auto& [t2, j] : doc.at("by_type").items()) r.by_type[t2] = stats_from(j);
+  } catch (const std::exception& e) {
+    throw input_error(path, std::string("field ") + field + ": " + e.what());
+  }
+  if (r.options.shard_count < 1 || r.options.shard_count > max_shards || r.options.shard_index < 0 ||
+      r.options.shard_index >= r.options.shard_count)
+    throw input_error(path, "field config.shard: not i/N with 0 <= i < N <= " + std::to_string(max_shards));
   return r;
+}
+
+campaign_result merge_campaigns(const std::vector<campaign_result>& parts, const std::vector<std::string>& names) {
+  if (parts.empty()) throw input_error("FILE", "no campaign results to merge");
+  const campaign_result& a = parts.front();
+  const auto& ao = a.options;
+  std::map<int, std::string> seen;  // shard index -> the file holding it
+  campaign_result m;
+  m.subject_name = a.subject_name, m.version = a.version;
+  m.options = ao;
+  m.options.shard_index = 0, m.options.shard_count = 1;
+  for (std::size_t f = 0; f < parts.size(); ++f) {
+    const campaign_result& p = parts[f];
+    const auto& po = p.options;
+    const std::string& file = names[f];
+    const auto differs = [&](const char* what, const std::string& here, const std::string& there) {
+      if (here != there)
+        throw input_error(file, std::string(what) + " " + here + " differs from " + there + " in '" + names.front() +
+                                    "': not a shard of the same run");
+    };
+    differs("subject", po.subject + " (" + p.subject_name + ")", ao.subject + " (" + a.subject_name + ")");
+    differs("cases", std::to_string(po.cases), std::to_string(ao.cases));
+    differs("seed", std::to_string(po.seed), std::to_string(ao.seed));
+    differs("dtype", po.only_type ? std::string(name(*po.only_type)) : "mixed",
+            ao.only_type ? std::string(name(*ao.only_type)) : "mixed");
+    differs("max_work", std::to_string(po.max_work), std::to_string(ao.max_work));
+    differs("shard count", std::to_string(po.shard_count), std::to_string(ao.shard_count));
+    differs("attncheck version", p.version, a.version);
+    // A merged file (count 1) is the whole run: its one shard is 0.
+    const int index = po.shard_count == 1 ? 0 : po.shard_index;
+    if (const auto it = seen.find(index); it != seen.end())
+      throw input_error(file, "shard " + std::to_string(index) + "/" + std::to_string(po.shard_count) + " is also in '" +
+                                  it->second + "': each shard once");
+    seen[index] = file;
+    if (po.shard_count > 1 && (p.shards.size() != 1 || p.shards.front().index != po.shard_index))
+      throw input_error(file, "field shards: does not name the file's own shard " + std::to_string(po.shard_index));
+    // Shard i of N ran exactly its ceil((cases - i) / N) cases; a merged file, all of them.
+    if (const std::int64_t want = shard_cases(po); p.cases() != want)
+      throw input_error(file, "holds " + std::to_string(p.cases()) + " cases, shard " + std::to_string(po.shard_index) + "/" +
+                                  std::to_string(po.shard_count) + " of " + std::to_string(po.cases) + " has " +
+                                  std::to_string(want));
+    for (const auto& [t, st] : p.by_type) m.by_type[t].add(st);
+    m.seconds += p.seconds;
+    m.options.jobs = std::max(m.options.jobs, po.jobs);
+    for (const auto& sh : p.shards) m.shards.push_back(sh);
+  }
+  std::string missing;
+  int n_missing = 0;
+  for (int i = 0; i < ao.shard_count; ++i)
+    if (!seen.count(i)) {
+      if (++n_missing <= 20) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+    }
+  if (n_missing)
+    throw input_error("FILE", std::to_string(n_missing) + " of " + std::to_string(ao.shard_count) + " shards missing: " +
+                                  missing + (n_missing > 20 ? ", ..." : "") + " (of the run of " + std::to_string(ao.cases) +
+                                  " cases, seed " + std::to_string(ao.seed) + ", subject " + ao.subject + ")");
+  std::sort(m.shards.begin(), m.shards.end(), [](const campaign_shard& x, const campaign_shard& y) { return x.index < y.index; });
+  // Each shard ran exactly its cases: shard i of N holds ceil((cases - i) / N).
+  std::int64_t want = 0, have = m.cases();
+  for (int i = 0; i < ao.shard_count; ++i) want += (ao.cases - i + ao.shard_count - 1) / ao.shard_count;
+  if (have != want)
+    throw input_error("FILE", "the shards hold " + std::to_string(have) + " cases, the run has " + std::to_string(want));
+  return m;
 }
 
 }  // namespace attncheck

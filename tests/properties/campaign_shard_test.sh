@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# N shards of a campaign, merged, are the unsharded run: the same per-dtype
+# histograms, counts, kept violations (with their case lines and indices),
+# worst cases and largest ratio, the same printed report (all but the header
+# and time lines) and the same exit code. The shards are merged in reverse
+# order and one shard runs with two workers, so neither the file order nor
+# the workers may matter.
+# Usage: campaign_shard_test.sh ATTNCHECK SUBJECT CASES SHARDS WANT_EXIT
+#   WANT_EXIT 1: the subject is broken and the run must hold violations
+#   (so the violations compared are not an empty list).
+set -euo pipefail
+attncheck=$1 subject=$2 cases=$3 shards=$4 want=$5
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+rc=0
+"$attncheck" campaign --cases "$cases" --seed 7 --subject "$subject" --json "$out/full.json" >"$out/full.txt" 2>/dev/null || rc=$?
+[ "$rc" -eq "$want" ] || fail "the unsharded run exited $rc, want $want"
+files=()
+for ((i = shards - 1; i >= 0; i--)); do
+  jobs=1
+  [ "$i" -eq 1 ] && jobs=2
+  rc=0
+  "$attncheck" campaign --cases "$cases" --seed 7 --subject "$subject" --shard "$i/$shards" --jobs "$jobs" \
+    --json "$out/shard$i.json" >"$out/shard$i.txt" 2>/dev/null || rc=$?
+  [ "$rc" -le 1 ] || fail "shard $i/$shards exited $rc"
+  files+=("$out/shard$i.json")
+done
+rc=0
+"$attncheck" merge "${files[@]}" --json "$out/merged.json" >"$out/merged.txt" || rc=$?
+[ "$rc" -eq "$want" ] || fail "merge exited $rc, want $want"
+
+python3 - "$out" "$cases" "$shards" "$want" <<'EOF'
+import json, sys
+out, cases, shards, want = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+full = json.load(open(f"{out}/full.json"))
+merged = json.load(open(f"{out}/merged.json"))
+def fail(why):
+    print("FAIL:", why)
+    sys.exit(1)
+# Each shard ran exactly its cases k % N = i.
+for i in range(shards):
+    s = json.load(open(f"{out}/shard{i}.json"))
+    if s["config"]["shard"] != {"index": i, "count": shards}:
+        fail(f"shard {i}: config.shard is {s['config']['shard']}")
+    n = len(range(i, cases, shards))
+    if s["cases"] != n:
+        fail(f"shard {i} ran {s['cases']} cases, want {n}")
+    for t, st in s["by_type"].items():
+        for v in st["violating"] + st["worst"]:
+            if v["index"] % shards != i:
+                fail(f"shard {i} holds case {v['index']}")
+if full["config"] != merged["config"]:
+    fail(f"config {merged['config']} != {full['config']}")
+if full["by_type"] != merged["by_type"]:
+    for t in sorted(set(full["by_type"]) | set(merged["by_type"])):
+        a, b = full["by_type"].get(t, {}), merged["by_type"].get(t, {})
+        for k in sorted(set(a) | set(b)):
+            if a.get(k) != b.get(k):
+                print(f"  [{t}] {k}: unsharded {json.dumps(a.get(k))[:300]}\n  [{t}]      merged {json.dumps(b.get(k))[:300]}")
+    fail("the merged per-dtype results differ from the unsharded run")
+for k in ("cases", "violations", "histogram_edges", "histogram_bins"):
+    if full[k] != merged[k]:
+        fail(f"{k}: {merged[k]} != {full[k]}")
+if [s["index"] for s in merged["shards"]] != list(range(shards)):
+    fail(f"merged shards {merged['shards']}")
+elements = sum(st["elements"] for st in full["by_type"].values())
+kept = sum(len(st["violating"]) for st in full["by_type"].values())
+if elements == 0:
+    fail("the run judged no element: nothing was compared")
+if want == 1 and kept == 0:
+    fail("a failing run kept no violation: the comparison of violations is empty")
+for t, st in full["by_type"].items():
+    if sum(st["histogram"]) != st["elements"]:
+        fail(f"[{t}] histogram sums to {sum(st['histogram'])}, {st['elements']} elements")
+print(f"{shards} shards of {cases} cases merged = the unsharded run: {elements} elements, {kept} violating cases kept, "
+      + ", ".join(f"{t} max ratio {st['max_ratio']} (case {st['max_ratio_index']})" for t, st in full["by_type"].items()))
+EOF
+# The printed report: the same from the oracle line on, but for time and file lines.
+grep -v -e '^time:' -e '^results:' "$out/full.txt" | tail -n +2 >"$out/full.cut"
+grep -v -e '^time:' -e '^results:' "$out/merged.txt" | tail -n +2 >"$out/merged.cut"
+diff "$out/full.cut" "$out/merged.cut" || fail "the merged report differs from the unsharded one"
+grep -q "^attncheck campaign: .* $cases cases, seed 7, $shards shards merged$" "$out/merged.txt" ||
+  fail "the merged header does not say '$cases cases, seed 7, $shards shards merged': $(head -1 "$out/merged.txt")"
+echo "PASS"
