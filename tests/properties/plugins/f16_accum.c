@@ -1,12 +1,18 @@
 /* An f16-accumulator attention subject (ABI v2) for the probabilistic bound's
  * tests (docs/bound.md, "The probabilistic bound"): online softmax over
- * blocks of 64 keys whose O accumulator is binary16, as in kernels that run
- * P V with f16 accumulation. Per key: the f32 score, w = expf(s - m) rounded
- * to f16, the product w * v rounded to f16 and added to the f16 accumulator;
- * each rescale multiplies it by expf(m_old - m_new) rounded to f16. Every f16
- * operation has f16 operands, so computing it in float and rounding once to
- * f16 is one correctly rounded f16 operation (float's 24 bits >= 2 * 11 + 2:
+ * blocks of 64 keys whose O accumulator has binary16's precision (11-bit
+ * significands), as in kernels that run P V with f16 accumulation. Per key:
+ * the f32 score, w = expf(s - m) rounded to 11 bits, the product w * v rounded
+ * to 11 bits and added to the accumulator, rounded to 11 bits; each rescale
+ * multiplies it by expf(m_old - m_new) rounded to 11 bits. Every such
+ * operation has 11-bit operands, so computing it in float and rounding once
+ * more is one correctly rounded 11-bit operation (float's 24 bits >= 2 * 11 + 2:
  * double rounding is innocuous). The row sum L and the final division are f32.
+ *
+ * The exponent range stays f32's: the contract takes compute with at least
+ * f32's range (docs/spec.md, "Storage types and compute"), and a true binary16
+ * accumulator, which overflows past 65504 and flushes weights below 2^-24 to
+ * its subnormals, is outside the bound's class (docs/bound.md).
  *
  * Declared: u = 2^-11 (the f16 accumulator: the coarsest rounding of the
  * chain), exp_ulps = 1.5 (expf within 1 f32 ulp, then one f16 rounding:
@@ -31,8 +37,19 @@ typedef struct f16_accum {
   char name[48];
 } f16_accum;
 
-/* Rounds a float to the nearest binary16 (ties to even). */
-static float f16(float x) { return (float)(_Float16)x; }
+/* Rounds a normal float to the nearest value with an 11-bit significand (ties
+ * to even), binary16's precision in f32's exponent range; zeros, subnormals
+ * (f32's own spacing, within the bound's underflow terms), inf and NaN stay. */
+static float f16(float x) {
+  uint32_t b;
+  memcpy(&b, &x, sizeof b);
+  const uint32_t exponent = b & 0x7f800000u;
+  if (exponent == 0 || exponent == 0x7f800000u) return x;
+  b += 0x0fffu + ((b >> 13) & 1u);
+  b &= ~0x1fffu;
+  memcpy(&x, &b, sizeof x);
+  return x;
+}
 
 static float load16(const void* base, int64_t at) { return (float)((const _Float16*)base)[at]; }
 
