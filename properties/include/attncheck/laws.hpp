@@ -28,7 +28,9 @@ const char* verdict_id(verdict v);
 /// probabilistic bound where the sound one is +inf or useless, or neither.
 struct judged_shares {
   std::int64_t sound = 0, prob = 0, unjudged = 0;
-  void add(const judged_shares& o) { sound += o.sound, prob += o.prob, unjudged += o.unjudged; }
+  /// Elements with a finite sound bound, useful or not (what the sound verdict counts as judged).
+  std::int64_t sound_finite = 0;
+  void add(const judged_shares& o) { sound += o.sound, prob += o.prob, unjudged += o.unjudged, sound_finite += o.sound_finite; }
   std::int64_t total() const { return sound + prob + unjudged; }
 };
 
@@ -79,7 +81,7 @@ struct law_outcome {
   /// The elements of the comparisons folded in, by the bound that judged them.
   judged_shares shares() const {
     const std::int64_t sound = compared - useless;
-    return {sound, prob_compared, compared + unbounded - sound - prob_compared};
+    return {sound, prob_compared, compared + unbounded - sound - prob_compared, compared};
   }
 };
 

@@ -29,7 +29,10 @@ void write_json(const std::string& path, const gate_result& r, const std::string
     for (std::size_t t = 0; t < l.shares.size(); ++t)
       if (l.shares[t].total())
         j["judged_elements"][std::string(name(static_cast<dtype>(t)))] = {
-            {"sound", l.shares[t].sound}, {"probabilistic", l.shares[t].prob}, {"unjudged", l.shares[t].unjudged}};
+            {"sound", l.shares[t].sound},
+            {"probabilistic", l.shares[t].prob},
+            {"unjudged", l.shares[t].unjudged},
+            {"sound_finite", l.shares[t].sound_finite}};
     if (!l.unjudged_why.empty()) j["unjudged_why"] = l.unjudged_why;
     if (l.v == verdict::fail) {
       j["kind"] = failure_kind_name(l.failure.kind);

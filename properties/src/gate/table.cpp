@@ -133,12 +133,12 @@ void print_judged_shares(const gate_result& g, bool per_law, std::ostream& out) 
     const auto pct = [&sh](std::int64_t x) { return number_text(100.0 * static_cast<double>(x) / static_cast<double>(sh.total()), "%.1f"); };
     out << "  " << std::left << std::setw(48) << who << std::right << std::setw(5) << name(static_cast<dtype>(t)) << "  sound "
         << std::setw(5) << pct(sh.sound) << "%  prob " << std::setw(5) << pct(sh.prob) << "%  unjudged " << std::setw(5)
-        << pct(sh.unjudged) << "%  of " << sh.total() << "\n";
+        << pct(sh.unjudged) << "%  of " << sh.total() << " (finite sound bound " << pct(sh.sound_finite) << "%)\n";
   };
   std::array<judged_shares, 3> all{};
   for (const auto& r : g.reports)
     for (std::size_t t = 0; t < all.size(); ++t) all[t].add(r.shares[t]);
-  out << "\nelements judged, by bound (docs/bound.md):\n";
+  out << "\nelements judged, by bound (docs/bound.md: sound where useful, else prob):\n";
   for (std::size_t t = 0; t < all.size(); ++t) line("all laws", t, all[t]);
   if (per_law)
     for (const auto& r : g.reports)

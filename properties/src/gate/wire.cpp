@@ -116,7 +116,7 @@ std::string report_to_payload(const law_report& r) {
   // The probabilistic verdict and the judged shares per dtype.
   j["prob"] = {{"v", static_cast<int>(r.prob)}, {"cases", r.prob_cases}, {"max_ratio", bits_of(r.prob_max_ratio)},
                {"failure", r.prob_failure}, {"failure_case", r.prob_failure_case}};
-  for (const auto& sh : r.shares) j["shares"].push_back({sh.sound, sh.prob, sh.unjudged});
+  for (const auto& sh : r.shares) j["shares"].push_back({sh.sound, sh.prob, sh.unjudged, sh.sound_finite});
   if (r.counterexample) j["counterexample"] = format_case_file({*r.counterexample, r.law, {}, {}});
   if (r.heat) j["heat"] = heat_json(*r.heat);
   return j.dump();
@@ -152,7 +152,8 @@ law_report report_from_payload(const std::string& payload) {
   if (j.contains("shares"))
     for (std::size_t k = 0; k < r.shares.size() && k < j.at("shares").size(); ++k) {
       const auto& sh = j.at("shares")[k];
-      r.shares[k] = {sh.at(0).get<std::int64_t>(), sh.at(1).get<std::int64_t>(), sh.at(2).get<std::int64_t>()};
+      r.shares[k] = {sh.at(0).get<std::int64_t>(), sh.at(1).get<std::int64_t>(), sh.at(2).get<std::int64_t>(),
+                     sh.at(3).get<std::int64_t>()};
     }
   if (j.contains("counterexample")) r.counterexample = parse_case_file(j.at("counterexample").get<std::string>()).c;
   if (j.contains("heat")) r.heat = heat_from(j.at("heat"));
