@@ -51,7 +51,32 @@ static float f16(float x) {
   return x;
 }
 
-static float load16(const void* base, int64_t at) { return (float)((const _Float16*)base)[at]; }
+static float bits_float(uint32_t b) {
+  float x;
+  memcpy(&x, &b, sizeof x);
+  return x;
+}
+
+/* binary16 bits to float (exact). */
+static float load16(const void* base, int64_t at) {
+  const uint16_t h = ((const uint16_t*)base)[at];
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0) return (sign ? -1.0f : 1.0f) * ldexpf((float)m, -24);
+  if (e == 31) return bits_float(sign | 0x7f800000u | (m << 13));
+  return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+/* A float to the nearest binary16 (ties to even), as bits. */
+static uint16_t store16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+  x &= 0x7fffffffu;
+  if (x >= 0x7f800000u) return (uint16_t)(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  if (x >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);                              /* >= 65520: inf */
+  if (x < 0x38800000u) return (uint16_t)(sign | (uint16_t)lrintf(bits_float(x) * 0x1p24f)); /* subnormal: m 2^-24 */
+  return (uint16_t)(sign | (((x + 0x0fffu + ((x >> 13) & 1u)) >> 13) - 0x1c000u));
+}
 
 static int64_t key_blocks(void* state, const attncheck_problem* p) {
   (void)state;
@@ -69,7 +94,7 @@ static int attend(void* state, const attncheck_problem* p, char* err, size_t err
     snprintf(err, err_len, "f16_accum: out of memory");
     return 2;
   }
-  _Float16* o = (_Float16*)p->o;
+  uint16_t* o = (uint16_t*)p->o;
   const int64_t group = p->hq / p->hkv;
   float s[F16_BLOCK];
   for (int64_t b = 0; b < p->b; ++b) {
@@ -113,7 +138,7 @@ static int attend(void* state, const attncheck_problem* p, char* err, size_t err
         }
         for (int64_t e = 0; e < p->dv; ++e)
           o[b * p->o_stride[0] + i * p->o_stride[1] + h * p->o_stride[2] + e * p->o_stride[3]] =
-              (_Float16)(last < 0 ? 0.0f : acc[e] / l);
+              store16(last < 0 ? 0.0f : acc[e] / l);
         if (p->lse)
           p->lse[b * p->lse_stride[0] + h * p->lse_stride[1] + i * p->lse_stride[2]] = last < 0 ? -INFINITY : m + logf(l);
       }
