@@ -5,6 +5,7 @@
 // probabilistic verdict, and the correct one passes it over 20 seeds.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -108,6 +109,49 @@ TEST(F16Accum, TwentySeeds) {
   std::printf("20 seeds: %d cases; correct worst prob obs/bd %.3g; mutant caught on %d of 20 dominant cases (%d late)\n", cases,
               worst, caught, late);
   EXPECT_GE(late, 10);  // the test checks what it claims on enough cases
+}
+
+}  // namespace
+}  // namespace attncheck
+
+namespace attncheck {
+namespace {
+
+// The comparison's rules for the probabilistic verdict: it judges only where
+// the sound bound is useless, never changes the sound verdict, and NaN or an
+// excess fails it alone.
+TEST(ProbComparison, OwnVerdictBesideTheSoundOne) {
+  comparison c;
+  c.overflow_threshold = overflow_threshold(dtype::f16);
+  c.element("useful", 1.0, 1.5, 1.0, 0.1, false);  // sound bound useful: prob not consulted
+  EXPECT_TRUE(c.pass);
+  EXPECT_TRUE(c.prob_pass);
+  EXPECT_EQ(c.prob_compared, 0);
+  c.element("useless", 1.0, 1.5, 10.0, 0.1, true);  // finite, useless: sound passes, prob fails
+  EXPECT_TRUE(c.pass);
+  EXPECT_FALSE(c.prob_pass);
+  EXPECT_EQ(c.prob_compared, 1);
+  EXPECT_EQ(c.useless, 1);
+  EXPECT_NE(c.prob_failure.find("probabilistic bound exceeded at useless"), std::string::npos) << c.prob_failure;
+  comparison d;
+  d.element("inf", 1.0, 1.05, INFINITY, 0.1, true);  // +inf sound: unjudged by it, judged by prob
+  d.element("nan", 1.0, NAN, INFINITY, 0.1, true);
+  d.element("no pbound", 1.0, 7.0, INFINITY, INFINITY, true);
+  EXPECT_TRUE(d.pass);
+  EXPECT_EQ(d.compared, 0);
+  EXPECT_EQ(d.unbounded, 3);
+  EXPECT_EQ(d.prob_compared, 2);
+  EXPECT_FALSE(d.prob_pass);
+  EXPECT_NE(d.prob_failure.find("NaN at nan"), std::string::npos) << d.prob_failure;
+  law_outcome o;
+  o.add("x", d);
+  EXPECT_EQ(o.v, verdict::pass);
+  EXPECT_EQ(o.prob(), prob_verdict::fail);
+  const judged_shares sh = o.shares();
+  EXPECT_EQ(sh.sound, 0);
+  EXPECT_EQ(sh.prob, 2);
+  EXPECT_EQ(sh.unjudged, 1);
+  EXPECT_EQ(sh.sound_finite, 0);
 }
 
 }  // namespace
