@@ -97,7 +97,7 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
   const int prob_failed = g.prob_failed();
   if (prob_failed) out << ", " << prob_failed << " FAIL(prob)";
   out << (failed || unjudged || prob_failed ? "  -> FAIL" : "  -> PASS") << "\n";
-  print_judged_shares(g, false, out);
+  if (!opt.stats) print_judged_shares(g, false, out);  // --stats prints them per law too
   if (opt.stats) print_stats(g, out);
   if (!opt.junit.empty()) write_junit(opt.junit, g, subj->name(), opt.run.seed);
   if (!opt.json.empty()) write_json(opt.json, g, subj->name(), opt.run.seed);
