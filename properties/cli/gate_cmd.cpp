@@ -52,7 +52,7 @@ int run_gate_cmd() {
   int status = 0;
   const auto results = run_gates(all, std::cout);
   for (const gate_result& r : results)
-    if (r.failed() || r.unjudged()) status = 1;
+    if (r.failed() || r.unjudged() || r.prob_failed()) status = 1;
   if (!gate_html.empty()) {
     html::write_gate_html(gate_html, results);
     std::cout << "report: " << gate_html << "\n";

@@ -23,6 +23,12 @@ std::string num(double x) {
   return buf;
 }
 
+// An oracle_result made without the probabilistic bound (hand-built in a test) has none.
+double pbound_at(const std::vector<double>& pb, std::size_t k) {
+  return k < pb.size() ? pb[k] : std::numeric_limits<double>::quiet_NaN();
+}
+bool useless_at(const std::vector<std::uint8_t>& u, std::size_t k) { return k < u.size() && u[k] != 0; }
+
 }  // namespace
 
 std::string worst_element::describe() const {
@@ -123,6 +129,42 @@ void comparison::element(const std::string& where, double expected, double got, 
   }
 }
 
+void comparison::element(const std::string& where, double expected, double got, double bound, double pbound,
+                         bool sound_useless) {
+  element(where, expected, got, bound);
+  if (!sound_useless || std::isnan(bound)) return;
+  if (std::isfinite(bound)) ++useless;
+  probabilistic(where, expected, got, pbound);
+}
+
+void comparison::probabilistic(const std::string& where, double expected, double got, double pbound) {
+  if (!(pbound >= 0 && std::isfinite(pbound)) || std::isnan(expected)) return;  // no probabilistic bound: unjudged
+  ++prob_compared;
+  worst_element w{where, expected, got, pbound, 0.0};
+  std::string why;
+  if (std::isnan(got)) {
+    w.ratio = std::numeric_limits<double>::infinity();
+    why = "NaN at ";
+  } else if (std::isinf(got) && std::isfinite(expected) && (got > 0) == (expected > 0) &&
+             std::fabs(expected) + pbound >= overflow_threshold) {
+    w.ratio = (overflow_threshold - std::fabs(expected)) / pbound;
+  } else if (std::isinf(expected) || std::isinf(got)) {
+    if (got != expected) w.ratio = std::numeric_limits<double>::infinity(), why = "infinity mismatch at ";
+  } else {
+    const double err = std::fabs(got - expected);
+    w.ratio = err == 0 ? 0.0 : (pbound == 0 ? std::numeric_limits<double>::infinity() : err / pbound);
+    if (err > pbound) why = "probabilistic bound exceeded at ";
+  }
+  if (!why.empty() && prob_pass) {
+    prob_pass = false;
+    prob_failure = why + w.describe();
+  }
+  if (w.ratio >= prob_max_ratio || prob_worst.where.empty()) {
+    prob_max_ratio = std::max(prob_max_ratio, w.ratio);
+    prob_worst = w;
+  }
+}
+
 void comparison::exact(const std::string& where, std::uint32_t expected_bits, std::uint32_t got_bits, double expected,
                        double got) {
   ++compared;
@@ -169,6 +211,13 @@ void comparison::merge(const comparison& other) {
   if (!other.pass) fail(other.failure, other.kind);
   compared += other.compared;
   unbounded += other.unbounded;
+  useless += other.useless;
+  prob_compared += other.prob_compared;
+  if (!other.prob_pass && prob_pass) prob_pass = false, prob_failure = other.prob_failure;
+  if (other.prob_max_ratio > prob_max_ratio || (prob_worst.where.empty() && !other.prob_worst.where.empty())) {
+    prob_max_ratio = std::max(prob_max_ratio, other.prob_max_ratio);
+    prob_worst = other.prob_worst;
+  }
   if (other.max_ratio > max_ratio || (worst.where.empty() && !other.worst.where.empty())) {
     max_ratio = std::max(max_ratio, other.max_ratio);
     worst = other.worst;
@@ -209,7 +258,8 @@ comparison compare_with_reference(const attn_case& c, const subject_output& out,
                             every_visible_score_is_minus_inf(c, b, h, i) ? 0.0 : std::nan(""));
             continue;
           }
-          r.element(o_where(b, i, h, e), ref.o[k], out.o.at(b, i, h, e), ref.o_bound[k] * slack);
+          r.element(o_where(b, i, h, e), ref.o[k], out.o.at(b, i, h, e), ref.o_bound[k] * slack, pbound_at(ref.o_pbound, k) * slack,
+                    useless_at(ref.o_sound_useless, k));
         }
   if (!out.lse.empty())
     for (std::int64_t b = 0; b < c.b; ++b)
@@ -223,7 +273,7 @@ comparison compare_with_reference(const attn_case& c, const subject_output& out,
             continue;
           }
           rl.element(lse_where(b, h, i), ref.lse[k], out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)],
-                     ref.lse_bound[k] * slack);
+                     ref.lse_bound[k] * slack, pbound_at(ref.lse_pbound, k) * slack, useless_at(ref.lse_sound_useless, k));
         }
   r.merge(rl);
   return r;

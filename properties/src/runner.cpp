@@ -56,6 +56,14 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
       r.stats.add(c, s);
       gopt.budget->spent += std::max<std::int64_t>(0, case_work(c) - gopt.small_work);
       ++r.ratio_histogram[ratio_bin(out.max_ratio)];
+      r.shares[static_cast<std::size_t>(c.type) % r.shares.size()].add(out.shares());
+      if (out.prob() != prob_verdict::na) {
+        ++r.prob_cases;
+        r.prob_max_ratio = std::max(r.prob_max_ratio, out.prob_max_ratio);
+        if (r.prob != prob_verdict::fail) r.prob = out.prob();
+        if (out.prob() == prob_verdict::fail && r.prob_failure.empty())
+          r.prob_failure = out.prob_failure, r.prob_failure_case = to_line(c);
+      }
       if (out.judged())
         ++r.judged;
       else

@@ -36,6 +36,17 @@ struct comparison {
   std::int64_t compared = 0;
   /// Elements left unjudged because their bound is +inf (outside the bound's domain).
   std::int64_t unbounded = 0;
+  /// Of `compared`, elements whose finite sound bound was useless (it accepts
+  /// every value the hull allows: oracle_result::o_sound_useless).
+  std::int64_t useless = 0;
+  /// The probabilistic verdict (docs/bound.md, "The probabilistic bound"): its
+  /// own, never folded into `pass`. Elements whose sound bound is +inf or
+  /// useless and whose probabilistic bound is finite are judged by it here.
+  std::int64_t prob_compared = 0;
+  bool prob_pass = true;
+  std::string prob_failure;  ///< the first probabilistic failure; empty when prob_pass
+  worst_element prob_worst;  ///< the element behind prob_max_ratio or the failure
+  double prob_max_ratio = 0;
   double max_ratio = 0;
   /// What the first failure was: the law's comparison, or the subject's error (runs_ok).
   failure_kind kind = failure_kind::law;
@@ -51,6 +62,12 @@ struct comparison {
   /// +-inf for a finite expected passes only where expected + the bound (same
   /// sign) reaches overflow_threshold: the value may legitimately round to inf.
   void element(const std::string& where, double expected, double got, double bound);
+  /// The same, and where sound_useless the probabilistic verdict on pbound
+  /// (NaN or +inf pbound: the element stays unjudged by it).
+  void element(const std::string& where, double expected, double got, double bound, double pbound, bool sound_useless);
+  /// Folds one element into the probabilistic verdict alone (the rules of
+  /// element(): NaN fails, +-inf only by the overflow rule, else |error| <= pbound).
+  void probabilistic(const std::string& where, double expected, double got, double pbound);
   /// An element whose bound is NaN (a visible input is not finite) or whose
   /// truth is NaN: any non-finite got passes; a finite got fails where the
   /// truth is NaN or infinite, passes where it equals a finite truth, and is

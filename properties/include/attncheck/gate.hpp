@@ -47,7 +47,15 @@ struct gate_result {
   bool default_hints = false;
   int failed() const;    ///< laws that failed
   int unjudged() const;  ///< laws that ran but judged fewer cases than their floor (the gate fails)
+  int prob_failed() const;  ///< laws whose probabilistic verdict failed (the gate fails; docs/bound.md)
 };
+
+/// The gate header's line on the probabilistic bound and its confidence.
+std::string probabilistic_statement();
+
+/// The elements of O and LSE the gate judged, per dtype, by sound bound,
+/// probabilistic bound or neither: all laws together, and per law when per_law.
+void print_judged_shares(const gate_result& g, bool per_law, std::ostream& out);
 
 /// The realized distribution of the cases the gate ran (all laws together):
 /// each share of docs/distribution.md with its floor.

@@ -23,6 +23,24 @@ const char* verdict_name(verdict v);
 /// The verdict as the gate's JSON writes it: pass, fail, skipped, unjudged.
 const char* verdict_id(verdict v);
 
+/// Elements of O and LSE by the kind of bound that judged them
+/// (docs/bound.md, "The probabilistic bound"): a useful sound bound, the
+/// probabilistic bound where the sound one is +inf or useless, or neither.
+struct judged_shares {
+  std::int64_t sound = 0, prob = 0, unjudged = 0;
+  /// Elements with a finite sound bound, useful or not (what the sound verdict counts as judged).
+  std::int64_t sound_finite = 0;
+  void add(const judged_shares& o) { sound += o.sound, prob += o.prob, unjudged += o.unjudged, sound_finite += o.sound_finite; }
+  std::int64_t total() const { return sound + prob + unjudged; }
+};
+
+/// The probabilistic verdict of a law: n/a when nothing was judged by the probabilistic bound.
+enum class prob_verdict : std::uint8_t { na, pass, fail };
+/// As the gate's table prints it: n/a, pass, FAIL(prob).
+const char* prob_verdict_name(prob_verdict v);
+/// As the gate's JSON writes it: na, pass, fail.
+const char* prob_verdict_id(prob_verdict v);
+
 struct law_outcome {
   verdict v = verdict::pass;
   std::string message;         ///< why it failed, or why it was skipped
@@ -30,12 +48,23 @@ struct law_outcome {
   worst_element worst;         ///< the element behind max_ratio or the failure
   std::int64_t compared = 0;   ///< elements judged by the comparisons folded in
   std::int64_t unbounded = 0;  ///< elements left unjudged: +inf bound, outside the bound's domain
+  std::int64_t useless = 0;    ///< of `compared`, elements whose finite sound bound was useless
+  // The probabilistic verdict (comparison::prob_*): its own, never part of v.
+  std::int64_t prob_compared = 0;  ///< elements judged by the probabilistic bound
+  std::string prob_failure;        ///< the first probabilistic failure; empty when none
+  double prob_max_ratio = 0;
+  worst_element prob_worst;
   /// Non-empty when the case was degenerate for this law (B = 1 for batch
   /// independence, no unused slot for masked slots, ...): it ran, but judged nothing.
   std::string vacuous;
   failure_kind kind = failure_kind::law;  ///< on failure: what failed (the first failure's kind)
 
-  static law_outcome skip(std::string why) { return {verdict::skip, std::move(why), 0, {}, 0, 0, {}, failure_kind::law}; }
+  static law_outcome skip(std::string why) {
+    law_outcome o;
+    o.v = verdict::skip;
+    o.message = std::move(why);
+    return o;
+  }
   /// Folds a comparison in under a label ("V = ones", "threads 1 vs 3").
   void add(const std::string& label, const comparison& c);
   /// Fails with `why` (the first failure's message and kind are kept).
@@ -46,6 +75,14 @@ struct law_outcome {
   }
   /// The case judged something: an element was compared and the case was not degenerate.
   bool judged() const { return compared > 0 && vacuous.empty(); }
+  prob_verdict prob() const {
+    return !prob_failure.empty() ? prob_verdict::fail : (prob_compared > 0 ? prob_verdict::pass : prob_verdict::na);
+  }
+  /// The elements of the comparisons folded in, by the bound that judged them.
+  judged_shares shares() const {
+    const std::int64_t sound = compared - useless;
+    return {sound, prob_compared, compared + unbounded - sound - prob_compared, compared};
+  }
 };
 
 struct law {

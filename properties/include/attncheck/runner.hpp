@@ -40,6 +40,16 @@ struct law_report {
   /// (ratio_bin: exact 0, one bin per campaign_edges, > 1); shrink steps not counted.
   std::array<std::int64_t, ratio_bins> ratio_histogram{};
   double seconds = 0;
+  /// The elements of the cases run (shrink steps not counted) by the bound
+  /// that judged them, per case dtype (index: dtype's value: f32, f16, bf16).
+  std::array<judged_shares, 3> shares{};
+  /// The probabilistic verdict over the cases run (law_outcome::prob): n/a
+  /// when no case judged an element by the probabilistic bound.
+  prob_verdict prob = prob_verdict::na;
+  std::int64_t prob_cases = 0;  ///< cases that judged an element by the probabilistic bound
+  double prob_max_ratio = 0;
+  std::string prob_failure;       ///< the first case's probabilistic failure, with its element
+  std::string prob_failure_case;  ///< one-line form of that case (not shrunk)
   // On failure:
   std::optional<attn_case> counterexample;  ///< shrunk, materialized
   law_outcome failure;                      ///< the law's outcome on the shrunk case

@@ -25,7 +25,8 @@ using namespace gate_detail;
 void write_junit(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed) {
   std::ostringstream x;
   int failures = 0, skipped = 0;
-  for (const auto& l : r.reports) failures += l.v == verdict::fail || l.v == verdict::unjudged, skipped += l.v == verdict::skip;
+  for (const auto& l : r.reports)
+    failures += l.v == verdict::fail || l.v == verdict::unjudged || l.prob == prob_verdict::fail, skipped += l.v == verdict::skip;
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   x << "<testsuites name=\"attncheck\" tests=\"" << r.reports.size() << "\" failures=\"" << failures << "\" skipped=\"" << skipped
     << "\" time=\"" << r.seconds << "\">\n";
@@ -41,12 +42,17 @@ void write_junit(const std::string& path, const gate_result& r, const std::strin
     << "\"/><property name=\"seed\" value=\"" << seed << "\"/><property name=\"subject\" value=\"" << xml_escape(subject_name)
     << "\"/><property name=\"abi\" value=\"" << r.abi << "\"/><property name=\"compute_unit_roundoff\" value=\""
     << number_text(r.declared.u, "%.17g") << "\"/><property name=\"exp_ulps\" value=\""
-    << number_text(r.declared.exp_ulps, "%.17g") << "\"/><property name=\"key_blocks\" value=\"" << nb << "\"/></properties>\n";
+    << number_text(r.declared.exp_ulps, "%.17g") << "\"/><property name=\"key_blocks\" value=\"" << nb << "\"/><property name=\"probabilistic_confidence\" value=\""
+    << xml_escape(probabilistic_statement()) << "\"/></properties>\n";
   for (std::size_t i = 0; i < r.reports.size(); ++i) {
     const auto& l = r.reports[i];
     const auto dot = l.law.find('.');
     x << "    <testcase classname=\"" << xml_escape(l.law.substr(0, dot)) << "\" name=\"" << xml_escape(l.law.substr(dot + 1))
       << "\" time=\"" << l.seconds << "\" assertions=\"" << l.cases << "\">\n";
+    x << "      <properties><property name=\"probabilistic_verdict\" value=\"" << prob_verdict_id(l.prob) << "\"/></properties>\n";
+    if (l.prob == prob_verdict::fail)
+      x << "      <failure message=\"" << xml_escape(l.prob_failure.substr(0, 500)) << "\" type=\"probabilistic\">"
+        << xml_escape(l.prob_failure_case) << "</failure>\n";
     if (l.v == verdict::skip) x << "      <skipped message=\"" << xml_escape(l.skip_reason) << "\"/>\n";
     if (l.v == verdict::unjudged)
       x << "      <failure message=\"judged " << l.judged << " of " << l.cases << " cases, below the floor of "

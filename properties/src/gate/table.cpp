@@ -34,6 +34,7 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
   out << "attncheck gate: subject " << subj->name() << " (" << opt.subject << "), seed " << opt.run.seed << ", " << opt.run.cases
       << " cases per law" << (opt.strict ? ", strict" : "") << "\n";
   print_declaration(*subj, out);
+  out << "  " << probabilistic_statement() << "\n";
   g.options = opt;
   g.options.run.on_case = nullptr;
   g.subject_name = subj->name();
@@ -70,7 +71,8 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
       << "  " << std::right << std::setw(11) << "judged/run"
       << "  " << std::setw(10) << "max obs/bd"
       << "  " << std::setw(8) << "verdict"
-      << "  " << std::setw(7) << "seconds"
+      << "  " << std::setw(7) << "seconds";
+  out << "  " << std::setw(10) << "prob"
       << "\n";
   int passed = 0, failed = 0, skipped = 0, unjudged = 0;
   for (const auto& r : g.reports) {
@@ -79,8 +81,10 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f", r.seconds);
     out << std::left << std::setw(static_cast<int>(w)) << r.law << "  " << std::right << std::setw(11) << judged_text(r) << "  "
-        << std::setw(10) << ratio_text(r.max_ratio) << "  " << std::setw(8) << verdict_name(r.v) << "  " << std::setw(7) << secs
-        << "\n";
+        << std::setw(10) << ratio_text(r.max_ratio) << "  " << std::setw(8) << verdict_name(r.v) << "  " << std::setw(7) << secs;
+    out << "  " << std::setw(10) << prob_verdict_name(r.prob) << "\n";
+    if (r.prob == prob_verdict::fail)
+      out << "    FAIL(prob): " << r.prob_failure.substr(0, 400) << "\n      on " << r.prob_failure_case << "\n";
     if (r.v == verdict::skip) out << "    skipped: " << r.skip_reason << "\n";
     if (r.v == verdict::unjudged)
       out << "    judged " << r.judged << " of " << r.cases << " cases, below the law's floor of "
@@ -90,7 +94,10 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
   std::snprintf(total, sizeof total, "%.1f", g.seconds);
   out << "\ngate: " << passed << " passed, " << failed << " failed, " << unjudged << " unjudged, " << skipped << " skipped in "
       << total << " s";
-  out << (failed || unjudged ? "  -> FAIL" : "  -> PASS") << "\n";
+  const int prob_failed = g.prob_failed();
+  if (prob_failed) out << ", " << prob_failed << " FAIL(prob)";
+  out << (failed || unjudged || prob_failed ? "  -> FAIL" : "  -> PASS") << "\n";
+  if (!opt.stats) print_judged_shares(g, false, out);  // --stats prints them per law too
   if (opt.stats) print_stats(g, out);
   if (!opt.junit.empty()) write_junit(opt.junit, g, subj->name(), opt.run.seed);
   if (!opt.json.empty()) write_json(opt.json, g, subj->name(), opt.run.seed);
@@ -107,6 +114,37 @@ int gate_result::failed() const {
   return n;
 }
 
+int gate_result::prob_failed() const {
+  int n = 0;
+  for (const auto& r : reports) n += r.prob == prob_verdict::fail;
+  return n;
+}
+
+std::string probabilistic_statement() {
+  return "probabilistic bound (Higham & Mary 2019) where the sound bound is +inf or useless: its own verdict (prob), "
+         "failure probability <= 2^" +
+         number_text(std::log2(prob_failure_per_element), "%.0f") +
+         " per element if rounding errors are independent and of mean zero";
+}
+
+void print_judged_shares(const gate_result& g, bool per_law, std::ostream& out) {
+  const auto line = [&out](const std::string& who, std::size_t t, const judged_shares& sh) {
+    if (sh.total() == 0) return;
+    const auto pct = [&sh](std::int64_t x) { return number_text(100.0 * static_cast<double>(x) / static_cast<double>(sh.total()), "%.1f"); };
+    out << "  " << std::left << std::setw(48) << who << std::right << std::setw(5) << name(static_cast<dtype>(t)) << "  sound "
+        << std::setw(5) << pct(sh.sound) << "%  prob " << std::setw(5) << pct(sh.prob) << "%  unjudged " << std::setw(5)
+        << pct(sh.unjudged) << "%  of " << sh.total() << " (finite sound bound " << pct(sh.sound_finite) << "%)\n";
+  };
+  std::array<judged_shares, 3> all{};
+  for (const auto& r : g.reports)
+    for (std::size_t t = 0; t < all.size(); ++t) all[t].add(r.shares[t]);
+  out << "\nelements judged, by bound (docs/bound.md: sound where useful, else prob):\n";
+  for (std::size_t t = 0; t < all.size(); ++t) line("all laws", t, all[t]);
+  if (per_law)
+    for (const auto& r : g.reports)
+      for (std::size_t t = 0; t < all.size(); ++t) line(r.law, t, r.shares[t]);
+}
+
 int gate_result::unjudged() const {
   int n = 0;
   for (const auto& r : reports) n += r.v == verdict::unjudged;
@@ -114,6 +152,7 @@ int gate_result::unjudged() const {
 }
 
 void print_stats(const gate_result& g, std::ostream& out) {
+  print_judged_shares(g, true, out);
   case_stats all;
   for (const auto& r : g.reports) all.merge(r.stats);
   out << "\ndistribution of the " << all.n << " cases run (all laws; docs/distribution.md):\n";

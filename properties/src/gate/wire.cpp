@@ -20,6 +20,9 @@ nlohmann::json outcome_to_json(const law_outcome& o) {
           {"compared", o.compared},
           {"unbounded", o.unbounded},
           {"vacuous", o.vacuous},
+          {"useless", o.useless},
+          {"prob_compared", o.prob_compared},
+          {"prob_failure", o.prob_failure},
           {"max_ratio", o.max_ratio},
           {"worst",
            {{"where", o.worst.where},
@@ -39,6 +42,7 @@ double double_of(const nlohmann::json& j) { return std::bit_cast<double>(j.get<s
 nlohmann::json outcome_json(const law_outcome& o) {
   auto j = outcome_to_json(o);
   j["max_ratio"] = bits_of(o.max_ratio);
+  j["prob_max_ratio"] = bits_of(o.prob_max_ratio);
   for (const char* k : {"expected", "got", "bound", "ratio"}) j["worst"][k] = bits_of(j["worst"][k].get<double>());
   return j;
 }
@@ -51,6 +55,10 @@ law_outcome outcome_from(const nlohmann::json& j) {
   o.compared = j.value("compared", std::int64_t{0});
   o.unbounded = j.value("unbounded", std::int64_t{0});
   o.vacuous = j.value("vacuous", std::string());
+  o.useless = j.value("useless", std::int64_t{0});
+  o.prob_compared = j.value("prob_compared", std::int64_t{0});
+  o.prob_failure = j.value("prob_failure", std::string());
+  if (j.contains("prob_max_ratio")) o.prob_max_ratio = double_of(j.at("prob_max_ratio"));
   o.max_ratio = double_of(j.at("max_ratio"));
   const auto& w = j.at("worst");
   o.worst = {w.at("where").get<std::string>(), double_of(w.at("expected")), double_of(w.at("got")), double_of(w.at("bound")),
@@ -105,6 +113,10 @@ std::string report_to_payload(const law_report& r) {
                       {"seconds", bits_of(r.seconds)},
                       {"failure", outcome_json(r.failure)},
                       {"reproduce", r.reproduce}};
+  // The probabilistic verdict and the judged shares per dtype.
+  j["prob"] = {{"v", static_cast<int>(r.prob)}, {"cases", r.prob_cases}, {"max_ratio", bits_of(r.prob_max_ratio)},
+               {"failure", r.prob_failure}, {"failure_case", r.prob_failure_case}};
+  for (const auto& sh : r.shares) j["shares"].push_back({sh.sound, sh.prob, sh.unjudged, sh.sound_finite});
   if (r.counterexample) j["counterexample"] = format_case_file({*r.counterexample, r.law, {}, {}});
   if (r.heat) j["heat"] = heat_json(*r.heat);
   return j.dump();
@@ -129,6 +141,20 @@ law_report report_from_payload(const std::string& payload) {
   r.seconds = double_of(j.at("seconds"));
   r.failure = outcome_from(j.at("failure"));
   r.reproduce = j.at("reproduce").get<std::string>();
+  if (j.contains("prob")) {
+    const auto& p = j.at("prob");
+    r.prob = static_cast<prob_verdict>(p.at("v").get<int>());
+    r.prob_cases = p.at("cases").get<std::int64_t>();
+    r.prob_max_ratio = double_of(p.at("max_ratio"));
+    r.prob_failure = p.at("failure").get<std::string>();
+    r.prob_failure_case = p.at("failure_case").get<std::string>();
+  }
+  if (j.contains("shares"))
+    for (std::size_t k = 0; k < r.shares.size() && k < j.at("shares").size(); ++k) {
+      const auto& sh = j.at("shares")[k];
+      r.shares[k] = {sh.at(0).get<std::int64_t>(), sh.at(1).get<std::int64_t>(), sh.at(2).get<std::int64_t>(),
+                     sh.at(3).get<std::int64_t>()};
+    }
   if (j.contains("counterexample")) r.counterexample = parse_case_file(j.at("counterexample").get<std::string>()).c;
   if (j.contains("heat")) r.heat = heat_from(j.at("heat"));
   return r;

@@ -1,5 +1,6 @@
 #include "law_support.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <limits>
@@ -26,6 +27,24 @@ const char* verdict_id(verdict v) {
   return "?";
 }
 
+const char* prob_verdict_name(prob_verdict v) {
+  switch (v) {
+    case prob_verdict::na: return "n/a";
+    case prob_verdict::pass: return "pass";
+    case prob_verdict::fail: return "FAIL(prob)";
+  }
+  return "?";
+}
+
+const char* prob_verdict_id(prob_verdict v) {
+  switch (v) {
+    case prob_verdict::na: return "na";
+    case prob_verdict::pass: return "pass";
+    case prob_verdict::fail: return "fail";
+  }
+  return "?";
+}
+
 void law_outcome::fail(const std::string& why, failure_kind k) {
   if (v != verdict::fail) message = why, kind = k;
   v = verdict::fail;
@@ -35,6 +54,13 @@ void law_outcome::add(const std::string& label, const comparison& c) {
   if (!c.pass) fail(label + ": " + c.failure, c.kind);
   compared += c.compared;
   unbounded += c.unbounded;
+  useless += c.useless;
+  prob_compared += c.prob_compared;
+  if (!c.prob_pass && prob_failure.empty()) prob_failure = label + ": " + c.prob_failure;
+  if (c.prob_max_ratio > prob_max_ratio || (prob_worst.where.empty() && !c.prob_worst.where.empty())) {
+    prob_max_ratio = std::max(prob_max_ratio, c.prob_max_ratio);
+    prob_worst = c.prob_worst;
+  }
   if (c.max_ratio > max_ratio || (worst.where.empty() && !c.worst.where.empty())) {
     if (c.max_ratio >= max_ratio) {
       max_ratio = c.max_ratio;

@@ -18,6 +18,11 @@ struct bound_params {
   std::int64_t key_blocks = 1;  ///< nb: online-softmax rescales (blocks + splits) over the longest row
 };
 
+/// The probabilistic bound's stated failure probability per element of O or
+/// LSE (docs/bound.md, "The probabilistic bound"): lambda is chosen per row so
+/// that the union of the row's rounding-error events fails at most this often.
+inline constexpr double prob_failure_per_element = 0x1p-40;
+
 /// Precision the oracle computes in.
 enum class oracle_precision : std::uint8_t {
   mpfr50,      ///< default: Boost.Multiprecision MPFR at 50 decimal digits (static_mpfr_float_50, 168 bits)
@@ -66,6 +71,17 @@ struct oracle_options {
 struct oracle_result {
   std::vector<double> o, o_bound;
   std::vector<double> lse, lse_bound;
+  /// The probabilistic bound (docs/bound.md, "The probabilistic bound"): the
+  /// same formula with each gamma_k replaced by min(gamma_k, gamma~_k) of
+  /// Higham and Mary (2019), holding with probability at least
+  /// 1 - prob_failure_per_element per element when rounding errors are
+  /// independent and of mean zero. Same special values as o_bound/lse_bound.
+  /// It never replaces the sound bound: the comparison uses it only where the
+  /// sound bound is useless (o_sound_useless), as its own verdict.
+  std::vector<double> o_pbound, lse_pbound;
+  /// 1 where the sound bound is +inf or accepts every value the hull allows
+  /// (O: bound >= |O_e| + max_j |V_je|; LSE: bound >= ln n + 1); 0 elsewhere.
+  std::vector<std::uint8_t> o_sound_useless, lse_sound_useless;
   std::vector<double> p;
   oracle_tier tier = oracle_tier::multiprecision;  ///< what produced O, LSE and P
   std::int64_t b = 0, hq = 0, lq = 0, lk = 0, dv = 0;

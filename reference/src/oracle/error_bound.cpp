@@ -18,6 +18,15 @@ double gamma_n(double n, double u) {
   return nu < 1 ? nu / (1 - nu) : std::numeric_limits<double>::infinity();
 }
 
+double gamma_prob(double n, double u, double lambda) {
+  // Higham & Mary (2019), Theorem 2.4; the sound gamma_n always holds too.
+  return std::min(gamma_n(n, u), std::expm1(lambda * std::sqrt(n) * u + n * u * u / (1 - u)));
+}
+
+double lambda_for(double events, double u) {
+  return std::sqrt(2 * std::log(2 * std::max(1.0, events) / prob_failure_per_element)) / (1 - u);
+}
+
 namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
@@ -28,7 +37,7 @@ double unbounded_if_nan(double x) { return std::isnan(x) ? inf : x; }
 
 }  // namespace
 
-bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt) {
+bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt, bool probabilistic) {
   namespace k = bound_constants;
   if (!(opt.bound.u_compute > 0 && opt.bound.u_compute < 1))
     throw input_error("bound.u_compute", "must lie in (0, 1), e.g. 2^-24 for f32");
@@ -47,13 +56,22 @@ bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt) {
   const compute_range range = compute_range_of(s.u);
   s.eta_c = range.smallest_subnormal;
   s.largest_c = range.largest_finite;
-  s.g_dot = gamma_n(static_cast<double>(c.d) + 2, s.u);
-  s.g_sum = gamma_n(static_cast<double>(c.lk) + s.nb + 1, s.u);
+  s.d = static_cast<double>(c.d);
   s.scale = std::fabs(static_cast<double>(c.effective_scale()));
   s.f = k::safety_factor;
-  // A declared precision too coarse for these lengths (n u >= 1) has no bound.
-  s.in_domain = std::isfinite(s.g_dot) && std::isfinite(s.g_sum);
+  s.probabilistic = probabilistic;
   return s;
+}
+
+row_gammas gammas_of_row(const bound_setup& s, double n) {
+  // Each term of L and of acc_e passes at most n - 1 additions (keys outside
+  // the row add exact zeros, or nothing), its rescales and one product w V:
+  // gamma_(n+nb+1) keeps one rounding to spare (docs/bound.md, step 4).
+  const double k_dot = s.d + 2, k_sum = n + s.nb + 1;
+  if (!s.probabilistic) return {gamma_n(k_dot, s.u), gamma_n(k_sum, s.u)};
+  // Per element: n scores of D terms, n terms in L, n in acc_e: n (D + 2) events.
+  const double lambda = lambda_for(n * k_dot, s.u);
+  return {gamma_prob(k_dot, s.u, lambda), gamma_prob(k_sum, s.u, lambda)};
 }
 
 void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs& x, std::size_t key_base,
@@ -66,6 +84,8 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
   t.pk.resize(keys.size());
   t.scores_finite = true;
   t.worst_score_error = 0;
+  t.g = gammas_of_row(s, static_cast<double>(keys.size()));
+  const double g_dot = t.g.g_dot, g_sum = t.g.g_sum;
   double worst_partial = 0;  // largest |partial dot| the subject can hold
   // The smallest log L the oracle's row can have (log L >= 0: the maximum key contributes exp(0) = 1).
   const double log_sum_lo = std::max(0.0, log_sum - slack.log_sum_abs);
@@ -89,9 +109,9 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
       t.scores_finite = false;
     }
     worst_partial = std::max({worst_partial, raw, t_j});
-    t.worst_score_error = std::max(t.worst_score_error, s.g_dot * t_j + dot_underflow);
+    t.worst_score_error = std::max(t.worst_score_error, g_dot * t_j + dot_underflow);
     const double gap_hi = gap_j * (1 + slack.gap_rel) + slack.gap_abs;
-    const double phi = s.g_dot * t_j + 2 * s.u * gap_hi + (s.c_exp + 2) * s.u * (s.nb + 1) + s.g_sum + dot_underflow;
+    const double phi = g_dot * t_j + 2 * s.u * gap_hi + (s.c_exp + 2) * s.u * (s.nb + 1) + g_sum + dot_underflow;
     // P_j * (exp(Phi_j) - 1); when P_j underflowed in double, the same
     // product from logs, so a far key never turns 0 * inf into NaN.
     const bool p_usable = p_j > 0 && p_j >= slack.p_floor;
@@ -110,7 +130,8 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
   t.b = unbounded_if_nan(t.b);
   t.phi_bar = unbounded_if_nan(t.phi_bar);
   const bool scores_may_overflow = worst_partial > s.largest_c / k::overflow_headroom;
-  t.unbounded = !s.in_domain || scores_may_overflow;
+  // A declared precision too coarse for these lengths (k u >= 1) has no bound.
+  t.unbounded = !std::isfinite(g_dot) || !std::isfinite(g_sum) || scores_may_overflow;
 }
 
 void row_column_sums(const dense_inputs& x, std::size_t key_base, const std::vector<std::int64_t>& keys, const double* pk,
@@ -141,8 +162,8 @@ double row_lse_bound(const bound_setup& s, const row_terms& t, double log_sum_hi
   // Any weights: LSE_hat and LSE both lie within log(n) above their
   // maxima m_hat and m, which differ by at most one score's error.
   const double hull =
-      s.f * (t.worst_score_error + std::log(t.nv) + 2 * s.g_sum + s.c_exp * s.u + (s.u + s.u_lse) * lse_abs_hi) + s.eta_lse / 2;
-  double bound = std::min(unbounded_if_nan(analytic), s.g_sum <= k::hull_gamma_limit ? hull : inf);
+      s.f * (t.worst_score_error + std::log(t.nv) + 2 * t.g.g_sum + s.c_exp * s.u + (s.u + s.u_lse) * lse_abs_hi) + s.eta_lse / 2;
+  double bound = std::min(unbounded_if_nan(analytic), t.g.g_sum <= k::hull_gamma_limit ? hull : inf);
   if (t.unbounded || lse_abs_hi + bound > s.lse_max) bound = inf;
   return bound;
 }
@@ -156,7 +177,7 @@ double row_o_bound(const bound_setup& s, const row_terms& t, const column_sums& 
       unbounded_if_nan(s.f * ((cs.weighted[e] + o_abs * t.b) * std::exp(t.phi_bar) + (s.u + s.u_out) * o_abs) +
                        s.f * s.eta_c * ((s.nb + 2) * (cs.v_sum[e] + t.nv * o_abs) + (t.nv + 1) / 2) + s.eta_out / 2);
   // Any weights: O_hat is a normalized combination of the visible V.
-  const double hull = s.g_sum <= k::hull_gamma_limit ? o_abs + s.f * (cs.v_max[e] + s.eta_c * (t.nv + 1)) + s.eta_out / 2 : inf;
+  const double hull = t.g.g_sum <= k::hull_gamma_limit ? o_abs + s.f * (cs.v_max[e] + s.eta_c * (t.nv + 1)) + s.eta_out / 2 : inf;
   const double bound = std::min(analytic, hull);
   const bool accumulator_may_overflow = t.nv * cs.v_max[e] > s.largest_c / k::overflow_headroom;
   // |O| + bound past the output type's largest value stays finite: the
@@ -167,10 +188,15 @@ double row_o_bound(const bound_setup& s, const row_terms& t, const column_sums& 
 void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vector<double>& gap,
                  const std::vector<double>& log_sum, oracle_result& r) {
   const bound_setup s = make_bound_setup(c, opt);
+  const bound_setup sp = make_bound_setup(c, opt, true);
   const dense_inputs x = decode_dense(c);
   const auto n = [](std::int64_t v) { return static_cast<std::size_t>(v); };
   r.o_bound.assign(r.o.size(), 0.0);
   r.lse_bound.assign(r.lse.size(), 0.0);
+  r.o_pbound.assign(r.o.size(), 0.0);
+  r.lse_pbound.assign(r.lse.size(), 0.0);
+  r.o_sound_useless.assign(r.o.size(), 0);
+  r.lse_sound_useless.assign(r.lse.size(), 0);
   const row_slack none{};
   std::vector<std::int64_t> keys;
   std::vector<double> raw;
@@ -195,9 +221,28 @@ void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vecto
                       none, t);
         r.lse_bound[row] = row_lse_bound(s, t, log_sum[row], r.lse[row], std::fabs(r.lse[row]));
         row_column_sums(x, kb, keys, t.pk.data(), cs);
+        bool any_useless = false;
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const std::size_t oi = r.o_index(bi, i, h, e);
           r.o_bound[oi] = row_o_bound(s, t, cs, n(e), std::fabs(r.o[oi]));
+          r.o_sound_useless[oi] = o_bound_useless(r.o_bound[oi], std::fabs(r.o[oi]), cs.v_max[n(e)]);
+          any_useless = any_useless || r.o_sound_useless[oi] != 0;
+        }
+        r.lse_sound_useless[row] = lse_bound_useless(r.lse_bound[row], t.nv);
+        any_useless = any_useless || r.lse_sound_useless[row] != 0;
+        // The probabilistic bound, for the rows where the sound one says nothing useful.
+        if (!any_useless) {
+          r.lse_pbound[row] = r.lse_bound[row];
+          for (std::int64_t e = 0; e < c.dv; ++e) r.o_pbound[r.o_index(bi, i, h, e)] = r.o_bound[r.o_index(bi, i, h, e)];
+          continue;
+        }
+        row_key_terms(sp, c, x, kb, keys, raw.data(), q_abs_sum, q_abs_max, &r.p[row * n(c.lk)], &gap[row * n(c.lk)], log_sum[row],
+                      none, t);
+        r.lse_pbound[row] = row_lse_bound(sp, t, log_sum[row], r.lse[row], std::fabs(r.lse[row]));
+        row_column_sums(x, kb, keys, t.pk.data(), cs);
+        for (std::int64_t e = 0; e < c.dv; ++e) {
+          const std::size_t oi = r.o_index(bi, i, h, e);
+          r.o_pbound[oi] = row_o_bound(sp, t, cs, n(e), std::fabs(r.o[oi]));
         }
       }
     }

@@ -45,6 +45,17 @@ compute_range compute_range_of(double u_compute);
 /// gamma_n = n u / (1 - n u) (Higham); +inf when n u >= 1 (no bound exists).
 double gamma_n(double n, double u);
 
+/// min(gamma_n, gamma~_n(lambda)) with Higham and Mary's (2019, Thm 2.4)
+/// gamma~_n(lambda) = exp(lambda sqrt(n) u + n u^2 / (1 - u)) - 1: a product of
+/// n factors (1 + delta_k), delta_k independent of mean zero and |delta_k| <= u,
+/// lies within 1 +- gamma~ except with probability <= 2 exp(-lambda^2 (1-u)^2 / 2).
+double gamma_prob(double n, double u, double lambda);
+
+/// lambda such that `events` failures of probability 2 exp(-lambda^2 (1-u)^2 / 2)
+/// each stay below prob_failure_per_element together (a union bound):
+/// lambda = sqrt(2 ln(2 events / p)) / (1 - u), events >= 1.
+double lambda_for(double events, double u);
+
 /// Fills r.o_bound and r.lse_bound from the oracle's P (r.p, rounded to
 /// double), O, LSE and the per-key gaps m - S_j and per-row log sums of
 /// naive_result. Bounds: finite >= 0 when every visible input of the element is
@@ -64,11 +75,22 @@ void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vecto
 /// Per-case constants of the bound (validated declaration, types, gammas).
 struct bound_setup {
   double u = 0, c_exp = 0, nb = 0, u_out = 0, eta_out = 0, u_lse = 0, eta_lse = 0, lse_max = 0;
-  double eta_c = 0, largest_c = 0, g_dot = 0, g_sum = 0, scale = 0, f = 0;
-  bool in_domain = false;  ///< gamma_(D+2) and gamma_(Lk+nb+1) defined
+  double eta_c = 0, largest_c = 0, scale = 0, f = 0, d = 0;
+  /// The probabilistic bound (docs/bound.md): each gamma_k of a row becomes
+  /// gamma_prob(k, u, lambda) with lambda = lambda_for(n (D + 2), u).
+  bool probabilistic = false;
 };
-/// Validates opt.bound (input_error as fill_bounds) and derives the constants.
-bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt);
+/// Validates opt.bound (input_error as fill_bounds) and derives the constants;
+/// probabilistic selects the probabilistic bound's gammas.
+bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt, bool probabilistic = false);
+
+/// The gammas of a row with n visible keys: g_dot for the scores, g_sum for
+/// the sums through the rescales (n additions at most: masked keys add exact
+/// zeros). +inf where undefined (k u >= 1, sound only).
+struct row_gammas {
+  double g_dot = 0, g_sum = 0;
+};
+row_gammas gammas_of_row(const bound_setup& s, double n);
 
 /// How far the values a row's bound is evaluated at may lie from the MPFR
 /// oracle's (docs/oracle.md, "Tiers"). All zero: they are the oracle's own, and
@@ -87,6 +109,7 @@ struct row_slack {
 struct row_terms {
   std::vector<double> p, phi, pk;  ///< per listed key: P_j (raised by the slack), Phi_j, P_j expm1(Phi_j)
   double b = 0, phi_bar = 0;
+  row_gammas g;  ///< the row's gammas (gammas_of_row)
   double nv = 0;
   bool scores_finite = true;
   bool unbounded = false;  ///< out of domain or a score may overflow: +inf
@@ -113,6 +136,13 @@ double row_lse_bound(const bound_setup& s, const row_terms& t, double log_sum_hi
 
 /// The O bound of column e at |O_e| <= o_abs_hi.
 double row_o_bound(const bound_setup& s, const row_terms& t, const column_sums& cs, std::size_t e, double o_abs_hi);
+
+/// True where a sound bound judges nothing useful: +inf, NaN excluded (no
+/// bound exists there for either kind), or at least the hull's width, so that
+/// every value a normalized combination of the visible V (O) or scores (LSE)
+/// can take passes: O: bound >= |O_e| + max_j |V_je|; LSE: bound >= ln n + 1.
+inline bool o_bound_useless(double bound, double o_abs, double v_max) { return bound >= o_abs + v_max; }
+inline bool lse_bound_useless(double bound, double n) { return bound >= std::log(n) + 1; }
 
 /// sum_d |q_d k_d| in d order (the bound's T_j before the scale).
 inline double abs_dot(const double* q, const double* k, std::int64_t d) {

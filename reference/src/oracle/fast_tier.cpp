@@ -37,6 +37,7 @@ struct row_scratch {
 fast_tier_result fast_tier(const attn_case& c, const oracle_options& opt, const fast_tier_hooks& hooks) {
   namespace fc = fast_constants;
   const bound_setup bs = make_bound_setup(c, opt);
+  const bound_setup bsp = make_bound_setup(c, opt, true);
   const dense_inputs x = decode_dense(c);
   const auto n = [](std::int64_t v) { return static_cast<std::size_t>(v); };
   const double u = fc::u;
@@ -63,6 +64,10 @@ fast_tier_result fast_tier(const attn_case& c, const oracle_options& opt, const 
   r.lse.assign(n(c.b * c.hq * c.lq), -std::numeric_limits<double>::infinity());
   r.lse_bound.assign(r.lse.size(), 0.0);
   out.lse_error.assign(r.lse.size(), 0.0);
+  r.o_pbound.assign(r.o.size(), 0.0);
+  r.lse_pbound.assign(r.lse.size(), 0.0);
+  r.o_sound_useless.assign(r.o.size(), 0);
+  r.lse_sound_useless.assign(r.lse.size(), 0);
   if (opt.want_p) r.p.assign(n(c.b * c.hq * c.lq * c.lk), 0.0);
   out.accepted = true;
   const auto reject = [&](std::size_t row, const char* why) {
@@ -213,6 +218,26 @@ fast_tier_result fast_tier(const attn_case& c, const oracle_options& opt, const 
           if (!std::isfinite(spec)) reject(row, "O: SPEC bound not finite");
           if (!std::isfinite(own) || !(own <= fc::own_share * spec))
             reject(row, "O: fast error above its share of the SPEC bound");
+          r.o_sound_useless[oi] = o_bound_useless(r.o_bound[oi], o_abs, z.cs.v_max[n(e)]);
+        }
+        // The probabilistic bound at the same values and slack, plus the
+        // fast tier's own error, for rows where the sound one is useless.
+        r.lse_sound_useless[row] = lse_bound_useless(r.lse_bound[row], nv);
+        bool any_useless = r.lse_sound_useless[row] != 0;
+        for (std::int64_t e = 0; e < c.dv; ++e) any_useless = any_useless || r.o_sound_useless[r.o_index(bi, i, h, e)] != 0;
+        r.lse_pbound[row] = r.lse_bound[row];
+        for (std::int64_t e = 0; e < c.dv; ++e) r.o_pbound[r.o_index(bi, i, h, e)] = r.o_bound[r.o_index(bi, i, h, e)];
+        if (!any_useless) continue;
+        row_key_terms(bsp, c, x, kb, z.keys, z.raw.data(), q_abs_sum, q_abs_max, z.p_row.data(), z.gap_row.data(), log_sum,
+                      slack, z.t);
+        r.lse_pbound[row] =
+            row_lse_bound(bsp, z.t, std::fabs(log_sum) + slack.log_sum_abs, lse, std::fabs(lse) + lse_err) * (1 + fc::evaluation_margin) +
+            lse_err;
+        row_column_sums(x, kb, z.keys, z.t.pk.data(), z.cs);
+        for (std::int64_t e = 0; e < c.dv; ++e) {
+          const std::size_t oi = r.o_index(bi, i, h, e);
+          const double o_abs = std::fabs(o[e]);
+          r.o_pbound[oi] = row_o_bound(bsp, z.t, z.cs, n(e), o_abs + out.o_error[oi]) * (1 + fc::evaluation_margin) + out.o_error[oi];
         }
       }
     }
