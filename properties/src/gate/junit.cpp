@@ -24,13 +24,17 @@ using namespace gate_detail;
 
 void write_junit(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed) {
   std::ostringstream x;
-  int failures = 0, skipped = 0;
-  for (const auto& l : r.reports) failures += l.v == verdict::fail || l.v == verdict::unjudged, skipped += l.v == verdict::skip;
+  // A law cut short by its own time limit is an error (the gate's problem), not a failure.
+  const auto timeout = [](const law_report& l) { return l.v == verdict::fail && l.failure.kind == failure_kind::timeout; };
+  int failures = 0, skipped = 0, errors = 0;
+  for (const auto& l : r.reports)
+    failures += (l.v == verdict::fail && !timeout(l)) || l.v == verdict::unjudged, skipped += l.v == verdict::skip,
+        errors += timeout(l);
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  x << "<testsuites name=\"attncheck\" tests=\"" << r.reports.size() << "\" failures=\"" << failures << "\" skipped=\"" << skipped
-    << "\" time=\"" << r.seconds << "\">\n";
+  x << "<testsuites name=\"attncheck\" tests=\"" << r.reports.size() << "\" failures=\"" << failures << "\" errors=\"" << errors
+    << "\" skipped=\"" << skipped << "\" time=\"" << r.seconds << "\">\n";
   x << "  <testsuite name=\"attncheck-gate." << xml_escape(subject_name) << "\" tests=\"" << r.reports.size() << "\" failures=\""
-    << failures << "\" skipped=\"" << skipped << "\" time=\"" << r.seconds << "\">\n";
+    << failures << "\" errors=\"" << errors << "\" skipped=\"" << skipped << "\" time=\"" << r.seconds << "\">\n";
   std::string nb;
   for (const auto& [lk, n] : r.declared.nb_at)
     nb += (nb.empty() ? "" : ", ") + std::to_string(n) + " at Lk=" + std::to_string(lk);
@@ -51,7 +55,10 @@ void write_junit(const std::string& path, const gate_result& r, const std::strin
     if (l.v == verdict::unjudged)
       x << "      <failure message=\"judged " << l.judged << " of " << l.cases << " cases, below the floor of "
         << number_text(100 * l.min_judged, "%.0f") << "%\" type=\"unjudged\">" << xml_escape(l.unjudged_why) << "</failure>\n";
-    if (l.v == verdict::fail) {
+    if (timeout(l))
+      x << "      <error message=\"" << xml_escape(l.failure.message.substr(0, 500)) << "\" type=\"timeout\">"
+        << xml_escape(l.counterexample ? to_line(*l.counterexample) : std::string()) << "</error>\n";
+    else if (l.v == verdict::fail) {
       x << "      <failure message=\"" << xml_escape(l.failure.message.substr(0, 500)) << "\" type=\""
         << failure_kind_name(l.failure.kind) << "\">" << xml_escape(l.counterexample ? to_line(*l.counterexample) : std::string())
         << "\n"
