@@ -207,7 +207,7 @@ law_watch* current_watch = nullptr;
 // parent and child). Times in nanoseconds; call_start 0 while no call runs.
 struct law_watch::block {
   std::int64_t call_start, call_deadline, call_work, call_expected, calls;
-  std::int64_t phase, law_start, shrink_start;
+  std::int64_t phase, law_start, shrink_start, in_case;
   std::int64_t depth, total_ns, total_work;  // the child's own bookkeeping
   char entry[96];
 };
@@ -258,6 +258,9 @@ void law_watch::enter_phase(law_phase p) {
   store(b_->phase, static_cast<std::int64_t>(p));
 }
 
+void law_watch::begin_case() { store(b_->in_case, 1); }
+void law_watch::end_case() { store(b_->in_case, 0); }
+
 law_watch::state law_watch::read(std::chrono::steady_clock::time_point now) const {
   state s;
   const std::int64_t t = now_ns(now);
@@ -271,6 +274,7 @@ law_watch::state law_watch::read(std::chrono::steady_clock::time_point now) cons
     s.expected_seconds = static_cast<double>(load(b_->call_expected)) * 1e-9;
   }
   s.calls = load(b_->calls);
+  s.in_case = load(b_->in_case) != 0;
   s.phase = static_cast<law_phase>(load(b_->phase));
   const std::int64_t law_start = load(b_->law_start), shrink_start = load(b_->shrink_start);
   if (law_start) {

@@ -25,7 +25,9 @@ struct gate_options {
   std::string out_dir = "attncheck-out";  ///< counterexamples land here
   bool progress = false;     ///< a live progress line rewritten in place (a terminal); else plain lines, see progress_seconds
   bool isolate = true;       ///< each law in a child process: a crash or hang fails that law only
-  double law_timeout = 120;  ///< seconds a law may run in its child before it is killed: a `timeout` (gate problem)
+  /// Seconds a law may run in its child (wall clock, shrinking included) before it is killed: a `timeout`
+  /// (a gate problem). 600 leaves room for oversubscription: README.md, "Hangs and timeouts".
+  double law_timeout = 600;
   watchdog_limits watchdog{};  ///< when one call into the subject is declared hung (isolate.hpp)
   int jobs = 2;              ///< laws run at once, each in its own child (with isolate)
   bool strict = false;       ///< refuse subjects that declare u > 2^-24 (compute coarser than f32)

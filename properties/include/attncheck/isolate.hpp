@@ -90,6 +90,9 @@ class law_watch {
   void begin_call(const char* entry, std::int64_t work);
   void end_call();
   void enter_phase(law_phase p);
+  /// Brackets one case of the law (begin before it is checked, end once it is counted).
+  void begin_case();
+  void end_case();
 
   /// A snapshot, at `now`.
   struct state {
@@ -100,6 +103,7 @@ class law_watch {
     double limit_seconds = 0; ///< its watchdog limit: max(floor, factor x expected)
     double expected_seconds = 0;
     std::int64_t calls = 0;   ///< calls completed
+    bool in_case = false;     ///< a case has begun and was not counted yet
     law_phase phase = law_phase::starting;
     double checking_seconds = 0, shrinking_seconds = 0;  ///< time spent in each phase so far
   };

@@ -82,7 +82,7 @@ law_report report_of_child(const law& l, const subject& s, const child_outcome& 
   const law_watch::state w = watch.read(co.ended);
   const std::string line = note.read();
   // The case in flight was run too, though it never finished (not while shrinking: shrink steps are not cases).
-  if (w.phase == law_phase::checking && !line.empty()) {
+  if (w.phase == law_phase::checking && w.in_case && !line.empty()) {
     if (auto c = case_of_line(line)) {
       ++r.cases;
       r.stats.add(*c, s);
@@ -90,6 +90,7 @@ law_report report_of_child(const law& l, const subject& s, const child_outcome& 
   }
   r.counterexample = case_of_line(line);
   const std::string where = line.empty()                          ? std::string(" before the first case")
+                            : !w.in_case                      ? " between cases, after " + line
                             : w.phase == law_phase::shrinking ? " while shrinking, on " + line
                                                               : " while checking " + line;
   const std::string phases = seconds_text(w.checking_seconds) + " s generating and checking (" + std::to_string(r.cases) +
@@ -233,12 +234,16 @@ std::vector<law_report> run_laws_isolated(const std::vector<const law*>& laws, c
     tasks.push_back([l, s, opt, note, progress, watch, cases, i] {
       set_call_watch(watch);
       run_options ro = opt->run;
-      ro.on_case = [note, cases, i](const attn_case& c) {
+      ro.on_case = [note, watch, cases, i](const attn_case& c) {
         note->write(to_line(c));
+        watch->begin_case();
         cases->bump(i);
       };
       ro.on_phase = [watch](law_phase p) { watch->enter_phase(p); };
-      ro.on_progress = [progress](const law_report& r) { progress->write(progress_json(r)); };
+      ro.on_progress = [progress, watch](const law_report& r) {
+        progress->write(progress_json(r));
+        watch->end_case();
+      };
       return report_to_payload(run_law(*l, *s, ro));
     });
   }
