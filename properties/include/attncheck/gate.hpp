@@ -1,5 +1,5 @@
 // The gate: every law against one subject, a verdict table, JUnit XML and
-// saved counterexamples. Exit code 0 only when no law failed.
+// saved counterexamples. The CLI exits 0 only when no law failed or timed out (1: a failure, 4: only timeouts).
 #pragma once
 
 #include <iosfwd>
