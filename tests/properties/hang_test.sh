@@ -7,9 +7,12 @@
 #   timeout  every call sleeps 20 ms, each law has 2 s: a `timeout` (exit 4,
 #            JSON verdict and kind timeout, a JUnit error), never a hang, with
 #            the time of each phase; a failure elsewhere wins (exit 1).
+#   shrink   every output is wrong and every call sleeps 200 ms, the law has
+#            3 s: it fails on its first case and runs out of time shrinking,
+#            a failure (exit 1) with the smallest failing case, marked not minimal.
 # Both: each law's seconds are its own, and --stats counts the cases of the
 # laws that died.
-# Usage: hang_test.sh hang|timeout ATTNCHECK PLUGIN
+# Usage: hang_test.sh hang|timeout|shrink ATTNCHECK PLUGIN
 set -u
 mode=$1 attncheck=$2 plugin=$3
 out=$(mktemp -d)
@@ -38,6 +41,17 @@ if [ "$mode" = hang ]; then
   [ "$(grep -c 'stopped (a hang) while checking ATTN(' "$out/log")" -eq 2 ] || fail "expected both laws to name the case"
   [ "$(json_field "sum(l['kind'] == 'hang' for l in d['laws'])")" -eq 2 ] || fail "expected two laws of kind hang in the JSON"
   [ "$(json_field "all(l['seconds'] < 30 for l in d['laws'])")" = True ] || fail "a law's seconds are not its own"
+elif [ "$mode" = shrink ]; then
+  timeout 250 "$attncheck" gate --subject "$plugin:wrong=1,sleep_each_ms=200" --only differential --cases 100 --seed 3 \
+    --law-timeout 3 --stats --out "$out/cases" --json "$out/gate.json" >"$out/log" 2>&1
+  rc=$?
+  cat "$out/log"
+  [ $rc -eq 1 ] || fail "expected exit 1 (the law failed before its time ran out), got $rc"
+  grep -qE '\[shrinking stopped at the law timeout \(--law-timeout 3 s; [0-9.]+ s generating and checking \(1 cases\), [0-9.]+ s shrinking \([0-9]+ steps\)\): the smallest failing case found, not minimal\]' "$out/log" \
+    || fail "expected the failure to say its shrinking was cut short"
+  [ "$(json_field "[l['verdict'] + '/' + l['kind'] for l in d['laws']]")" = "['fail/law']" ] || fail "expected JSON verdict fail, kind law"
+  ls "$out/cases"/*.json >/dev/null 2>&1 || fail "the failing case was not saved"
+  grep -qE '\(a hang\)|TIMEOUT' "$out/log" && fail "a failure cut short in shrinking was called a hang or a timeout"
 else
   timeout 250 "$attncheck" gate --subject "$plugin:sleep_each_ms=20" --only differential --only softmax --cases 1000 --seed 3 \
     --watchdog-floor 1 --law-timeout 2 --jobs 1 --stats --out "$out/cases" --json "$out/gate.json" --junit "$out/gate.xml" \
@@ -70,5 +84,5 @@ n=$(sed -n 's/^distribution of the \([0-9]*\) cases run.*/\1/p' "$out/log")
 cases=$(json_field "sum(l['cases'] for l in d['laws'])")
 [ -n "$n" ] && [ "$n" -gt 0 ] && [ "$n" -eq "$cases" ] || fail "--stats counted $n cases, the laws ran $cases"
 # Each law ran several cases before it died (the 20th call sleeps; 2 s of 20 ms calls): all are counted.
-[ "$(json_field "min(l['cases'] for l in d['laws'])")" -ge 3 ] || fail "a dead law's cases were not counted: $(json_field "[l['cases'] for l in d['laws']]")"
+[ "$mode" = shrink ] || [ "$(json_field "min(l['cases'] for l in d['laws'])")" -ge 3 ] || fail "a dead law's cases were not counted: $(json_field "[l['cases'] for l in d['laws']]")"
 echo "ok: $mode"

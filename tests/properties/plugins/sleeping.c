@@ -2,6 +2,7 @@
  * gate's per-call watchdog and law timeout (tests/properties/hang_test.sh):
  *   sleep_call=N     the Nth call to attend in each process sleeps 1000 s (a hang)
  *   sleep_each_ms=M  every call to attend sleeps M ms first (slow but steady)
+ *   wrong=1          every output is off by 1 in O's first element (fails the differential law)
  * Options are comma-separated; "" is the plain example (block=64). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@
 typedef struct sleeping {
   attncheck_instance desc; /* first, so &desc is the instance */
   attncheck_instance* inner;
-  long long sleep_call, sleep_each_ms, calls;
+  long long sleep_call, sleep_each_ms, wrong, calls;
 } sleeping;
 
 static void sleep_ms(long long ms) {
@@ -34,7 +35,9 @@ static int sleeping_attend(void* state, const attncheck_problem* p, char* err, s
   ++self->calls;
   if (self->sleep_call > 0 && self->calls == self->sleep_call) sleep_ms(1000 * 1000LL);
   if (self->sleep_each_ms > 0) sleep_ms(self->sleep_each_ms);
-  return self->inner->attend(self->inner->state, p, err, err_len);
+  const int rc = self->inner->attend(self->inner->state, p, err, err_len);
+  if (self->wrong && p->b * p->lq * p->hq * p->dv > 0) ((float*)p->o)[0] += 1.0f;
+  return rc;
 }
 
 static void sleeping_destroy(attncheck_instance* d) {
@@ -54,12 +57,15 @@ static int read_option(const char* s, const char* key, long long* out, const cha
 }
 
 __attribute__((visibility("default"))) attncheck_instance* attncheck_subject_v2(const char* options, char* err, size_t err_len) {
-  long long sleep_call = 0, sleep_each_ms = 0;
+  long long sleep_call = 0, sleep_each_ms = 0, wrong = 0;
   for (const char* s = options ? options : ""; *s;) {
     const char* rest = s;
-    const int ok = read_option(s, "sleep_call", &sleep_call, &rest) || read_option(s, "sleep_each_ms", &sleep_each_ms, &rest);
-    if (!ok || sleep_call < 0 || sleep_each_ms < 0 || sleep_each_ms > 60000 || (*rest && *rest != ',')) {
-      snprintf(err, err_len, "'%s': options are sleep_call=N (N >= 0) and sleep_each_ms=M (M in [0, 60000])", options);
+    const int ok = read_option(s, "sleep_call", &sleep_call, &rest) || read_option(s, "sleep_each_ms", &sleep_each_ms, &rest) ||
+                   read_option(s, "wrong", &wrong, &rest);
+    if (!ok || sleep_call < 0 || sleep_each_ms < 0 || sleep_each_ms > 60000 || wrong < 0 || wrong > 1 ||
+        (*rest && *rest != ',')) {
+      snprintf(err, err_len,
+               "'%s': options are sleep_call=N (N >= 0), sleep_each_ms=M (M in [0, 60000]) and wrong=0|1", options);
       return NULL;
     }
     s = *rest ? rest + 1 : rest;
@@ -73,7 +79,7 @@ __attribute__((visibility("default"))) attncheck_instance* attncheck_subject_v2(
     return NULL;
   }
   self->inner = inner;
-  self->sleep_call = sleep_call, self->sleep_each_ms = sleep_each_ms;
+  self->sleep_call = sleep_call, self->sleep_each_ms = sleep_each_ms, self->wrong = wrong;
   self->desc = *inner;
   self->desc.name = "sleeping";
   self->desc.state = self;
