@@ -23,6 +23,13 @@ int gate_jobs = 0;                       // 0: the number of CPUs, at most 8
 std::vector<std::string> gate_subjects;  // repeatable --subject: each gated in turn
 std::string gate_html;                   // one report for every subject
 
+// A default as the help text prints it: 120, 0.5.
+std::string number_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
 int run_gate_cmd() {
   gate_args.run.seed = gate_seed;
   gate_args.run.cases = gate_cases;
@@ -49,10 +56,15 @@ int run_gate_cmd() {
     }
     all.push_back(opt);
   }
+  // 1 when a law failed or judged too little (or, with --prob-fails-gate, failed its probabilistic verdict); else 4 when a law ran out of its
+  // own time (a gate problem: raise --law-timeout); 0 when every law passed or was skipped.
   int status = 0;
   const auto results = run_gates(all, std::cout);
   for (const gate_result& r : results)
-    if (r.failed() || r.unjudged() || r.prob_failed()) status = 1;
+    if (r.failed() - r.timed_out() > 0 || r.unjudged() || (r.options.prob_fails_gate && r.prob_failed()))
+      status = 1;
+    else if (r.timed_out() && status == 0)
+      status = 4;
   if (!gate_html.empty()) {
     html::write_gate_html(gate_html, results);
     std::cout << "report: " << gate_html << "\n";
@@ -102,7 +114,10 @@ int run_case() {
 int default_gate_cases() { return 1000; }
 
 void add_gate(CLI::App& app) {
-  auto* g = app.add_subcommand("gate", "Check a subject against every law; exit 1 if any law fails");
+  auto* g = app.add_subcommand("gate",
+                                "Check a subject against every law; exit 0 when every law passes, 1 when a law fails "
+                                "(or judges too little), 4 when none failed but a law ran out of its --law-timeout "
+                                "(a gate problem, not the subject's), 2 on bad input");
   g->add_option(
       "--subject", gate_subjects,
       "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, a plugin .so[:options], or python:MODULE:CALLABLE[?options] (docs/python.md); "
@@ -122,8 +137,17 @@ void add_gate(CLI::App& app) {
   g->add_option("--out", gate_args.out_dir, "save shrunk counterexamples here (default attncheck-out)");
   g->add_option("--reproduce", gate_args.run.reproduce, "an RC_PARAMS reproduce string from an earlier failure");
   g->add_option("--law-timeout", gate_args.law_timeout,
-                "seconds one law may run before the subject is declared hung (default 120)")
+                "seconds one law may run, shrinking included; a law still running then is a timeout (exit 4 when "
+                "nothing failed), not a hang (default " + number_text(gate_options{}.law_timeout) + ")")
       ->check(CLI::Range(0.1, 86400.0));
+  g->add_option("--watchdog-floor", gate_args.watchdog.floor_s,
+                "seconds one call into the subject may always run before it is declared hung (default " +
+                    number_text(watchdog_limits{}.floor_s) + "; the limit is max(floor, factor x the call's expected time))")
+      ->check(CLI::Range(0.01, 86400.0));
+  g->add_option("--watchdog-factor", gate_args.watchdog.factor,
+                "a call is hung past this multiple of its expected time (its work times the seconds per work of the "
+                "law's calls so far), if that exceeds the floor (default " + number_text(watchdog_limits{}.factor) + ")")
+      ->check(CLI::Range(1.0, 1e6));
   g->add_flag("!--no-isolate", gate_args.isolate, "run laws in this process (a crashing subject then takes the gate down)");
   g->add_option("--max-work", gate_args.run.gen.max_work,
                 "largest B*Hq*Lq*Lk*(D+Dv) of a generated case while a law's work budget lasts (default " +
@@ -137,6 +161,8 @@ void add_gate(CLI::App& app) {
       ->check(CLI::Range(1, 64));
   g->add_flag("--stats", gate_args.stats, "print the realized distribution of the cases run, with each share's floor");
   g->add_flag("--strict", gate_args.strict, "refuse a subject that declares u > 2^-24 (compute coarser than f32)");
+  g->add_flag("--prob-fails-gate", gate_args.prob_fails_gate,
+              "a FAIL(prob) of the probabilistic verdict fails the gate too (default: reported, never gating; docs/bound.md)");
   register_runner(g, run_gate_cmd);
 }
 

@@ -12,12 +12,14 @@ const char* failure_kind_name(failure_kind k) {
     case failure_kind::hang: return "hang";
     case failure_kind::subject_error: return "subject_error";
     case failure_kind::harness: return "harness";
+    case failure_kind::timeout: return "timeout";
   }
   return "law";
 }
 
 failure_kind failure_kind_of(const std::string& name) {
-  for (auto k : {failure_kind::crash, failure_kind::hang, failure_kind::subject_error, failure_kind::harness})
+  for (auto k : {failure_kind::crash, failure_kind::hang, failure_kind::subject_error, failure_kind::harness,
+                 failure_kind::timeout})
     if (name == failure_kind_name(k)) return k;
   return failure_kind::law;
 }

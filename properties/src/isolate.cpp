@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <stdexcept>
@@ -16,6 +18,7 @@ namespace attncheck {
 
 std::string child_outcome::describe() const {
   if (completed) return "completed";
+  if (call_overdue) return "stopped by the per-call watchdog (a call into the subject ran past its limit)";
   if (timed_out) return "no result within the time limit (killed)";
   if (signal) {
     const char* name = sigabbrev_np(signal);
@@ -30,7 +33,7 @@ namespace {
 struct running_child {
   pid_t pid = -1;
   int fd = -1;
-  std::chrono::steady_clock::time_point deadline;
+  std::chrono::steady_clock::time_point start, deadline;
   child_outcome out;
   bool eof = false;
 };
@@ -69,7 +72,8 @@ running_child spawn(const std::function<std::string()>& fn, double timeout_s) {
   running_child c;
   c.pid = pid;
   c.fd = fds[0];
-  c.deadline = std::chrono::steady_clock::now() +
+  c.start = std::chrono::steady_clock::now();
+  c.deadline = c.start +
                std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
   return c;
 }
@@ -81,7 +85,9 @@ child_outcome finish(running_child& c) {
   while (waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
   }
   child_outcome out = std::move(c.out);
-  if (!out.timed_out) {
+  out.ended = std::chrono::steady_clock::now();
+  out.seconds = std::chrono::duration<double>(out.ended - c.start).count();
+  if (!out.timed_out && !out.call_overdue) {
     if (WIFSIGNALED(status))
       out.signal = WTERMSIG(status);
     else if (WIFEXITED(status))
@@ -100,7 +106,8 @@ child_outcome run_isolated(const std::function<std::string()>& fn, double timeou
 
 std::vector<child_outcome> run_isolated_all(
     const std::vector<std::function<std::string()>>& fns, double timeout_s, int jobs,
-    const std::function<void(const std::vector<std::size_t>& running, std::size_t finished)>& tick) {
+    const std::function<void(const std::vector<std::size_t>& running, std::size_t finished)>& tick,
+    const std::function<bool(std::size_t)>& overdue) {
   std::size_t finished = 0;
   std::vector<child_outcome> results(fns.size());
   std::vector<std::pair<std::size_t, running_child>> live;
@@ -112,11 +119,15 @@ std::vector<child_outcome> run_isolated_all(
       ++next;
     }
     const auto now = std::chrono::steady_clock::now();
-    double wait_ms = 1000;
+    double wait_ms = overdue ? 100 : 1000;
     std::vector<pollfd> pfds;
     for (auto& [i, c] : live) {
       const double left = std::chrono::duration<double, std::milli>(c.deadline - now).count();
-      if (left <= 0) {
+      if (!c.eof && overdue && overdue(i)) {
+        c.out.call_overdue = true;
+        kill(c.pid, SIGKILL);
+        c.eof = true;
+      } else if (!c.eof && left <= 0) {
         c.out.timed_out = true;
         kill(c.pid, SIGKILL);
         c.eof = true;
@@ -169,5 +180,124 @@ void shared_note::write(const std::string& s) {
 }
 
 std::string shared_note::read() const { return std::string(data_, strnlen(data_, capacity_)); }
+
+const char* law_phase_name(law_phase p) {
+  switch (p) {
+    case law_phase::starting: return "starting";
+    case law_phase::checking: return "generating and checking";
+    case law_phase::shrinking: return "shrinking";
+  }
+  return "starting";
+}
+
+namespace {
+
+std::int64_t now_ns(std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now()) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+std::int64_t load(const std::int64_t& x) { return __atomic_load_n(&x, __ATOMIC_ACQUIRE); }
+void store(std::int64_t& x, std::int64_t v) { __atomic_store_n(&x, v, __ATOMIC_RELEASE); }
+
+law_watch* current_watch = nullptr;
+
+}  // namespace
+
+// Shared across fork (the steady clock is CLOCK_MONOTONIC: one time base for
+// parent and child). Times in nanoseconds; call_start 0 while no call runs.
+struct law_watch::block {
+  std::int64_t call_start, call_deadline, call_work, call_expected, calls;
+  std::int64_t phase, law_start, shrink_start, in_case;
+  std::int64_t depth, total_ns, total_work;  // the child's own bookkeeping
+  char entry[96];
+};
+
+law_watch::law_watch(watchdog_limits limits) : limits_(limits) {
+  void* p = mmap(nullptr, sizeof(block), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  b_ = new (p) block{};
+}
+
+law_watch::~law_watch() { munmap(b_, sizeof(block)); }
+
+void law_watch::begin_call(const char* entry, std::int64_t work) {
+  if (b_->depth++ > 0) {
+    // A step of the call in flight: name it, keep the outer deadline.
+    const std::size_t outer = strnlen(b_->entry, sizeof b_->entry);
+    const char* colon = static_cast<const char*>(std::memchr(b_->entry, ':', outer));
+    const std::size_t keep = colon ? static_cast<std::size_t>(colon - b_->entry) : outer;
+    std::snprintf(b_->entry + keep, sizeof b_->entry - keep, ": %s", entry);
+    return;
+  }
+  std::snprintf(b_->entry, sizeof b_->entry, "%s", entry);
+  const double expected =
+      b_->total_work > 0 && work > 0 ? static_cast<double>(b_->total_ns) * static_cast<double>(work) / static_cast<double>(b_->total_work) : 0.0;
+  const double limit = std::max(limits_.floor_s * 1e9, limits_.factor * expected);
+  const std::int64_t start = now_ns();
+  store(b_->call_work, work);
+  store(b_->call_expected, static_cast<std::int64_t>(expected));
+  store(b_->call_deadline, start + static_cast<std::int64_t>(std::min(limit, 1e18)));
+  store(b_->call_start, start);
+}
+
+void law_watch::end_call() {
+  if (b_->depth == 0 || --b_->depth > 0) return;
+  const std::int64_t start = load(b_->call_start);
+  store(b_->call_start, 0);
+  if (b_->call_work > 0) {
+    b_->total_ns += now_ns() - start;
+    b_->total_work += b_->call_work;
+  }
+  store(b_->calls, b_->calls + 1);
+}
+
+void law_watch::enter_phase(law_phase p) {
+  const std::int64_t t = now_ns();
+  if (p == law_phase::checking) store(b_->law_start, t);
+  if (p == law_phase::shrinking) store(b_->shrink_start, t);
+  store(b_->phase, static_cast<std::int64_t>(p));
+}
+
+void law_watch::begin_case() { store(b_->in_case, 1); }
+void law_watch::end_case() { store(b_->in_case, 0); }
+
+law_watch::state law_watch::read(std::chrono::steady_clock::time_point now) const {
+  state s;
+  const std::int64_t t = now_ns(now);
+  const std::int64_t start = load(b_->call_start);
+  s.in_call = start != 0;
+  if (s.in_call) {
+    s.entry = std::string(b_->entry, strnlen(b_->entry, sizeof b_->entry));
+    s.work = load(b_->call_work);
+    s.call_seconds = static_cast<double>(t - start) * 1e-9;
+    s.limit_seconds = static_cast<double>(load(b_->call_deadline) - start) * 1e-9;
+    s.expected_seconds = static_cast<double>(load(b_->call_expected)) * 1e-9;
+  }
+  s.calls = load(b_->calls);
+  s.in_case = load(b_->in_case) != 0;
+  s.phase = static_cast<law_phase>(load(b_->phase));
+  const std::int64_t law_start = load(b_->law_start), shrink_start = load(b_->shrink_start);
+  if (law_start) {
+    const std::int64_t checked_until = shrink_start ? shrink_start : t;
+    s.checking_seconds = static_cast<double>(checked_until - law_start) * 1e-9;
+    if (shrink_start) s.shrinking_seconds = static_cast<double>(t - shrink_start) * 1e-9;
+  }
+  return s;
+}
+
+bool law_watch::overdue(std::chrono::steady_clock::time_point now) const {
+  const std::int64_t start = load(b_->call_start);
+  return start != 0 && now_ns(now) > load(b_->call_deadline);
+}
+
+void set_call_watch(law_watch* w) { current_watch = w; }
+
+watched_call::watched_call(const char* entry, std::int64_t work) : w_(current_watch) {
+  if (w_) w_->begin_call(entry, work);
+}
+
+watched_call::~watched_call() {
+  if (w_) w_->end_call();
+}
 
 }  // namespace attncheck

@@ -35,6 +35,7 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
   }
   bool failed_once = false;
   r.min_judged = l.min_judged;
+  if (opt.on_phase) opt.on_phase(law_phase::checking);
   std::map<std::string, int> why_counts;
   gen_options gopt = opt.gen;
   gopt.budget = std::make_shared<work_budget>();
@@ -78,13 +79,16 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
       ++r.shrink_steps;
     }
     if (out.v == verdict::fail) {
+      if (!failed_once && opt.on_phase) opt.on_phase(law_phase::shrinking);
       failed_once = true;
       gopt.budget->frozen = true;
       // The last failing call is the last accepted shrink: the minimal case.
       r.counterexample = c;
       r.failure = out;
+      if (opt.on_progress) opt.on_progress(r);
       RC_FAIL(out.message);
     }
+    if (opt.on_progress) opt.on_progress(r);
   };
   rc::detail::TestParams params;
   params.seed = opt.seed;
@@ -134,6 +138,7 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
 failure_report failure_report_of(const law_report& r, const subject& s, const std::string& saved_file) {
   failure_report f;
   f.kind = r.failure.kind;
+  if (f.kind == failure_kind::timeout) f.verdict = "TIMEOUT";  // the gate ran out of time: no verdict on the subject
   f.law = r.law;
   f.subject_name = s.name(), f.subject_spec = s.spec();
   if (r.counterexample) f.case_line = to_line(*r.counterexample);

@@ -12,6 +12,8 @@
 #include <limits>
 #include <sstream>
 
+#include "attncheck/isolate.hpp"
+
 namespace attncheck {
 
 namespace {
@@ -456,6 +458,7 @@ std::int64_t subject::key_blocks(const attn_case& c) const {
   attncheck_problem p{};
   fill_problem(p, c, 0);
   const std::int64_t cap = std::max<std::int64_t>(1, 2 * c.lk);
+  const watched_call watch("key_blocks", 0);
   return std::clamp<std::int64_t>(inst_->key_blocks(inst_->state, &p), 1, cap);
 }
 
@@ -504,7 +507,11 @@ subject_output subject::attend(const attn_case& c, const call_layout& how) const
   }
   set_output(p, ob);
   char err[err_cap] = {0};
-  out.status = inst_->attend(inst_->state, &p, err, err_cap);
+  {
+    // The per-call watchdog times the subject's code alone, not the host's copies.
+    const watched_call watch("attend", c.b * c.hq * c.lq * c.lk * (c.d + c.dv));
+    out.status = inst_->attend(inst_->state, &p, err, err_cap);
+  }
   err[err_cap - 1] = 0;
   if (out.status != 0) out.error = err;
   ob.collect(out);
@@ -532,8 +539,13 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
   cfg.page_size = plan.page_size;
   cfg.page_order = plan.page_order.empty() ? nullptr : plan.page_order.data();
   cfg.page_count = static_cast<std::int64_t>(plan.page_order.size());
+  // One watched call for the whole chunked run (its steps rename the entry in flight).
+  const watched_call watch("attend_cached", c.b * c.hq * std::max<std::int64_t>(1, total_lq) * c.lk * (c.d + c.dv));
   char err[err_cap] = {0};
-  void* cache = inst_->cache_create(inst_->state, &cfg, err, err_cap);
+  void* cache = [&] {
+    const watched_call step("cache_create", 0);
+    return inst_->cache_create(inst_->state, &cfg, err, err_cap);
+  }();
   if (!cache) {
     out.status = -1;
     err[err_cap - 1] = 0;
@@ -557,7 +569,11 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
         }
     guarded_bytes kg(kn), vg(vn);
     attncheck_tensor kv = view_of(kg, kn), vv = view_of(vg, vn);
-    if (inst_->cache_append(inst_->state, cache, &kv, &vv, cn, step.append.data(), err, err_cap) != 0) {
+    const int appended = [&] {
+      const watched_call in("cache_append", 0);
+      return inst_->cache_append(inst_->state, cache, &kv, &vv, cn, step.append.data(), err, err_cap);
+    }();
+    if (appended != 0) {
       out.status = -1;
       err[err_cap - 1] = 0;
       out.error = std::string("cache_append failed: ") + err;
@@ -583,7 +599,10 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
     fill_problem(p, stepcase, threads);
     p.q = view_of(qg, qn);
     set_output(p, ob);
-    const int rc = inst_->cache_attend(inst_->state, cache, &p, err, err_cap);
+    const int rc = [&] {
+      const watched_call in("cache_attend", 0);
+      return inst_->cache_attend(inst_->state, cache, &p, err, err_cap);
+    }();
     subject_output part;
     ob.collect(part);
     if (rc != 0 || part.guard_violated) {
@@ -604,7 +623,10 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
         }
     row0 += step.lq;
   }
-  inst_->cache_free(inst_->state, cache);
+  {
+    const watched_call in("cache_free", 0);
+    inst_->cache_free(inst_->state, cache);
+  }
   return out;
 }
 

@@ -8,8 +8,11 @@
 
 #include "attncheck/case_file.hpp"
 #include "attncheck/gate.hpp"
+#include "attncheck/isolate.hpp"
 #include "attncheck/subject_host.hpp"
 
+#include <chrono>
+#include <thread>
 #include <tuple>
 
 namespace attncheck {
@@ -145,6 +148,68 @@ TEST(subject_instances, key_blocks_are_capped_near_the_key_count) {
   attn_case c;
   c.lk = 10;
   EXPECT_EQ(s->key_blocks(c), 20);
+}
+
+// The per-call watchdog (isolate.hpp): a call is overdue only past
+// max(floor, factor x expected), expected scaled by work from earlier calls.
+TEST(law_watch, a_call_is_overdue_only_past_its_limit) {
+  using namespace std::chrono_literals;
+  law_watch w({0.05, 10});
+  EXPECT_FALSE(w.overdue());
+  w.begin_call("attend", 1000);
+  EXPECT_FALSE(w.overdue());  // the first call gets the floor, 50 ms
+  EXPECT_NEAR(w.read().limit_seconds, 0.05, 1e-3);
+  std::this_thread::sleep_for(80ms);
+  EXPECT_TRUE(w.overdue());
+  EXPECT_EQ(w.read().entry, "attend");
+  w.end_call();
+  EXPECT_FALSE(w.overdue());
+  EXPECT_EQ(w.read().calls, 1);
+  // 100x the work of a call that took >= 80 ms: expected >= 8 s, limit 10x that.
+  w.begin_call("attend", 100'000);
+  const auto big = w.read();
+  EXPECT_GE(big.expected_seconds, 8.0);
+  EXPECT_NEAR(big.limit_seconds, 10 * big.expected_seconds, 1e-6 * big.limit_seconds);
+  std::this_thread::sleep_for(80ms);
+  EXPECT_FALSE(w.overdue());  // past the floor, far within its own limit
+  w.end_call();
+  // The steps of a cached run rename the call in flight and keep its deadline.
+  w.begin_call("attend_cached", 0);
+  w.begin_call("cache_append", 0);
+  EXPECT_EQ(w.read().entry, "attend_cached: cache_append");
+  w.end_call();
+  w.begin_call("cache_attend", 0);
+  EXPECT_EQ(w.read().entry, "attend_cached: cache_attend");
+  w.end_call();
+  EXPECT_TRUE(w.read().in_call);
+  std::this_thread::sleep_for(80ms);
+  EXPECT_TRUE(w.overdue());  // no work: the floor
+  w.end_call();
+  EXPECT_FALSE(w.read().in_call);
+}
+
+TEST(law_watch, phases_are_timed_and_seen_across_fork) {
+  using namespace std::chrono_literals;
+  law_watch w({0.05, 10});
+  const child_outcome co = run_isolated_all(
+      {[&w] {
+        w.enter_phase(law_phase::checking);
+        std::this_thread::sleep_for(100ms);
+        w.enter_phase(law_phase::shrinking);
+        w.begin_call("attend", 10);
+        std::this_thread::sleep_for(60s);
+        return std::string("never");
+      }},
+      30, 1, {}, [&w](std::size_t) { return w.overdue(); }).front();
+  EXPECT_TRUE(co.call_overdue);
+  EXPECT_FALSE(co.completed);
+  EXPECT_LT(co.seconds, 20);
+  const auto st = w.read(co.ended);
+  EXPECT_EQ(st.phase, law_phase::shrinking);
+  EXPECT_GE(st.checking_seconds, 0.09);
+  EXPECT_GE(st.shrinking_seconds, 0.04);
+  EXPECT_TRUE(st.in_call);
+  EXPECT_EQ(st.entry, "attend");
 }
 
 }  // namespace

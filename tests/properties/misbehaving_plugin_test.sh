@@ -12,7 +12,7 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}handle_segv=0"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 start=$(date +%s)
-timeout 300 "$attncheck" gate --subject "$plugin" --cases 40 --seed 5 --law-timeout 4 --only differential --only softmax \
+timeout 300 "$attncheck" gate --subject "$plugin" --cases 40 --seed 5 --law-timeout 4 --watchdog-floor 2 --only differential --only softmax \
   --only determinism --out "$out/cases" --json "$out/gate.json" >"$out/log" 2>&1
 rc=$?
 took=$(( $(date +%s) - start ))

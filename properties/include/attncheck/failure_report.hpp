@@ -11,12 +11,15 @@
 namespace attncheck {
 
 /// What failed. law: the law's own comparison; crash: the subject's process
-/// died; hang: it was stopped at the law timeout; subject_error: the subject
+/// died; hang: one call into the subject ran past its per-call watchdog limit
+/// (or, in a replay, the process past its timeout); subject_error: the subject
 /// returned an error or wrote outside its output; harness: attncheck could not
-/// run the law (a case it cannot build, a rapidcheck error).
-enum class failure_kind : std::uint8_t { law, crash, hang, subject_error, harness };
+/// run the law (a case it cannot build, a rapidcheck error); timeout: the law
+/// ran out of its own time (--law-timeout) with no call past its watchdog
+/// limit, the gate's problem, not the subject's (README.md, "Hangs and timeouts").
+enum class failure_kind : std::uint8_t { law, crash, hang, subject_error, harness, timeout };
 
-/// "law", "crash", "hang", "subject_error", "harness": the JSON field and the JUnit failure type.
+/// "law", "crash", "hang", "subject_error", "harness", "timeout": the JSON field and the JUnit failure type.
 const char* failure_kind_name(failure_kind k);
 /// The kind of a failure_kind_name; law for anything else.
 failure_kind failure_kind_of(const std::string& name);

@@ -1,5 +1,5 @@
 // The gate: every law against one subject, a verdict table, JUnit XML and
-// saved counterexamples. Exit code 0 only when no law failed.
+// saved counterexamples. The CLI exits 0 only when no law failed or timed out (1: a failure, 4: only timeouts).
 #pragma once
 
 #include <iosfwd>
@@ -25,10 +25,17 @@ struct gate_options {
   std::string out_dir = "attncheck-out";  ///< counterexamples land here
   bool progress = false;     ///< a live progress line rewritten in place (a terminal); else plain lines, see progress_seconds
   bool isolate = true;       ///< each law in a child process: a crash or hang fails that law only
-  double law_timeout = 120;  ///< seconds a law may run in its child before it is killed
+  /// Seconds a law may run in its child (wall clock, shrinking included) before it is killed: a `timeout`
+  /// (a gate problem). 600 leaves room for oversubscription: README.md, "Hangs and timeouts".
+  double law_timeout = 600;
+  watchdog_limits watchdog{};  ///< when one call into the subject is declared hung (isolate.hpp)
   int jobs = 2;              ///< laws run at once, each in its own child (with isolate)
   bool strict = false;       ///< refuse subjects that declare u > 2^-24 (compute coarser than f32)
   bool stats = false;        ///< print the realized distribution of the cases run (print_stats)
+  /// A FAIL(prob) (the probabilistic verdict, docs/bound.md) fails the gate too;
+  /// off: it is reported in its column, JSON and JUnit, never gating, since its
+  /// model (independent, mean-zero rounding errors) is an assumption, not a proof.
+  bool prob_fails_gate = false;
 };
 
 struct gate_result {
@@ -45,7 +52,8 @@ struct gate_result {
   attncheck_size_hints hints{};
   unsigned abi = 0;
   bool default_hints = false;
-  int failed() const;    ///< laws that failed
+  int failed() const;    ///< laws that failed, timeouts included (a law cut short never passes)
+  int timed_out() const; ///< of those, laws that ran out of their own time with no call overdue (kind timeout)
   int unjudged() const;  ///< laws that ran but judged fewer cases than their floor (the gate fails)
   int prob_failed() const;  ///< laws whose probabilistic verdict failed (the gate fails; docs/bound.md)
 };
@@ -79,10 +87,12 @@ std::string provenance_line();
 void write_junit(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed);
 
 /// Writes a gate run as JSON: attncheck (version, contract, oracle), subject, seed, seconds, failed, and per law its
-/// name, verdict (pass/fail/skipped), cases, shrink_steps, seconds, max_ratio
-/// (null when not finite); on failure also kind (failure_kind_name: law, crash, hang,
-/// subject_error, harness), message, worst, reproduce,
-/// counterexample (the one-line form) and shape {b, hq, hkv, lq, lk, d, dv}.
+/// name, verdict (pass/fail/skipped/unjudged/timeout), cases, shrink_steps, seconds
+/// (the law's own), max_ratio (null when not finite); on failure also kind
+/// (failure_kind_name: law, crash, hang, subject_error, harness), message, worst,
+/// reproduce, counterexample (the one-line form) and shape {b, hq, hkv, lq, lk, d, dv};
+/// a timeout has kind timeout, message, and the case it was checking as `case`
+/// (with its shape). At the top: failed (timeouts not counted) and timed_out.
 void write_json(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed);
 
 /// Replays a saved case file on a subject (in a child process when isolate,

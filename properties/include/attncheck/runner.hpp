@@ -9,9 +9,12 @@
 #include "attncheck/element_log.hpp"
 #include "attncheck/failure_report.hpp"
 #include "attncheck/generators.hpp"
+#include "attncheck/isolate.hpp"
 #include "attncheck/laws.hpp"
 
 namespace attncheck {
+
+struct law_report;
 
 struct run_options {
   int cases = 100;         ///< successful cases before a law passes
@@ -22,6 +25,13 @@ struct run_options {
   /// Called with each prepared, materialized case just before the law checks
   /// it (the gate records it, so a case that kills the process is known).
   std::function<void(const attn_case&)> on_case;
+  /// Called when the law enters a phase: checking (before its first case),
+  /// shrinking (at its first failure, before the shrink steps).
+  std::function<void(law_phase)> on_phase;
+  /// Called after every case and shrink step with the report so far (cases,
+  /// judged, stats, and the smallest failing case yet): the gate publishes it,
+  /// so a law whose process dies still counts what it ran.
+  std::function<void(const law_report&)> on_progress;
 };
 
 struct law_report {

@@ -2,7 +2,9 @@
 // progress of the schedule on standard error.
 #include <sys/mman.h>
 
+#include <bit>
 #include <chrono>
+#include <map>
 #include <functional>
 #include <iostream>
 
@@ -25,19 +27,104 @@ std::optional<attn_case> case_of_line(const std::string& line) {
   }
 }
 
-// The report of a law whose child completed, crashed or hung.
-law_report report_of_child(const law& l, const child_outcome& co, const shared_note& note, const gate_options& opt,
-                           double seconds) {
+// What a law's child publishes after every case (run_options::on_progress):
+// its counts so far and the smallest failing case yet, so a law whose process
+// dies is still counted (--stats, judged/run) and a failure found before a
+// timeout is not lost.
+std::string progress_json(const law_report& r) {
+  nlohmann::json j = {{"cases", r.cases},
+                      {"judged", r.judged},
+                      {"shrink_steps", r.shrink_steps},
+                      {"stats", r.stats.counts},
+                      {"stats_n", r.stats.n},
+                      {"max_ratio", std::bit_cast<std::uint64_t>(r.max_ratio)},
+                      {"max_ratio_case", r.max_ratio_case},
+                      {"ratio_histogram", r.ratio_histogram}};
+  if (r.counterexample) {
+    j["failing"] = to_line(*r.counterexample);
+    j["failing_message"] = r.failure.message.substr(0, 4000);
+    j["failing_kind"] = static_cast<int>(r.failure.kind);
+  }
+  return j.dump();
+}
+
+std::string seconds_text(double s) { return number_text(s, s < 10 ? "%.2g" : "%.0f"); }
+
+// The report of a law whose child completed, crashed, hung (a call past its
+// watchdog limit) or ran out of the law's time (a timeout: the gate's problem).
+law_report report_of_child(const law& l, const subject& s, const child_outcome& co, const shared_note& note,
+                           const shared_note& progress, const law_watch& watch, const gate_options& opt) {
   if (co.completed) return report_from_payload(co.payload);
   law_report r;
   r.law = l.name;
   r.v = verdict::fail;
+  r.seconds = co.seconds;
+  r.min_judged = l.min_judged;
+  // Whatever the child counted before it died.
+  std::string failing, failing_message;
+  failure_kind failing_kind = failure_kind::law;
+  if (const std::string p = progress.read(); !p.empty()) {
+    try {
+      const auto j = nlohmann::json::parse(p);
+      r.cases = j.at("cases"), r.judged = j.at("judged"), r.shrink_steps = j.at("shrink_steps");
+      r.stats.counts = j.at("stats").get<std::map<std::string, std::int64_t>>();
+      r.stats.n = j.at("stats_n");
+      r.max_ratio = std::bit_cast<double>(j.at("max_ratio").get<std::uint64_t>());
+      r.max_ratio_case = j.at("max_ratio_case");
+      r.ratio_histogram = j.at("ratio_histogram").get<decltype(r.ratio_histogram)>();
+      failing = j.value("failing", std::string());
+      failing_message = j.value("failing_message", std::string());
+      failing_kind = static_cast<failure_kind>(j.value("failing_kind", 0));
+    } catch (const std::exception&) {
+      // A note cut mid-write (the child died writing it): count nothing rather than guess.
+    }
+  }
+  const law_watch::state w = watch.read(co.ended);
   const std::string line = note.read();
+  // The case in flight was run too, though it never finished (not while shrinking: shrink steps are not cases).
+  if (w.phase == law_phase::checking && w.in_case && !line.empty()) {
+    if (auto c = case_of_line(line)) {
+      ++r.cases;
+      r.stats.add(*c, s);
+    }
+  }
   r.counterexample = case_of_line(line);
-  r.failure.fail(
-      process_message(co, opt.law_timeout) + (line.empty() ? std::string(" before the first case") : " while checking " + line),
-      co.timed_out ? failure_kind::hang : failure_kind::crash);
-  r.seconds = seconds;
+  const std::string where = line.empty()                          ? std::string(" before the first case")
+                            : !w.in_case                      ? " between cases, after " + line
+                            : w.phase == law_phase::shrinking ? " while shrinking, on " + line
+                                                              : " while checking " + line;
+  const std::string phases = seconds_text(w.checking_seconds) + " s generating and checking (" + std::to_string(r.cases) +
+                             " cases), " + seconds_text(w.shrinking_seconds) + " s shrinking (" +
+                             std::to_string(r.shrink_steps) + " steps)";
+  const std::string found =
+      failing.empty() ? std::string() : "; the law had already failed on " + failing + ": " + failing_message;
+  if (co.call_overdue) {
+    char what[400];
+    std::snprintf(what, sizeof what,
+                  "the subject's call %s (work B*Hq*Lq*Lk*(D+Dv) = %lld) ran %s s, past its watchdog limit of %s s "
+                  "(max(floor %s s, %s x expected %s s)): stopped (a hang)",
+                  w.entry.c_str(), static_cast<long long>(w.work), seconds_text(w.call_seconds).c_str(),
+                  seconds_text(w.limit_seconds).c_str(), number_text(opt.watchdog.floor_s).c_str(),
+                  number_text(opt.watchdog.factor).c_str(), number_text(w.expected_seconds, "%.3g").c_str());
+    r.failure.fail(what + where + "; " + phases + found, failure_kind::hang);
+  } else if (co.timed_out && !failing.empty()) {
+    // The law failed, then ran out of time shrinking: a real failure, its case not minimal.
+    r.counterexample = case_of_line(failing);
+    r.failure.fail(failing_message + " [shrinking stopped at the law timeout (--law-timeout " + number_text(opt.law_timeout) +
+                       " s; " + phases + "): the smallest failing case found, not minimal]",
+                   failing_kind);
+  } else if (co.timed_out) {
+    std::string call;
+    if (w.in_call)
+      call = "; a call " + w.entry + " had run " + seconds_text(w.call_seconds) + " s of its " +
+             seconds_text(w.limit_seconds) + " s watchdog limit";
+    r.failure.fail("the law ran out of its time (--law-timeout " + number_text(opt.law_timeout) +
+                       " s) with no call into the subject past its watchdog limit (a timeout of the gate, not a hang)" +
+                       where + "; " + phases + call,
+                   failure_kind::timeout);
+  } else {
+    r.failure.fail(process_message(co, opt.law_timeout) + where + found, failure_kind::crash);
+  }
   return r;
 }
 
@@ -128,35 +215,47 @@ std::string process_message(const child_outcome& co, double timeout_s) {
 // Runs the laws, each in its own child process, `jobs` at once (results in order).
 std::vector<law_report> run_laws_isolated(const std::vector<const law*>& laws, const std::vector<const subject*>& subjects,
                                           const std::vector<const gate_options*>& options, int jobs) {
-  std::vector<std::unique_ptr<shared_note>> notes;
+  // Per law: the case in flight, the counts so far, and the call in flight with its deadline.
+  std::vector<std::unique_ptr<shared_note>> notes, progresses;
+  std::vector<std::unique_ptr<law_watch>> watches;
   std::vector<std::function<std::string()>> tasks;
   shared_counts counts(laws.size());
   for (std::size_t i = 0; i < laws.size(); ++i) {
     notes.push_back(std::make_unique<shared_note>());
+    progresses.push_back(std::make_unique<shared_note>());
+    watches.push_back(std::make_unique<law_watch>(options[i]->watchdog));
     shared_note* note = notes.back().get();
+    shared_note* progress = progresses.back().get();
+    law_watch* watch = watches.back().get();
     const law* l = laws[i];
     const subject* s = subjects[i];
     const gate_options* opt = options[i];
     shared_counts* cases = &counts;
-    tasks.push_back([l, s, opt, note, cases, i] {
+    tasks.push_back([l, s, opt, note, progress, watch, cases, i] {
+      set_call_watch(watch);
       run_options ro = opt->run;
-      ro.on_case = [note, cases, i](const attn_case& c) {
+      ro.on_case = [note, watch, cases, i](const attn_case& c) {
         note->write(to_line(c));
+        watch->begin_case();
         cases->bump(i);
+      };
+      ro.on_phase = [watch](law_phase p) { watch->enter_phase(p); };
+      ro.on_progress = [progress, watch](const law_report& r) {
+        progress->write(progress_json(r));
+        watch->end_case();
       };
       return report_to_payload(run_law(*l, *s, ro));
     });
   }
-  const auto start = std::chrono::steady_clock::now();
   gate_progress progress(laws, options, counts);
   // Each law's own limit (the options of its subject; the first decides).
   const auto outcomes = run_isolated_all(
       tasks, options.empty() ? 120.0 : options.front()->law_timeout, jobs,
-      [&progress](const std::vector<std::size_t>& running, std::size_t finished) { progress.tick(running, finished); });
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      [&progress](const std::vector<std::size_t>& running, std::size_t finished) { progress.tick(running, finished); },
+      [&watches](std::size_t i) { return watches[i]->overdue(); });
   std::vector<law_report> reports;
   for (std::size_t i = 0; i < laws.size(); ++i)
-    reports.push_back(report_of_child(*laws[i], outcomes[i], *notes[i], *options[i], seconds));
+    reports.push_back(report_of_child(*laws[i], *subjects[i], outcomes[i], *notes[i], *progresses[i], *watches[i], *options[i]));
   return reports;
 }
 

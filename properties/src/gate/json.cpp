@@ -19,7 +19,9 @@ void write_json(const std::string& path, const gate_result& r, const std::string
   const auto number = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
   nlohmann::json laws = nlohmann::json::array();
   for (const auto& l : r.reports) {
-    nlohmann::json j = {{"name", l.law},        {"verdict", verdict_id(l.v)},      {"cases", l.cases},
+    // A law cut short by its own time limit: verdict and kind "timeout" (not a failure of the subject).
+    const bool timeout = l.v == verdict::fail && l.failure.kind == failure_kind::timeout;
+    nlohmann::json j = {{"name", l.law},        {"verdict", timeout ? "timeout" : verdict_id(l.v)}, {"cases", l.cases},
                         {"judged", l.judged},   {"min_judged", l.min_judged},      {"shrink_steps", l.shrink_steps},
                         {"seconds", l.seconds}, {"max_ratio", number(l.max_ratio)}};
     if (l.v == verdict::skip) j["skip_reason"] = l.skip_reason;
@@ -41,7 +43,7 @@ void write_json(const std::string& path, const gate_result& r, const std::string
       j["reproduce"] = l.reproduce;
       if (l.counterexample) {
         const attn_case& c = *l.counterexample;
-        j["counterexample"] = to_line(c);
+        j[timeout ? "case" : "counterexample"] = to_line(c);  // a timeout's case is the one it was checking
         j["shape"] = {{"b", c.b}, {"hq", c.hq}, {"hkv", c.hkv}, {"lq", c.lq}, {"lk", c.lk}, {"d", c.d}, {"dv", c.dv}};
       }
     }
@@ -71,7 +73,8 @@ void write_json(const std::string& path, const gate_result& r, const std::string
       {"oracle", {{"laws", "auto_tier"}, {"precision", oracle_precision_id}, {"bits", oracle_precision_bits}}},
       {"line", provenance_line()}};
   nlohmann::json doc = {{"attncheck", made_by}, {"subject", subject_name}, {"declared", declared},     {"seed", seed},
-                              {"seconds", r.seconds}, {"failed", r.failed()},    {"unjudged", r.unjudged()}, {"laws", laws}};
+                              {"seconds", r.seconds}, {"failed", r.failed() - r.timed_out()},    {"unjudged", r.unjudged()}, {"laws", laws}};
+  doc["timed_out"] = r.timed_out();
   doc["prob_failed"] = r.prob_failed();
   doc["probabilistic"] = {{"statement", probabilistic_statement()}, {"failure_per_element", prob_failure_per_element}};
   std::ofstream f(path);

@@ -24,14 +24,19 @@ using namespace gate_detail;
 
 void write_junit(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed) {
   std::ostringstream x;
-  int failures = 0, skipped = 0;
+  // A law cut short by its own time limit is an error (the gate's problem), not a failure.
+  // The probabilistic verdict is a property of its own (probabilistic_verdict), never a failure.
+  const auto timeout = [](const law_report& l) { return l.v == verdict::fail && l.failure.kind == failure_kind::timeout; };
+  int failures = 0, skipped = 0, errors = 0;
   for (const auto& l : r.reports)
-    failures += l.v == verdict::fail || l.v == verdict::unjudged || l.prob == prob_verdict::fail, skipped += l.v == verdict::skip;
+    failures += (l.v == verdict::fail && !timeout(l)) || l.v == verdict::unjudged ||
+                    (r.options.prob_fails_gate && l.v == verdict::pass && l.prob == prob_verdict::fail),
+        skipped += l.v == verdict::skip, errors += timeout(l);
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  x << "<testsuites name=\"attncheck\" tests=\"" << r.reports.size() << "\" failures=\"" << failures << "\" skipped=\"" << skipped
-    << "\" time=\"" << r.seconds << "\">\n";
+  x << "<testsuites name=\"attncheck\" tests=\"" << r.reports.size() << "\" failures=\"" << failures << "\" errors=\"" << errors
+    << "\" skipped=\"" << skipped << "\" time=\"" << r.seconds << "\">\n";
   x << "  <testsuite name=\"attncheck-gate." << xml_escape(subject_name) << "\" tests=\"" << r.reports.size() << "\" failures=\""
-    << failures << "\" skipped=\"" << skipped << "\" time=\"" << r.seconds << "\">\n";
+    << failures << "\" errors=\"" << errors << "\" skipped=\"" << skipped << "\" time=\"" << r.seconds << "\">\n";
   std::string nb;
   for (const auto& [lk, n] : r.declared.nb_at)
     nb += (nb.empty() ? "" : ", ") + std::to_string(n) + " at Lk=" + std::to_string(lk);
@@ -50,14 +55,21 @@ void write_junit(const std::string& path, const gate_result& r, const std::strin
     x << "    <testcase classname=\"" << xml_escape(l.law.substr(0, dot)) << "\" name=\"" << xml_escape(l.law.substr(dot + 1))
       << "\" time=\"" << l.seconds << "\" assertions=\"" << l.cases << "\">\n";
     x << "      <properties><property name=\"probabilistic_verdict\" value=\"" << prob_verdict_id(l.prob) << "\"/></properties>\n";
-    if (l.prob == prob_verdict::fail)
+    // A FAIL(prob) is a failure only under --prob-fails-gate (and when the sound verdict has none); else it is told in system-out.
+    if (l.prob == prob_verdict::fail && r.options.prob_fails_gate && l.v == verdict::pass)
       x << "      <failure message=\"" << xml_escape(l.prob_failure.substr(0, 500)) << "\" type=\"probabilistic\">"
         << xml_escape(l.prob_failure_case) << "</failure>\n";
+    else if (l.prob == prob_verdict::fail)
+      x << "      <system-out>FAIL(prob), reported, not gating: " << xml_escape(l.prob_failure.substr(0, 500)) << " on "
+        << xml_escape(l.prob_failure_case) << "</system-out>\n";
     if (l.v == verdict::skip) x << "      <skipped message=\"" << xml_escape(l.skip_reason) << "\"/>\n";
     if (l.v == verdict::unjudged)
       x << "      <failure message=\"judged " << l.judged << " of " << l.cases << " cases, below the floor of "
         << number_text(100 * l.min_judged, "%.0f") << "%\" type=\"unjudged\">" << xml_escape(l.unjudged_why) << "</failure>\n";
-    if (l.v == verdict::fail) {
+    if (timeout(l))
+      x << "      <error message=\"" << xml_escape(l.failure.message.substr(0, 500)) << "\" type=\"timeout\">"
+        << xml_escape(l.counterexample ? to_line(*l.counterexample) : std::string()) << "</error>\n";
+    else if (l.v == verdict::fail) {
       x << "      <failure message=\"" << xml_escape(l.failure.message.substr(0, 500)) << "\" type=\""
         << failure_kind_name(l.failure.kind) << "\">" << xml_escape(l.counterexample ? to_line(*l.counterexample) : std::string())
         << "\n"

@@ -19,6 +19,9 @@ std::string judged_text(const law_report& r) {
   return std::to_string(r.judged) + "/" + std::to_string(r.cases);
 }
 
+// A law cut short by its own time limit (kind timeout) is not a failure of the subject.
+bool timed_out(const law_report& r) { return r.v == verdict::fail && r.failure.kind == failure_kind::timeout; }
+
 std::string ratio_text(double r) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g", r);
@@ -34,7 +37,11 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
   out << "attncheck gate: subject " << subj->name() << " (" << opt.subject << "), seed " << opt.run.seed << ", " << opt.run.cases
       << " cases per law" << (opt.strict ? ", strict" : "") << "\n";
   print_declaration(*subj, out);
-  out << "  " << probabilistic_statement() << "\n";
+  out << "  " << probabilistic_statement() << (opt.prob_fails_gate ? "; a FAIL(prob) fails the gate (--prob-fails-gate)\n" : "; reported, never gating (--prob-fails-gate to gate on it)\n");
+  if (opt.isolate)
+    out << "  watchdog: a call into the subject is hung after max(" << number_text(opt.watchdog.floor_s) << " s, "
+        << number_text(opt.watchdog.factor) << " x its expected time); each law has " << number_text(opt.law_timeout)
+        << " s (--watchdog-floor, --watchdog-factor, --law-timeout)\n";
   g.options = opt;
   g.options.run.on_case = nullptr;
   g.subject_name = subj->name();
@@ -48,7 +55,8 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
     law_report r = std::move(reports[k]);
     std::string saved;
     if (r.v == verdict::fail) {
-      if (r.counterexample && !opt.out_dir.empty()) {
+      // A timeout's case is the one it was checking, not a counterexample: not saved.
+      if (r.counterexample && !opt.out_dir.empty() && !timed_out(r)) {
         std::filesystem::create_directories(opt.out_dir);
         char name[64];
         std::snprintf(name, sizeof name, "-%016llx.json", static_cast<unsigned long long>(fingerprint(*r.counterexample)));
@@ -74,14 +82,15 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
       << "  " << std::setw(7) << "seconds";
   out << "  " << std::setw(10) << "prob"
       << "\n";
-  int passed = 0, failed = 0, skipped = 0, unjudged = 0;
+  int passed = 0, failed = 0, skipped = 0, unjudged = 0, timeouts = 0;
   for (const auto& r : g.reports) {
-    passed += r.v == verdict::pass, failed += r.v == verdict::fail, skipped += r.v == verdict::skip;
+    passed += r.v == verdict::pass, failed += r.v == verdict::fail && !timed_out(r), skipped += r.v == verdict::skip;
+    timeouts += timed_out(r);
     unjudged += r.v == verdict::unjudged;
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f", r.seconds);
     out << std::left << std::setw(static_cast<int>(w)) << r.law << "  " << std::right << std::setw(11) << judged_text(r) << "  "
-        << std::setw(10) << ratio_text(r.max_ratio) << "  " << std::setw(8) << verdict_name(r.v) << "  " << std::setw(7) << secs;
+        << std::setw(10) << ratio_text(r.max_ratio) << "  " << std::setw(8) << (timed_out(r) ? "TIMEOUT" : verdict_name(r.v)) << "  " << std::setw(7) << secs;
     out << "  " << std::setw(10) << prob_verdict_name(r.prob) << "\n";
     if (r.prob == prob_verdict::fail)
       out << "    FAIL(prob): " << r.prob_failure.substr(0, 400) << "\n      on " << r.prob_failure_case << "\n";
@@ -92,11 +101,14 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
   }
   char total[64];
   std::snprintf(total, sizeof total, "%.1f", g.seconds);
-  out << "\ngate: " << passed << " passed, " << failed << " failed, " << unjudged << " unjudged, " << skipped << " skipped in "
-      << total << " s";
+  out << "\ngate: " << passed << " passed, " << failed << " failed, ";
+  if (timeouts) out << timeouts << " timed out, ";
+  out << unjudged << " unjudged, " << skipped << " skipped in " << total << " s";
   const int prob_failed = g.prob_failed();
-  if (prob_failed) out << ", " << prob_failed << " FAIL(prob)";
-  out << (failed || unjudged || prob_failed ? "  -> FAIL" : "  -> PASS") << "\n";
+  if (prob_failed) out << ", " << prob_failed << " FAIL(prob)" << (opt.prob_fails_gate ? "" : " (probabilistic: reported, not gating)");
+  const bool fails = failed || unjudged || (opt.prob_fails_gate && prob_failed);
+  // A failure wins over a timeout; a timeout never passes.
+  out << (fails ? "  -> FAIL" : timeouts ? "  -> TIMEOUT (a law ran out of time: a gate problem, exit 4)" : "  -> PASS") << "\n";
   if (!opt.stats) print_judged_shares(g, false, out);  // --stats prints them per law too
   if (opt.stats) print_stats(g, out);
   if (!opt.junit.empty()) write_junit(opt.junit, g, subj->name(), opt.run.seed);
@@ -143,6 +155,12 @@ void print_judged_shares(const gate_result& g, bool per_law, std::ostream& out) 
   if (per_law)
     for (const auto& r : g.reports)
       for (std::size_t t = 0; t < all.size(); ++t) line(r.law, t, r.shares[t]);
+}
+
+int gate_result::timed_out() const {
+  int n = 0;
+  for (const auto& r : reports) n += gate_detail::timed_out(r);
+  return n;
 }
 
 int gate_result::unjudged() const {
