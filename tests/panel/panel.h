@@ -1,0 +1,379 @@
+/* The plumbing every panel kernel shares: storage decoding and encoding,
+ * visibility (docs/spec.md, "Visibility"), and a contiguous KV cache. Each
+ * kernel supplies only its row arithmetic: one query row against the keys that
+ * row may see, gathered in key order, decoded to f32.
+ *
+ * Written from docs/spec.md and properties/include/attncheck/subject.h alone,
+ * independent of impl/ and of properties/subjects/. A kernel's row function is
+ * called only for rows with at least one visible key; rows that see none get
+ * O = 0 and LSE = -inf here, as the contract says. */
+#ifndef ATTNCHECK_PANEL_H
+#define ATTNCHECK_PANEL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attncheck/subject.h"
+
+#define PANEL_EXPORT __attribute__((visibility("default")))
+
+/* One query row, as a row function sees it. */
+typedef struct panel_row {
+  int64_t n;          /* visible keys, >= 1 */
+  int64_t d, dv;      /* head sizes, >= 1 */
+  int64_t lk;         /* key slots of the problem (the capacity for a cache) */
+  float scale;        /* the problem's scale, as given */
+  const float* q;     /* d values */
+  const float* k;     /* n x d: the visible keys, in increasing position */
+  const float* v;     /* n x dv */
+  const int64_t* pos; /* n key positions, increasing, in [0, lk) */
+  void* work;         /* the kernel's scratch: work_bytes(lk, d, dv) bytes, 16-aligned */
+} panel_row;
+
+/* A kernel: its row arithmetic and what it takes. */
+typedef struct panel_kernel {
+  const char* name;
+  uint32_t dtypes; /* bit (1u << dtype) for each storage type taken */
+  /* Writes O (dv values, rounded once to the storage type by the caller) and LSE. */
+  void (*row)(const void* state, const panel_row* r, double* o, double* lse);
+  /* Bytes of scratch one row needs. */
+  size_t (*work_bytes)(const void* state, int64_t lk, int64_t d, int64_t dv);
+  const void* state;
+} panel_kernel;
+
+/* ---- Storage types --------------------------------------------------------- */
+
+/* Decodes a binary16 bit pattern exactly. */
+static inline float panel_f16_value(uint16_t h) {
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  const float sign = (h & 0x8000u) ? -1.0f : 1.0f;
+  if (e == 0x1f) return m ? NAN : sign * INFINITY;
+  if (e == 0) return sign * ldexpf((float)m, -24);
+  return sign * ldexpf((float)(m | 0x400), e - 25);
+}
+
+static inline float panel_bf16_value(uint16_t h) {
+  const uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static inline float panel_load(attncheck_dtype t, const void* base, int64_t index) {
+  if (t == ATTNCHECK_F32) return ((const float*)base)[index];
+  const uint16_t h = ((const uint16_t*)base)[index];
+  return t == ATTNCHECK_F16 ? panel_f16_value(h) : panel_bf16_value(h);
+}
+
+/* Rounds x once, to nearest even, to a binary format of p significand bits,
+ * smallest normal exponent emin and largest finite max_finite (gradual
+ * underflow; +-inf past the overflow threshold, ties included). */
+static inline double panel_round(double x, int p, int emin, double max_finite) {
+  if (x == 0 || !isfinite(x)) return x;
+  const double a = fabs(x);
+  int e = ilogb(a);
+  if (e < emin) e = emin;
+  const double r = ldexp(nearbyint(ldexp(a, p - 1 - e)), e - (p - 1)); /* exact scalings, one rounding */
+  const double y = r > max_finite ? INFINITY : r;
+  return x < 0 ? -y : y;
+}
+
+/* Encodes x, rounded once, into O's storage type. */
+static inline void panel_store(attncheck_dtype t, void* base, int64_t index, double x) {
+  if (t == ATTNCHECK_F32) {
+    ((float*)base)[index] = (float)x; /* the conversion rounds to nearest */
+    return;
+  }
+  uint16_t bits;
+  const uint16_t sign = signbit(x) ? 0x8000u : 0u;
+  if (t == ATTNCHECK_F16) {
+    const double r = isnan(x) ? x : fabs(panel_round(x, 11, -14, 65504.0));
+    if (isnan(r)) {
+      bits = 0x7e00u;
+    } else if (isinf(r)) {
+      bits = 0x7c00u;
+    } else if (r < 0x1p-14) {
+      bits = (uint16_t)ldexp(r, 24); /* subnormal: r = m 2^-24 */
+    } else {
+      const int e = ilogb(r);
+      bits = (uint16_t)(((e + 15) << 10) | ((int)ldexp(r, 10 - e) - 1024));
+    }
+  } else {
+    if (isnan(x)) {
+      bits = 0x7fc0u;
+    } else {
+      const float r = (float)fabs(panel_round(x, 8, -126, 0x1.fep127)); /* exact in binary32 */
+      uint32_t u;
+      memcpy(&u, &r, sizeof u);
+      bits = (uint16_t)(u >> 16);
+    }
+  }
+  ((uint16_t*)base)[index] = (uint16_t)(bits | sign);
+}
+
+static inline int panel_fail(char* err, size_t err_len, const char* name, const char* what) {
+  if (err && err_len) snprintf(err, err_len, "%s: %s", name, what);
+  return 1;
+}
+
+/* ---- One-shot attention ---------------------------------------------------- */
+
+/* Scratch of one call: the gathered row and the kernel's work. */
+typedef struct panel_buffers {
+  float *q, *k, *v;
+  int64_t* pos;
+  double* o;
+  void* work;
+} panel_buffers;
+
+static inline void panel_buffers_free(panel_buffers* b) {
+  free(b->q), free(b->k), free(b->v), free(b->pos), free(b->o), free(b->work);
+}
+
+static inline int panel_buffers_alloc(const panel_kernel* kn, panel_buffers* b, int64_t lk, int64_t d, int64_t dv) {
+  const size_t keys = (size_t)(lk > 0 ? lk : 1);
+  const size_t work = kn->work_bytes(kn->state, lk, d, dv);
+  b->q = (float*)malloc(sizeof(float) * (size_t)d);
+  b->k = (float*)malloc(sizeof(float) * keys * (size_t)d);
+  b->v = (float*)malloc(sizeof(float) * keys * (size_t)dv);
+  b->pos = (int64_t*)malloc(sizeof(int64_t) * keys);
+  b->o = (double*)malloc(sizeof(double) * (size_t)dv);
+  b->work = aligned_alloc(16, (work + 15) / 16 * 16 + 16);
+  if (b->q && b->k && b->v && b->pos && b->o && b->work) return 0;
+  panel_buffers_free(b);
+  return 1;
+}
+
+/* Runs the row function (or the empty-row rule) and writes O and LSE of row (b, i, h). */
+static inline void panel_finish_row(const panel_kernel* kn, const attncheck_problem* p, panel_buffers* buf, int64_t n, int64_t lk,
+                                    int64_t b, int64_t i, int64_t h) {
+  double lse = -INFINITY;
+  if (n == 0) {
+    for (int64_t e = 0; e < p->dv; ++e) buf->o[e] = 0.0;
+  } else {
+    const panel_row r = {n, p->d, p->dv, lk, p->scale, buf->q, buf->k, buf->v, buf->pos, buf->work};
+    kn->row(kn->state, &r, buf->o, &lse);
+  }
+  for (int64_t e = 0; e < p->dv; ++e)
+    panel_store(p->dtype, p->o, b * p->o_stride[0] + i * p->o_stride[1] + h * p->o_stride[2] + e * p->o_stride[3], buf->o[e]);
+  if (p->lse) p->lse[b * p->lse_stride[0] + h * p->lse_stride[1] + i * p->lse_stride[2]] = (float)lse;
+}
+
+static inline int panel_check(const panel_kernel* kn, const attncheck_problem* p, char* err, size_t err_len) {
+  if (!(kn->dtypes & (1u << p->dtype))) return panel_fail(err, err_len, kn->name, "storage type not declared");
+  if (p->b < 1 || p->hq < 1 || p->hkv < 1 || p->lq < 1 || p->lk < 1 || p->d < 1 || p->dv < 1)
+    return panel_fail(err, err_len, kn->name, "b, hq, hkv, lq, lk, d and dv must be >= 1");
+  if (p->hq % p->hkv != 0) return panel_fail(err, err_len, kn->name, "hq must be a multiple of hkv");
+  return 0;
+}
+
+/* Computes one attention call: gathers each row's visible keys and hands them to the kernel. */
+static inline int panel_attend(const panel_kernel* kn, const attncheck_problem* p, char* err, size_t err_len) {
+  if (panel_check(kn, p, err, err_len)) return 1;
+  panel_buffers buf;
+  if (panel_buffers_alloc(kn, &buf, p->lk, p->d, p->dv)) return panel_fail(err, err_len, kn->name, "out of memory");
+  const int64_t group = p->hq / p->hkv;
+  for (int64_t b = 0; b < p->b; ++b) {
+    const int64_t valid = p->key_len ? p->key_len[b] : p->lk;
+    for (int64_t h = 0; h < p->hq; ++h) {
+      const int64_t g = h / group; /* contiguous groups: heads gG..gG+G-1 read KV head g */
+      for (int64_t i = 0; i < p->lq; ++i) {
+        const int64_t qpos = valid - p->lq + i; /* bottom-right causal alignment */
+        int64_t n = 0;
+        for (int64_t j = 0; j < valid; ++j) {
+          if (p->causal && j > qpos) break;
+          if (p->mask && !p->mask[b * p->mask_stride[0] + h * p->mask_stride[1] + i * p->mask_stride[2] + j * p->mask_stride[3]])
+            continue;
+          for (int64_t x = 0; x < p->d; ++x)
+            buf.k[n * p->d + x] = panel_load(p->dtype, p->k.data,
+                                             b * p->k.stride[0] + j * p->k.stride[1] + g * p->k.stride[2] + x * p->k.stride[3]);
+          for (int64_t e = 0; e < p->dv; ++e)
+            buf.v[n * p->dv + e] = panel_load(p->dtype, p->v.data,
+                                              b * p->v.stride[0] + j * p->v.stride[1] + g * p->v.stride[2] + e * p->v.stride[3]);
+          buf.pos[n++] = j;
+        }
+        if (n > 0)
+          for (int64_t x = 0; x < p->d; ++x)
+            buf.q[x] = panel_load(p->dtype, p->q.data,
+                                  b * p->q.stride[0] + i * p->q.stride[1] + h * p->q.stride[2] + x * p->q.stride[3]);
+        panel_finish_row(kn, p, &buf, n, p->lk, b, i, h);
+      }
+    }
+  }
+  panel_buffers_free(&buf);
+  return 0;
+}
+
+/* ---- KV cache -------------------------------------------------------------- */
+
+/* Decoded f32 keys and values per sequence, contiguous (capacity x hkv x d);
+ * page_size and page_order are hints a contiguous cache ignores. Rows are
+ * gathered as in panel_attend, so prefill and any chunking agree bit for bit. */
+typedef struct panel_cache {
+  attncheck_cache_config cfg;
+  float *k, *v;
+  int64_t* len;
+} panel_cache;
+
+static inline void panel_cache_free(void* cache) {
+  panel_cache* c = (panel_cache*)cache;
+  if (!c) return;
+  free(c->k), free(c->v), free(c->len), free(c);
+}
+
+static inline void* panel_cache_create(const panel_kernel* kn, const attncheck_cache_config* cfg, char* err, size_t err_len) {
+  if (!(kn->dtypes & (1u << cfg->dtype))) {
+    panel_fail(err, err_len, kn->name, "cache storage type not declared");
+    return NULL;
+  }
+  if (cfg->b < 1 || cfg->hkv < 1 || cfg->d < 1 || cfg->dv < 1 || cfg->capacity < 0) {
+    panel_fail(err, err_len, kn->name, "cache b, hkv, d and dv must be >= 1, capacity >= 0");
+    return NULL;
+  }
+  panel_cache* c = (panel_cache*)calloc(1, sizeof *c);
+  const size_t slots = (size_t)(cfg->capacity > 0 ? cfg->capacity : 1) * (size_t)cfg->hkv * (size_t)cfg->b;
+  if (c) {
+    c->cfg = *cfg;
+    c->k = (float*)malloc(sizeof(float) * slots * (size_t)cfg->d);
+    c->v = (float*)malloc(sizeof(float) * slots * (size_t)cfg->dv);
+    c->len = (int64_t*)calloc((size_t)cfg->b, sizeof(int64_t));
+  }
+  if (!c || !c->k || !c->v || !c->len) {
+    panel_cache_free(c);
+    panel_fail(err, err_len, kn->name, "out of memory");
+    return NULL;
+  }
+  return c;
+}
+
+/* Element (b, t, g, x) of the cache's keys or values of width w. */
+static inline int64_t panel_cache_index(const panel_cache* c, int64_t b, int64_t t, int64_t g, int64_t x, int64_t w) {
+  return ((b * c->cfg.capacity + t) * c->cfg.hkv + g) * w + x;
+}
+
+static inline int panel_cache_append(const panel_kernel* kn, void* cache, const attncheck_tensor* k, const attncheck_tensor* v,
+                                     const int64_t* count, char* err, size_t err_len) {
+  panel_cache* c = (panel_cache*)cache;
+  const attncheck_cache_config* f = &c->cfg;
+  for (int64_t b = 0; b < f->b; ++b)
+    if (count[b] < 0 || c->len[b] + count[b] > f->capacity)
+      return panel_fail(err, err_len, kn->name, "append beyond the cache capacity");
+  for (int64_t b = 0; b < f->b; ++b) {
+    for (int64_t t = 0; t < count[b]; ++t)
+      for (int64_t g = 0; g < f->hkv; ++g) {
+        for (int64_t x = 0; x < f->d; ++x)
+          c->k[panel_cache_index(c, b, c->len[b] + t, g, x, f->d)] =
+              panel_load(f->dtype, k->data, b * k->stride[0] + t * k->stride[1] + g * k->stride[2] + x * k->stride[3]);
+        for (int64_t x = 0; x < f->dv; ++x)
+          c->v[panel_cache_index(c, b, c->len[b] + t, g, x, f->dv)] =
+              panel_load(f->dtype, v->data, b * v->stride[0] + t * v->stride[1] + g * v->stride[2] + x * v->stride[3]);
+      }
+    c->len[b] += count[b];
+  }
+  return 0;
+}
+
+static inline int panel_cache_attend(const panel_kernel* kn, void* cache, const attncheck_problem* p, char* err, size_t err_len) {
+  const panel_cache* c = (const panel_cache*)cache;
+  const attncheck_cache_config* f = &c->cfg;
+  if (p->dtype != f->dtype || p->b != f->b || p->hkv != f->hkv || p->d != f->d || p->dv != f->dv || p->hq < 1 || p->lq < 1 ||
+      p->hq % f->hkv != 0)
+    return panel_fail(err, err_len, kn->name, "problem does not match the cache");
+  panel_buffers buf;
+  const int64_t cap = f->capacity > 0 ? f->capacity : 1;
+  if (panel_buffers_alloc(kn, &buf, cap, p->d, p->dv)) return panel_fail(err, err_len, kn->name, "out of memory");
+  const int64_t group = p->hq / f->hkv;
+  for (int64_t b = 0; b < p->b; ++b) {
+    const int64_t valid = c->len[b];
+    for (int64_t h = 0; h < p->hq; ++h) {
+      const int64_t g = h / group;
+      for (int64_t i = 0; i < p->lq; ++i) {
+        const int64_t qpos = valid - p->lq + i;
+        int64_t n = 0;
+        for (int64_t j = 0; j < valid; ++j) {
+          if (p->causal && j > qpos) break;
+          memcpy(buf.k + n * p->d, c->k + panel_cache_index(c, b, j, g, 0, f->d), sizeof(float) * (size_t)p->d);
+          memcpy(buf.v + n * p->dv, c->v + panel_cache_index(c, b, j, g, 0, f->dv), sizeof(float) * (size_t)p->dv);
+          buf.pos[n++] = j;
+        }
+        if (n > 0)
+          for (int64_t x = 0; x < p->d; ++x)
+            buf.q[x] = panel_load(p->dtype, p->q.data,
+                                  b * p->q.stride[0] + i * p->q.stride[1] + h * p->q.stride[2] + x * p->q.stride[3]);
+        panel_finish_row(kn, p, &buf, n, cap, b, i, h);
+      }
+    }
+  }
+  panel_buffers_free(&buf);
+  return 0;
+}
+
+/* ---- Version 2 instances ---------------------------------------------------- */
+
+/* An instance whose state is a panel_kernel (first member of the plugin's state). */
+static inline int panel_v2_attend(void* state, const attncheck_problem* p, char* err, size_t err_len) {
+  return panel_attend((const panel_kernel*)state, p, err, err_len);
+}
+static inline void* panel_v2_cache_create(void* state, const attncheck_cache_config* cfg, char* err, size_t err_len) {
+  return panel_cache_create((const panel_kernel*)state, cfg, err, err_len);
+}
+static inline int panel_v2_cache_append(void* state, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, int64_t c,
+                                        const int64_t* count, char* err, size_t err_len) {
+  (void)c;
+  return panel_cache_append((const panel_kernel*)state, cache, k, v, count, err, err_len);
+}
+static inline int panel_v2_cache_attend(void* state, void* cache, const attncheck_problem* p, char* err, size_t err_len) {
+  return panel_cache_attend((const panel_kernel*)state, cache, p, err, err_len);
+}
+static inline void panel_v2_cache_free(void* state, void* cache) {
+  (void)state;
+  panel_cache_free(cache);
+}
+
+/* What every panel kernel declares: causal, padding, mask, LSE and the cache,
+ * and the bit-for-bit claims its row-at-a-time structure makes true. */
+#define PANEL_FEATURES                                                                                     \
+  (ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_PADDING | ATTNCHECK_FEATURE_MASK | ATTNCHECK_FEATURE_LSE | \
+   ATTNCHECK_FEATURE_CACHE)
+#define PANEL_CLAIMS \
+  (ATTNCHECK_CLAIM_DETERMINISTIC | ATTNCHECK_CLAIM_BATCH | ATTNCHECK_CLAIM_CACHE | ATTNCHECK_CLAIM_LAYOUT | ATTNCHECK_CLAIM_LQ)
+#define PANEL_ALL_DTYPES ((1u << ATTNCHECK_F32) | (1u << ATTNCHECK_F16) | (1u << ATTNCHECK_BF16))
+
+/* Fills the parts of a version 2 instance every panel kernel shares. */
+static inline void panel_v2_fill(attncheck_instance* d, const panel_kernel* kn, void* state) {
+  d->abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_2;
+  d->struct_size = sizeof *d;
+  d->name = kn->name;
+  d->dtypes = kn->dtypes;
+  d->features = PANEL_FEATURES;
+  d->invariances = PANEL_CLAIMS;
+  d->state = state;
+  d->attend = panel_v2_attend;
+  d->cache_create = panel_v2_cache_create;
+  d->cache_append = panel_v2_cache_append;
+  d->cache_attend = panel_v2_cache_attend;
+  d->cache_free = panel_v2_cache_free;
+}
+
+/* Parses "key=N" with N in [lo, hi] from options ("" keeps *value). Returns 0,
+ * or 1 with a message naming the option and its range. */
+static inline int panel_int_option(const char* options, const char* key, int64_t lo, int64_t hi, int64_t* value, char* err,
+                                   size_t err_len) {
+  if (!options || !*options) return 0;
+  const size_t klen = strlen(key);
+  char* end = NULL;
+  long long x = 0;
+  if (strncmp(options, key, klen) != 0 || options[klen] != '=' || (x = strtoll(options + klen + 1, &end, 10), *end) || x < lo ||
+      x > hi) {
+    if (err && err_len)
+      snprintf(err, err_len, "'%s': the only option is %s=N with N in [%lld, %lld]", options, key, (long long)lo, (long long)hi);
+    return 1;
+  }
+  *value = x;
+  return 0;
+}
+
+#endif /* ATTNCHECK_PANEL_H */
