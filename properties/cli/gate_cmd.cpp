@@ -115,9 +115,9 @@ int default_gate_cases() { return 1000; }
 
 void add_gate(CLI::App& app) {
   auto* g = app.add_subcommand("gate",
-                                "Check a subject against every law; exit 0 when every law passes, 1 when a law fails "
-                                "(or judges too little), 4 when none failed but a law ran out of its --law-timeout "
-                                "(a gate problem, not the subject's), 2 on bad input");
+                               "Check a subject against every law; exit 0 when every law passes, 1 when a law fails "
+                               "(or judges too little), 4 when none failed but a law ran out of its --law-timeout "
+                               "(a gate problem, not the subject's), 2 on bad input");
   g->add_option(
       "--subject", gate_subjects,
       "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, a plugin .so[:options], or python:MODULE:CALLABLE[?options] (docs/python.md); "
@@ -138,7 +138,8 @@ void add_gate(CLI::App& app) {
   g->add_option("--reproduce", gate_args.run.reproduce, "an RC_PARAMS reproduce string from an earlier failure");
   g->add_option("--law-timeout", gate_args.law_timeout,
                 "seconds one law may run, shrinking included; a law still running then is a timeout (exit 4 when "
-                "nothing failed), not a hang (default " + number_text(gate_options{}.law_timeout) + ")")
+                "nothing failed), not a hang (default " +
+                    number_text(gate_options{}.law_timeout) + ")")
       ->check(CLI::Range(0.1, 86400.0));
   g->add_option("--watchdog-floor", gate_args.watchdog.floor_s,
                 "seconds one call into the subject may always run before it is declared hung (default " +
@@ -146,7 +147,8 @@ void add_gate(CLI::App& app) {
       ->check(CLI::Range(0.01, 86400.0));
   g->add_option("--watchdog-factor", gate_args.watchdog.factor,
                 "a call is hung past this multiple of its expected time (its work times the seconds per work of the "
-                "law's calls so far), if that exceeds the floor (default " + number_text(watchdog_limits{}.factor) + ")")
+                "law's calls so far), if that exceeds the floor (default " +
+                    number_text(watchdog_limits{}.factor) + ")")
       ->check(CLI::Range(1.0, 1e6));
   g->add_flag("!--no-isolate", gate_args.isolate, "run laws in this process (a crashing subject then takes the gate down)");
   g->add_option("--max-work", gate_args.run.gen.max_work,

@@ -129,8 +129,7 @@ void comparison::element(const std::string& where, double expected, double got, 
   }
 }
 
-void comparison::element(const std::string& where, double expected, double got, double bound, double pbound,
-                         bool sound_useless) {
+void comparison::element(const std::string& where, double expected, double got, double bound, double pbound, bool sound_useless) {
   element(where, expected, got, bound);
   if (!sound_useless || std::isnan(bound)) return;
   if (std::isfinite(bound)) ++useless;
@@ -258,8 +257,8 @@ comparison compare_with_reference(const attn_case& c, const subject_output& out,
                             every_visible_score_is_minus_inf(c, b, h, i) ? 0.0 : std::nan(""));
             continue;
           }
-          r.element(o_where(b, i, h, e), ref.o[k], out.o.at(b, i, h, e), ref.o_bound[k] * slack, pbound_at(ref.o_pbound, k) * slack,
-                    useless_at(ref.o_sound_useless, k));
+          r.element(o_where(b, i, h, e), ref.o[k], out.o.at(b, i, h, e), ref.o_bound[k] * slack,
+                    pbound_at(ref.o_pbound, k) * slack, useless_at(ref.o_sound_useless, k));
         }
   if (!out.lse.empty())
     for (std::int64_t b = 0; b < c.b; ++b)

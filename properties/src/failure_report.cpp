@@ -18,8 +18,8 @@ const char* failure_kind_name(failure_kind k) {
 }
 
 failure_kind failure_kind_of(const std::string& name) {
-  for (auto k : {failure_kind::crash, failure_kind::hang, failure_kind::subject_error, failure_kind::harness,
-                 failure_kind::timeout})
+  for (auto k :
+       {failure_kind::crash, failure_kind::hang, failure_kind::subject_error, failure_kind::harness, failure_kind::timeout})
     if (name == failure_kind_name(k)) return k;
   return failure_kind::law;
 }

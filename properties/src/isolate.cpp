@@ -73,8 +73,8 @@ running_child spawn(const std::function<std::string()>& fn, double timeout_s) {
   c.pid = pid;
   c.fd = fds[0];
   c.start = std::chrono::steady_clock::now();
-  c.deadline = c.start +
-               std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
+  c.deadline =
+      c.start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
   return c;
 }
 
@@ -230,8 +230,9 @@ void law_watch::begin_call(const char* entry, std::int64_t work) {
     return;
   }
   std::snprintf(b_->entry, sizeof b_->entry, "%s", entry);
-  const double expected =
-      b_->total_work > 0 && work > 0 ? static_cast<double>(b_->total_ns) * static_cast<double>(work) / static_cast<double>(b_->total_work) : 0.0;
+  const double expected = b_->total_work > 0 && work > 0 ? static_cast<double>(b_->total_ns) * static_cast<double>(work) /
+                                                               static_cast<double>(b_->total_work)
+                                                         : 0.0;
   const double limit = std::max(limits_.floor_s * 1e9, limits_.factor * expected);
   const std::int64_t start = now_ns();
   store(b_->call_work, work);

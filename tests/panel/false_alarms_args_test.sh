@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ci/false-alarms refuses bad input with one line naming the field and its
 # limit (exit 2), and its shards partition the runs: the union of shards
-# 1/M..M/M is the unsharded list, each run in exactly one shard.
+# 0/M..(M-1)/M is the unsharded list, each run in exactly one shard.
 # Usage: bash tests/panel/false_alarms_args_test.sh   (builds and runs nothing: --dry-run)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -22,15 +22,15 @@ refuses "--seeds N is required"
 refuses "--seeds '0': must be an integer with 1 <= N <= 1000" --seeds 0
 refuses "--seeds '1001': must be an integer with 1 <= N <= 1000" --seeds 1001
 refuses "--seeds 'x': must be an integer" --seeds x
-refuses "--shard '0/2': must be i/M with 1 <= i <= M <= 1000" --seeds 2 --shard 0/2
-refuses "--shard '3/2': must be i/M with 1 <= i <= M <= 1000" --seeds 2 --shard 3/2
+refuses "--shard '2/2': must be i/M with 0 <= i < M <= 1000" --seeds 2 --shard 2/2
+refuses "--shard '3/2': must be i/M with 0 <= i < M <= 1000" --seeds 2 --shard 3/2
 refuses "--shard 'a/b'" --seeds 2 --shard a/b
 refuses "--kernels: 'nope' is not a panel kernel" --seeds 2 --kernels two_pass,nope
 refuses "unknown argument '--frobnicate'" --seeds 2 --frobnicate
 
 for m in 1 3 4 25; do
   all=$(bash "$fa" --seeds 3 --dry-run | sort)
-  union=$(for ((i = 1; i <= m; ++i)); do bash "$fa" --seeds 3 --shard "$i/$m" --dry-run; done | sort)
+  union=$(for ((i = 0; i < m; ++i)); do bash "$fa" --seeds 3 --shard "$i/$m" --dry-run; done | sort)
   if [ -z "$all" ] || [ "$all" != "$union" ] || [ -n "$(printf '%s\n' "$union" | uniq -d)" ]; then
     echo "FAIL: the $m shards of --seeds 3 do not partition the $(printf '%s\n' "$all" | wc -l) runs"
     bad=1

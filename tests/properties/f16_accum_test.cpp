@@ -55,10 +55,11 @@ TEST(F16Accum, JudgedShareAtLk4096) {
   for (const char* values : {"normal", "dominant"}) {
     const judged j = judge(values, 1);
     const judged_shares sh = as_outcome(j.correct).shares();
-    std::printf("f16_accum Lk=4096 values=%s: %lld elements, sound %lld, probabilistic %lld, unjudged %lld; "
-                "correct: prob max obs/bd %.3g; mutant: prob max obs/bd %.3g\n",
-                values, static_cast<long long>(sh.total()), static_cast<long long>(sh.sound), static_cast<long long>(sh.prob),
-                static_cast<long long>(sh.unjudged), j.correct.prob_max_ratio, j.mutant.prob_max_ratio);
+    std::printf(
+        "f16_accum Lk=4096 values=%s: %lld elements, sound %lld, probabilistic %lld, unjudged %lld; "
+        "correct: prob max obs/bd %.3g; mutant: prob max obs/bd %.3g\n",
+        values, static_cast<long long>(sh.total()), static_cast<long long>(sh.sound), static_cast<long long>(sh.prob),
+        static_cast<long long>(sh.unjudged), j.correct.prob_max_ratio, j.mutant.prob_max_ratio);
     EXPECT_EQ(sh.total(), 4 * (8 + 1));  // lq * (dv + LSE)
     EXPECT_EQ(sh.sound, 0);
     EXPECT_EQ(sh.prob, sh.total());

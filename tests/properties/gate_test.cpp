@@ -191,16 +191,16 @@ TEST(law_watch, a_call_is_overdue_only_past_its_limit) {
 TEST(law_watch, phases_are_timed_and_seen_across_fork) {
   using namespace std::chrono_literals;
   law_watch w({0.05, 10});
-  const child_outcome co = run_isolated_all(
-      {[&w] {
-        w.enter_phase(law_phase::checking);
-        std::this_thread::sleep_for(100ms);
-        w.enter_phase(law_phase::shrinking);
-        w.begin_call("attend", 10);
-        std::this_thread::sleep_for(60s);
-        return std::string("never");
-      }},
-      30, 1, {}, [&w](std::size_t) { return w.overdue(); }).front();
+  const child_outcome co = run_isolated_all({[&w] {
+                                              w.enter_phase(law_phase::checking);
+                                              std::this_thread::sleep_for(100ms);
+                                              w.enter_phase(law_phase::shrinking);
+                                              w.begin_call("attend", 10);
+                                              std::this_thread::sleep_for(60s);
+                                              return std::string("never");
+                                            }},
+                                            30, 1, {}, [&w](std::size_t) { return w.overdue(); })
+                               .front();
   EXPECT_TRUE(co.call_overdue);
   EXPECT_FALSE(co.completed);
   EXPECT_LT(co.seconds, 20);

@@ -23,15 +23,15 @@ struct gate_options {
   std::string json;                       ///< per-law results as JSON (write_json); empty: none
   double progress_seconds = 10;           ///< seconds between plain progress lines when `progress` is off (not a terminal)
   std::string out_dir = "attncheck-out";  ///< counterexamples land here
-  bool progress = false;     ///< a live progress line rewritten in place (a terminal); else plain lines, see progress_seconds
-  bool isolate = true;       ///< each law in a child process: a crash or hang fails that law only
+  bool progress = false;  ///< a live progress line rewritten in place (a terminal); else plain lines, see progress_seconds
+  bool isolate = true;    ///< each law in a child process: a crash or hang fails that law only
   /// Seconds a law may run in its child (wall clock, shrinking included) before it is killed: a `timeout`
   /// (a gate problem). 600 leaves room for oversubscription: README.md, "Hangs and timeouts".
   double law_timeout = 600;
   watchdog_limits watchdog{};  ///< when one call into the subject is declared hung (isolate.hpp)
-  int jobs = 2;              ///< laws run at once, each in its own child (with isolate)
-  bool strict = false;       ///< refuse subjects that declare u > 2^-24 (compute coarser than f32)
-  bool stats = false;        ///< print the realized distribution of the cases run (print_stats)
+  int jobs = 2;                ///< laws run at once, each in its own child (with isolate)
+  bool strict = false;         ///< refuse subjects that declare u > 2^-24 (compute coarser than f32)
+  bool stats = false;          ///< print the realized distribution of the cases run (print_stats)
   /// A FAIL(prob) (the probabilistic verdict, docs/bound.md) fails the gate too;
   /// off: it is reported in its column, JSON and JUnit, never gating, since its
   /// model (independent, mean-zero rounding errors) is an assumption, not a proof.
@@ -52,9 +52,9 @@ struct gate_result {
   attncheck_size_hints hints{};
   unsigned abi = 0;
   bool default_hints = false;
-  int failed() const;    ///< laws that failed, timeouts included (a law cut short never passes)
-  int timed_out() const; ///< of those, laws that ran out of their own time with no call overdue (kind timeout)
-  int unjudged() const;  ///< laws that ran but judged fewer cases than their floor (the gate fails)
+  int failed() const;       ///< laws that failed, timeouts included (a law cut short never passes)
+  int timed_out() const;    ///< of those, laws that ran out of their own time with no call overdue (kind timeout)
+  int unjudged() const;     ///< laws that ran but judged fewer cases than their floor (the gate fails)
   int prob_failed() const;  ///< laws whose probabilistic verdict failed (the gate fails; docs/bound.md)
 };
 

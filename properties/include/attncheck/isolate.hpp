@@ -11,15 +11,15 @@
 namespace attncheck {
 
 struct child_outcome {
-  bool completed = false;        ///< the child ran fn to the end and sent its payload
-  std::string payload;           ///< what fn returned
-  int signal = 0;                ///< the signal that ended the child, if any
-  int exit_code = 0;             ///< its exit code when it exited without completing
-  bool timed_out = false;        ///< killed after the time limit
-  bool call_overdue = false;     ///< killed by the per-call watchdog (`overdue` of run_isolated_all)
-  double seconds = 0;            ///< wall seconds from its fork until it was reaped
+  bool completed = false;                       ///< the child ran fn to the end and sent its payload
+  std::string payload;                          ///< what fn returned
+  int signal = 0;                               ///< the signal that ended the child, if any
+  int exit_code = 0;                            ///< its exit code when it exited without completing
+  bool timed_out = false;                       ///< killed after the time limit
+  bool call_overdue = false;                    ///< killed by the per-call watchdog (`overdue` of run_isolated_all)
+  double seconds = 0;                           ///< wall seconds from its fork until it was reaped
   std::chrono::steady_clock::time_point ended;  ///< when it was reaped
-  std::string describe() const;  ///< "killed by SIGSEGV", "no result within 5 s", ...
+  std::string describe() const;                 ///< "killed by SIGSEGV", "no result within 5 s", ...
 };
 
 /// Runs fn in a forked child; the child's return value travels back through a
@@ -97,13 +97,13 @@ class law_watch {
   /// A snapshot, at `now`.
   struct state {
     bool in_call = false;
-    std::string entry;        ///< the entry point in flight ("attend", "attend_cached: cache_append", ...)
-    std::int64_t work = 0;    ///< of the call in flight
-    double call_seconds = 0;  ///< how long the call in flight has run
-    double limit_seconds = 0; ///< its watchdog limit: max(floor, factor x expected)
+    std::string entry;         ///< the entry point in flight ("attend", "attend_cached: cache_append", ...)
+    std::int64_t work = 0;     ///< of the call in flight
+    double call_seconds = 0;   ///< how long the call in flight has run
+    double limit_seconds = 0;  ///< its watchdog limit: max(floor, factor x expected)
     double expected_seconds = 0;
-    std::int64_t calls = 0;   ///< calls completed
-    bool in_case = false;     ///< a case has begun and was not counted yet
+    std::int64_t calls = 0;  ///< calls completed
+    bool in_case = false;    ///< a case has begun and was not counted yet
     law_phase phase = law_phase::starting;
     double checking_seconds = 0, shrinking_seconds = 0;  ///< time spent in each phase so far
   };

@@ -89,13 +89,13 @@ law_report report_of_child(const law& l, const subject& s, const child_outcome& 
     }
   }
   r.counterexample = case_of_line(line);
-  const std::string where = line.empty()                          ? std::string(" before the first case")
+  const std::string where = line.empty()                      ? std::string(" before the first case")
                             : !w.in_case                      ? " between cases, after " + line
                             : w.phase == law_phase::shrinking ? " while shrinking, on " + line
                                                               : " while checking " + line;
   const std::string phases = seconds_text(w.checking_seconds) + " s generating and checking (" + std::to_string(r.cases) +
-                             " cases), " + seconds_text(w.shrinking_seconds) + " s shrinking (" +
-                             std::to_string(r.shrink_steps) + " steps)";
+                             " cases), " + seconds_text(w.shrinking_seconds) + " s shrinking (" + std::to_string(r.shrink_steps) +
+                             " steps)";
   const std::string found =
       failing.empty() ? std::string() : "; the law had already failed on " + failing + ": " + failing_message;
   if (co.call_overdue) {
@@ -116,11 +116,11 @@ law_report report_of_child(const law& l, const subject& s, const child_outcome& 
   } else if (co.timed_out) {
     std::string call;
     if (w.in_call)
-      call = "; a call " + w.entry + " had run " + seconds_text(w.call_seconds) + " s of its " +
-             seconds_text(w.limit_seconds) + " s watchdog limit";
+      call = "; a call " + w.entry + " had run " + seconds_text(w.call_seconds) + " s of its " + seconds_text(w.limit_seconds) +
+             " s watchdog limit";
     r.failure.fail("the law ran out of its time (--law-timeout " + number_text(opt.law_timeout) +
-                       " s) with no call into the subject past its watchdog limit (a timeout of the gate, not a hang)" +
-                       where + "; " + phases + call,
+                       " s) with no call into the subject past its watchdog limit (a timeout of the gate, not a hang)" + where +
+                       "; " + phases + call,
                    failure_kind::timeout);
   } else {
     r.failure.fail(process_message(co, opt.law_timeout) + where + found, failure_kind::crash);

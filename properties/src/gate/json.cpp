@@ -21,20 +21,25 @@ void write_json(const std::string& path, const gate_result& r, const std::string
   for (const auto& l : r.reports) {
     // A law cut short by its own time limit: verdict and kind "timeout" (not a failure of the subject).
     const bool timeout = l.v == verdict::fail && l.failure.kind == failure_kind::timeout;
-    nlohmann::json j = {{"name", l.law},        {"verdict", timeout ? "timeout" : verdict_id(l.v)}, {"cases", l.cases},
-                        {"judged", l.judged},   {"min_judged", l.min_judged},      {"shrink_steps", l.shrink_steps},
-                        {"seconds", l.seconds}, {"max_ratio", number(l.max_ratio)}};
+    nlohmann::json j = {{"name", l.law},
+                        {"verdict", timeout ? "timeout" : verdict_id(l.v)},
+                        {"cases", l.cases},
+                        {"judged", l.judged},
+                        {"min_judged", l.min_judged},
+                        {"shrink_steps", l.shrink_steps},
+                        {"seconds", l.seconds},
+                        {"max_ratio", number(l.max_ratio)}};
     if (l.v == verdict::skip) j["skip_reason"] = l.skip_reason;
     // The probabilistic verdict (its own) and the elements judged by each kind of bound, per dtype.
     j["probabilistic"] = {{"verdict", prob_verdict_id(l.prob)}, {"cases", l.prob_cases}, {"max_ratio", number(l.prob_max_ratio)}};
-    if (l.prob == prob_verdict::fail) j["probabilistic"]["message"] = l.prob_failure, j["probabilistic"]["case"] = l.prob_failure_case;
+    if (l.prob == prob_verdict::fail)
+      j["probabilistic"]["message"] = l.prob_failure, j["probabilistic"]["case"] = l.prob_failure_case;
     for (std::size_t t = 0; t < l.shares.size(); ++t)
       if (l.shares[t].total())
-        j["judged_elements"][std::string(name(static_cast<dtype>(t)))] = {
-            {"sound", l.shares[t].sound},
-            {"probabilistic", l.shares[t].prob},
-            {"unjudged", l.shares[t].unjudged},
-            {"sound_finite", l.shares[t].sound_finite}};
+        j["judged_elements"][std::string(name(static_cast<dtype>(t)))] = {{"sound", l.shares[t].sound},
+                                                                          {"probabilistic", l.shares[t].prob},
+                                                                          {"unjudged", l.shares[t].unjudged},
+                                                                          {"sound_finite", l.shares[t].sound_finite}};
     if (!l.unjudged_why.empty()) j["unjudged_why"] = l.unjudged_why;
     if (l.v == verdict::fail) {
       j["kind"] = failure_kind_name(l.failure.kind);
@@ -72,8 +77,10 @@ void write_json(const std::string& path, const gate_result& r, const std::string
       {"contract", contract_version},
       {"oracle", {{"laws", "auto_tier"}, {"precision", oracle_precision_id}, {"bits", oracle_precision_bits}}},
       {"line", provenance_line()}};
-  nlohmann::json doc = {{"attncheck", made_by}, {"subject", subject_name}, {"declared", declared},     {"seed", seed},
-                              {"seconds", r.seconds}, {"failed", r.failed() - r.timed_out()},    {"unjudged", r.unjudged()}, {"laws", laws}};
+  nlohmann::json doc = {{"attncheck", made_by},     {"subject", subject_name},
+                        {"declared", declared},     {"seed", seed},
+                        {"seconds", r.seconds},     {"failed", r.failed() - r.timed_out()},
+                        {"unjudged", r.unjudged()}, {"laws", laws}};
   doc["timed_out"] = r.timed_out();
   doc["prob_failed"] = r.prob_failed();
   doc["probabilistic"] = {{"statement", probabilistic_statement()}, {"failure_per_element", prob_failure_per_element}};

@@ -30,7 +30,7 @@ void write_junit(const std::string& path, const gate_result& r, const std::strin
   int failures = 0, skipped = 0, errors = 0;
   for (const auto& l : r.reports)
     failures += (l.v == verdict::fail && !timeout(l)) || l.v == verdict::unjudged ||
-                    (r.options.prob_fails_gate && l.v == verdict::pass && l.prob == prob_verdict::fail),
+                (r.options.prob_fails_gate && l.v == verdict::pass && l.prob == prob_verdict::fail),
         skipped += l.v == verdict::skip, errors += timeout(l);
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   x << "<testsuites name=\"attncheck\" tests=\"" << r.reports.size() << "\" failures=\"" << failures << "\" errors=\"" << errors
@@ -47,14 +47,16 @@ void write_junit(const std::string& path, const gate_result& r, const std::strin
     << "\"/><property name=\"seed\" value=\"" << seed << "\"/><property name=\"subject\" value=\"" << xml_escape(subject_name)
     << "\"/><property name=\"abi\" value=\"" << r.abi << "\"/><property name=\"compute_unit_roundoff\" value=\""
     << number_text(r.declared.u, "%.17g") << "\"/><property name=\"exp_ulps\" value=\""
-    << number_text(r.declared.exp_ulps, "%.17g") << "\"/><property name=\"key_blocks\" value=\"" << nb << "\"/><property name=\"probabilistic_confidence\" value=\""
-    << xml_escape(probabilistic_statement()) << "\"/></properties>\n";
+    << number_text(r.declared.exp_ulps, "%.17g") << "\"/><property name=\"key_blocks\" value=\"" << nb
+    << "\"/><property name=\"probabilistic_confidence\" value=\"" << xml_escape(probabilistic_statement())
+    << "\"/></properties>\n";
   for (std::size_t i = 0; i < r.reports.size(); ++i) {
     const auto& l = r.reports[i];
     const auto dot = l.law.find('.');
     x << "    <testcase classname=\"" << xml_escape(l.law.substr(0, dot)) << "\" name=\"" << xml_escape(l.law.substr(dot + 1))
       << "\" time=\"" << l.seconds << "\" assertions=\"" << l.cases << "\">\n";
-    x << "      <properties><property name=\"probabilistic_verdict\" value=\"" << prob_verdict_id(l.prob) << "\"/></properties>\n";
+    x << "      <properties><property name=\"probabilistic_verdict\" value=\"" << prob_verdict_id(l.prob)
+      << "\"/></properties>\n";
     // A FAIL(prob) is a failure only under --prob-fails-gate (and when the sound verdict has none); else it is told in system-out.
     if (l.prob == prob_verdict::fail && r.options.prob_fails_gate && l.v == verdict::pass)
       x << "      <failure message=\"" << xml_escape(l.prob_failure.substr(0, 500)) << "\" type=\"probabilistic\">"

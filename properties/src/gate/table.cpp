@@ -37,7 +37,9 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
   out << "attncheck gate: subject " << subj->name() << " (" << opt.subject << "), seed " << opt.run.seed << ", " << opt.run.cases
       << " cases per law" << (opt.strict ? ", strict" : "") << "\n";
   print_declaration(*subj, out);
-  out << "  " << probabilistic_statement() << (opt.prob_fails_gate ? "; a FAIL(prob) fails the gate (--prob-fails-gate)\n" : "; reported, never gating (--prob-fails-gate to gate on it)\n");
+  out << "  " << probabilistic_statement()
+      << (opt.prob_fails_gate ? "; a FAIL(prob) fails the gate (--prob-fails-gate)\n"
+                              : "; reported, never gating (--prob-fails-gate to gate on it)\n");
   if (opt.isolate)
     out << "  watchdog: a call into the subject is hung after max(" << number_text(opt.watchdog.floor_s) << " s, "
         << number_text(opt.watchdog.factor) << " x its expected time); each law has " << number_text(opt.law_timeout)
@@ -90,7 +92,8 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f", r.seconds);
     out << std::left << std::setw(static_cast<int>(w)) << r.law << "  " << std::right << std::setw(11) << judged_text(r) << "  "
-        << std::setw(10) << ratio_text(r.max_ratio) << "  " << std::setw(8) << (timed_out(r) ? "TIMEOUT" : verdict_name(r.v)) << "  " << std::setw(7) << secs;
+        << std::setw(10) << ratio_text(r.max_ratio) << "  " << std::setw(8) << (timed_out(r) ? "TIMEOUT" : verdict_name(r.v))
+        << "  " << std::setw(7) << secs;
     out << "  " << std::setw(10) << prob_verdict_name(r.prob) << "\n";
     if (r.prob == prob_verdict::fail)
       out << "    FAIL(prob): " << r.prob_failure.substr(0, 400) << "\n      on " << r.prob_failure_case << "\n";
@@ -105,7 +108,8 @@ gate_result finish_gate(const gate_plan& p, std::vector<law_report> reports, dou
   if (timeouts) out << timeouts << " timed out, ";
   out << unjudged << " unjudged, " << skipped << " skipped in " << total << " s";
   const int prob_failed = g.prob_failed();
-  if (prob_failed) out << ", " << prob_failed << " FAIL(prob)" << (opt.prob_fails_gate ? "" : " (probabilistic: reported, not gating)");
+  if (prob_failed)
+    out << ", " << prob_failed << " FAIL(prob)" << (opt.prob_fails_gate ? "" : " (probabilistic: reported, not gating)");
   const bool fails = failed || unjudged || (opt.prob_fails_gate && prob_failed);
   // A failure wins over a timeout; a timeout never passes.
   out << (fails ? "  -> FAIL" : timeouts ? "  -> TIMEOUT (a law ran out of time: a gate problem, exit 4)" : "  -> PASS") << "\n";
@@ -142,7 +146,9 @@ std::string probabilistic_statement() {
 void print_judged_shares(const gate_result& g, bool per_law, std::ostream& out) {
   const auto line = [&out](const std::string& who, std::size_t t, const judged_shares& sh) {
     if (sh.total() == 0) return;
-    const auto pct = [&sh](std::int64_t x) { return number_text(100.0 * static_cast<double>(x) / static_cast<double>(sh.total()), "%.1f"); };
+    const auto pct = [&sh](std::int64_t x) {
+      return number_text(100.0 * static_cast<double>(x) / static_cast<double>(sh.total()), "%.1f");
+    };
     out << "  " << std::left << std::setw(48) << who << std::right << std::setw(5) << name(static_cast<dtype>(t)) << "  sound "
         << std::setw(5) << pct(sh.sound) << "%  prob " << std::setw(5) << pct(sh.prob) << "%  unjudged " << std::setw(5)
         << pct(sh.unjudged) << "%  of " << sh.total() << " (finite sound bound " << pct(sh.sound_finite) << "%)\n";

@@ -114,8 +114,11 @@ std::string report_to_payload(const law_report& r) {
                       {"failure", outcome_json(r.failure)},
                       {"reproduce", r.reproduce}};
   // The probabilistic verdict and the judged shares per dtype.
-  j["prob"] = {{"v", static_cast<int>(r.prob)}, {"cases", r.prob_cases}, {"max_ratio", bits_of(r.prob_max_ratio)},
-               {"failure", r.prob_failure}, {"failure_case", r.prob_failure_case}};
+  j["prob"] = {{"v", static_cast<int>(r.prob)},
+               {"cases", r.prob_cases},
+               {"max_ratio", bits_of(r.prob_max_ratio)},
+               {"failure", r.prob_failure},
+               {"failure_case", r.prob_failure_case}};
   for (const auto& sh : r.shares) j["shares"].push_back({sh.sound, sh.prob, sh.unjudged, sh.sound_finite});
   if (r.counterexample) j["counterexample"] = format_case_file({*r.counterexample, r.law, {}, {}});
   if (r.heat) j["heat"] = heat_json(*r.heat);

@@ -205,8 +205,8 @@ void require_change(comparison& r, const std::string& where, double x, double y,
   ++r.compared;
   if (x == y || (std::isnan(x) && std::isnan(y))) {
     char buf[256];
-    std::snprintf(buf, sizeof buf, " at %.9g, though the true value moves from %.9g to %.9g (bounds %.3g and %.3g)", x, t0, t1, b0,
-                  b1);
+    std::snprintf(buf, sizeof buf, " at %.9g, though the true value moves from %.9g to %.9g (bounds %.3g and %.3g)", x, t0, t1,
+                  b0, b1);
     r.fail(what + " left " + where + buf);
     if (r.max_ratio != std::numeric_limits<double>::infinity()) {
       r.worst = {where, t1, y, b1, std::numeric_limits<double>::infinity()};

@@ -236,8 +236,8 @@ void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vecto
           for (std::int64_t e = 0; e < c.dv; ++e) r.o_pbound[r.o_index(bi, i, h, e)] = r.o_bound[r.o_index(bi, i, h, e)];
           continue;
         }
-        row_key_terms(sp, c, x, kb, keys, raw.data(), q_abs_sum, q_abs_max, &r.p[row * n(c.lk)], &gap[row * n(c.lk)], log_sum[row],
-                      none, t);
+        row_key_terms(sp, c, x, kb, keys, raw.data(), q_abs_sum, q_abs_max, &r.p[row * n(c.lk)], &gap[row * n(c.lk)],
+                      log_sum[row], none, t);
         r.lse_pbound[row] = row_lse_bound(sp, t, log_sum[row], r.lse[row], std::fabs(r.lse[row]));
         row_column_sums(x, kb, keys, t.pk.data(), cs);
         for (std::int64_t e = 0; e < c.dv; ++e) {

@@ -228,16 +228,17 @@ fast_tier_result fast_tier(const attn_case& c, const oracle_options& opt, const 
         r.lse_pbound[row] = r.lse_bound[row];
         for (std::int64_t e = 0; e < c.dv; ++e) r.o_pbound[r.o_index(bi, i, h, e)] = r.o_bound[r.o_index(bi, i, h, e)];
         if (!any_useless) continue;
-        row_key_terms(bsp, c, x, kb, z.keys, z.raw.data(), q_abs_sum, q_abs_max, z.p_row.data(), z.gap_row.data(), log_sum,
-                      slack, z.t);
-        r.lse_pbound[row] =
-            row_lse_bound(bsp, z.t, std::fabs(log_sum) + slack.log_sum_abs, lse, std::fabs(lse) + lse_err) * (1 + fc::evaluation_margin) +
-            lse_err;
+        row_key_terms(bsp, c, x, kb, z.keys, z.raw.data(), q_abs_sum, q_abs_max, z.p_row.data(), z.gap_row.data(), log_sum, slack,
+                      z.t);
+        r.lse_pbound[row] = row_lse_bound(bsp, z.t, std::fabs(log_sum) + slack.log_sum_abs, lse, std::fabs(lse) + lse_err) *
+                                (1 + fc::evaluation_margin) +
+                            lse_err;
         row_column_sums(x, kb, z.keys, z.t.pk.data(), z.cs);
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const std::size_t oi = r.o_index(bi, i, h, e);
           const double o_abs = std::fabs(o[e]);
-          r.o_pbound[oi] = row_o_bound(bsp, z.t, z.cs, n(e), o_abs + out.o_error[oi]) * (1 + fc::evaluation_margin) + out.o_error[oi];
+          r.o_pbound[oi] =
+              row_o_bound(bsp, z.t, z.cs, n(e), o_abs + out.o_error[oi]) * (1 + fc::evaluation_margin) + out.o_error[oi];
         }
       }
     }

@@ -1,5 +1,5 @@
 /* A correct f32 kernel, written from docs/spec.md alone, whose arithmetic the
- * laws that demand an effect must not mistake for a bug (issue 28):
+ * laws that demand an effect must not mistake for a bug:
  *  - q.k is a plain f32 dot product that may overflow to +-inf, with no
  *    rescue: a row whose every visible score is -inf is empty (O = 0,
  *    LSE = -inf), as the contract allows where the oracle's bound is +inf;
@@ -56,8 +56,7 @@ static int attend(const attncheck_problem* p, char* err, size_t err_len) {
             acc += w[j] * v[b * p->v.stride[0] + j * p->v.stride[1] + g * p->v.stride[2] + e * p->v.stride[3]];
           o[b * p->o_stride[0] + i * p->o_stride[1] + h * p->o_stride[2] + e * p->o_stride[3]] = acc * r;
         }
-        if (p->lse)
-          p->lse[b * p->lse_stride[0] + h * p->lse_stride[1] + i * p->lse_stride[2]] = empty ? -INFINITY : m + logf(l);
+        if (p->lse) p->lse[b * p->lse_stride[0] + h * p->lse_stride[1] + i * p->lse_stride[2]] = empty ? -INFINITY : m + logf(l);
       }
     }
   }

@@ -73,7 +73,7 @@ static uint16_t store16(float f) {
   const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
   x &= 0x7fffffffu;
   if (x >= 0x7f800000u) return (uint16_t)(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));
-  if (x >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);                              /* >= 65520: inf */
+  if (x >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);                                  /* >= 65520: inf */
   if (x < 0x38800000u) return (uint16_t)(sign | (uint16_t)lrintf(bits_float(x) * 0x1p24f)); /* subnormal: m 2^-24 */
   return (uint16_t)(sign | (((x + 0x0fffu + ((x >> 13) & 1u)) >> 13) - 0x1c000u));
 }
@@ -130,7 +130,8 @@ static int attend(void* state, const attncheck_problem* p, char* err, size_t err
             const float w = f16(expf(s[j - j0] - m_new));
             l += w;
             for (int64_t e = 0; e < p->dv; ++e) {
-              const float v = load16(p->v.data, b * p->v.stride[0] + j * p->v.stride[1] + g * p->v.stride[2] + e * p->v.stride[3]);
+              const float v =
+                  load16(p->v.data, b * p->v.stride[0] + j * p->v.stride[1] + g * p->v.stride[2] + e * p->v.stride[3]);
               acc[e] = f16(acc[e] + f16(w * v));
             }
           }

@@ -64,8 +64,7 @@ __attribute__((visibility("default"))) attncheck_instance* attncheck_subject_v2(
                    read_option(s, "wrong", &wrong, &rest);
     if (!ok || sleep_call < 0 || sleep_each_ms < 0 || sleep_each_ms > 60000 || wrong < 0 || wrong > 1 ||
         (*rest && *rest != ',')) {
-      snprintf(err, err_len,
-               "'%s': options are sleep_call=N (N >= 0), sleep_each_ms=M (M in [0, 60000]) and wrong=0|1", options);
+      snprintf(err, err_len, "'%s': options are sleep_call=N (N >= 0), sleep_each_ms=M (M in [0, 60000]) and wrong=0|1", options);
       return NULL;
     }
     s = *rest ? rest + 1 : rest;
