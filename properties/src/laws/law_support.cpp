@@ -196,25 +196,6 @@ comparison rows_bitwise(const attn_case& c, const subject_output& a, const subje
   return r;
 }
 
-void require_change(comparison& r, const std::string& where, double x, double y, double t0, double b0, double t1, double b1,
-                    const std::string& what) {
-  if (!proves_change(t0, b0, t1, b1)) {
-    ++r.unbounded;
-    return;
-  }
-  ++r.compared;
-  if (x == y || (std::isnan(x) && std::isnan(y))) {
-    char buf[256];
-    std::snprintf(buf, sizeof buf, " at %.9g, though the true value moves from %.9g to %.9g (bounds %.3g and %.3g)", x, t0, t1,
-                  b0, b1);
-    r.fail(what + " left " + where + buf);
-    if (r.max_ratio != std::numeric_limits<double>::infinity()) {
-      r.worst = {where, t1, y, b1, std::numeric_limits<double>::infinity()};
-      r.max_ratio = std::numeric_limits<double>::infinity();
-    }
-  }
-}
-
 comparison require_changes(const subject& s, const attn_case& ca, const subject_output& a, const attn_case& cb,
                            const subject_output& b, const std::string& what,
                            const std::function<bool(std::int64_t, std::int64_t, std::int64_t)>& keep) {
@@ -226,13 +207,24 @@ comparison require_changes(const subject& s, const attn_case& ca, const subject_
       for (std::int64_t h = 0; h < ca.hq; ++h) {
         if (!keep(bi, h, i)) continue;
         for (std::int64_t e = 0; e < ca.dv; ++e) {
-          if (!t1) {
+          const auto k = t0 ? t0->o_index(bi, i, h, e) : 0;
+          if (!t1 || !proves_change(t0->o[k], t0->o_bound[k], t1->o[k], t1->o_bound[k])) {
             ++r.unbounded;
             continue;
           }
-          const auto k = t0->o_index(bi, i, h, e);
-          require_change(r, o_where(bi, i, h, e), a.o.at(bi, i, h, e), b.o.at(bi, i, h, e), t0->o[k], t0->o_bound[k], t1->o[k],
-                         t1->o_bound[k], what);
+          ++r.compared;
+          const double x = a.o.at(bi, i, h, e), y = b.o.at(bi, i, h, e);
+          if (!(x == y || (std::isnan(x) && std::isnan(y)))) continue;
+          // The element's name is made only for a failure: this loop runs over every perturbed element.
+          const std::string where = o_where(bi, i, h, e);
+          char buf[256];
+          std::snprintf(buf, sizeof buf, " at %.9g, though the true value moves from %.9g to %.9g (bounds %.3g and %.3g)", x,
+                        t0->o[k], t1->o[k], t0->o_bound[k], t1->o_bound[k]);
+          r.fail(what + " left " + where + buf);
+          if (r.max_ratio != std::numeric_limits<double>::infinity()) {
+            r.worst = {where, t1->o[k], y, t1->o_bound[k], std::numeric_limits<double>::infinity()};
+            r.max_ratio = std::numeric_limits<double>::infinity();
+          }
         }
       }
   return r;

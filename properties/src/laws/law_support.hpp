@@ -75,18 +75,14 @@ inline bool proves_change(double t0, double b0, double t1, double b1) {
 }
 
 /// The one rule of every law that demands an effect (a perturbation must move
-/// O, another scale must change it, ...): the two runs' elements x and y must
-/// differ in value only where proves_change(t0, b0, t1, b1); there the element
-/// is judged and fails when x == y (or both are NaN). Everywhere else (an
-/// infinite or NaN bound, an overflowed product, an underflowed exponent, a
-/// change smaller than the bounds, a signed zero) the element is unjudged and
-/// counted in `unbounded`. `what` says what should have moved it.
-void require_change(comparison& r, const std::string& where, double x, double y, double t0, double b0, double t1, double b1,
-                    const std::string& what);
-
-/// require_change on every O element of two runs a and b (cases ca and cb of
-/// one shape) whose row keep(b, h, i) holds: the oracle's fast tier gives both
-/// truths; where it declines either case, every such element is unjudged.
+/// O, another scale must change it, ...), on every O element of two runs a and
+/// b (cases ca and cb of one shape) whose row keep(b, h, i) holds: the elements
+/// must differ in value only where proves_change(t0, b0, t1, b1), with the
+/// truths and bounds of the oracle's fast tier; there the element is judged and
+/// fails when the two are equal (or both NaN). Everywhere else (the fast tier
+/// declines either case, an infinite or NaN bound, an overflowed product, an
+/// underflowed exponent, a change smaller than the bounds, a signed zero) the
+/// element is unjudged and counted in `unbounded`. `what` says what should have moved it.
 comparison require_changes(const subject& s, const attn_case& ca, const subject_output& a, const attn_case& cb,
                            const subject_output& b, const std::string& what,
                            const std::function<bool(std::int64_t, std::int64_t, std::int64_t)>& keep);
