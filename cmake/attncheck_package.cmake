@@ -29,17 +29,14 @@ configure_file(${CMAKE_CURRENT_LIST_DIR}/version.hpp.in ${attncheck_generated_in
 target_include_directories(attncheck_contract PUBLIC $<BUILD_INTERFACE:${attncheck_generated_include}>)
 
 # ---- Targets as a consumer sees them ------------------------------------------
-# attncheck::abi: the C header subject.h alone (plugins need nothing else).
-add_library(attncheck_abi INTERFACE)
-target_include_directories(attncheck_abi INTERFACE
-  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/properties/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
-
-# Exported name of each installed library. The first four are the public
-# ones; the rest are what they link (static libraries carry their private
-# dependencies into the consumer's link line).
+# Exported name of each installed library. abi, oracle, laws and subjects
+# are the public ones; the rest are what they link (static libraries carry
+# their private dependencies into the consumer's link line). attncheck::laws
+# does not link the bundled kernel: only attncheck::subjects does
+# (tests/packaging/consumer_test.sh checks the consumer's link line).
 set(attncheck_exported
-  attncheck_abi=abi attncheck_contract=contract attncheck_reference=oracle attncheck_properties=laws
-  attncheck_builtin_subject=builtin_subject attncheck_naive_subject=naive_subject attnimpl=attnimpl)
+  attncheck_abi=abi attncheck_contract=contract attncheck_reference=oracle attncheck_host=host attncheck_laws=laws
+  attncheck_subjects=subjects attnimpl=attnimpl)
 set(attncheck_exported_targets "")
 foreach(pair ${attncheck_exported})
   string(REPLACE "=" ";" pair ${pair})
@@ -79,10 +76,13 @@ install(TARGETS ${attncheck_plugins} LIBRARY DESTINATION ${ATTNCHECK_INSTALL_PLU
 
 install(TARGETS ${attncheck_exported_targets} EXPORT attncheckTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})  # include/ is in each target's INSTALL_INTERFACE above
-# Public headers: the contract and oracle, the ABI, the laws and gate, the
-# gtest helper, and the generated version header.
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/reference/include/attncheck ${PROJECT_SOURCE_DIR}/properties/include/attncheck
-  ${attncheck_generated_include}/attncheck
+# Public headers: what a user includes and what those include: the contract
+# and oracle (the case type among them), the ABI, the host and the laws (the
+# gtest and rapidcheck entry points), the bundled subjects, and the generated
+# version header. The gate, report and app layers are internal.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/reference/include/attncheck ${PROJECT_SOURCE_DIR}/properties/abi/include/attncheck
+  ${PROJECT_SOURCE_DIR}/properties/host/include/attncheck ${PROJECT_SOURCE_DIR}/properties/laws/include/attncheck
+  ${PROJECT_SOURCE_DIR}/properties/subjects/include/attncheck ${attncheck_generated_include}/attncheck
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp")
 
 install(EXPORT attncheckTargets NAMESPACE attncheck:: DESTINATION ${ATTNCHECK_INSTALL_CMAKEDIR})

@@ -1,5 +1,5 @@
 // fuzz_differential: bytes -> attention case -> the subject against the
-// multiprecision oracle under the SPEC bound. One-shot and decode inputs go
+// multiprecision oracle under the bound of docs/bound.md. One-shot and decode inputs go
 // through the same check as the property
 // differential.output_within_bound_of_oracle; cache inputs run the case
 // through the subject's cache with a plan from the bytes and compare every
@@ -18,7 +18,7 @@ using namespace attncheck;
 
 // Version 1 inputs (no magic): the caps of the first harness, kept so that
 // saved inputs decode to the same cases. Each keeps the oracle fast without
-// losing a shape class that hides bugs in a tiled kernel (docs/mutation.md "min" column).
+// losing a shape class that hides bugs in a tiled kernel (docs/mutation.md, "smallest shape").
 constexpr fuzz::shape_caps v1_caps{
     .batch = 3,           // B = 2, 3: batch offsets and per-batch padding differ
     .kv_heads = 3,        // Hkv = 3 is not a power of two
@@ -58,7 +58,7 @@ int one_shot(const subject& s, const attn_case& c, const char* mode) {
 
 // The case through the cache as the plan says, every query row against the
 // oracle's value for its position (cache_run_as_case), within the bound of
-// the one-shot causal case: SPEC.md "KV cache" makes the chunked output equal
+// the one-shot causal case: docs/spec.md "KV cache" makes the chunked output equal
 // the one-shot one, and the one-shot output lies within that bound.
 int cached(const subject& s, const attn_case& c, const cache_plan& plan) {
   const attn_case as_one_shot = fuzz::cache_run_as_case(c, plan);

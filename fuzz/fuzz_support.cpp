@@ -12,7 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "attncheck/bundled_subjects.hpp"
 #include "attncheck/case_file.hpp"
+#include "attncheck/environment.hpp"
 #include "attncheck/check.hpp"
 #include "attncheck/failure_report.hpp"
 #include "attncheck/oracle.hpp"
@@ -36,19 +38,16 @@ settings parse_settings() {
   // The variables these settings replace: one set by habit would otherwise do nothing.
   for (const char* retired : {"ATTNCHECK_FUZZ_WRITE_CASE", "ATTNCHECK_FUZZ_VERBOSE", "ATTNCHECK_FUZZ_EXPECT_LAW",
                               "ATTNCHECK_FUZZ_EXPECT_WHY", "ATTNCHECK_FUZZ_STRUCTURAL"})
-    if (const char* v = std::getenv(retired); v && *v)
+    if (!environment(retired).empty())
       bad_setting(std::string(retired) + " is retired: set ATTNCHECK_FUZZ=key=value,... instead");
   settings r;
-  const char* env = std::getenv("ATTNCHECK_FUZZ");
-  std::string_view rest = env ? env : "";
-  while (!rest.empty()) {
-    const std::size_t comma = rest.find(',');
-    const std::string_view field = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    if (field.empty()) continue;
-    const std::size_t eq = field.find('=');
-    if (eq == std::string_view::npos) bad_setting("'" + std::string(field) + "' is not key=value");
-    const std::string_view key = field.substr(0, eq), value = field.substr(eq + 1);
+  std::vector<std::pair<std::string, std::string>> fields;
+  try {
+    fields = parse_key_values(environment("ATTNCHECK_FUZZ"), "ATTNCHECK_FUZZ");
+  } catch (const input_error& e) {
+    bad_setting(std::string(e.what()).substr(e.field().size() + 2));
+  }
+  for (const auto& [key, value] : fields) {
     if (key == "expect_law")
       r.expect_law = value;
     else if (key == "expect_why")
@@ -60,7 +59,7 @@ settings parse_settings() {
     else if (key == "structural")
       r.structural = flag_value(key, value);
     else
-      bad_setting("unknown key '" + std::string(key) + "' (expect_law, expect_why, write_case, verbose, structural)");
+      bad_setting("unknown key '" + key + "' (expect_law, expect_why, write_case, verbose, structural)");
   }
   return r;
 }
@@ -74,8 +73,8 @@ const settings& config() {
 
 const subject& fuzz_subject() {
   static const std::shared_ptr<subject> s = [] {
-    const char* env = std::getenv("ATTNCHECK_FUZZ_SUBJECT");
-    const std::string spec = env && *env ? env : builtin_tiny;
+    const std::string& env = environment("ATTNCHECK_FUZZ_SUBJECT");
+    const std::string spec = !env.empty() ? env : builtin_tiny;
     try {
       return subject::load(spec);
     } catch (const std::exception& e) {
@@ -249,7 +248,7 @@ header_v2 decode_header_v2(FuzzedDataProvider& in, const reach_caps& caps, const
     if (s.desc().dtypes & (1u << static_cast<unsigned>(t))) types.push_back(t);
   c.type = types.empty() ? dtype::f32 : types[in.ConsumeIntegralInRange<std::size_t>(0, types.size() - 1)];
   // This input's share of the cap: most inputs stay small, so the fuzzer
-  // keeps its pace; a few may use all of it (docs/fuzz.md, "Caps").
+  // keeps its pace; a few may use all of it (docs/fuzz.md, "Input formats").
   const auto budget = in.ConsumeIntegral<std::uint8_t>();
   const std::int64_t work = h.work = budget < 224 ? caps.work / 100 : budget < 252 ? caps.work / 10 : caps.work;
   c.d = in.PickValueInArray(head_sizes);
@@ -285,7 +284,7 @@ header_v2 decode_header_v2(FuzzedDataProvider& in, const reach_caps& caps, const
   c.hq = c.hkv * g;
   if (mode == input_mode::cache) c.lq = c.lk;  // one Q row per position of the sequence
 
-  // The cache entry point is causal and takes no boolean mask (SPEC.md "KV cache").
+  // The cache entry point is causal and takes no boolean mask (docs/spec.md "KV cache").
   c.causal = mode == input_mode::cache || (s.has(ATTNCHECK_FEATURE_CAUSAL) && in.ConsumeBool());
   decode_masks_and_scale(c, in, s, mode != input_mode::cache);
   c.layout = static_cast<layout_kind>(in.ConsumeIntegralInRange<int>(0, 2));

@@ -154,10 +154,10 @@ void expect_pass(const std::string& law, const subject& s, const attn_case& c, c
 /// header one byte at a time from the end of the input, so nudging one of
 /// the last bytes by +-1 grows or shrinks one length, head count or dim, or
 /// flips a flag or the mode; otherwise libFuzzer's own mutation. Never
-/// touches a version 2 input's magic. Off with structural=0. Measured in docs/fuzz.md.
+/// touches a version 2 input's magic. Off with structural=0. Measured: docs/history.md, "fuzz".
 std::size_t structural_mutate(std::uint8_t* data, std::size_t size, std::size_t max_size, unsigned seed);
 
-/// False when the SPEC bound is +inf for some element (it may overflow an f32
+/// False when the bound of docs/bound.md is +inf for some element (it may overflow an f32
 /// intermediate or its storage type, where the contract states no accuracy):
 /// such cases lie outside the bounded harnesses' domain, never findings. A
 /// cheap binary64 run of the oracle's loops decides it.

@@ -1,4 +1,4 @@
-// Defaults of the tuning knobs and the numbers the SPEC bound needs from us.
+// Defaults of the tuning knobs and the numbers the bound of docs/bound.md needs from us.
 #include <algorithm>
 #include <cmath>
 #include <thread>

@@ -50,9 +50,23 @@ std::optional<isa> parse_isa(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+// ATTNIMPL_ISA, the kernel's one environment variable, read once at its first
+// use (the kernel is standalone: it has no part of the suite's configuration).
+const std::string& isa_variable() {
+  static const std::string value = [] {
+    const char* env = std::getenv("ATTNIMPL_ISA");
+    return std::string(env ? env : "");
+  }();
+  return value;
+}
+
+}  // namespace
+
 status check_isa(isa requested) {
-  if (const char* env = std::getenv("ATTNIMPL_ISA"); env && !parse_isa(env))
-    return status::invalid(std::string("environment variable ATTNIMPL_ISA must be auto, avx2 or portable, not '") + env + "'");
+  if (const std::string& env = isa_variable(); !env.empty() && !parse_isa(env))
+    return status::invalid("environment variable ATTNIMPL_ISA must be auto, avx2 or portable, not '" + env + "'");
   const isa r = resolve_isa(requested);
   if (!isa_supported(r))
     return status::invalid(std::string("config.simd = avx2 needs a CPU with AVX2, FMA and F16C") +
@@ -62,8 +76,7 @@ status check_isa(isa requested) {
 
 isa resolve_isa(isa requested) {
   if (requested == isa::automatic) {
-    const char* env = std::getenv("ATTNIMPL_ISA");
-    if (const auto e = parse_isa(env ? env : ""); e && *e != isa::automatic) return *e;
+    if (const auto e = parse_isa(isa_variable()); e && *e != isa::automatic) return *e;
     return cpu_has_avx2() ? isa::avx2 : isa::portable;
   }
   return requested;

@@ -1,4 +1,4 @@
-// The attention layer: its attention output is within the SPEC bound of the
+// The attention layer: its attention output is within the bound of docs/bound.md of the
 // reference applied to the projected tensors (prefill, cross-attention with
 // its own widths, and step-by-step decode through the paged cache); its output
 // is exactly the O projection of that; and GQA/MQA equal, bit for bit, the MHA

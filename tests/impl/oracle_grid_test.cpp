@@ -1,5 +1,5 @@
 // The oracle grid: over a fixed grid every output element of attnimpl
-// is within the SPEC bound of the multiprecision reference (NaN and inf are
+// is within the bound of docs/bound.md of the multiprecision reference (NaN and inf are
 // checked first). Grid: lengths around each tile size T (1, T-1, T, T+1,
 // 2T+1, a prime), G in {1,2,3,4,8}, Hq up to 32, Lq != Lk, D in {1,3,8,63,
 // 64,128} with Dv != D, every mask kind and combination, f32/f16/bf16,

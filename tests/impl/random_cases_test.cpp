@@ -1,6 +1,6 @@
 // Seeded random problems over every knob at once (shapes from 0 keys up,
 // tiles 1..8, split sizes, masks, padding, dtypes, layouts): each must be
-// within the SPEC bound of the double-precision loop, give the same bits on
+// within the bound of docs/bound.md of the double-precision loop, give the same bits on
 // 1 and 3 threads, and ignore NaN in masked slots. The seed of a failure is
 // printed with the case line.
 #include <gtest/gtest.h>

@@ -25,6 +25,16 @@ echo "== configure and build the consumer against it"
   { cat "$scratch/configure.log"; exit 1; }
 grep 'attncheck [0-9]' "$scratch/configure.log"
 "$cmake" --build "$scratch/build" -j 2
+# attncheck::laws judges kernels; it must not bring the bundled one along.
+link=$(ninja -C "$scratch/build" -t commands tiny_attention_laws | tail -1)
+case "$link" in
+  *attncheck*laws*) ;;
+  *) echo "the consumer's link line does not link attncheck's laws: $link"; exit 1 ;;
+esac
+case "$link" in
+  *attnimpl*) echo "attncheck::laws brought the bundled kernel (attnimpl) into the consumer's link line: $link"; exit 1 ;;
+esac
+echo "consumer links attncheck::laws without attnimpl"
 
 echo "== the consumer's tests: one per law"
 laws=$("$prefix/bin/attncheck" laws | grep -c '^[a-z]')

@@ -3,7 +3,7 @@
  * kernel supplies only its row arithmetic: one query row against the keys that
  * row may see, gathered in key order, decoded to f32.
  *
- * Written from docs/spec.md and properties/include/attncheck/subject.h alone,
+ * Written from docs/spec.md and properties/abi/include/attncheck/subject.h alone,
  * independent of impl/ and of properties/subjects/. A kernel's row function is
  * called only for rows with at least one visible key; rows that see none get
  * O = 0 and LSE = -inf here, as the contract says. */

@@ -6,10 +6,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "attncheck/bundled_subjects.hpp"
 #include "attncheck/case_file.hpp"
 #include "attncheck/gate.hpp"
+#include "attncheck/report.hpp"
 #include "attncheck/isolate.hpp"
 #include "attncheck/subject_host.hpp"
+#include "attncheck/subject_registry.hpp"
 
 #include <chrono>
 #include <thread>
@@ -210,6 +213,33 @@ TEST(law_watch, phases_are_timed_and_seen_across_fork) {
   EXPECT_GE(st.shrinking_seconds, 0.04);
   EXPECT_TRUE(st.in_call);
   EXPECT_EQ(st.entry, "attend");
+}
+
+}  // namespace
+}  // namespace attncheck
+
+namespace attncheck {
+namespace {
+
+// The host knows subjects only through its registry: a kind registered at
+// run time is loadable by name, and the message for an unknown name lists
+// the registered kinds that carry a hint.
+TEST(subject_registry, a_registered_kind_loads_and_unknown_names_list_the_kinds) {
+  register_subject_kind({"naive_again", "naive_again", false, [](const std::string& spec, const std::string& options) {
+                           if (!options.empty()) throw input_error("subject", "'" + spec + "': no options");
+                           return subject::wrap(naive_subject(), spec);
+                         }});
+  const auto s = subject::load("naive_again");
+  EXPECT_EQ(s->spec(), "naive_again");
+  EXPECT_EQ(s->abi(), 1u);
+  EXPECT_THROW(subject::load("naive_again:x=1"), input_error);
+  try {
+    subject::load("no_such_kind_or_file");
+    FAIL() << "loaded a subject that does not exist";
+  } catch (const input_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("builtin[:options], naive, naive_again or a path to a plugin .so[:options]"), std::string::npos) << what;
+  }
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <set>
 
+#include "attncheck/environment.hpp"
+#include "attncheck/bundled_subjects.hpp"
 #include "attncheck/mutants.hpp"
 #include "attncheck/runner.hpp"
 
@@ -36,8 +38,8 @@ std::string test_name(const testing::TestParamInfo<law_on_subject>& p) {
 
 // Cases per law: 150 (ATTNCHECK_LAW_CASES overrides, e.g. for a longer local run).
 int cases() {
-  const char* env = std::getenv("ATTNCHECK_LAW_CASES");
-  return env && *env ? std::max(1, std::atoi(env)) : 150;
+  const std::string& env = environment("ATTNCHECK_LAW_CASES");
+  return !env.empty() ? std::max(1, std::atoi(env.c_str())) : 150;
 }
 
 class law_holds : public testing::TestWithParam<law_on_subject> {};

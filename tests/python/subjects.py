@@ -58,7 +58,7 @@ def attention64(q, k, v, *, scale, causal, key_len, mask, dtype, kv_head=None, l
 # u = 2^-53: the arithmetic is binary64. (With it, the LSE law once failed at
 # 1.09 of its bound on far_above scores, LSE near 2e7: its merge bound was only
 # first order in the parts' LSE errors, which f32 storage makes about 1 there;
-# properties/src/laws/lse.cpp now bounds the merge exactly.)
+# properties/laws/catalogue/lse.cpp now bounds the merge exactly.)
 _everything = dict(u=2**-53, exp_ulps=1, dtypes=("f32", "f16"), features=("causal", "padding", "mask", "lse"),
                    claims=("deterministic", "batch", "layout", "lq"))
 

@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "attncheck/environment.hpp"
 #include "attncheck/case.hpp"
 
 namespace attncheck::oracle_testing {
@@ -22,7 +23,7 @@ inline attn_case with_zero_tensors(attn_case c) {
 /// The one seed every random oracle test derives its cases from:
 /// ATTNCHECK_SEED when set, else a fixed default. Tests print it.
 inline std::uint64_t base_seed() {
-  if (const char* s = std::getenv("ATTNCHECK_SEED")) return std::stoull(s);
+  if (const auto& s = attncheck::environment("ATTNCHECK_SEED"); !s.empty()) return std::stoull(s);
   return 20261129;
 }
 

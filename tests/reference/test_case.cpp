@@ -1,4 +1,4 @@
-// The case type: SPEC.md visibility, validation messages, materialize().
+// The case type: docs/spec.md visibility, validation messages, materialize().
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -424,7 +424,7 @@ TEST(materialize, uniform_values_fill_minus_one_to_one) {
   EXPECT_GT(*std::max_element(q.begin(), q.end()), 0.95);
 }
 
-// Largest |score| over every (b, h, i, j), straight from SPEC.md.
+// Largest |score| over every (b, h, i, j), straight from docs/spec.md.
 double max_abs_score(const attn_case& c) {
   double m = 0;
   for (std::int64_t b = 0; b < c.b; ++b)

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "attncheck/environment.hpp"
 #include "attncheck/case_file.hpp"
 
 namespace attncheck {
@@ -289,7 +290,7 @@ const example examples[] = {
 };
 
 TEST(case_file, shipped_examples_match_their_generator) {
-  const bool rewrite = std::getenv("ATTNCHECK_WRITE_CASES") != nullptr;
+  const bool rewrite = !environment("ATTNCHECK_WRITE_CASES").empty();
   for (const example& ex : examples) {
     const fs::path p = cases_dir / ex.file;
     const case_record r = ex.make();

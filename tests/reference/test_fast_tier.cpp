@@ -305,11 +305,11 @@ TEST(fast_tier, falls_back_where_its_error_is_not_small_or_no_bound_exists) {
   // A NaN at a visible slot: no bound exists (NaN).
   attn_case nan_case = c;
   nan_case.v.set(0, 2, 0, 1, std::numeric_limits<double>::quiet_NaN());
-  expect_fallback(nan_case, oracle_options{}, "NaN in a visible V", "O: SPEC bound not finite");
-  // V near the f32 limit: the SPEC bound is +inf (an accumulator may overflow f32).
+  expect_fallback(nan_case, oracle_options{}, "NaN in a visible V", "O: docs/bound.md bound not finite");
+  // V near the f32 limit: the bound of docs/bound.md is +inf (an accumulator may overflow f32).
   attn_case huge = c;
   for (std::int64_t j = 0; j < huge.lk; ++j) huge.v.set(0, j, 0, 0, 3e38);
-  expect_fallback(huge, oracle_options{}, "V near the f32 limit (SPEC bound +inf)", "O: SPEC bound not finite");
+  expect_fallback(huge, oracle_options{}, "V near the f32 limit (docs/bound.md bound +inf)", "O: docs/bound.md bound not finite");
   // bf16 logits near the type's limit: binary64's own score error is far from small.
   attn_case big;
   big.lk = 3;

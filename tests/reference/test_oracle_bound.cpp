@@ -1,5 +1,5 @@
-// The SPEC.md error bound as the oracle computes it: defined where it must be,
-// NaN where no bound exists, and it holds for f32 subjects of the SPEC class
+// The docs/spec.md error bound as the oracle computes it: defined where it must be,
+// NaN where no bound exists, and it holds for f32 subjects of the docs/bound.md class
 // while catching one that is less accurate than it declares.
 #include <gtest/gtest.h>
 
@@ -26,7 +26,7 @@ struct subject_result {
   std::vector<double> o, lse;  // layouts of oracle_result
 };
 
-// A subject of the SPEC class in f32: dot products in order, scale applied to
+// A subject of the docs/bound.md class in f32: dot products in order, scale applied to
 // the sum, online softmax over key blocks of `block` keys (one block when
 // block >= Lk: the plain shifted softmax), expf/logf, one final division, O
 // rounded once to the case's type. bf16_weights rounds each weight to bf16

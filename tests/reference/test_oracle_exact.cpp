@@ -1,4 +1,4 @@
-// Hand-derived exact cases of the oracle (SPEC.md semantics, one law each).
+// Hand-derived exact cases of the oracle (docs/spec.md semantics, one law each).
 #include <gtest/gtest.h>
 
 #include <bit>

@@ -1,6 +1,6 @@
 // attnimpl: a fast, deterministic CPU attention kernel (FlashAttention-2 style).
 // Standalone: depends on nothing of attncheck. The contract it follows is
-// SPEC.md (shapes, bottom-right causal, padding, allowed-mask, masked rows).
+// docs/spec.md (shapes, bottom-right causal, padding, allowed-mask, masked rows).
 #pragma once
 
 #include <array>
@@ -57,7 +57,7 @@ struct mask_in {
   strides4 stride{};  ///< over (b, h, i, j)
 };
 
-/// Problem sizes (SPEC.md): Q (b, lq, hq, d), K (b, lk, hkv, d), V (b, lk, hkv, dv),
+/// Problem sizes (docs/spec.md): Q (b, lq, hq, d), K (b, lk, hkv, d), V (b, lk, hkv, dv),
 /// O (b, lq, hq, dv). hq % hkv == 0; query head h uses KV head h / (hq / hkv).
 struct shape {
   std::int64_t b = 1, hq = 1, hkv = 1, lq = 1, lk = 1, d = 1, dv = 1;
@@ -71,7 +71,7 @@ struct shape {
 enum class isa : std::uint8_t { automatic, avx2, portable };
 
 /// Tuning knobs. Results are bit-for-bit the same for every `threads`;
-/// they may differ (within the SPEC bound) between different k_tile/split_keys.
+/// they may differ (within the bound of docs/bound.md) between different k_tile/split_keys.
 struct config {
   int threads = 0;              ///< worker threads, caller included; 0: hardware concurrency
   std::int64_t q_tile = 0;      ///< query positions per work unit (rows = G * q_tile); 0: see q_tile_for()
@@ -94,7 +94,7 @@ struct attention_args {
   mask_in mask;                           ///< optional
 };
 
-/// Computes O (and LSE) per SPEC.md. Fully masked rows give O = 0, LSE = -inf.
+/// Computes O (and LSE) per docs/spec.md. Fully masked rows give O = 0, LSE = -inf.
 /// Returns invalid_argument (and writes nothing) for bad shapes, null
 /// pointers, hq % hkv != 0, key_len out of range or a bad config.
 status attention(const attention_args& args, const config& cfg = {});
@@ -116,7 +116,7 @@ std::optional<isa> parse_isa(std::string_view name);
 /// asks for an instruction set this CPU lacks, or ATTNIMPL_ISA is malformed.
 status check_isa(isa requested);
 
-/// 1/sqrt(d) rounded once to f32, the SPEC default scale.
+/// 1/sqrt(d) rounded once to f32, the contract's default scale.
 float default_scale(std::int64_t d);
 
 /// The config with every 0 replaced by the value the kernel uses.
@@ -129,11 +129,11 @@ config resolve(const config& cfg);
 /// unit with.
 std::int64_t q_tile_for(const shape& s, const config& cfg);
 
-/// Declared accuracy of the kernel's exp (c_exp of the SPEC bound), in ulps of
+/// Declared accuracy of the kernel's exp (c_exp of the bound of docs/bound.md), in ulps of
 /// the f32 result (ulp of a subnormal result: 2^-149). Measured in tests/impl.
 double exp_ulps();
 
-/// nb of the SPEC bound for rows over lk keys: online-softmax blocks
+/// nb of the bound of docs/bound.md for rows over lk keys: online-softmax blocks
 /// ceil(lk / k_tile) plus split-KV merges ceil(lk / split_keys) - 1.
 std::int64_t key_blocks(std::int64_t lk, const config& cfg = {});
 

@@ -1,5 +1,5 @@
 // The kernel's own exp and FMA, exposed so tests can measure the exp's
-// accuracy (the c_exp the SPEC bound needs) over every f32 input the kernel
+// accuracy (the c_exp the bound of docs/bound.md needs) over every f32 input the kernel
 // feeds it, and compare the two instruction sets bit for bit.
 #pragma once
 

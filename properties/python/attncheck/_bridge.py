@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-# The ABI's bits (properties/include/attncheck/subject.h), by name.
+# The ABI's bits (properties/abi/include/attncheck/subject.h), by name.
 DTYPES = {"f32": 0, "f16": 1, "bf16": 2}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 FEATURES = {"causal": 0x01, "padding": 0x02, "mask": 0x04, "lse": 0x08, "threads": 0x20}

@@ -10,9 +10,11 @@
 #include <cstring>
 #include <sstream>
 
+#include "attncheck/bundled_subjects.hpp"
 #include "attncheck/case.hpp"
 #include "attncheck/case_file.hpp"
 #include "attncheck/gate.hpp"
+#include "attncheck/report.hpp"
 #include "attncheck/oracle.hpp"
 #include "attncheck/subject_host.hpp"
 #include "py_subject.hpp"
@@ -202,6 +204,7 @@ py::dict gate_subject(py::object subject_object, const std::string& spec, int ca
 }  // namespace attncheck
 
 PYBIND11_MODULE(_core, m) {
+  attncheck::register_bundled_subjects();
   using namespace attncheck;
   m.doc() = "attncheck's compiled half: the oracle, the gate on a callable, the one-line case form";
   py::register_exception<input_error>(m, "InputError", PyExc_ValueError);

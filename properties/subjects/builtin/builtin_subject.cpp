@@ -9,6 +9,7 @@
 #include <new>
 
 #include "attncheck/subject.h"
+#include "attncheck/bundled_subjects.hpp"
 #include "attncheck/subject_host.hpp"
 #include "attnimpl/attention.hpp"
 #include "builtin_cache.hpp"

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "attncheck/subject.h"
+#include "attncheck/bundled_subjects.hpp"
 #include "attncheck/subject_host.hpp"
 #include "../builtin/builtin_cache.hpp"
 #include "mutation.hpp"  // impl/src: the mutation switch

@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "attncheck/subject.h"
+#ifndef ATTNCHECK_PLUGIN
+#include "attncheck/bundled_subjects.hpp"
+#endif
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The one case type: a whole attention problem (SPEC.md), used by the
+// The one case type: a whole attention problem (docs/spec.md), used by the
 // reference, the subjects, the properties, the fuzzers, the CLI and case files.
 #pragma once
 
@@ -69,7 +69,7 @@ struct case_limits {
   std::int64_t max_pairs = 1ll << 28;
 };
 
-/// One attention problem. Shapes follow SPEC.md:
+/// One attention problem. Shapes follow docs/spec.md:
 /// Q[b,i,h,d] (B,Lq,Hq,D), K[b,j,g,d] (B,Lk,Hkv,D), V[b,j,g,e] (B,Lk,Hkv,Dv),
 /// O[b,i,h,e] (B,Lq,Hq,Dv), LSE[b,h,i].
 struct attn_case {
@@ -77,7 +77,7 @@ struct attn_case {
   std::int64_t b = 1, hq = 1, hkv = 1, lq = 1, lk = 1, d = 1, dv = 1;
   /// Softmax scale as the subject receives it; nullopt means 1/sqrt(D) rounded to f32.
   std::optional<float> scale;
-  /// Bottom-right causal mask aligned to the valid keys (SPEC.md).
+  /// Bottom-right causal mask aligned to the valid keys (docs/spec.md).
   bool causal = false;
   /// Key padding: valid key count per batch element, each in [0, lk]. Empty: all lk valid.
   std::vector<std::int64_t> key_len;
@@ -100,13 +100,13 @@ struct attn_case {
   bool has_mask() const { return mask_shape[0] != 0; }
   bool has_padding() const { return !key_len.empty(); }
   std::int64_t group() const { return hq / hkv; }
-  /// KV head of query head h: h / G (SPEC.md head mapping).
+  /// KV head of query head h: h / G (docs/spec.md head mapping).
   std::int64_t kv_head(std::int64_t h) const { return h / group(); }
   /// Valid keys of batch element bi: key_len[bi], or lk without padding.
   std::int64_t valid_keys(std::int64_t bi) const;
   /// scale, or float(1.0 / sqrt(double(D))) when unset (IEEE ops only: portable).
   float effective_scale() const;
-  /// The SPEC.md visibility M[b,h,i,j]: padding AND causal AND boolean mask.
+  /// The docs/spec.md visibility M[b,h,i,j]: padding AND causal AND boolean mask.
   /// Indices within (B, Hq, Lq, Lk); the header must be valid.
   bool visible(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const;
   /// The boolean mask alone at (b, h, i, j), broadcast over size-1 dims; true without a mask.
@@ -153,7 +153,7 @@ tensor make_tensor(dtype t, dims4 shape, layout_kind layout);
 std::uint32_t gap_sentinel(dtype t);
 
 /// Which input slots some visible pair (b, h, i, j) uses; every other slot may
-/// hold anything (SPEC.md "Masked means ignored").
+/// hold anything (docs/spec.md "Masked means ignored").
 struct slot_usage {
   std::vector<std::uint8_t> query_rows;  ///< (B, Lq, Hq) row-major: row i of head h sees a key
   std::vector<std::uint8_t> keys;        ///< (B, Lk, Hkv) row-major: key j of KV head g is seen

@@ -1,4 +1,4 @@
-// Storage types of the contract (SPEC.md "Types") and exact conversions.
+// Storage types of the contract (docs/spec.md "Types") and exact conversions.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
-// The high-precision reference oracle: naive attention straight from SPEC.md,
-// plus the a-priori per-element error bound of SPEC.md "The error bound".
+// The high-precision reference oracle: naive attention straight from docs/spec.md,
+// plus the a-priori per-element error bound of docs/spec.md "The error bound".
 #pragma once
 
 #include <cstdint>
@@ -39,7 +39,7 @@ enum class oracle_precision : std::uint8_t {
 
 /// Which computation produced an oracle_result.
 enum class oracle_tier : std::uint8_t {
-  multiprecision,  ///< the SPEC loops in mpfr50 (default, and auto_tier's fallback), mpfr100 or cpp_bin100
+  multiprecision,  ///< the docs/spec.md loops in mpfr50 (default, and auto_tier's fallback), mpfr100 or cpp_bin100
   binary64,        ///< oracle_precision::binary64: the same loops in plain double, never the oracle
   fast_binary64,   ///< auto_tier's fast tier: its own error is inside o_bound and lse_bound
 };

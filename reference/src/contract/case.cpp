@@ -1,4 +1,4 @@
-// The case type: enum names, SPEC.md visibility, slot usage, fingerprint.
+// The case type: enum names, docs/spec.md visibility, slot usage, fingerprint.
 #include "attncheck/case.hpp"
 
 #include <array>

@@ -1,4 +1,4 @@
-// validate(): every field of a case against SPEC.md and the memory limits.
+// validate(): every field of a case against docs/spec.md and the memory limits.
 #include <cmath>
 #include <initializer_list>
 #include <string>

@@ -92,10 +92,10 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
   for (std::size_t kk = 0; kk < keys.size(); ++kk) {
     const std::size_t key = key_base + n(keys[kk]);
     const double raw = raw_of[kk];
-    // SPEC allows the scale folded into Q or K first: scale * q_d or
+    // docs/spec.md allows the scale folded into Q or K first: scale * q_d or
     // scale * k_d must not overflow either, even where every product is finite.
     worst_partial = std::max(worst_partial, s.scale * std::max(q_abs_max, x.k_abs_max[key]));
-    const double t_j = s.scale * raw;  // T_j of SPEC.md
+    const double t_j = s.scale * raw;  // T_j of docs/spec.md
     // Underflow in the dot product: each of the D products and the scale
     // multiply may round to a subnormal (error <= eta_c/2 each, in raw
     // units times |scale|); a scale folded into Q or K first rounds

@@ -1,4 +1,4 @@
-// The a-priori per-element error bound of SPEC.md "The error bound", for O and
+// The a-priori per-element error bound of docs/spec.md "The error bound", for O and
 // LSE. Derivation, final formula and what it does not cover: docs/bound.md.
 #pragma once
 
@@ -33,7 +33,7 @@ inline constexpr double overflow_headroom = 2.0;
 inline constexpr dtype lse_type = dtype::f32;
 }  // namespace bound_constants
 
-/// Exponent range of the compute type. SPEC "Types": compute is at least f32,
+/// Exponent range of the compute type. docs/spec.md "Types": compute is at least f32,
 /// so any u >= 2^-24 (f32, tf32, bf16 compute) has f32's range; a finer u is
 /// taken as binary64.
 struct compute_range {

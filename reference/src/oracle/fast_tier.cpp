@@ -1,6 +1,6 @@
 // The fast tier (docs/oracle.md, "Tiers"): one pass per row over dense
 // decoded inputs computes S, P, O and LSE in binary64, the tier's own error
-// bound, and the SPEC bound evaluated at those values widened by their slack.
+// bound, and the bound of docs/bound.md evaluated at those values widened by their slack.
 #include "fast_tier.hpp"
 
 #include <algorithm>
@@ -180,7 +180,7 @@ fast_tier_result fast_tier(const attn_case& c, const oracle_options& opt, const 
         const double lse_err = f * (std::log1p(b64) + c2 * std::fabs(log_sum) + 2 * u * std::fabs(lse)) + f * alpha * nv;
         out.lse_error[row] = lse_err;
 
-        // The SPEC bound at the fast values, widened by how far they may lie
+        // The bound of docs/bound.md at the fast values, widened by how far they may lie
         // from the MPFR oracle's.
         row_slack slack;
         slack.p_rel = 4 * (phi_max + b64 + u);
@@ -195,8 +195,8 @@ fast_tier_result fast_tier(const attn_case& c, const oracle_options& opt, const 
                       z.t);
         const double lse_spec = row_lse_bound(bs, z.t, std::fabs(log_sum) + slack.log_sum_abs, lse, std::fabs(lse) + lse_err);
         r.lse_bound[row] = lse_spec * (1 + fc::evaluation_margin) + lse_err;
-        if (!std::isfinite(lse_spec)) reject(row, "LSE: SPEC bound not finite");
-        if (!(lse_err <= fc::own_share * lse_spec)) reject(row, "LSE: fast error above its share of the SPEC bound");
+        if (!std::isfinite(lse_spec)) reject(row, "LSE: docs/bound.md bound not finite");
+        if (!(lse_err <= fc::own_share * lse_spec)) reject(row, "LSE: fast error above its share of the bound of docs/bound.md");
 
         row_column_sums(x, kb, z.keys, z.t.pk.data(), z.cs);
         std::fill(z.own_weighted.begin(), z.own_weighted.end(), 0.0);
@@ -215,9 +215,9 @@ fast_tier_result fast_tier(const attn_case& c, const oracle_options& opt, const 
           out.o_error[oi] = std::isfinite(o_abs) ? own : inf;
           const double spec = row_o_bound(bs, z.t, z.cs, n(e), o_abs + own);
           r.o_bound[oi] = spec * (1 + fc::evaluation_margin) + own;
-          if (!std::isfinite(spec)) reject(row, "O: SPEC bound not finite");
+          if (!std::isfinite(spec)) reject(row, "O: docs/bound.md bound not finite");
           if (!std::isfinite(own) || !(own <= fc::own_share * spec))
-            reject(row, "O: fast error above its share of the SPEC bound");
+            reject(row, "O: fast error above its share of the bound of docs/bound.md");
           r.o_sound_useless[oi] = o_bound_useless(r.o_bound[oi], o_abs, z.cs.v_max[n(e)]);
         }
         // The probabilistic bound at the same values and slack, plus the

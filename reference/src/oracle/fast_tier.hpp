@@ -1,6 +1,6 @@
-// The oracle's fast tier: SPEC.md's attention in binary64 over dense decoded
+// The oracle's fast tier: docs/spec.md's attention in binary64 over dense decoded
 // inputs, with its own a-priori error bound (against the MPFR oracle's
-// doubles) added to the SPEC bound. Derivation and constants: docs/oracle.md,
+// doubles) added to the bound of docs/bound.md. Derivation and constants: docs/oracle.md,
 // "Tiers". reference() with oracle_precision::auto_tier uses it when accepted.
 #pragma once
 
@@ -30,13 +30,13 @@ inline constexpr double linear_limit = 0x1p-30;
 /// Weights P_j below this are bounded from their logs instead of relatively:
 /// exp may return a subnormal (absolute, not relative, error) below 2^-1022.
 inline constexpr double p_floor = 0x1p-1000;
-/// The SPEC bound evaluated at the fast values plus their slack is raised by
+/// The bound of docs/bound.md evaluated at the fast values plus their slack is raised by
 /// this relative margin: the formula's own evaluation in double (a few
 /// roundings of relative 2^-53 each, libm's expm1/log1p/exp/log within a few
 /// ulps) is then monotone in its inputs with room to spare.
 inline constexpr double evaluation_margin = 0x1p-40;
 /// A case is accepted only when, on every element, the fast tier's own error
-/// is at most this share of the SPEC bound it is added to (half of
+/// is at most this share of the bound of docs/bound.md it is added to (half of
 /// fast_tier_fraction: the other half absorbs the slack of evaluating the
 /// bound at the fast values).
 inline constexpr double own_share = fast_tier_fraction / 2;
@@ -45,7 +45,7 @@ inline constexpr double own_share = fast_tier_fraction / 2;
 /// What the fast tier produced for a case.
 struct fast_tier_result {
   /// O, LSE (and P when asked) in binary64; o_bound and lse_bound are the
-  /// combined bounds: SPEC bound at the fast values plus slack, times
+  /// combined bounds: docs/bound.md bound at the fast values plus slack, times
   /// 1 + evaluation_margin, plus the fast tier's own error.
   oracle_result r;
   /// The fast tier's own error bound per element, against the MPFR oracle's

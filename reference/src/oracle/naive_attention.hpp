@@ -1,4 +1,4 @@
-// Attention written straight from SPEC.md in any real type: the oracle's only
+// Attention written straight from docs/spec.md in any real type: the oracle's only
 // arithmetic. Private to reference/ (and the oracle's own tests and cost tool).
 #pragma once
 
@@ -24,7 +24,7 @@ struct naive_result {
   std::vector<double> log_sum;
 };
 
-/// Computes S, P, O and LSE of SPEC.md for a validated, materialized case in
+/// Computes S, P, O and LSE of docs/spec.md for a validated, materialized case in
 /// Real arithmetic. Reads Q, K, V only at visible pairs (c.visible), so a
 /// masked slot never enters any arithmetic. Non-finite visible inputs
 /// propagate (NaN or inf results), never a crash.
@@ -56,7 +56,7 @@ naive_result<Real> naive_attention(const attn_case& c) {
         for (std::int64_t j = 0; j < c.lk; ++j) {
           if (c.visible(bi, h, i, j)) keys.push_back(j);
         }
-        if (keys.empty()) {  // SPEC: O = 0, P = 0, LSE = -inf, never NaN
+        if (keys.empty()) {  // docs/spec.md: O = 0, P = 0, LSE = -inf, never NaN
           r.lse[row] = -std::numeric_limits<Real>::infinity();
           continue;
         }

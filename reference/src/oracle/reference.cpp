@@ -1,5 +1,5 @@
 // reference(): runs the naive loops in the requested precision, rounds each
-// result once to double, then computes the SPEC.md bound from those results.
+// result once to double, then computes the docs/spec.md bound from those results.
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -71,9 +71,9 @@ std::optional<oracle_result> fast_oracle(const attn_case& c, const oracle_option
 std::string oracle_accuracy_statement() {
   // Derived in docs/oracle.md ("Accuracy"); test_oracle_self_check checks it.
   const int bits = std::numeric_limits<oracle_detail::mpfr50>::digits;
-  return "attncheck reference oracle: SPEC.md's loops in Boost.Multiprecision static_mpfr_float_50 (" + std::to_string(bits) +
-         "-bit MPFR; exp and log correctly rounded). Per row, with T the largest " + "visible |scale| sum_d |Q K| and eps = 2^-" +
-         std::to_string(bits - 1) +
+  return "attncheck reference oracle: docs/spec.md's loops in Boost.Multiprecision static_mpfr_float_50 (" +
+         std::to_string(bits) + "-bit MPFR; exp and log correctly rounded). Per row, with T the largest " +
+         "visible |scale| sum_d |Q K| and eps = 2^-" + std::to_string(bits - 1) +
          " * (4 (D+2) (T+1) + 2 Lk + 8), every value before its one rounding to double is within eps " +
          "times its scale of the exact real value: P_j for P; sum_j P_j |V_j,e| for O (cancellation is " +
          "measured against that sum, not |O|); T + ln Lk + 1 for LSE. Where that is below 2^-54 |value| " +

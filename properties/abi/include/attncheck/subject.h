@@ -1,0 +1,191 @@
+/* attncheck subject ABI, versions 1 and 2.
+ *
+ * Any attention implementation is checked through this one C header.
+ *
+ * Version 2 (preferred): a plugin is a shared library exporting
+ *
+ *     attncheck_instance* attncheck_subject_v2(const char* options, char* err, size_t err_len);
+ *
+ * which makes one INSTANCE from an option string ("key=value,key=value", ""
+ * for the defaults; the host passes what follows the first ':' of
+ * `--subject PATH:options`). The instance carries its name, capabilities,
+ * the numbers the error bound needs, the invariances it claims, the sizes at
+ * which its code changes path (size hints) and its entry points; every entry
+ * point receives the instance's `state`. Two instances of one plugin never
+ * share configuration. Unknown options must be refused (NULL and a message
+ * naming the option). The host calls `destroy` once when done.
+ *
+ * Version 1: a plugin exporting `const attncheck_subject* attncheck_subject_v1(void)`
+ * (one static description, no options, no size hints) keeps loading and
+ * passing unchanged; the host adapts it.
+ *
+ * Semantics are those of docs/spec.md (the attention contract). All sizes and
+ * strides are in elements, int64. Laws a subject cannot take (a dtype,
+ * a mask kind or the cache it does not declare) are reported as skipped.
+ */
+#ifndef ATTNCHECK_SUBJECT_H
+#define ATTNCHECK_SUBJECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ATTNCHECK_SUBJECT_ABI_VERSION 1u
+
+typedef enum attncheck_dtype {
+  ATTNCHECK_F32 = 0, /* IEEE binary32 */
+  ATTNCHECK_F16 = 1, /* IEEE binary16 */
+  ATTNCHECK_BF16 = 2 /* bfloat16: the top half of a binary32 */
+} attncheck_dtype;
+
+/* Capability bits (attncheck_subject.features). */
+#define ATTNCHECK_FEATURE_CAUSAL 0x01u  /* bottom-right causal mask */
+#define ATTNCHECK_FEATURE_PADDING 0x02u /* per-batch key lengths */
+#define ATTNCHECK_FEATURE_MASK 0x04u    /* boolean allowed-mask with broadcast */
+#define ATTNCHECK_FEATURE_LSE 0x08u     /* fills lse when asked */
+#define ATTNCHECK_FEATURE_CACHE 0x10u   /* cache_* entry points are set */
+#define ATTNCHECK_FEATURE_THREADS 0x20u /* honours attncheck_problem.threads */
+
+/* Invariance claims (attncheck_subject.invariances): checked bit for bit. */
+#define ATTNCHECK_CLAIM_DETERMINISTIC 0x01u /* same call, same bits */
+#define ATTNCHECK_CLAIM_THREADS 0x02u       /* any thread count, same bits */
+#define ATTNCHECK_CLAIM_BATCH 0x04u         /* a row alone == the row inside any batch */
+#define ATTNCHECK_CLAIM_CACHE 0x08u         /* prefill == any chunking through the cache */
+#define ATTNCHECK_CLAIM_LAYOUT 0x10u        /* strided == contiguous inputs and output */
+#define ATTNCHECK_CLAIM_LQ 0x20u            /* a row's bits do not depend on Lq (chunking without a cache) */
+
+/* A read-only strided tensor (B, L, H, D order for Q, K, V). */
+typedef struct attncheck_tensor {
+  const void* data;  /* address of element [0,0,0,0] */
+  int64_t stride[4]; /* >= 0; never read outside the described view */
+} attncheck_tensor;
+
+/* One attention call: O[b,i,h,:] and optionally LSE[b,h,i]. */
+typedef struct attncheck_problem {
+  uint32_t struct_size;  /* sizeof(attncheck_problem) of the caller */
+  attncheck_dtype dtype; /* storage type of q, k, v and o */
+  int64_t b, hq, hkv, lq, lk, d, dv;
+  float scale;            /* as given; the subject must not recompute it */
+  int32_t causal;         /* bottom-right, aligned to the valid keys */
+  int32_t threads;        /* 0: the subject's default; >0: use this many */
+  const int64_t* key_len; /* NULL, or b valid-key counts in [0, lk] */
+  const uint8_t* mask;    /* NULL, or allowed-mask: 1 = may attend */
+  int64_t mask_stride[4]; /* over (b, h, i, j); 0 broadcasts that dim */
+  attncheck_tensor q, k, v;
+  void* o; /* output, (B, Lq, Hq, Dv) */
+  int64_t o_stride[4];
+  float* lse; /* NULL, or output LSE[b,h,i] (f32; -inf for rows that see nothing) */
+  int64_t lse_stride[3];
+} attncheck_problem;
+
+/* A KV cache for cache_* entry points: b sequences of hkv heads. */
+typedef struct attncheck_cache_config {
+  uint32_t struct_size;
+  attncheck_dtype dtype;
+  int64_t b, hkv, d, dv;
+  int64_t capacity;          /* tokens per sequence the caller will append at most */
+  int64_t page_size;         /* tokens per page (>= 1); a hint for non-paged caches */
+  const int64_t* page_order; /* NULL, or a permutation of the physical pages to hand out, in order */
+  int64_t page_count;        /* entries in page_order */
+} attncheck_cache_config;
+
+/* Error reporting: entry points return 0 on success; otherwise nonzero and a
+ * NUL-terminated message in err (at most err_len bytes including the NUL). */
+typedef struct attncheck_subject {
+  uint32_t abi_version; /* ATTNCHECK_SUBJECT_ABI_VERSION */
+  const char* name;
+  uint32_t dtypes;              /* bit (1u << dtype) for each dtype taken */
+  uint32_t features;            /* ATTNCHECK_FEATURE_* */
+  uint32_t invariances;         /* ATTNCHECK_CLAIM_* */
+  double compute_unit_roundoff; /* u of the compute type, e.g. 0x1p-24 for f32 */
+  double exp_ulps;              /* declared accuracy of exp (c_exp), in ulps */
+
+  /* nb for the bound: online-softmax rescales plus merges over a row of the
+   * problem (1 for an algorithm that sees all keys at once). NULL: 1. */
+  int64_t (*key_blocks)(const attncheck_problem* p);
+
+  /* Computes the problem. Required. */
+  int (*attend)(const attncheck_problem* p, char* err, size_t err_len);
+
+  /* Cache (all set when ATTNCHECK_FEATURE_CACHE, else NULL). */
+  void* (*cache_create)(const attncheck_cache_config* cfg, char* err, size_t err_len);
+  /* Appends count[bi] <= k.shape tokens to sequence bi from rows 0..count[bi]-1
+   * of k (b, c, hkv, d) and v (b, c, hkv, dv). */
+  int (*cache_append)(void* cache, const attncheck_tensor* k, const attncheck_tensor* v, int64_t c, const int64_t* count,
+                      char* err, size_t err_len);
+  /* Attends p->lq new queries of every sequence to that sequence's cached keys
+   * (the queries are its last lq tokens; bottom-right causal when p->causal).
+   * Reads p->q, p->o, p->lse, p->scale, p->threads, p->causal; p->lk is the
+   * cache capacity, p->k, p->v, p->key_len and p->mask are ignored. */
+  int (*cache_attend)(void* cache, const attncheck_problem* p, char* err, size_t err_len);
+  void (*cache_free)(void* cache);
+} attncheck_subject;
+
+/* The one exported symbol of a version 1 plugin. */
+typedef const attncheck_subject* (*attncheck_subject_entry)(void);
+#define ATTNCHECK_SUBJECT_ENTRY "attncheck_subject_v1"
+
+/* ---- Version 2 ---------------------------------------------------------- */
+
+#define ATTNCHECK_SUBJECT_ABI_VERSION_2 2u
+#define ATTNCHECK_SIZE_HINT_SLOTS 8
+
+/* Limits the host enforces on every subject (version 1 and 2); a subject
+ * outside them is refused at load with an error naming the field. */
+#define ATTNCHECK_MIN_UNIT_ROUNDOFF 0x1p-64 /* compute_unit_roundoff >= 2^-64 */
+#define ATTNCHECK_MAX_UNIT_ROUNDOFF 0x1p-8  /* compute_unit_roundoff <= 2^-8 (2^-24 is f32 compute) */
+#define ATTNCHECK_MAX_EXP_ULPS 4096.0       /* 0 <= exp_ulps <= 4096 */
+#define ATTNCHECK_MAX_SIZE_HINT 1048576     /* every size hint in [0, 2^20] */
+#define ATTNCHECK_ERR_CAPACITY 512          /* err_len the host passes to every entry point */
+/* nb from key_blocks is clamped to [1, max(1, 2 Lk)]: one rescale and one merge per key at most. */
+
+/* Where a subject's code changes path. Generators lean to each hint +-1, to
+ * its multiples and to masks that blank whole tiles. 0 means "none" and ends
+ * the lists. A subject without hints is probed at the common production
+ * values (16, 32, 64, 128, 256, 512, 1024). */
+typedef struct attncheck_size_hints {
+  int64_t q_tile;                               /* query rows per tile, or 0 */
+  int64_t k_tile;                               /* keys per online-softmax block, or 0 */
+  int64_t split_keys;                           /* keys per split-KV chunk, or 0 */
+  int64_t lengths[ATTNCHECK_SIZE_HINT_SLOTS];   /* other Lq/Lk thresholds (e.g. a prefill path at Lq >= 64) */
+  int64_t head_dims[ATTNCHECK_SIZE_HINT_SLOTS]; /* D/Dv thresholds or vector widths (e.g. 8, 64) */
+} attncheck_size_hints;
+
+typedef struct attncheck_instance {
+  uint32_t abi_version;         /* ATTNCHECK_SUBJECT_ABI_VERSION_2 */
+  uint32_t struct_size;         /* sizeof(attncheck_instance) of the plugin */
+  const char* name;             /* may describe the options, e.g. "attnimpl k_tile=7" */
+  uint32_t dtypes;              /* bit (1u << dtype) for each dtype taken */
+  uint32_t features;            /* ATTNCHECK_FEATURE_* */
+  uint32_t invariances;         /* ATTNCHECK_CLAIM_* */
+  double compute_unit_roundoff; /* u of the compute type: in [ATTNCHECK_MIN_UNIT_ROUNDOFF, ATTNCHECK_MAX_UNIT_ROUNDOFF] */
+  double exp_ulps;              /* c_exp, in ulps: in [0, ATTNCHECK_MAX_EXP_ULPS] */
+  attncheck_size_hints hints;
+  void* state; /* the instance's own data, passed to every entry point */
+
+  /* nb for the bound (see version 1); NULL: 1. The host clamps it to [1, max(1, 2 Lk)]. */
+  int64_t (*key_blocks)(void* state, const attncheck_problem* p);
+  /* Required. */
+  int (*attend)(void* state, const attncheck_problem* p, char* err, size_t err_len);
+  /* Cache: all set when ATTNCHECK_FEATURE_CACHE, else NULL (semantics as in version 1). */
+  void* (*cache_create)(void* state, const attncheck_cache_config* cfg, char* err, size_t err_len);
+  int (*cache_append)(void* state, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, int64_t c,
+                      const int64_t* count, char* err, size_t err_len);
+  int (*cache_attend)(void* state, void* cache, const attncheck_problem* p, char* err, size_t err_len);
+  void (*cache_free)(void* state, void* cache);
+  /* Releases the instance (this struct included, if the plugin allocated it). */
+  void (*destroy)(struct attncheck_instance* self);
+} attncheck_instance;
+
+/* The exported symbol of a version 2 plugin (it may export version 1 too; the host prefers 2). */
+typedef attncheck_instance* (*attncheck_subject_entry_v2)(const char* options, char* err, size_t err_len);
+#define ATTNCHECK_SUBJECT_ENTRY_V2 "attncheck_subject_v2"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTNCHECK_SUBJECT_H */

@@ -1,0 +1,109 @@
+// Soundness and tightness campaign of the bound (docs/bound.md): the differential law
+// (O and LSE against the oracle) on many generated cases, with the
+// distribution of observed error / bound per dtype.
+#pragma once
+
+#include <array>
+#include <iosfwd>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attncheck/case.hpp"
+#include "attncheck/ratio_bins.hpp"
+#include "attncheck/version.hpp"
+
+namespace attncheck {
+
+/// Largest shard count of --shard i/N.
+inline constexpr int max_shards = 1024;
+
+struct campaign_options {
+  std::string subject = "builtin";
+  std::int64_t cases = 10'000;
+  std::uint64_t seed = 1;
+  int shard_index = 0;               ///< this run is cases k with k % shard_count == shard_index
+  int shard_count = 1;               ///< in [1, max_shards], at most cases: 1 is the whole run
+  int jobs = 1;                      ///< forked workers, each a slice of the cases
+  std::optional<dtype> only_type;    ///< every case in this storage type; else the generator's mix
+  std::int64_t max_work = 200'000;   ///< generator cap, as the gate's --max-work
+  std::string out_dir;               ///< violating cases are saved here (first 20)
+  std::ostream* progress = nullptr;  ///< progress lines go here (null: none)
+  bool progress_tty = false;         ///< rewrite one line in place (a terminal) instead of plain lines
+  double progress_seconds = 5;       ///< seconds between plain progress lines
+};
+
+/// A violating case: its index in the run, its line and the failure.
+struct campaign_violation {
+  std::int64_t index = 0;
+  std::string what;
+};
+
+struct campaign_stats {
+  std::int64_t cases = 0, elements = 0, violations = 0, violating_cases = 0;
+  std::int64_t unjudged_elements = 0;                ///< NaN or +inf bound: outside the bound's domain
+  std::array<std::int64_t, ratio_bins> histogram{};  ///< [exact 0] + one per edge + [> 1]
+  double max_ratio = 0;
+  std::string max_ratio_case;
+  std::int64_t max_ratio_index = -1;  ///< the case behind max_ratio (ties: the earlier)
+  std::string first_violation;        ///< the case line and worst element of the first violation
+  /// The violating cases of lowest index, at most violations_kept, in case order.
+  std::vector<campaign_violation> violating;
+  static constexpr std::size_t violations_kept = 100;
+  std::int64_t fast_tier_cases = 0;  ///< cases the oracle's fast binary64 tier judged (auto_tier)
+  /// The worst cases by their largest observed/bound (ties: the earlier),
+  /// at most worst_kept, largest first: ratio, case line and worst element.
+  std::vector<std::pair<double, std::string>> worst;
+  std::vector<std::int64_t> worst_index;  ///< the case index of each entry of worst
+  static constexpr std::size_t worst_kept = 8;
+  /// Folds in the stats of other cases of the same run (another worker's or
+  /// shard's): counts add, the kept lists keep what one run over both would.
+  void add(const campaign_stats& o);
+};
+
+/// One shard's share of a (merged) result.
+struct campaign_shard {
+  int index = 0;
+  std::int64_t cases = 0;
+  double seconds = 0;
+};
+
+struct campaign_result {
+  std::map<std::string, campaign_stats> by_type;  ///< "f32", "f16", "bf16"
+  double seconds = 0;                             ///< merged: the shards' seconds summed
+  std::string subject_name;
+  campaign_options options;              ///< what produced it (progress cleared; merged: shard 0 of 1)
+  std::string version = version_string;  ///< the attncheck that ran it
+  std::vector<campaign_shard> shards;    ///< the shards it holds: one, or every shard of a merge
+  std::int64_t violations() const;
+  std::int64_t cases() const;  ///< cases summed over the dtypes
+};
+
+/// Runs the campaign and prints its report to `out`.
+campaign_result run_campaign(const campaign_options& opt, std::ostream& out);
+
+/// Prints the report of a result (run or merged) as run_campaign does.
+void print_campaign(const campaign_result& r, std::ostream& out);
+
+/// Writes a result as JSON: configuration (subject, cases, seed, shard),
+/// histogram edges, per-dtype stats with the kept violations and worst
+/// cases (each with its case index), seconds and cases/s.
+void write_campaign_json(const std::string& path, const campaign_result& r);
+
+/// Reads a file write_campaign_json wrote (extra fields are ignored).
+/// Throws input_error naming the file and the field on anything else.
+campaign_result read_campaign_json(const std::string& path);
+
+/// Parses "i/N" (0 <= i < N <= max_shards) into opt; throws input_error("--shard", ...).
+void parse_shard(const std::string& text, campaign_options& opt);
+
+/// Merges the shards of one run into the result of the unsharded run: every
+/// file the same subject, cases, seed, dtype, max work, shard count and
+/// attncheck version, each shard exactly once. Throws input_error naming the
+/// file (`names`, parallel to `shards`) that differs, a shard given twice,
+/// or the missing shards.
+campaign_result merge_campaigns(const std::vector<campaign_result>& shards, const std::vector<std::string>& names);
+
+}  // namespace attncheck

@@ -1,0 +1,101 @@
+// The gate: every law against one or more subjects, scheduled in child
+// processes, and its result model (gate_result). Printing and files are the
+// report layer's (attncheck/report.hpp). The CLI exits 0 only when no law
+// failed or timed out (1: a failure, 4: only timeouts).
+#pragma once
+
+#include <cstdio>
+#include <iosfwd>
+#include <optional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attncheck/runner.hpp"
+
+namespace attncheck {
+
+namespace gate_detail {
+inline std::string number_text(double x, const char* fmt = "%.6g") {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, fmt, x);
+  return buf;
+}
+}  // namespace gate_detail
+
+struct gate_options {
+  std::string subject = "builtin";
+  /// A subject made by the caller (the Python module's gate on a callable);
+  /// when set it is gated instead of loading `subject`, which then only names it.
+  std::shared_ptr<attncheck::subject> instance;
+  run_options run{};
+  std::vector<std::string> only;          ///< law names or group prefixes ("cache", "gqa."); empty: all
+  std::string junit;                      ///< JUnit XML path; empty: none
+  std::string json;                       ///< per-law results as JSON (write_json); empty: none
+  double progress_seconds = 10;           ///< seconds between plain progress lines when `progress` is off (not a terminal)
+  std::string out_dir = "attncheck-out";  ///< counterexamples land here
+  bool progress = false;  ///< a live progress line rewritten in place (a terminal); else plain lines, see progress_seconds
+  bool isolate = true;    ///< each law in a child process: a crash or hang fails that law only
+  /// Seconds a law may run in its child (wall clock, shrinking included) before it is killed: a `timeout`
+  /// (a gate problem). 600 leaves room for oversubscription: README.md, "Hangs and timeouts".
+  double law_timeout = 600;
+  watchdog_limits watchdog{};  ///< when one call into the subject is declared hung (isolate.hpp)
+  int jobs = 2;                ///< laws run at once, each in its own child (with isolate)
+  bool strict = false;         ///< refuse subjects that declare u > 2^-24 (compute coarser than f32)
+  bool stats = false;          ///< print the realized distribution of the cases run (print_stats)
+  /// A FAIL(prob) (the probabilistic verdict, docs/bound.md) fails the gate too;
+  /// off: it is reported in its column, JSON and JUnit, never gating, since its
+  /// model (independent, mean-zero rounding errors) is an assumption, not a proof.
+  bool prob_fails_gate = false;
+};
+
+struct gate_result {
+  std::vector<law_report> reports;
+  std::vector<std::string> saved;                      ///< counterexample files, one per failing law
+  std::vector<std::string> saved_at;                   ///< per report: its counterexample file, or empty
+  gate_options options;                                ///< what was asked (subject spec, seed, cases, budget)
+  std::string subject_name;                            ///< the name the subject gives itself
+  std::string subject_spec;                            ///< the spec it was loaded from (the replay command's --subject)
+  std::uint32_t dtypes = 0, features = 0, claims = 0;  ///< its declared ATTNCHECK_FEATURE_* and ATTNCHECK_CLAIM_* bits
+  double seconds = 0;
+  /// What the subject declared about itself: the bound's numbers and its size
+  /// hints (printed in the header, written to JSON and JUnit).
+  declared_numbers declared;
+  attncheck_size_hints hints{};
+  unsigned abi = 0;
+  bool default_hints = false;
+  int failed() const;       ///< laws that failed, timeouts included (a law cut short never passes)
+  int timed_out() const;    ///< of those, laws that ran out of their own time with no call overdue (kind timeout)
+  int unjudged() const;     ///< laws that ran but judged fewer cases than their floor (the gate fails)
+  int prob_failed() const;  ///< laws whose probabilistic verdict failed (the gate fails; docs/bound.md)
+};
+
+/// A law cut short by its own time limit (kind timeout): not a failure of the subject.
+bool timed_out(const law_report& r);
+
+/// Runs the laws of every subject (one gate_options each) in one schedule of
+/// child processes, `jobs` of the first options at once; nothing is printed
+/// or written (report.hpp prints and writes a result; save_counterexamples saves).
+std::vector<gate_result> gate_subjects(const std::vector<gate_options>& opts);
+
+/// Writes each failing law's shrunk counterexample (not a timeout's case) as
+/// a case file under options.out_dir, filling saved and saved_at.
+void save_counterexamples(gate_result& g);
+
+/// Replays a saved case file on a subject (in a child process when isolate,
+/// so a crash or hang is reported, not suffered); prints one screen; returns 0
+/// when it now passes, 1 while it still fails, 3 when the law or case is
+/// skipped for this subject (nothing was replayed).
+/// What a repro replayed, for its report (write_repro_html).
+struct repro_result {
+  std::string file, law, subject_name, subject_spec;
+  attn_case c;
+  law_outcome outcome;
+  std::optional<heat_map> heat;  ///< from the replay itself; none when the process died
+  int status = 0;                ///< what repro_case_file returned
+};
+
+int repro_case_file(const std::string& file, const std::string& subject_spec, const std::string& law_override, std::ostream& out,
+                    bool isolate = true, double timeout_s = 120, repro_result* result = nullptr);
+
+}  // namespace attncheck

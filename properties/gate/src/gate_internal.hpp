@@ -1,0 +1,49 @@
+// Internal to the gate (properties/gate/src/): the pieces one part of the
+// gate needs from another. Not installed.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attncheck/gate.hpp"
+#include "attncheck/isolate.hpp"
+
+namespace attncheck::gate_detail {
+
+// select.cpp: which laws a gate runs.
+bool selected(const std::string& law, const std::vector<std::string>& only);
+
+// One subject's part of a gate run: its instance and the laws it runs.
+struct gate_plan {
+  const gate_options* opt;
+  std::shared_ptr<subject> subj;
+  std::vector<const law*> chosen;
+};
+
+gate_plan plan_gate(const gate_options& opt);
+
+// wire.cpp: law_report and law_outcome travel from a child process to the gate as JSON.
+nlohmann::json outcome_json(const law_outcome& o);
+law_outcome outcome_from(const nlohmann::json& j);
+nlohmann::json heat_json(const heat_map& m);
+heat_map heat_from(const nlohmann::json& j);
+std::string report_to_payload(const law_report& r);
+law_report report_from_payload(const std::string& payload);
+
+// isolation.cpp: each law in its own child process.
+// Why a child process did not complete: a hang (stopped at the timeout) or a crash.
+std::string process_message(const child_outcome& co, double timeout_s);
+// Runs the laws, each in its own child process, `jobs` at once (results in order).
+std::vector<law_report> run_laws_isolated(const std::vector<const law*>& laws, const std::vector<const subject*>& subjects,
+                                          const std::vector<const gate_options*>& options, int jobs);
+
+// result.cpp: one subject's result from its plan and law reports (nothing saved yet).
+gate_result make_result(const gate_plan& p, std::vector<law_report> reports, double seconds);
+
+}  // namespace attncheck::gate_detail

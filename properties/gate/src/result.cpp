@@ -1,0 +1,80 @@
+// The gate's result model: one subject's gate_result from its plan and law
+// reports, its counts, and saving its counterexamples (a step of its own,
+// before anything is printed: the failure screens name the saved files).
+#include <cstdio>
+#include <filesystem>
+
+#include "attncheck/case_file.hpp"
+
+#include "gate_internal.hpp"
+
+namespace attncheck {
+
+bool timed_out(const law_report& r) { return r.v == verdict::fail && r.failure.kind == failure_kind::timeout; }
+
+namespace gate_detail {
+
+gate_result make_result(const gate_plan& p, std::vector<law_report> reports, double seconds) {
+  const auto& subj = p.subj;
+  gate_result g;
+  g.options = *p.opt;
+  g.options.run.on_case = nullptr;
+  g.subject_name = subj->name();
+  g.subject_spec = subj->spec();
+  g.dtypes = subj->desc().dtypes, g.features = subj->desc().features, g.claims = subj->desc().invariances;
+  g.declared = subj->declared();
+  g.hints = subj->hints();
+  g.abi = subj->abi();
+  g.default_hints = subj->default_hints();
+  g.reports = std::move(reports);
+  g.saved_at.assign(g.reports.size(), std::string());
+  g.seconds = seconds;
+  return g;
+}
+
+}  // namespace gate_detail
+
+void save_counterexamples(gate_result& g) {
+  const std::string& dir = g.options.out_dir;
+  g.saved.clear();
+  g.saved_at.assign(g.reports.size(), std::string());
+  for (std::size_t k = 0; k < g.reports.size(); ++k) {
+    const law_report& r = g.reports[k];
+    // A timeout's case is the one it was checking, not a counterexample: not saved.
+    if (r.v != verdict::fail || !r.counterexample || dir.empty() || timed_out(r)) continue;
+    std::filesystem::create_directories(dir);
+    char name[64];
+    std::snprintf(name, sizeof name, "-%016llx.json", static_cast<unsigned long long>(fingerprint(*r.counterexample)));
+    const std::string saved = (std::filesystem::path(dir) / (r.law + name)).string();
+    case_record rec{*r.counterexample, r.law, g.subject_name, r.failure.message.substr(0, 2000)};
+    write_case_file(saved, rec);
+    g.saved.push_back(saved);
+    g.saved_at[k] = saved;
+  }
+}
+
+int gate_result::failed() const {
+  int n = 0;
+  for (const auto& r : reports) n += r.v == verdict::fail;
+  return n;
+}
+
+int gate_result::prob_failed() const {
+  int n = 0;
+  for (const auto& r : reports) n += r.prob == prob_verdict::fail;
+  return n;
+}
+
+int gate_result::timed_out() const {
+  int n = 0;
+  for (const auto& r : reports) n += attncheck::timed_out(r);
+  return n;
+}
+
+int gate_result::unjudged() const {
+  int n = 0;
+  for (const auto& r : reports) n += r.v == verdict::unjudged;
+  return n;
+}
+
+}  // namespace attncheck

@@ -1,0 +1,128 @@
+// Loads a subject (built in or a plugin) and calls it on cases, with guard
+// bands around every buffer it may write.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attncheck/case.hpp"
+#include "attncheck/subject.h"
+
+namespace attncheck {
+
+/// What one call of a subject produced.
+struct subject_output {
+  int status = 0;               ///< the subject's return code (0 = ok)
+  std::string error;            ///< its message when status != 0, or a host finding
+  tensor o;                     ///< output in the case's layout (gaps poisoned)
+  std::vector<float> lse;       ///< (B, Hq, Lq) dense; empty when the subject has no LSE
+  bool guard_violated = false;  ///< wrote outside O or LSE
+  std::string guard_report;     ///< where, when guard_violated
+
+  bool ok() const { return status == 0 && !guard_violated; }
+  /// Value of O[b,i,h,e] decoded exactly.
+  double o_at(std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t e) const { return o.at(bi, i, h, e); }
+};
+
+/// One chunk of a chunked run through a subject's cache: how many tokens of
+/// each sequence to append before attending with `lq` queries.
+struct cache_step {
+  std::int64_t lq = 1;
+  std::vector<std::int64_t> append;  ///< per batch element
+};
+
+struct cache_plan {
+  std::int64_t page_size = 16;
+  std::vector<std::int64_t> page_order;  ///< empty: subject's own order
+  std::vector<cache_step> steps;
+};
+
+/// How the host hands one call's buffers to the subject; the layout law
+/// varies what docs/spec.md leaves free.
+struct call_layout {
+  int threads = 0;             ///< 0: the subject's default
+  bool lse_strided = false;    ///< LSE with non-dense strides: (B, Lq, Hq) order with gaps
+  bool mask_expanded = false;  ///< the boolean mask written out in full, keys outer, queries inner, padded
+};
+
+/// The tolerance a subject declares for itself, as the gate prints it.
+struct declared_numbers {
+  double u = 0, exp_ulps = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> nb_at;  ///< (Lk, nb) samples
+};
+
+class subject {
+ public:
+  /// One grammar for every subject: NAME|PATH[:key=value,...].
+  ///   NAME[:options]               a kind of the subject registry (subject_registry.hpp); the
+  ///                                bundled ones (builtin, naive, python:...) are listed in
+  ///                                properties/subjects/include/attncheck/bundled_subjects.hpp
+  ///   path/to/plugin.so[:options]  a plugin; ABI v2 gets the options, ABI v1 takes none
+  /// Each call makes an independent instance. Throws input_error naming
+  /// "subject" when it cannot be loaded, refuses its options or declares
+  /// absurd numbers (u outside [ATTNCHECK_MIN_UNIT_ROUNDOFF, ATTNCHECK_MAX_UNIT_ROUNDOFF],
+  /// exp_ulps outside [0, ATTNCHECK_MAX_EXP_ULPS]: subject.h).
+  static std::shared_ptr<subject> load(const std::string& spec);
+  /// Calls a version 2 entry point with an option string and adopts what it
+  /// returns; a refusal throws input_error "'spec': who refused the options ...".
+  static std::shared_ptr<subject> make_v2(attncheck_subject_entry_v2 entry, const std::string& options, const std::string& spec,
+                                          const std::string& who);
+  /// Wraps a version 1 descriptor that lives in this process (no dlopen).
+  static std::shared_ptr<subject> wrap(const attncheck_subject* desc, std::string spec);
+  /// Takes ownership of a version 2 instance (destroyed with the subject).
+  static std::shared_ptr<subject> adopt(attncheck_instance* inst, std::string spec);
+
+  ~subject();
+  subject(const subject&) = delete;
+  subject& operator=(const subject&) = delete;
+
+  const attncheck_instance& desc() const { return *inst_; }
+  const std::string& spec() const { return spec_; }
+  std::string name() const { return inst_->name ? inst_->name : spec_; }
+  /// 1 or 2: the ABI the subject was built against.
+  unsigned abi() const { return abi_; }
+
+  /// Empty when the subject can take this case; otherwise why not (dtype,
+  /// mask kind, ...), which makes a law report "skipped".
+  std::string cannot_take(const attn_case& c, bool want_lse = false) const;
+  bool has(std::uint32_t feature) const { return (inst_->features & feature) != 0; }
+  bool claims(std::uint32_t invariance) const { return (inst_->invariances & invariance) != 0; }
+  bool has_lse() const { return has(ATTNCHECK_FEATURE_LSE); }
+
+  /// nb for the bound on this case: the subject's declaration, at least 1 and
+  /// capped at max(1, 2 Lk) (one rescale and one merge per key at most).
+  std::int64_t key_blocks(const attn_case& c) const;
+  /// The subject's size hints; a subject without any gets the common production values.
+  const attncheck_size_hints& hints() const { return hints_; }
+  /// True when the subject declared no size hints of its own.
+  bool default_hints() const { return default_hints_; }
+  /// The declared bound numbers, with nb sampled at a few lengths.
+  declared_numbers declared() const;
+
+  /// Runs attend on a materialized case. threads: 0 = subject default.
+  subject_output attend(const attn_case& c, int threads = 0) const;
+  /// The same with the buffers laid out as `how` says; the result is in the
+  /// usual form (O in the case's layout, LSE dense).
+  subject_output attend(const attn_case& c, const call_layout& how) const;
+
+  /// Runs the case through the cache: one sequence per batch element holding
+  /// keys 0..n[b]-1, filled and queried chunk by chunk as the plan says. The
+  /// outputs of the steps are stacked into one O of shape (B, sum lq, Hq, Dv)
+  /// (LSE likewise). Its key_len gives n[b]; the plan's appends sum to at most
+  /// n[b] per sequence. Q rows are bottom-right aligned as in the one-shot
+  /// call: row pos - n[b] + Lq of the case is the query at position pos.
+  subject_output attend_cached(const attn_case& c, const cache_plan& plan, int threads = 0) const;
+
+ private:
+  subject(attncheck_instance* inst, void* handle, std::string spec, unsigned abi);
+  attncheck_instance* inst_;
+  void* handle_;
+  std::string spec_;
+  unsigned abi_;
+  attncheck_size_hints hints_{};
+  bool default_hints_ = false;
+};
+
+}  // namespace attncheck

@@ -1,0 +1,587 @@
+#include "attncheck/subject_host.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+
+#include "attncheck/isolate.hpp"
+#include "attncheck/subject_registry.hpp"
+
+namespace attncheck {
+
+namespace {
+
+// Guard words on each side of every buffer handed to a subject: writes there
+// are out of bounds; reads there meet NaN and show up in the result.
+constexpr std::size_t guard_elems = 64;
+
+std::uint32_t sentinel_bits(dtype t) {
+  switch (t) {
+    case dtype::f32: return 0x7fc0deadu;  // a quiet NaN with a payload nobody computes
+    case dtype::f16: return 0x7e5au;
+    case dtype::bf16: return 0x7fdau;
+  }
+  return 0x7fc0deadu;
+}
+
+// Packed bytes of a tensor's storage with guard elements on both sides; the
+// tensor's element 0 starts at data().
+struct guarded_bytes {
+  std::vector<unsigned char> bytes;
+  std::size_t width = 4;
+  std::size_t payload = 0;  // elements
+
+  guarded_bytes(const tensor& t) : width(size_of(t.type)), payload(t.bits.size()) {
+    bytes.resize((payload + 2 * guard_elems) * width);
+    const std::uint32_t s = sentinel_bits(t.type);
+    for (std::size_t i = 0; i < payload + 2 * guard_elems; ++i) put(i, s);
+    const auto packed = t.packed_storage();
+    if (!packed.empty()) std::memcpy(bytes.data() + guard_elems * width, packed.data(), packed.size());
+  }
+  void put(std::size_t i, std::uint32_t v) {
+    if (width == 4) {
+      std::memcpy(&bytes[i * 4], &v, 4);
+    } else {
+      const auto h = static_cast<std::uint16_t>(v);
+      std::memcpy(&bytes[i * 2], &h, 2);
+    }
+  }
+  std::uint32_t get(std::size_t i) const {
+    if (width == 4) {
+      std::uint32_t v;
+      std::memcpy(&v, &bytes[i * 4], 4);
+      return v;
+    }
+    std::uint16_t h;
+    std::memcpy(&h, &bytes[i * 2], 2);
+    return h;
+  }
+  unsigned char* data() { return bytes.data() + guard_elems * width; }
+};
+
+attncheck_dtype to_abi(dtype t) {
+  switch (t) {
+    case dtype::f32: return ATTNCHECK_F32;
+    case dtype::f16: return ATTNCHECK_F16;
+    case dtype::bf16: return ATTNCHECK_BF16;
+  }
+  return ATTNCHECK_F32;
+}
+
+attncheck_tensor view_of(guarded_bytes& g, const tensor& t) {
+  attncheck_tensor v{};
+  v.data = g.data() + static_cast<std::size_t>(t.offset) * g.width;
+  for (int a = 0; a < 4; ++a) v.stride[a] = t.stride[a];
+  return v;
+}
+
+// Marks which storage elements of t its view covers.
+std::vector<bool> covered(const tensor& t) {
+  std::vector<bool> in(t.bits.size(), false);
+  for (std::int64_t a = 0; a < t.shape[0]; ++a)
+    for (std::int64_t b = 0; b < t.shape[1]; ++b)
+      for (std::int64_t c = 0; c < t.shape[2]; ++c)
+        for (std::int64_t d = 0; d < t.shape[3]; ++d) in[static_cast<std::size_t>(t.index(a, b, c, d))] = true;
+  return in;
+}
+
+// The header of a case without its tensors or mask: what make_output and
+// fill_problem read. Copying a whole case per cache step copied all of K and V.
+attn_case header_of(const attn_case& c, std::int64_t lq) {
+  attn_case h;
+  h.b = c.b, h.hq = c.hq, h.hkv = c.hkv, h.lq = lq, h.lk = c.lk, h.d = c.d, h.dv = c.dv;
+  h.scale = c.scale;
+  h.causal = c.causal;
+  h.type = c.type;
+  h.layout = c.layout;
+  return h;
+}
+
+// The output tensor handed to the subject: the case's layout, every element
+// (view and gaps) set to the sentinel so unwritten outputs and stray writes show.
+struct output_buffers {
+  tensor o;
+  guarded_bytes og;
+  std::vector<float> lse;  // guard + storage + guard
+  std::size_t lse_n = 0;   // storage elements
+  std::int64_t b = 0, hq = 0, lq = 0;
+  std::array<std::int64_t, 3> lse_stride{};  // over (b, h, i)
+
+  output_buffers(const attn_case& c, std::int64_t lq_, bool want_lse, bool lse_strided = false)
+      : o(make_output_rows(c, lq_)), og(sentinel_fill(o)), b(c.b), hq(c.hq), lq(lq_) {
+    if (want_lse) {
+      // Dense (B, Hq, Lq), or (B, Lq, Hq) with a gap after every query
+      // position and every batch element (non-dense strides, as a kernel
+      // writing into a (B, Lq, Hq) slice of a bigger buffer sees them).
+      lse_stride =
+          lse_strided ? std::array<std::int64_t, 3>{lq * (hq + 1) + 2, 1, hq + 1} : std::array<std::int64_t, 3>{hq * lq, lq, 1};
+      lse_n = static_cast<std::size_t>(b * lse_stride[0]);
+      lse.assign(lse_n + 2 * guard_elems, std::bit_cast<float>(sentinel_bits(dtype::f32)));
+    }
+  }
+  static tensor make_output_rows(const attn_case& c, std::int64_t lq) { return make_output(header_of(c, lq)); }
+  static tensor sentinel_fill(tensor& t) {
+    std::fill(t.bits.begin(), t.bits.end(), sentinel_bits(t.type));
+    return t;
+  }
+  float* lse_data() { return lse.empty() ? nullptr : lse.data() + guard_elems; }
+  std::size_t lse_index(std::int64_t bi, std::int64_t h, std::int64_t i) const {
+    return static_cast<std::size_t>(bi * lse_stride[0] + h * lse_stride[1] + i * lse_stride[2]);
+  }
+
+  // Copies the result back into subject_output and checks the guards.
+  void collect(subject_output& out) {
+    out.o = o;
+    std::ostringstream why;
+    const std::uint32_t s = sentinel_bits(o.type);
+    const auto inside = covered(o);
+    for (std::size_t i = 0; i < og.payload; ++i) {
+      const std::uint32_t v = og.get(guard_elems + i);
+      out.o.bits[i] = v;
+      if (!inside[i] && v != s) {
+        out.guard_violated = true;
+        why << "wrote the gap element " << i << " of O's storage; ";
+        break;
+      }
+    }
+    for (std::size_t i = 0; i < guard_elems; ++i) {
+      if (og.get(i) != s) {
+        out.guard_violated = true;
+        why << "wrote " << (guard_elems - i) << " elements before O; ";
+        break;
+      }
+      if (og.get(guard_elems + og.payload + i) != s) {
+        out.guard_violated = true;
+        why << "wrote past the end of O (element " << og.payload + i << "); ";
+        break;
+      }
+    }
+    if (!lse.empty()) {
+      const auto fs = sentinel_bits(dtype::f32);
+      std::vector<bool> in(lse_n, false);
+      for (std::int64_t bi = 0; bi < b; ++bi)
+        for (std::int64_t h = 0; h < hq; ++h)
+          for (std::int64_t i = 0; i < lq; ++i) in[lse_index(bi, h, i)] = true;
+      for (std::size_t i = 0; i < lse.size(); ++i) {
+        const bool view = i >= guard_elems && i < guard_elems + lse_n && in[i - guard_elems];
+        if (!view && std::bit_cast<std::uint32_t>(lse[i]) != fs) {
+          out.guard_violated = true;
+          why << "wrote outside LSE (storage element " << static_cast<std::int64_t>(i) - static_cast<std::int64_t>(guard_elems)
+              << " of " << lse_n << ", strides " << lse_stride[0] << "," << lse_stride[1] << "," << lse_stride[2] << "); ";
+          break;
+        }
+      }
+      out.lse.assign(static_cast<std::size_t>(b * hq * lq), 0.0f);
+      for (std::int64_t bi = 0; bi < b; ++bi)
+        for (std::int64_t h = 0; h < hq; ++h)
+          for (std::int64_t i = 0; i < lq; ++i)
+            out.lse[static_cast<std::size_t>((bi * hq + h) * lq + i)] = lse[guard_elems + lse_index(bi, h, i)];
+    }
+    out.guard_report = why.str();
+  }
+};
+
+void fill_problem(attncheck_problem& p, const attn_case& c, int threads) {
+  p.struct_size = sizeof(attncheck_problem);
+  p.dtype = to_abi(c.type);
+  p.b = c.b, p.hq = c.hq, p.hkv = c.hkv, p.lq = c.lq, p.lk = c.lk, p.d = c.d, p.dv = c.dv;
+  p.scale = c.effective_scale();
+  p.causal = c.causal ? 1 : 0;
+  p.threads = threads;
+}
+
+void set_output(attncheck_problem& p, output_buffers& ob) {
+  p.o = ob.og.data() + static_cast<std::size_t>(ob.o.offset) * ob.og.width;
+  for (int a = 0; a < 4; ++a) p.o_stride[a] = ob.o.stride[a];
+  p.lse = ob.lse_data();
+  for (int a = 0; a < 3; ++a) p.lse_stride[a] = ob.lse_stride[a];
+}
+
+constexpr std::size_t err_cap = ATTNCHECK_ERR_CAPACITY;
+
+}  // namespace
+
+namespace {
+
+// ---- Version 1 plugins, adapted to a version 2 instance ---------------------
+namespace v1 {
+const attncheck_subject* of(void* state) { return static_cast<const attncheck_subject*>(state); }
+std::int64_t key_blocks(void* st, const attncheck_problem* p) { return of(st)->key_blocks ? of(st)->key_blocks(p) : 1; }
+int attend(void* st, const attncheck_problem* p, char* err, std::size_t len) { return of(st)->attend(p, err, len); }
+void* cache_create(void* st, const attncheck_cache_config* cfg, char* err, std::size_t len) {
+  return of(st)->cache_create(cfg, err, len);
+}
+int cache_append(void* st, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, std::int64_t c,
+                 const std::int64_t* count, char* err, std::size_t len) {
+  return of(st)->cache_append(cache, k, v, c, count, err, len);
+}
+int cache_attend(void* st, void* cache, const attncheck_problem* p, char* err, std::size_t len) {
+  return of(st)->cache_attend(cache, p, err, len);
+}
+void cache_free(void* st, void* cache) { of(st)->cache_free(cache); }
+void destroy(attncheck_instance* self) { delete self; }
+
+attncheck_instance* adapt(const attncheck_subject* d) {
+  auto* x = new attncheck_instance{};
+  x->abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_2;
+  x->struct_size = sizeof *x;
+  x->name = d->name;
+  x->dtypes = d->dtypes, x->features = d->features, x->invariances = d->invariances;
+  x->compute_unit_roundoff = d->compute_unit_roundoff, x->exp_ulps = d->exp_ulps;
+  x->state = const_cast<attncheck_subject*>(d);
+  x->key_blocks = key_blocks;
+  x->attend = d->attend ? attend : nullptr;
+  if (d->cache_create) x->cache_create = cache_create;
+  if (d->cache_append) x->cache_append = cache_append;
+  if (d->cache_attend) x->cache_attend = cache_attend;
+  if (d->cache_free) x->cache_free = cache_free;
+  x->destroy = destroy;
+  return x;
+}
+}  // namespace v1
+
+// Common production sizes, for a subject that declares none: tiles and
+// split-KV chunks of widely used kernels sit at these.
+constexpr std::int64_t production_lengths[] = {16, 32, 64, 128, 256, 512, 1024};
+
+// Checks the declared numbers; throws input_error naming the field and the limit.
+void check_declaration(const attncheck_instance& d, const std::string& spec) {
+  if (!d.attend) throw input_error("subject", spec + " has no attend entry point");
+  if ((d.features & ATTNCHECK_FEATURE_CACHE) && !(d.cache_create && d.cache_append && d.cache_attend && d.cache_free))
+    throw input_error("subject", spec + " declares a cache but lacks cache_* entry points");
+  const double u = d.compute_unit_roundoff;
+  static_assert(ATTNCHECK_MIN_UNIT_ROUNDOFF == 0x1p-64 && ATTNCHECK_MAX_UNIT_ROUNDOFF == 0x1p-8 &&
+                    ATTNCHECK_MAX_EXP_ULPS == 4096 && ATTNCHECK_MAX_SIZE_HINT == 1 << 20,
+                "the messages below quote the limits of subject.h");
+  if (!(u >= ATTNCHECK_MIN_UNIT_ROUNDOFF && u <= ATTNCHECK_MAX_UNIT_ROUNDOFF))
+    throw input_error("subject.compute_unit_roundoff",
+                      spec + " declares u = " + std::to_string(u) + "; it must lie in [2^-64, 2^-8] (2^-24 for f32 compute)");
+  if (!(d.exp_ulps >= 0 && d.exp_ulps <= ATTNCHECK_MAX_EXP_ULPS))
+    throw input_error("subject.exp_ulps",
+                      spec + " declares exp_ulps = " + std::to_string(d.exp_ulps) + "; it must lie in [0, 4096] ulps");
+  const auto hint_ok = [](std::int64_t h) { return h >= 0 && h <= ATTNCHECK_MAX_SIZE_HINT; };
+  bool ok = hint_ok(d.hints.q_tile) && hint_ok(d.hints.k_tile) && hint_ok(d.hints.split_keys);
+  for (int i = 0; i < ATTNCHECK_SIZE_HINT_SLOTS; ++i) ok = ok && hint_ok(d.hints.lengths[i]) && hint_ok(d.hints.head_dims[i]);
+  if (!ok) throw input_error("subject.hints", spec + " declares a size hint outside [0, 2^20]");
+}
+
+// Splits NAME|PATH[:options]: options start at the first ':' followed by key=...
+std::pair<std::string, std::string> split_spec(const std::string& spec) {
+  for (std::size_t i = spec.find(':'); i != std::string::npos; i = spec.find(':', i + 1)) {
+    const std::string rest = spec.substr(i + 1);
+    const auto eq = rest.find('=');
+    const auto comma = rest.find(',');
+    if (rest.empty() || (eq != std::string::npos && (comma == std::string::npos || eq < comma) && eq > 0))
+      return {spec.substr(0, i), rest};
+  }
+  return {spec, ""};
+}
+
+}  // namespace
+
+subject::subject(attncheck_instance* inst, void* handle, std::string spec, unsigned abi)
+    : inst_(inst), handle_(handle), spec_(std::move(spec)), abi_(abi) {
+  hints_ = inst_->hints;
+  default_hints_ = hints_.q_tile == 0 && hints_.k_tile == 0 && hints_.split_keys == 0 && hints_.lengths[0] == 0;
+  if (default_hints_) {
+    int n = 0;
+    for (std::int64_t l : production_lengths) hints_.lengths[n++] = l;
+  }
+}
+
+subject::~subject() {
+  if (inst_ && inst_->destroy) inst_->destroy(inst_);
+  if (handle_) dlclose(handle_);
+}
+
+std::shared_ptr<subject> subject::wrap(const attncheck_subject* desc, std::string spec) {
+  if (!desc) throw input_error("subject", spec + " returned no descriptor");
+  if (desc->abi_version != ATTNCHECK_SUBJECT_ABI_VERSION)
+    throw input_error("subject", spec + " has ABI version " + std::to_string(desc->abi_version) +
+                                     " in its attncheck_subject_v1 descriptor; expected " +
+                                     std::to_string(ATTNCHECK_SUBJECT_ABI_VERSION));
+  attncheck_instance* x = v1::adapt(desc);
+  try {
+    check_declaration(*x, spec);
+  } catch (...) {
+    x->destroy(x);
+    throw;
+  }
+  return std::shared_ptr<subject>(new subject(x, nullptr, std::move(spec), 1));
+}
+
+std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string spec) {
+  if (!inst) throw input_error("subject", spec + " returned no instance");
+  if (inst->abi_version != ATTNCHECK_SUBJECT_ABI_VERSION_2 || inst->struct_size < sizeof(attncheck_instance)) {
+    if (inst->destroy) inst->destroy(inst);
+    throw input_error("subject", spec + " returned an instance of ABI version " + std::to_string(inst->abi_version) +
+                                     " (struct_size " + std::to_string(inst->struct_size) + "); expected version 2");
+  }
+  try {
+    check_declaration(*inst, spec);
+  } catch (...) {
+    if (inst->destroy) inst->destroy(inst);
+    throw;
+  }
+  return std::shared_ptr<subject>(new subject(inst, nullptr, std::move(spec), 2));
+}
+
+std::shared_ptr<subject> subject::make_v2(attncheck_subject_entry_v2 entry, const std::string& options, const std::string& spec,
+                                          const std::string& who) {
+  char err[err_cap] = {0};
+  auto* inst = entry(options.c_str(), err, err_cap);
+  if (!inst) {
+    err[err_cap - 1] = 0;
+    throw input_error("subject",
+                      "'" + spec + "': " + who + " refused the options '" + options + "': " + (err[0] ? err : "no reason given"));
+  }
+  return adopt(inst, spec);
+}
+
+std::shared_ptr<subject> subject::load(const std::string& spec) {
+  const auto parts = split_spec(spec);
+  const std::string& where = parts.first;
+  const std::string& options = parts.second;
+  const auto kinds = subject_kinds();
+  for (const auto& k : kinds)
+    if (k.whole_spec && spec.rfind(k.name + ":", 0) == 0) return k.make(spec, spec.substr(k.name.size() + 1));
+  for (const auto& k : kinds)
+    if (!k.whole_spec && where == k.name) return k.make(spec, options);
+  std::string expected;
+  std::size_t named = 0;
+  for (const auto& k : kinds) named += !k.hint.empty();
+  for (const auto& k : kinds)
+    if (!k.hint.empty()) expected += k.hint + (--named ? ", " : " or ");
+  void* h = dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* e = dlerror();
+    throw input_error("subject", "cannot load '" + where + "': " + (e ? e : "unknown error") + " (expected " + expected +
+                                     "a path to a plugin .so[:options])");
+  }
+  std::shared_ptr<subject> s;
+  try {
+    if (auto v2 = reinterpret_cast<attncheck_subject_entry_v2>(dlsym(h, ATTNCHECK_SUBJECT_ENTRY_V2))) {
+      s = make_v2(v2, options, spec, where);
+    } else if (auto v1e = reinterpret_cast<attncheck_subject_entry>(dlsym(h, ATTNCHECK_SUBJECT_ENTRY))) {
+      if (!options.empty())
+        throw input_error("subject", "'" + spec + "': " + where + " is an ABI v1 plugin and takes no options");
+      s = wrap(v1e(), spec);
+    } else {
+      throw input_error("subject", where + " exports neither " ATTNCHECK_SUBJECT_ENTRY_V2 " nor " ATTNCHECK_SUBJECT_ENTRY);
+    }
+  } catch (...) {
+    dlclose(h);
+    throw;
+  }
+  s->handle_ = h;
+  return s;
+}
+
+declared_numbers subject::declared() const {
+  declared_numbers d;
+  d.u = inst_->compute_unit_roundoff;
+  d.exp_ulps = inst_->exp_ulps;
+  for (std::int64_t lk : {1, 64, 1024, 4096}) {
+    attn_case c;
+    c.lk = lk;
+    d.nb_at.emplace_back(lk, key_blocks(c));
+  }
+  return d;
+}
+
+std::string subject::cannot_take(const attn_case& c, bool want_lse) const {
+  if (!(inst_->dtypes & (1u << static_cast<unsigned>(to_abi(c.type)))))
+    return std::string("no ") + std::string(attncheck::name(c.type));
+  if (c.causal && !has(ATTNCHECK_FEATURE_CAUSAL)) return "no causal mask";
+  if (c.has_padding() && !has(ATTNCHECK_FEATURE_PADDING)) return "no key padding";
+  if (c.has_mask() && !has(ATTNCHECK_FEATURE_MASK)) return "no boolean mask";
+  if (want_lse && !has_lse()) return "no LSE";
+  return {};
+}
+
+std::int64_t subject::key_blocks(const attn_case& c) const {
+  if (!inst_->key_blocks) return 1;
+  attncheck_problem p{};
+  fill_problem(p, c, 0);
+  const std::int64_t cap = std::max<std::int64_t>(1, 2 * c.lk);
+  const watched_call watch("key_blocks", 0);
+  return std::clamp<std::int64_t>(inst_->key_blocks(inst_->state, &p), 1, cap);
+}
+
+subject_output subject::attend(const attn_case& c, int threads) const {
+  call_layout how;
+  how.threads = threads;
+  return attend(c, how);
+}
+
+subject_output subject::attend(const attn_case& c, const call_layout& how) const {
+  subject_output out;
+  guarded_bytes qg(c.q), kg(c.k), vg(c.v);
+  output_buffers ob(c, c.lq, has_lse(), how.lse_strided);
+  attncheck_problem p{};
+  fill_problem(p, c, how.threads);
+  p.q = view_of(qg, c.q);
+  p.k = view_of(kg, c.k);
+  p.v = view_of(vg, c.v);
+  std::vector<std::int64_t> key_len = c.key_len;
+  if (c.has_padding()) p.key_len = key_len.data();
+  std::vector<std::uint8_t> mask;
+  if (c.has_mask()) {
+    const auto& ms = c.mask_shape;
+    if (!how.mask_expanded) {
+      p.mask = c.mask.data();
+      const std::int64_t s3 = 1, s2 = ms[3], s1 = ms[2] * ms[3], s0 = ms[1] * ms[2] * ms[3];
+      p.mask_stride[0] = ms[0] == 1 ? 0 : s0;
+      p.mask_stride[1] = ms[1] == 1 ? 0 : s1;
+      p.mask_stride[2] = ms[2] == 1 ? 0 : s2;
+      p.mask_stride[3] = ms[3] == 1 ? 0 : s3;
+    } else {
+      // The broadcast mask written out in full (no zero strides), keys outer
+      // and queries inner with a gap after every key column; gaps alternate
+      // 1 and 0, so reading one changes the answer somewhere.
+      const std::int64_t s2 = 1, s3 = c.lq + 1, s1 = c.lk * s3, s0 = c.hq * s1;
+      mask.resize(static_cast<std::size_t>(c.b * s0));
+      for (std::size_t x = 0; x < mask.size(); ++x) mask[x] = static_cast<std::uint8_t>(x & 1);
+      for (std::int64_t bi = 0; bi < c.b; ++bi)
+        for (std::int64_t h = 0; h < c.hq; ++h)
+          for (std::int64_t i = 0; i < c.lq; ++i)
+            for (std::int64_t j = 0; j < c.lk; ++j)
+              mask[static_cast<std::size_t>(bi * s0 + h * s1 + i * s2 + j * s3)] = c.mask_allows(bi, h, i, j) ? 1 : 0;
+      p.mask = mask.data();
+      p.mask_stride[0] = s0, p.mask_stride[1] = s1, p.mask_stride[2] = s2, p.mask_stride[3] = s3;
+    }
+  }
+  set_output(p, ob);
+  char err[err_cap] = {0};
+  {
+    // The per-call watchdog times the subject's code alone, not the host's copies.
+    const watched_call watch("attend", c.b * c.hq * c.lq * c.lk * (c.d + c.dv));
+    out.status = inst_->attend(inst_->state, &p, err, err_cap);
+  }
+  err[err_cap - 1] = 0;
+  if (out.status != 0) out.error = err;
+  ob.collect(out);
+  return out;
+}
+
+subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan, int threads) const {
+  subject_output out;
+  if (!has(ATTNCHECK_FEATURE_CACHE)) {
+    out.status = -1;
+    out.error = "subject has no cache";
+    return out;
+  }
+  std::int64_t total_lq = 0;
+  for (const auto& s : plan.steps) total_lq += s.lq;
+  out.o = make_output(header_of(c, std::max<std::int64_t>(1, total_lq)));
+  const bool want_lse = has_lse();
+  if (want_lse) out.lse.assign(static_cast<std::size_t>(c.b * c.hq * total_lq), 0.0f);
+
+  attncheck_cache_config cfg{};
+  cfg.struct_size = sizeof cfg;
+  cfg.dtype = to_abi(c.type);
+  cfg.b = c.b, cfg.hkv = c.hkv, cfg.d = c.d, cfg.dv = c.dv;
+  cfg.capacity = c.lk;
+  cfg.page_size = plan.page_size;
+  cfg.page_order = plan.page_order.empty() ? nullptr : plan.page_order.data();
+  cfg.page_count = static_cast<std::int64_t>(plan.page_order.size());
+  // One watched call for the whole chunked run (its steps rename the entry in flight).
+  const watched_call watch("attend_cached", c.b * c.hq * std::max<std::int64_t>(1, total_lq) * c.lk * (c.d + c.dv));
+  char err[err_cap] = {0};
+  void* cache = [&] {
+    const watched_call step("cache_create", 0);
+    return inst_->cache_create(inst_->state, &cfg, err, err_cap);
+  }();
+  if (!cache) {
+    out.status = -1;
+    err[err_cap - 1] = 0;
+    out.error = std::string("cache_create failed: ") + err;
+    return out;
+  }
+  std::vector<std::int64_t> filled(static_cast<std::size_t>(c.b), 0);
+  std::int64_t row0 = 0;
+  for (const auto& step : plan.steps) {
+    // New keys/values of this step only, (B, c, Hkv, D) dense, copied from the case.
+    const std::int64_t cmax = *std::max_element(step.append.begin(), step.append.end());
+    const std::int64_t cn = std::max<std::int64_t>(cmax, 1);
+    tensor kn = tensor::contiguous(c.type, {c.b, cn, c.hkv, c.d});
+    tensor vn = tensor::contiguous(c.type, {c.b, cn, c.hkv, c.dv});
+    for (std::int64_t bi = 0; bi < c.b; ++bi)
+      for (std::int64_t t = 0; t < step.append[static_cast<std::size_t>(bi)]; ++t)
+        for (std::int64_t g = 0; g < c.hkv; ++g) {
+          const std::int64_t j = filled[static_cast<std::size_t>(bi)] + t;
+          for (std::int64_t x = 0; x < c.d; ++x) kn.set_bits(bi, t, g, x, c.k.bits_at(bi, j, g, x));
+          for (std::int64_t x = 0; x < c.dv; ++x) vn.set_bits(bi, t, g, x, c.v.bits_at(bi, j, g, x));
+        }
+    guarded_bytes kg(kn), vg(vn);
+    attncheck_tensor kv = view_of(kg, kn), vv = view_of(vg, vn);
+    const int appended = [&] {
+      const watched_call in("cache_append", 0);
+      return inst_->cache_append(inst_->state, cache, &kv, &vv, cn, step.append.data(), err, err_cap);
+    }();
+    if (appended != 0) {
+      out.status = -1;
+      err[err_cap - 1] = 0;
+      out.error = std::string("cache_append failed: ") + err;
+      break;
+    }
+    for (std::int64_t bi = 0; bi < c.b; ++bi) filled[static_cast<std::size_t>(bi)] += step.append[static_cast<std::size_t>(bi)];
+    // Queries: the last step.lq tokens of each sequence (rows that precede
+    // the sequence start, or whose position has no row in the case, get zeros).
+    tensor qn = tensor::contiguous(c.type, {c.b, step.lq, c.hq, c.d});
+    for (std::int64_t bi = 0; bi < c.b; ++bi)
+      for (std::int64_t i = 0; i < step.lq; ++i) {
+        const std::int64_t pos = filled[static_cast<std::size_t>(bi)] - step.lq + i;
+        // The case's Q rows are bottom-right aligned: row pos - n[b] + Lq holds position pos.
+        const std::int64_t row = pos - c.valid_keys(bi) + c.lq;
+        if (pos < 0 || row < 0 || row >= c.lq) continue;
+        for (std::int64_t h = 0; h < c.hq; ++h)
+          for (std::int64_t x = 0; x < c.d; ++x) qn.set_bits(bi, i, h, x, c.q.bits_at(bi, row, h, x));
+      }
+    guarded_bytes qg(qn);
+    const attn_case stepcase = header_of(c, step.lq);
+    output_buffers ob(stepcase, step.lq, want_lse);
+    attncheck_problem p{};
+    fill_problem(p, stepcase, threads);
+    p.q = view_of(qg, qn);
+    set_output(p, ob);
+    const int rc = [&] {
+      const watched_call in("cache_attend", 0);
+      return inst_->cache_attend(inst_->state, cache, &p, err, err_cap);
+    }();
+    subject_output part;
+    ob.collect(part);
+    if (rc != 0 || part.guard_violated) {
+      out.status = rc;
+      err[err_cap - 1] = 0;
+      out.error = rc ? std::string("cache_attend failed: ") + err : std::string();
+      out.guard_violated = part.guard_violated;
+      out.guard_report = part.guard_report;
+      break;
+    }
+    for (std::int64_t bi = 0; bi < c.b; ++bi)
+      for (std::int64_t i = 0; i < step.lq; ++i)
+        for (std::int64_t h = 0; h < c.hq; ++h) {
+          for (std::int64_t e = 0; e < c.dv; ++e) out.o.set_bits(bi, row0 + i, h, e, part.o.bits_at(bi, i, h, e));
+          if (want_lse)
+            out.lse[static_cast<std::size_t>((bi * c.hq + h) * total_lq + row0 + i)] =
+                part.lse[static_cast<std::size_t>((bi * c.hq + h) * step.lq + i)];
+        }
+    row0 += step.lq;
+  }
+  {
+    const watched_call in("cache_free", 0);
+    inst_->cache_free(inst_->state, cache);
+  }
+  return out;
+}
+
+}  // namespace attncheck

@@ -1,0 +1,41 @@
+// The law groups, one file each (catalogue/<group>.cpp holds every law of the
+// group: name, one-line claim, judged floor, prepare and check), and the one
+// list that registers them in gate order. Adding a law: write it in its
+// group's file (or a new file with a <group>_laws() function) and, for a new
+// group, add one ATTNCHECK_LAW_GROUP line below. The gate, the ctest
+// properties (tests/properties/law_properties.cpp), the fuzzers and the
+// mutation table all read all_laws(); law_properties.cpp fails when two laws
+// share a fuzz slot or a short name.
+#pragma once
+
+#include <vector>
+
+#include "attncheck/laws.hpp"
+
+// X-macro: one line per law group, in the order the gate runs and prints them.
+#define ATTNCHECK_LAW_GROUPS(ATTNCHECK_LAW_GROUP) \
+  ATTNCHECK_LAW_GROUP(differential)               \
+  ATTNCHECK_LAW_GROUP(softmax)                    \
+  ATTNCHECK_LAW_GROUP(causal)                     \
+  ATTNCHECK_LAW_GROUP(gqa)                        \
+  ATTNCHECK_LAW_GROUP(cache)                      \
+  ATTNCHECK_LAW_GROUP(scale)                      \
+  ATTNCHECK_LAW_GROUP(shift)                      \
+  ATTNCHECK_LAW_GROUP(permutation)                \
+  ATTNCHECK_LAW_GROUP(independence)               \
+  ATTNCHECK_LAW_GROUP(hull)                       \
+  ATTNCHECK_LAW_GROUP(masked)                     \
+  ATTNCHECK_LAW_GROUP(extreme)                    \
+  ATTNCHECK_LAW_GROUP(determinism)                \
+  ATTNCHECK_LAW_GROUP(lse)
+
+namespace attncheck::laws {
+
+#define ATTNCHECK_DECLARE_LAW_GROUP(group) std::vector<law> group##_laws();
+ATTNCHECK_LAW_GROUPS(ATTNCHECK_DECLARE_LAW_GROUP)
+#undef ATTNCHECK_DECLARE_LAW_GROUP
+
+/// The chunked plan of the cache law for this case (also the causal law's cache path).
+cache_plan plan_cache_steps(const attn_case& c);
+
+}  // namespace attncheck::laws

@@ -1,0 +1,112 @@
+// Comparing a subject's output with the oracle under the bound of docs/bound.md.
+// Order of checks, per element: NaN, then infinities, then the bound.
+#pragma once
+
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "attncheck/case.hpp"
+#include "attncheck/failure_report.hpp"
+#include "attncheck/oracle.hpp"
+#include "attncheck/subject_host.hpp"
+
+namespace attncheck {
+
+/// The element that came closest to (or went past) its bound.
+struct worst_element {
+  std::string where;    ///< e.g. "O[b=0,i=1,h=2,e=0]" or "LSE[b=0,h=1,i=3]"
+  double expected = 0;  ///< the oracle's value (or the other run's, for metamorphic laws)
+  double got = 0;
+  double bound = 0;  ///< allowed |got - expected|
+  double ratio = 0;  ///< |got - expected| / bound; inf for a NaN/inf mismatch
+
+  std::string describe() const;
+};
+
+/// Result of comparing many elements: pass/fail, the first hard failure
+/// (NaN, inf, exact mismatch) if any, and the worst ratio.
+struct comparison {
+  bool pass = true;
+  std::string failure;  ///< empty when pass
+  worst_element worst;
+  /// Elements actually judged (compared against a value and a finite bound,
+  /// or bit for bit); 0 means the comparison judged nothing.
+  std::int64_t compared = 0;
+  /// Elements left unjudged because their bound is +inf (outside the bound's domain).
+  std::int64_t unbounded = 0;
+  /// Of `compared`, elements whose finite sound bound was useless (it accepts
+  /// every value the hull allows: oracle_result::o_sound_useless).
+  std::int64_t useless = 0;
+  /// The probabilistic verdict (docs/bound.md, "The probabilistic bound"): its
+  /// own, never folded into `pass`. Elements whose sound bound is +inf or
+  /// useless and whose probabilistic bound is finite are judged by it here.
+  std::int64_t prob_compared = 0;
+  bool prob_pass = true;
+  std::string prob_failure;  ///< the first probabilistic failure; empty when prob_pass
+  worst_element prob_worst;  ///< the element behind prob_max_ratio or the failure
+  double prob_max_ratio = 0;
+  double max_ratio = 0;
+  /// What the first failure was: the law's comparison, or the subject's error (runs_ok).
+  failure_kind kind = failure_kind::law;
+  /// Values at or past this magnitude round to +-inf in the output type
+  /// (largest finite + half an ulp); inf disables the overflow rule.
+  double overflow_threshold = std::numeric_limits<double>::infinity();
+
+  /// Folds one element in. A NaN expected value or a NaN bound (a NaN or inf
+  /// input in a visible slot) goes to without_bound(): docs/spec.md lets that row be
+  /// non-finite, never finite garbage. An infinite bound ("the analysis says nothing here", e.g.
+  /// scores that may overflow) judges nothing: the element counts in
+  /// `unbounded`, not in `compared`. A got of
+  /// +-inf for a finite expected passes only where expected + the bound (same
+  /// sign) reaches overflow_threshold: the value may legitimately round to inf.
+  void element(const std::string& where, double expected, double got, double bound);
+  /// The same, and where sound_useless the probabilistic verdict on pbound
+  /// (NaN or +inf pbound: the element stays unjudged by it).
+  void element(const std::string& where, double expected, double got, double bound, double pbound, bool sound_useless);
+  /// Folds one element into the probabilistic verdict alone (the rules of
+  /// element(): NaN fails, +-inf only by the overflow rule, else |error| <= pbound).
+  void probabilistic(const std::string& where, double expected, double got, double pbound);
+  /// An element whose bound is NaN (a visible input is not finite) or whose
+  /// truth is NaN: any non-finite got passes; a finite got fails where the
+  /// truth is NaN or infinite, passes where it equals a finite truth, and is
+  /// otherwise left unjudged (`unbounded`): no bound exists to judge it by.
+  /// empty_value (not NaN): the row's every visible score is -inf, and the
+  /// empty row's value (0 for O, -inf for LSE) passes too.
+  void without_bound(const std::string& where, double expected, double got,
+                     double empty_value = std::numeric_limits<double>::quiet_NaN());
+  /// Requires identical bit patterns (bitwise laws); any two NaNs count as
+  /// equal, since IEEE 754 does not specify a NaN result's sign or payload.
+  void exact(const std::string& where, std::uint32_t expected_bits, std::uint32_t got_bits, double expected, double got);
+  void fail(const std::string& why, failure_kind k = failure_kind::law);
+  /// Fails (and returns false) when a run did not succeed: an error code or a write outside O/LSE.
+  bool runs_ok(std::initializer_list<const subject_output*> runs);
+  /// Two runs of a subject whose true value is `truth` (bound each): an
+  /// infinity in either is fine exactly where the overflow rule allows it.
+  /// Returns true when the element was decided here (skip the bound check).
+  bool overflowed(const std::string& where, double truth, double bound, double x, double y);
+  void merge(const comparison& other);
+};
+
+std::string o_where(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t e);
+std::string lse_where(std::int64_t b, std::int64_t h, std::int64_t i);
+
+/// True when row (b, h, i) sees keys and every visible score is exactly -inf
+/// (an infinite Q or K element): the row is empty once those keys drop out.
+bool every_visible_score_is_minus_inf(const attn_case& c, std::int64_t b, std::int64_t h, std::int64_t i);
+
+/// Every element of O (and LSE when the subject gives it) against the oracle
+/// within its bound, scaled by `slack` (1 for a direct comparison).
+comparison compare_with_reference(const attn_case& c, const subject_output& out, const oracle_result& ref, double slack = 1.0);
+
+/// Two outputs of the same shape, bit for bit (O and LSE).
+comparison compare_bitwise(const attn_case& c, const subject_output& expected, const subject_output& got);
+
+/// The magnitude from which round-to-nearest in t gives +-inf.
+double overflow_threshold(dtype t);
+
+/// Bound parameters of a subject for a case, and the oracle options that go with them.
+oracle_options oracle_options_for(const subject& s, const attn_case& c, oracle_precision precision);
+
+}  // namespace attncheck

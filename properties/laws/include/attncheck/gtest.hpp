@@ -1,0 +1,96 @@
+// GoogleTest integration: one test per registered law on your subject.
+//
+//     #include <attncheck/gtest.hpp>
+//     ATTNCHECK_GATE_TESTS(my_kernel, "path/to/libmy_kernel.so:block=64");
+//
+// instantiates a value-parameterized test over all_laws(), so ctest (with
+// gtest_discover_tests) lists one test per law, named
+// all_laws/my_kernel.law/<group>_<law_name>. A law the subject cannot take
+// (a feature it does not declare) is reported as skipped; a failure prints the
+// gate's one-screen verdict (case, worst element, RC_PARAMS to reproduce).
+// The subject spec is anything `attncheck gate --subject` takes: a plugin
+// path with options, or a registered kind (builtin and naive once the program
+// links attncheck::subjects and calls attncheck::register_bundled_subjects()).
+//
+// Run options come from the environment (attncheck/environment.hpp), so ctest properties can set them:
+//   ATTNCHECK_LAW_CASES  cases per law (default 100)
+//   ATTNCHECK_LAW_SEED   rapidcheck seed (default 1)
+//   ATTNCHECK_LAW_WORK   multiply-adds each law may spend on large cases (default 20000000)
+// ATTNCHECK_GATE_TESTS_WITH(suite, spec, options) takes an attncheck::run_options instead.
+//
+// Link attncheck::laws and GTest::gtest_main (this header does not bring GTest).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "attncheck/environment.hpp"
+#include "attncheck/runner.hpp"
+
+namespace attncheck::gtest {
+
+/// The name of every registered law, in gate order.
+inline std::vector<std::string> law_names() {
+  std::vector<std::string> names;
+  for (const auto& l : all_laws()) names.push_back(l.name);
+  return names;
+}
+
+/// A GoogleTest-safe test name: "causal.future_keys" -> "causal_future_keys".
+inline std::string test_name(const testing::TestParamInfo<std::string>& p) {
+  std::string n = p.param;
+  for (char& ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+}
+
+/// Run options from ATTNCHECK_LAW_CASES, ATTNCHECK_LAW_SEED and ATTNCHECK_LAW_WORK.
+inline run_options options_from_environment() {
+  run_options ro;
+  ro.cases = 100;
+  ro.seed = 1;
+  ro.gen.law_work = 20'000'000;
+  if (const auto& v = environment("ATTNCHECK_LAW_CASES"); !v.empty()) ro.cases = std::max(1, std::atoi(v.c_str()));
+  if (const auto& v = environment("ATTNCHECK_LAW_SEED"); !v.empty()) ro.seed = std::strtoull(v.c_str(), nullptr, 10);
+  if (const auto& v = environment("ATTNCHECK_LAW_WORK"); !v.empty())
+    ro.gen.law_work = std::max<std::int64_t>(1, std::atoll(v.c_str()));
+  return ro;
+}
+
+/// One law on one subject, as GoogleTest assertions: fail and unjudged fail
+/// the test, skip skips it.
+inline void check_law(const std::string& law_name, const std::string& subject_spec, const run_options& ro) {
+  const auto s = subject::load(subject_spec);
+  const law* l = find_law(law_name);
+  ASSERT_NE(l, nullptr) << "no law named " << law_name;
+  if (const auto why = l->applicable(*s); !why.empty()) GTEST_SKIP() << why;
+  const law_report r = run_law(*l, *s, ro);
+  if (r.v == verdict::skip) GTEST_SKIP() << r.skip_reason;
+  EXPECT_NE(r.v, verdict::fail) << failure_screen(r, *s, "");
+  EXPECT_NE(r.v, verdict::unjudged) << l->name << " judged " << r.judged << " of " << r.cases << " cases (floor " << l->min_judged
+                                    << "): " << r.unjudged_why;
+  EXPECT_GT(r.cases, 0) << l->name << " ran no case";
+  std::cout << "[ attncheck ] " << l->name << " on " << s->name() << ": " << r.cases << " cases, seed " << ro.seed
+            << ", max observed/bound " << r.max_ratio << "\n";
+}
+
+}  // namespace attncheck::gtest
+
+/// One GoogleTest test per law of the registry, on the subject `subject_spec`
+/// (a string expression), with run options from the environment.
+#define ATTNCHECK_GATE_TESTS(suite_name, subject_spec) \
+  ATTNCHECK_GATE_TESTS_WITH(suite_name, subject_spec, ::attncheck::gtest::options_from_environment())
+
+/// The same with explicit run options (an expression of type attncheck::run_options).
+#define ATTNCHECK_GATE_TESTS_WITH(suite_name, subject_spec, run_options_expr)                                \
+  class suite_name : public ::testing::TestWithParam<std::string> {};                                        \
+  TEST_P(suite_name, law) { ::attncheck::gtest::check_law(GetParam(), (subject_spec), (run_options_expr)); } \
+  INSTANTIATE_TEST_SUITE_P(all_laws, suite_name, ::testing::ValuesIn(::attncheck::gtest::law_names()),       \
+                           ::attncheck::gtest::test_name)

@@ -1,0 +1,165 @@
+#include "attncheck/runner.hpp"
+
+#include <rapidcheck.h>
+
+#include <chrono>
+#include <map>
+#include <unordered_map>
+
+namespace rc::detail {
+// Exported by librapidcheck (src/detail/ReproduceParsing.h, not installed by Debian).
+std::string reproduceMapToString(const std::unordered_map<std::string, Reproduce>& reproduceMap);
+std::unordered_map<std::string, Reproduce> stringToReproduceMap(const std::string& str);
+}  // namespace rc::detail
+
+namespace attncheck {
+
+law_outcome replay(const law& l, const subject& s, const attn_case& c) {
+  try {
+    return l.check(s, c);
+  } catch (const std::exception& e) {
+    law_outcome o;
+    o.fail(std::string("harness error: ") + e.what(), failure_kind::harness);
+    return o;
+  }
+}
+
+law_report run_law(const law& l, const subject& s, const run_options& opt) {
+  law_report r;
+  r.law = l.name;
+  const auto start = std::chrono::steady_clock::now();
+  if (auto why = l.applicable(s); !why.empty()) {
+    r.v = verdict::skip;
+    r.skip_reason = why;
+    return r;
+  }
+  bool failed_once = false;
+  r.min_judged = l.min_judged;
+  if (opt.on_phase) opt.on_phase(law_phase::checking);
+  std::map<std::string, int> why_counts;
+  gen_options gopt = opt.gen;
+  gopt.budget = std::make_shared<work_budget>();
+  gopt.budget->limit = gopt.law_work;
+  const auto gen = any_case(s, gopt);
+  auto property = [&] {
+    attn_case c = *gen;
+    l.prepare(c, s);
+    law_outcome out;
+    try {
+      materialize(c);
+      if (opt.on_case) opt.on_case(c);
+      out = l.check(s, c);
+    } catch (const std::exception& e) {
+      out.fail(std::string("harness error on ") + to_line(c) + ": " + e.what(), failure_kind::harness);
+    }
+    if (!failed_once) {
+      ++r.cases;
+      r.stats.add(c, s);
+      gopt.budget->spent += std::max<std::int64_t>(0, case_work(c) - gopt.small_work);
+      ++r.ratio_histogram[ratio_bin(out.max_ratio)];
+      r.shares[static_cast<std::size_t>(c.type) % r.shares.size()].add(out.shares());
+      if (out.prob() != prob_verdict::na) {
+        ++r.prob_cases;
+        r.prob_max_ratio = std::max(r.prob_max_ratio, out.prob_max_ratio);
+        if (r.prob != prob_verdict::fail) r.prob = out.prob();
+        if (out.prob() == prob_verdict::fail && r.prob_failure.empty())
+          r.prob_failure = out.prob_failure, r.prob_failure_case = to_line(c);
+      }
+      if (out.judged())
+        ++r.judged;
+      else
+        ++why_counts[out.vacuous.empty() ? std::string("compared no element") : out.vacuous];
+      if (out.max_ratio > r.max_ratio || r.max_ratio_case.empty()) {
+        if (out.max_ratio >= r.max_ratio) {
+          r.max_ratio = out.max_ratio;
+          r.max_ratio_case = to_line(c);
+        }
+      }
+    } else {
+      ++r.shrink_steps;
+    }
+    if (out.v == verdict::fail) {
+      if (!failed_once && opt.on_phase) opt.on_phase(law_phase::shrinking);
+      failed_once = true;
+      gopt.budget->frozen = true;
+      // The last failing call is the last accepted shrink: the minimal case.
+      r.counterexample = c;
+      r.failure = out;
+      if (opt.on_progress) opt.on_progress(r);
+      RC_FAIL(out.message);
+    }
+    if (opt.on_progress) opt.on_progress(r);
+  };
+  rc::detail::TestParams params;
+  params.seed = opt.seed;
+  params.maxSuccess = opt.cases;
+  params.maxSize = opt.max_size;
+  params.maxDiscardRatio = 10;
+  rc::detail::TestMetadata meta;
+  meta.id = l.name;
+  meta.description = l.summary;
+  std::unordered_map<std::string, rc::detail::Reproduce> repro;
+  if (!opt.reproduce.empty()) repro = rc::detail::stringToReproduceMap(opt.reproduce);
+  struct quiet_listener : rc::detail::TestListener {
+    void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+    void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+    void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+  } listener;
+  const auto result = rc::detail::checkTestable(property, meta, params, listener, repro);
+  if (result.template is<rc::detail::FailureResult>()) {
+    const auto& f = result.template get<rc::detail::FailureResult>();
+    r.v = verdict::fail;
+    std::unordered_map<std::string, rc::detail::Reproduce> m{{l.name, f.reproduce}};
+    r.reproduce = rc::detail::reproduceMapToString(m);
+    if (r.counterexample) {
+      // Re-run the minimal case once so the report reflects exactly it; the
+      // elements it compares are kept for the heat map of the report.
+      element_log log;
+      r.failure = replay(l, s, *r.counterexample);
+      r.heat = heat_map_of(log, r.failure.worst);
+      if (r.failure.v != verdict::fail) r.failure.fail("flaky: the shrunk case passed on replay (" + f.description + ")");
+      r.max_ratio = std::max(r.max_ratio, r.failure.max_ratio);
+    }
+  } else if (result.template is<rc::detail::GaveUpResult>()) {
+    r.v = verdict::fail;
+    r.failure.fail("generator gave up: " + result.template get<rc::detail::GaveUpResult>().description, failure_kind::harness);
+  } else if (result.template is<rc::detail::Error>()) {
+    r.v = verdict::fail;
+    r.failure.fail("rapidcheck error: " + result.template get<rc::detail::Error>().description, failure_kind::harness);
+  }
+  int most = 0;
+  for (const auto& [why, n] : why_counts)
+    if (n > most) most = n, r.unjudged_why = why;
+  if (r.v == verdict::pass && r.cases > 0 && r.judged < l.min_judged * r.cases) r.v = verdict::unjudged;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+failure_report failure_report_of(const law_report& r, const subject& s, const std::string& saved_file) {
+  return failure_report_of(r, s.name(), s.spec(), saved_file);
+}
+
+failure_report failure_report_of(const law_report& r, const std::string& subject_name, const std::string& subject_spec,
+                                 const std::string& saved_file) {
+  failure_report f;
+  f.kind = r.failure.kind;
+  if (f.kind == failure_kind::timeout) f.verdict = "TIMEOUT";  // the gate ran out of time: no verdict on the subject
+  f.law = r.law;
+  f.subject_name = subject_name, f.subject_spec = subject_spec;
+  if (r.counterexample) f.case_line = to_line(*r.counterexample);
+  f.cases = std::to_string(r.cases) + " run, " + std::to_string(r.shrink_steps) + " shrink steps";
+  f.message = r.failure.message;
+  if (!r.failure.worst.where.empty()) f.worst = r.failure.worst.describe();
+  if (!saved_file.empty()) {
+    f.saved_file = saved_file;
+    f.replay = replay_command(saved_file, subject_spec);
+  }
+  f.reproduce = r.reproduce;
+  return f;
+}
+
+std::string failure_screen(const law_report& r, const subject& s, const std::string& saved_file) {
+  return print_failure(failure_report_of(r, s, saved_file));
+}
+
+}  // namespace attncheck

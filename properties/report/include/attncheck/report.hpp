@@ -1,0 +1,57 @@
+// The report layer: a gate_result rendered for people and machines (the
+// console table, JSON, JUnit XML), pure functions of the result; and the
+// gate as the CLI and Python run it: gate, save, print, write.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "attncheck/gate.hpp"
+
+namespace attncheck {
+
+/// One subject's console report: header (declaration, probabilistic bound,
+/// watchdog), each failure's one screen, the law table, the totals line and
+/// the judged shares (and the distribution with options.stats).
+void print_gate(const gate_result& g, std::ostream& out);
+
+/// The gate header's line on the probabilistic bound and its confidence.
+std::string probabilistic_statement();
+
+/// The elements of O and LSE the gate judged, per dtype, by sound bound,
+/// probabilistic bound or neither: all laws together, and per law when per_law.
+void print_judged_shares(const gate_result& g, bool per_law, std::ostream& out);
+
+/// The realized distribution of the cases the gate ran (all laws together):
+/// each share of docs/distribution.md with its floor.
+void print_stats(const gate_result& g, std::ostream& out);
+
+/// The gate's header lines: the subject's declared bound numbers and size hints.
+void print_declaration(const gate_result& g, std::ostream& out);
+
+/// What produced a result, for every file the gate writes: attncheck's
+/// version, the contract version, and the oracle the laws use.
+std::string provenance_line();
+
+/// Writes JUnit XML for a gate run.
+void write_junit(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed);
+
+/// Writes a gate run as JSON: attncheck (version, contract, oracle), subject, seed, seconds, failed, and per law its
+/// name, verdict (pass/fail/skipped/unjudged/timeout), cases, shrink_steps, seconds
+/// (the law's own), max_ratio (null when not finite); on failure also kind
+/// (failure_kind_name: law, crash, hang, subject_error, harness), message, worst,
+/// reproduce, counterexample (the one-line form) and shape {b, hq, hkv, lq, lk, d, dv};
+/// a timeout has kind timeout, message, and the case it was checking as `case`
+/// (with its shape). At the top: failed (timeouts not counted) and timed_out.
+void write_json(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed);
+
+/// The gate as `attncheck gate` runs it: gate_subjects, then per subject in
+/// order save_counterexamples, print_gate (a blank line between subjects) and
+/// the JUnit and JSON files its options name.
+std::vector<gate_result> run_gates(const std::vector<gate_options>& opts, std::ostream& out);
+/// The same for one subject.
+gate_result run_gate(const gate_options& opt, std::ostream& out);
+
+}  // namespace attncheck

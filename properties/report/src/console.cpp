@@ -1,0 +1,168 @@
+// The console: the gate's header, failure screens, the law table and the
+// case distribution, rendered from a gate_result.
+#include <cmath>
+#include <iomanip>
+#include <ostream>
+
+#include "attncheck/report.hpp"
+
+namespace attncheck {
+
+using gate_detail::number_text;
+
+namespace {
+
+std::string judged_text(const law_report& r) {
+  if (r.v == verdict::skip) return "-";
+  return std::to_string(r.judged) + "/" + std::to_string(r.cases);
+}
+
+std::string ratio_text(double r) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", r);
+  return buf;
+}
+
+}  // namespace
+
+void print_gate(const gate_result& g, std::ostream& out) {
+  const gate_options& opt = g.options;
+  out << "attncheck gate: subject " << g.subject_name << " (" << opt.subject << "), seed " << opt.run.seed << ", "
+      << opt.run.cases << " cases per law" << (opt.strict ? ", strict" : "") << "\n";
+  print_declaration(g, out);
+  out << "  " << probabilistic_statement()
+      << (opt.prob_fails_gate ? "; a FAIL(prob) fails the gate (--prob-fails-gate)\n"
+                              : "; reported, never gating (--prob-fails-gate to gate on it)\n");
+  if (opt.isolate)
+    out << "  watchdog: a call into the subject is hung after max(" << number_text(opt.watchdog.floor_s) << " s, "
+        << number_text(opt.watchdog.factor) << " x its expected time); each law has " << number_text(opt.law_timeout)
+        << " s (--watchdog-floor, --watchdog-factor, --law-timeout)\n";
+  for (std::size_t k = 0; k < g.reports.size(); ++k)
+    if (g.reports[k].v == verdict::fail)
+      out << print_failure(failure_report_of(g.reports[k], g.subject_name, g.subject_spec, g.saved_at[k]));
+  // The table.
+  std::size_t w = 4;
+  for (const auto& r : g.reports) w = std::max(w, r.law.size());
+  out << "\n"
+      << std::left << std::setw(static_cast<int>(w)) << "law"
+      << "  " << std::right << std::setw(11) << "judged/run"
+      << "  " << std::setw(10) << "max obs/bd"
+      << "  " << std::setw(8) << "verdict"
+      << "  " << std::setw(7) << "seconds";
+  out << "  " << std::setw(10) << "prob"
+      << "\n";
+  int passed = 0, failed = 0, skipped = 0, unjudged = 0, timeouts = 0;
+  for (const auto& r : g.reports) {
+    passed += r.v == verdict::pass, failed += r.v == verdict::fail && !timed_out(r), skipped += r.v == verdict::skip;
+    timeouts += timed_out(r);
+    unjudged += r.v == verdict::unjudged;
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.2f", r.seconds);
+    out << std::left << std::setw(static_cast<int>(w)) << r.law << "  " << std::right << std::setw(11) << judged_text(r) << "  "
+        << std::setw(10) << ratio_text(r.max_ratio) << "  " << std::setw(8) << (timed_out(r) ? "TIMEOUT" : verdict_name(r.v))
+        << "  " << std::setw(7) << secs;
+    out << "  " << std::setw(10) << prob_verdict_name(r.prob) << "\n";
+    if (r.prob == prob_verdict::fail)
+      out << "    FAIL(prob): " << r.prob_failure.substr(0, 400) << "\n      on " << r.prob_failure_case << "\n";
+    if (r.v == verdict::skip) out << "    skipped: " << r.skip_reason << "\n";
+    if (r.v == verdict::unjudged)
+      out << "    judged " << r.judged << " of " << r.cases << " cases, below the law's floor of "
+          << number_text(100 * r.min_judged, "%.0f") << "%; most common reason: " << r.unjudged_why << "\n";
+  }
+  char total[64];
+  std::snprintf(total, sizeof total, "%.1f", g.seconds);
+  out << "\ngate: " << passed << " passed, " << failed << " failed, ";
+  if (timeouts) out << timeouts << " timed out, ";
+  out << unjudged << " unjudged, " << skipped << " skipped in " << total << " s";
+  const int prob_failed = g.prob_failed();
+  if (prob_failed)
+    out << ", " << prob_failed << " FAIL(prob)" << (opt.prob_fails_gate ? "" : " (probabilistic: reported, not gating)");
+  const bool fails = failed || unjudged || (opt.prob_fails_gate && prob_failed);
+  // A failure wins over a timeout; a timeout never passes.
+  out << (fails ? "  -> FAIL" : timeouts ? "  -> TIMEOUT (a law ran out of time: a gate problem, exit 4)" : "  -> PASS") << "\n";
+  if (!opt.stats) print_judged_shares(g, false, out);  // --stats prints them per law too
+  if (opt.stats) print_stats(g, out);
+}
+
+std::string probabilistic_statement() {
+  return "probabilistic bound (Higham & Mary 2019) where the sound bound is +inf or useless: its own verdict (prob), "
+         "failure probability <= 2^" +
+         number_text(std::log2(prob_failure_per_element), "%.0f") +
+         " per element if rounding errors are independent and of mean zero";
+}
+
+void print_judged_shares(const gate_result& g, bool per_law, std::ostream& out) {
+  const auto line = [&out](const std::string& who, std::size_t t, const judged_shares& sh) {
+    if (sh.total() == 0) return;
+    const auto pct = [&sh](std::int64_t x) {
+      return number_text(100.0 * static_cast<double>(x) / static_cast<double>(sh.total()), "%.1f");
+    };
+    out << "  " << std::left << std::setw(48) << who << std::right << std::setw(5) << name(static_cast<dtype>(t)) << "  sound "
+        << std::setw(5) << pct(sh.sound) << "%  prob " << std::setw(5) << pct(sh.prob) << "%  unjudged " << std::setw(5)
+        << pct(sh.unjudged) << "%  of " << sh.total() << " (finite sound bound " << pct(sh.sound_finite) << "%)\n";
+  };
+  std::array<judged_shares, 3> all{};
+  for (const auto& r : g.reports)
+    for (std::size_t t = 0; t < all.size(); ++t) all[t].add(r.shares[t]);
+  out << "\nelements judged, by bound (docs/bound.md: sound where useful, else prob):\n";
+  for (std::size_t t = 0; t < all.size(); ++t) line("all laws", t, all[t]);
+  if (per_law)
+    for (const auto& r : g.reports)
+      for (std::size_t t = 0; t < all.size(); ++t) line(r.law, t, r.shares[t]);
+}
+
+void print_stats(const gate_result& g, std::ostream& out) {
+  print_judged_shares(g, true, out);
+  case_stats all;
+  for (const auto& r : g.reports) all.merge(r.stats);
+  out << "\ndistribution of the " << all.n << " cases run (all laws; docs/distribution.md):\n";
+  for (const auto& f : distribution_floors()) {
+    const double share = all.share(f.key);
+    const bool low = share < f.floor;
+    out << "  " << std::left << std::setw(20) << f.key << std::right << std::setw(7) << number_text(100 * share, "%.1f")
+        << "%   floor " << std::setw(4) << number_text(100 * f.floor, "%.0f") << "%"
+        << (f.needs_all ? " (subjects taking every dtype and mask)" : "") << (low ? "   BELOW" : "") << "   " << f.what << "\n";
+  }
+}
+
+void print_declaration(const gate_result& g, std::ostream& out) {
+  const declared_numbers& d = g.declared;
+  out << "  declared: ABI v" << g.abi << ", u = 2^" << number_text(std::log2(d.u), "%.4g") << ", exp " << number_text(d.exp_ulps)
+      << " ulps, key blocks nb";
+  for (const auto& [lk, nb] : d.nb_at) out << " " << nb << " at Lk=" << lk << (lk == d.nb_at.back().first ? "" : ",");
+  out << "\n";
+  const auto& h = g.hints;
+  out << "  size hints" << (g.default_hints ? " (none declared; common production sizes)" : "") << ":";
+  if (h.q_tile) out << " q_tile " << h.q_tile;
+  if (h.k_tile) out << " k_tile " << h.k_tile;
+  if (h.split_keys) out << " split_keys " << h.split_keys;
+  std::string lengths, dims;
+  for (int i = 0; i < ATTNCHECK_SIZE_HINT_SLOTS && h.lengths[i]; ++i)
+    lengths += (lengths.empty() ? "" : ",") + std::to_string(h.lengths[i]);
+  for (int i = 0; i < ATTNCHECK_SIZE_HINT_SLOTS && h.head_dims[i]; ++i)
+    dims += (dims.empty() ? "" : ",") + std::to_string(h.head_dims[i]);
+  if (!lengths.empty()) out << " lengths " << lengths;
+  if (!dims.empty()) out << " head dims " << dims;
+  out << "\n";
+}
+
+}  // namespace attncheck
+
+namespace attncheck {
+
+std::vector<gate_result> run_gates(const std::vector<gate_options>& opts, std::ostream& out) {
+  std::vector<gate_result> results = gate_subjects(opts);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    gate_result& g = results[i];
+    save_counterexamples(g);
+    if (i > 0) out << "\n";
+    print_gate(g, out);
+    if (!g.options.junit.empty()) write_junit(g.options.junit, g, g.subject_name, g.options.run.seed);
+    if (!g.options.json.empty()) write_json(g.options.json, g, g.subject_name, g.options.run.seed);
+  }
+  return results;
+}
+
+gate_result run_gate(const gate_options& opt, std::ostream& out) { return run_gates({opt}, out).front(); }
+
+}  // namespace attncheck
