@@ -67,7 +67,11 @@ TEST(gate, same_seed_same_cases_same_verdicts_same_files) {
   auto run = [](const std::string& dir, std::vector<std::string>& files) {
     gate_options opt;
     opt.subject = ATTNCHECK_PLUGIN_DIR "/libbroken_gqa_modulo.so";
+#ifdef ATTNCHECK_DETERMINISM_CASES
+    opt.run.cases = ATTNCHECK_DETERMINISM_CASES;
+#else
     opt.run.cases = 25;
+#endif
     opt.run.seed = 12345;
     opt.out_dir = dir;
     opt.isolate = false;
