@@ -355,14 +355,14 @@ std::shared_ptr<subject> subject::load(const std::string& spec) {
     if (k.whole_spec && spec.rfind(k.name + ":", 0) == 0) return k.make(spec, spec.substr(k.name.size() + 1));
   for (const auto& k : kinds)
     if (!k.whole_spec && where == k.name) return k.make(spec, options);
-  std::string expected;
-  std::size_t named = 0;
-  for (const auto& k : kinds) named += !k.hint.empty();
-  for (const auto& k : kinds)
-    if (!k.hint.empty()) expected += k.hint + (--named ? ", " : " or ");
   void* h = dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
+    std::string expected;  // the registered kinds that carry a hint: "a, b or "
+    std::size_t named = 0;
+    for (const auto& k : kinds) named += !k.hint.empty();
+    for (const auto& k : kinds)
+      if (!k.hint.empty()) expected += k.hint + (--named ? ", " : " or ");
     throw input_error("subject", "cannot load '" + where + "': " + (e ? e : "unknown error") + " (expected " + expected +
                                      "a path to a plugin .so[:options])");
   }

@@ -17,12 +17,6 @@ std::string judged_text(const law_report& r) {
   return std::to_string(r.judged) + "/" + std::to_string(r.cases);
 }
 
-std::string ratio_text(double r) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", r);
-  return buf;
-}
-
 }  // namespace
 
 void print_gate(const gate_result& g, std::ostream& out) {
@@ -59,8 +53,8 @@ void print_gate(const gate_result& g, std::ostream& out) {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f", r.seconds);
     out << std::left << std::setw(static_cast<int>(w)) << r.law << "  " << std::right << std::setw(11) << judged_text(r) << "  "
-        << std::setw(10) << ratio_text(r.max_ratio) << "  " << std::setw(8) << (timed_out(r) ? "TIMEOUT" : verdict_name(r.v))
-        << "  " << std::setw(7) << secs;
+        << std::setw(10) << number_text(r.max_ratio, "%.3g") << "  " << std::setw(8)
+        << (timed_out(r) ? "TIMEOUT" : verdict_name(r.v)) << "  " << std::setw(7) << secs;
     out << "  " << std::setw(10) << prob_verdict_name(r.prob) << "\n";
     if (r.prob == prob_verdict::fail)
       out << "    FAIL(prob): " << r.prob_failure.substr(0, 400) << "\n      on " << r.prob_failure_case << "\n";
@@ -157,8 +151,8 @@ std::vector<gate_result> run_gates(const std::vector<gate_options>& opts, std::o
     save_counterexamples(g);
     if (i > 0) out << "\n";
     print_gate(g, out);
-    if (!g.options.junit.empty()) write_junit(g.options.junit, g, g.subject_name, g.options.run.seed);
-    if (!g.options.json.empty()) write_json(g.options.json, g, g.subject_name, g.options.run.seed);
+    if (!g.options.junit.empty()) write_junit(g.options.junit, g);
+    if (!g.options.json.empty()) write_json(g.options.json, g);
   }
   return results;
 }

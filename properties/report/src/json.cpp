@@ -16,13 +16,13 @@ std::string provenance_line() {
          ")";
 }
 
-void write_json(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed) {
+void write_json(const std::string& path, const gate_result& r) {
   // inf and NaN are not JSON numbers: a non-finite ratio is written as null.
   const auto number = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
   nlohmann::json laws = nlohmann::json::array();
   for (const auto& l : r.reports) {
     // A law cut short by its own time limit: verdict and kind "timeout" (not a failure of the subject).
-    const bool timeout = l.v == verdict::fail && l.failure.kind == failure_kind::timeout;
+    const bool timeout = timed_out(l);
     nlohmann::json j = {{"name", l.law},
                         {"verdict", timeout ? "timeout" : verdict_id(l.v)},
                         {"cases", l.cases},
@@ -79,8 +79,8 @@ void write_json(const std::string& path, const gate_result& r, const std::string
       {"contract", contract_version},
       {"oracle", {{"laws", "auto_tier"}, {"precision", oracle_precision_id}, {"bits", oracle_precision_bits}}},
       {"line", provenance_line()}};
-  nlohmann::json doc = {{"attncheck", made_by},     {"subject", subject_name},
-                        {"declared", declared},     {"seed", seed},
+  nlohmann::json doc = {{"attncheck", made_by},     {"subject", r.subject_name},
+                        {"declared", declared},     {"seed", r.options.run.seed},
                         {"seconds", r.seconds},     {"failed", r.failed() - r.timed_out()},
                         {"unjudged", r.unjudged()}, {"laws", laws}};
   doc["timed_out"] = r.timed_out();

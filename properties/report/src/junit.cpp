@@ -24,21 +24,21 @@ std::string xml_escape(std::string_view s) { return html::escape(s); }
 
 using namespace gate_detail;
 
-void write_junit(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed) {
+void write_junit(const std::string& path, const gate_result& r) {
   std::ostringstream x;
   // A law cut short by its own time limit is an error (the gate's problem), not a failure.
   // The probabilistic verdict is a property of its own (probabilistic_verdict), never a failure.
-  const auto timeout = [](const law_report& l) { return l.v == verdict::fail && l.failure.kind == failure_kind::timeout; };
   int failures = 0, skipped = 0, errors = 0;
   for (const auto& l : r.reports)
-    failures += (l.v == verdict::fail && !timeout(l)) || l.v == verdict::unjudged ||
+    failures += (l.v == verdict::fail && !timed_out(l)) || l.v == verdict::unjudged ||
                 (r.options.prob_fails_gate && l.v == verdict::pass && l.prob == prob_verdict::fail),
-        skipped += l.v == verdict::skip, errors += timeout(l);
+        skipped += l.v == verdict::skip, errors += timed_out(l);
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   x << "<testsuites name=\"attncheck\" tests=\"" << r.reports.size() << "\" failures=\"" << failures << "\" errors=\"" << errors
     << "\" skipped=\"" << skipped << "\" time=\"" << r.seconds << "\">\n";
-  x << "  <testsuite name=\"attncheck-gate." << xml_escape(subject_name) << "\" tests=\"" << r.reports.size() << "\" failures=\""
-    << failures << "\" errors=\"" << errors << "\" skipped=\"" << skipped << "\" time=\"" << r.seconds << "\">\n";
+  x << "  <testsuite name=\"attncheck-gate." << xml_escape(r.subject_name) << "\" tests=\"" << r.reports.size()
+    << "\" failures=\"" << failures << "\" errors=\"" << errors << "\" skipped=\"" << skipped << "\" time=\"" << r.seconds
+    << "\">\n";
   std::string nb;
   for (const auto& [lk, n] : r.declared.nb_at)
     nb += (nb.empty() ? "" : ", ") + std::to_string(n) + " at Lk=" + std::to_string(lk);
@@ -46,12 +46,12 @@ void write_junit(const std::string& path, const gate_result& r, const std::strin
     << "\"/><property name=\"contract_version\" value=\"" << contract_version
     << "\"/><property name=\"oracle\" value=\"auto_tier, " << oracle_precision_id << " (" << oracle_precision_bits
     << "-bit MPFR)\"/><property name=\"made_by\" value=\"" << xml_escape(provenance_line())
-    << "\"/><property name=\"seed\" value=\"" << seed << "\"/><property name=\"subject\" value=\"" << xml_escape(subject_name)
-    << "\"/><property name=\"abi\" value=\"" << r.abi << "\"/><property name=\"compute_unit_roundoff\" value=\""
-    << number_text(r.declared.u, "%.17g") << "\"/><property name=\"exp_ulps\" value=\""
-    << number_text(r.declared.exp_ulps, "%.17g") << "\"/><property name=\"key_blocks\" value=\"" << nb
-    << "\"/><property name=\"probabilistic_confidence\" value=\"" << xml_escape(probabilistic_statement())
-    << "\"/></properties>\n";
+    << "\"/><property name=\"seed\" value=\"" << r.options.run.seed << "\"/><property name=\"subject\" value=\""
+    << xml_escape(r.subject_name) << "\"/><property name=\"abi\" value=\"" << r.abi
+    << "\"/><property name=\"compute_unit_roundoff\" value=\"" << number_text(r.declared.u, "%.17g")
+    << "\"/><property name=\"exp_ulps\" value=\"" << number_text(r.declared.exp_ulps, "%.17g")
+    << "\"/><property name=\"key_blocks\" value=\"" << nb << "\"/><property name=\"probabilistic_confidence\" value=\""
+    << xml_escape(probabilistic_statement()) << "\"/></properties>\n";
   for (std::size_t i = 0; i < r.reports.size(); ++i) {
     const auto& l = r.reports[i];
     const auto dot = l.law.find('.');
@@ -70,7 +70,7 @@ void write_junit(const std::string& path, const gate_result& r, const std::strin
     if (l.v == verdict::unjudged)
       x << "      <failure message=\"judged " << l.judged << " of " << l.cases << " cases, below the floor of "
         << number_text(100 * l.min_judged, "%.0f") << "%\" type=\"unjudged\">" << xml_escape(l.unjudged_why) << "</failure>\n";
-    if (timeout(l))
+    if (timed_out(l))
       x << "      <error message=\"" << xml_escape(l.failure.message.substr(0, 500)) << "\" type=\"timeout\">"
         << xml_escape(l.counterexample ? to_line(*l.counterexample) : std::string()) << "</error>\n";
     else if (l.v == verdict::fail) {

@@ -35,8 +35,8 @@ void print_declaration(const gate_result& g, std::ostream& out);
 /// version, the contract version, and the oracle the laws use.
 std::string provenance_line();
 
-/// Writes JUnit XML for a gate run.
-void write_junit(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed);
+/// Writes JUnit XML for a gate run (its subject_name and options.run.seed name the suite).
+void write_junit(const std::string& path, const gate_result& r);
 
 /// Writes a gate run as JSON: attncheck (version, contract, oracle), subject, seed, seconds, failed, and per law its
 /// name, verdict (pass/fail/skipped/unjudged/timeout), cases, shrink_steps, seconds
@@ -45,7 +45,7 @@ void write_junit(const std::string& path, const gate_result& r, const std::strin
 /// reproduce, counterexample (the one-line form) and shape {b, hq, hkv, lq, lk, d, dv};
 /// a timeout has kind timeout, message, and the case it was checking as `case`
 /// (with its shape). At the top: failed (timeouts not counted) and timed_out.
-void write_json(const std::string& path, const gate_result& r, const std::string& subject_name, std::uint64_t seed);
+void write_json(const std::string& path, const gate_result& r);
 
 /// The gate as `attncheck gate` runs it: gate_subjects, then per subject in
 /// order save_counterexamples, print_gate (a blank line between subjects) and
