@@ -21,6 +21,8 @@
 namespace attnimpl::bench {
 namespace {
 
+isa bench_isa = isa::automatic;  // --isa: the kernel's instruction set in every call
+
 struct bench_case {
   const char* name;
   std::int64_t b, hq, hkv, lq, lk, d;
@@ -116,7 +118,7 @@ void bench_prefill(const bench_case& c, int threads, int reps, const peaks& pk) 
   a.v = {v.data(), dtype::f32, dense(c.lk, c.hkv, c.d)};
   a.o = {o.data(), dtype::f32, dense(c.lq, c.hq, c.d)};
   a.causal = c.causal;
-  const timing kt = best_of(reps, [&] { (void)attention(a, {.threads = threads}); });
+  const timing kt = best_of(reps, [&] { (void)attention(a, {.threads = threads, .simd = bench_isa}); });
   const timing nt = isa_supported(isa::avx2) ? best_of(reps,
                                                        [&] {
                                                          naive_attention_f32(q.data(), k.data(), v.data(), o_naive.data(), c.b,
@@ -171,7 +173,7 @@ void bench_decode(const bench_case& c, int threads, int reps, const peaks& pk) {
   // cache take longer, so fewer of them).
   const double kv_mib = static_cast<double>(c.b * c.lk * c.hkv * 2 * c.d * es) / (1 << 20);
   const int decode_reps = kv_mib > 64 ? reps * 4 : reps * 10;
-  const timing kt = best_of(decode_reps, [&] { (void)cache->attend(a, {.threads = threads}); });
+  const timing kt = best_of(decode_reps, [&] { (void)cache->attend(a, {.threads = threads, .simd = bench_isa}); });
   const timing nt = isa_supported(isa::avx2) ? best_of(decode_reps,
                                                        [&] {
                                                          naive_attention_f32(q.data(), k.data(), v.data(), o_naive.data(), c.b,
@@ -202,7 +204,7 @@ void bench_memory(int threads, std::int64_t l) {
   a.o = {o.data(), dtype::f32, dense(l, h, d)};
   a.causal = true;  // half the FLOPs of non-causal: same memory behaviour, half the wait
   const auto t0 = std::chrono::steady_clock::now();
-  (void)attention(a, {.threads = threads});
+  (void)attention(a, {.threads = threads, .simd = bench_isa});
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double io_mib = 4.0 * static_cast<double>(n) * 4 / (1 << 20);
   const double peak_mib = static_cast<double>(peak_rss_kib()) / 1024;
@@ -243,13 +245,13 @@ int run(int argc, char** argv) {
     else if (arg == "--no-rss")
       rss = false;
     else if (arg == "--isa" && i + 1 < argc) {
-      // The kernel's instruction set, through the variable its config reads.
+      // The kernel's instruction set, passed in every call's config.
       const std::string name = argv[++i];
       if (!parse_isa(name) || !isa_supported(*parse_isa(name))) {
         std::fprintf(stderr, "bench: --isa must be auto, avx2 or portable, one this CPU runs (got '%s')\n", name.c_str());
         return 2;
       }
-      setenv("ATTNIMPL_ISA", name.c_str(), 1);
+      bench_isa = *parse_isa(name);
     } else {
       std::fprintf(stderr, "bench: unknown option %s (--threads N, --reps N, --filter TEXT, --isa NAME, --quick, --no-rss)\n",
                    arg.c_str());
@@ -259,7 +261,7 @@ int run(int argc, char** argv) {
   std::printf(
       "attnimpl bench: %d threads, best of %d, kernel isa %s (config defaults: k_tile %lld, split_keys %lld, "
       "exp %.2f ulps)\n",
-      threads, reps, isa_name(resolve_isa(isa::automatic)), static_cast<long long>(resolve({}).k_tile),
+      threads, reps, isa_name(resolve_isa(bench_isa)), static_cast<long long>(resolve({}).k_tile),
       static_cast<long long>(resolve({}).split_keys), exp_ulps());
   if (rss && !quick) bench_memory(threads, 16384);
   // The bandwidth probe's spread says how much the shared machine moved

@@ -50,35 +50,16 @@ std::optional<isa> parse_isa(std::string_view name) {
   return std::nullopt;
 }
 
-namespace {
-
-// ATTNIMPL_ISA, the kernel's one environment variable, read once at its first
-// use (the kernel is standalone: it has no part of the suite's configuration).
-const std::string& isa_variable() {
-  static const std::string value = [] {
-    const char* env = std::getenv("ATTNIMPL_ISA");
-    return std::string(env ? env : "");
-  }();
-  return value;
-}
-
-}  // namespace
-
+// The kernel reads no environment: its caller chooses (the suite's builtin
+// subject maps the variable ATTNIMPL_ISA onto config.simd).
 status check_isa(isa requested) {
-  if (const std::string& env = isa_variable(); !env.empty() && !parse_isa(env))
-    return status::invalid("environment variable ATTNIMPL_ISA must be auto, avx2 or portable, not '" + env + "'");
-  const isa r = resolve_isa(requested);
-  if (!isa_supported(r))
-    return status::invalid(std::string("config.simd = avx2 needs a CPU with AVX2, FMA and F16C") +
-                           (requested == isa::automatic ? " (asked for by ATTNIMPL_ISA)" : "") + "; this one lacks them");
+  if (!isa_supported(resolve_isa(requested)))
+    return status::invalid("config.simd = avx2 needs a CPU with AVX2, FMA and F16C; this one lacks them");
   return status::success();
 }
 
 isa resolve_isa(isa requested) {
-  if (requested == isa::automatic) {
-    if (const auto e = parse_isa(isa_variable()); e && *e != isa::automatic) return *e;
-    return cpu_has_avx2() ? isa::avx2 : isa::portable;
-  }
+  if (requested == isa::automatic) return cpu_has_avx2() ? isa::avx2 : isa::portable;
   return requested;
 }
 

@@ -1,5 +1,5 @@
 // The kernel in portable C++, for CPUs without AVX2/FMA/F16C (or when asked:
-// config::simd, ATTNIMPL_ISA=portable). The same operations lane by lane, so
+// config::simd, builtin:simd=portable). The same operations lane by lane, so
 // it computes the AVX2 path's bits (simd.hpp); slower, never less accurate.
 #include "kernel_isa_prelude.hpp"
 

@@ -65,9 +65,9 @@ struct shape {
 
 /// The kernel's instruction set. It is built twice: for AVX2+FMA+F16C and in
 /// portable C++ (any CPU). Both compute the same bits (tests/impl/isa_test.cpp),
-/// so the choice changes speed only. automatic: the environment variable
-/// ATTNIMPL_ISA (auto, avx2 or portable) if set, else AVX2 where the CPU has
-/// it (and the OS saves its registers), else portable.
+/// so the choice changes speed only. automatic: AVX2 where the CPU has it
+/// (and the OS saves its registers), else portable. The kernel reads no
+/// environment variable (the suite's builtin subject takes ATTNIMPL_ISA).
 enum class isa : std::uint8_t { automatic, avx2, portable };
 
 /// Tuning knobs. Results are bit-for-bit the same for every `threads`;
@@ -112,8 +112,8 @@ const char* isa_name(isa which);
 /// The inverse of isa_name ("" is auto); nullopt for anything else.
 std::optional<isa> parse_isa(std::string_view name);
 
-/// invalid_argument naming the field when `requested` (or ATTNIMPL_ISA)
-/// asks for an instruction set this CPU lacks, or ATTNIMPL_ISA is malformed.
+/// invalid_argument naming the field when `requested` asks for an
+/// instruction set this CPU lacks.
 status check_isa(isa requested);
 
 /// 1/sqrt(d) rounded once to f32, the contract's default scale.

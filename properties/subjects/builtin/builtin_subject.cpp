@@ -10,6 +10,7 @@
 
 #include "attncheck/subject.h"
 #include "attncheck/bundled_subjects.hpp"
+#include "attncheck/environment.hpp"
 #include "attncheck/subject_host.hpp"
 #include "attnimpl/attention.hpp"
 #include "builtin_cache.hpp"
@@ -34,7 +35,30 @@ void write_err(char* err, std::size_t len, const std::string& msg) {
   if (err && len) std::snprintf(err, len, "%s", msg.c_str());
 }
 
+namespace {
+
+// An instruction set by name, one this CPU runs; `what` names where it came from.
+bool parse_simd(const std::string& value, const std::string& what, attnimpl::isa& simd, std::string& why) {
+  const auto which = attnimpl::parse_isa(value);
+  if (!which || value.empty()) {
+    why = what + ": simd takes auto, avx2 or portable";
+    return false;
+  }
+  if (!attnimpl::isa_supported(*which)) {
+    why = what + ": this CPU lacks AVX2, FMA or F16C";
+    return false;
+  }
+  simd = *which;
+  return true;
+}
+
+}  // namespace
+
 bool parse_options(const char* options, attnimpl::config& tiles, std::string& why) {
+  // The instruction set starts from ATTNIMPL_ISA (README, "Environment"); simd= overrides it.
+  if (const std::string& env = environment("ATTNIMPL_ISA");
+      !env.empty() && !parse_simd(env, "environment variable ATTNIMPL_ISA='" + env + "'", tiles.simd, why))
+    return false;
   std::string rest = options ? options : "";
   while (!rest.empty()) {
     const auto comma = rest.find(',');
@@ -55,16 +79,7 @@ bool parse_options(const char* options, attnimpl::config& tiles, std::string& wh
       return false;
     }
     if (key == "simd") {  // the kernel's instruction set (attnimpl::isa)
-      const auto which = attnimpl::parse_isa(value);
-      if (!which || value.empty()) {
-        why = "'" + item + "': simd takes auto, avx2 or portable";
-        return false;
-      }
-      if (!attnimpl::isa_supported(*which)) {
-        why = "'" + item + "': this CPU lacks AVX2, FMA or F16C";
-        return false;
-      }
-      tiles.simd = *which;
+      if (!parse_simd(value, "'" + item + "'", tiles.simd, why)) return false;
       continue;
     }
     std::int64_t* slot = key == "q_tile"       ? &tiles.q_tile
