@@ -8,24 +8,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <optional>
 #include <vector>
 
+#include "cpu_time.hpp"
 #include "attnimpl/kv_cache.hpp"
-
-namespace {
-
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using attnimpl::dtype;
+  using attnimpl::tools::cpu_seconds;
   if (argc < 4) {
     std::fprintf(stderr, "usage: %s THREADS f32|bf16 LK [B [STEPS [PAGE]]]\n", argv[0]);
     return 2;

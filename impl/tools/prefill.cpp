@@ -7,23 +7,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <vector>
 
+#include "cpu_time.hpp"
 #include "attnimpl/attention.hpp"
-
-namespace {
-
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using attnimpl::dtype;
+  using attnimpl::tools::cpu_seconds;
   if (argc < 3) {
     std::fprintf(stderr, "usage: %s THREADS L [causal [REPS [Q_TILE [K_TILE]]]]\n", argv[0]);
     return 2;
