@@ -358,6 +358,72 @@ static inline void panel_v2_fill(attncheck_instance* d, const panel_kernel* kn, 
   d->cache_free = panel_v2_cache_free;
 }
 
+/* ---- The entry point of a version 2 kernel ---------------------------------- */
+
+/* An instance: the ABI's instance first (it is the allocation), the kernel,
+ * and its one size (the tile or chunk its option sets, or its fixed tile; 0
+ * when it has none). Row and work_bytes functions get it as their state. */
+typedef struct panel_instance {
+  attncheck_instance desc;
+  panel_kernel kn;
+  int64_t size;
+  char name[48];
+} panel_instance;
+
+/* The one option a kernel may take: "key=N" with N in [lo, hi], def when "". */
+typedef struct panel_option {
+  const char* key;
+  int64_t def, lo, hi;
+} panel_option;
+
+static inline int panel_int_option(const char* options, const char* key, int64_t lo, int64_t hi, int64_t* value, char* err,
+                                   size_t err_len);
+
+static inline void panel_destroy(attncheck_instance* self) { free(self); }
+
+/* A new instance of the kernel "panel NAME" (" key=N" added when it takes an
+ * option), declaring f32, f16 and bf16 storage, f32 compute (u = 2^-24) and
+ * exp_ulps 1 (glibc's expf, exp2f, logf, log2f: below 1 ulp); the caller
+ * changes what differs. option NULL: it takes no options, and its size is
+ * `fixed`. NULL, with a message in err, for a bad option or no memory. */
+static inline panel_instance* panel_new(const char* name, void (*row)(const void*, const panel_row*, double*, double*),
+                                        size_t (*work_bytes)(const void*, int64_t, int64_t, int64_t), const panel_option* option,
+                                        int64_t fixed, const char* options, char* err, size_t err_len) {
+  int64_t size = fixed;
+  if (option) {
+    size = option->def;
+    if (panel_int_option(options, option->key, option->lo, option->hi, &size, err, err_len)) return NULL;
+  } else if (options && *options) {
+    snprintf(err, err_len, "'%s': panel %s takes no options", options, name);
+    return NULL;
+  }
+  panel_instance* self = (panel_instance*)calloc(1, sizeof *self);
+  if (!self) {
+    snprintf(err, err_len, "out of memory");
+    return NULL;
+  }
+  self->size = size;
+  if (option)
+    snprintf(self->name, sizeof self->name, "panel %s %s=%lld", name, option->key, (long long)size);
+  else
+    snprintf(self->name, sizeof self->name, "panel %s", name);
+  self->kn = (panel_kernel){self->name, PANEL_ALL_DTYPES, row, work_bytes, self};
+  panel_v2_fill(&self->desc, &self->kn, &self->kn);
+  self->desc.compute_unit_roundoff = 0x1p-24;
+  self->desc.exp_ulps = 1.0;
+  self->desc.destroy = panel_destroy;
+  return self;
+}
+
+/* The instance behind a row function's state. */
+static inline const panel_instance* panel_self(const void* state) { return (const panel_instance*)state; }
+
+/* key_blocks of a kernel whose blocks are tiles of `size` keys from key 0. */
+static inline int64_t panel_tiles(void* state, const attncheck_problem* p) {
+  const panel_instance* self = panel_self(((const panel_kernel*)state)->state);
+  return (p->lk + self->size - 1) / self->size;
+}
+
 /* Parses "key=N" with N in [lo, hi] from options ("" keeps *value). Returns 0,
  * or 1 with a message naming the option and its range. */
 static inline int panel_int_option(const char* options, const char* key, int64_t lo, int64_t hi, int64_t* value, char* err,

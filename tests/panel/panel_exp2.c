@@ -13,11 +13,6 @@
 #define TILE 128
 #define LANES 8
 
-typedef struct exp2_kernel {
-  attncheck_instance desc; /* first, so the instance is the allocation */
-  panel_kernel kn;
-} exp2_kernel;
-
 static size_t work_bytes(const void* state, int64_t lk, int64_t d, int64_t dv) {
   (void)state, (void)lk, (void)d;
   return sizeof(float) * (size_t)(TILE + dv);
@@ -70,31 +65,11 @@ static void row(const void* state, const panel_row* r, double* o, double* lse) {
   *lse = (m2 + log2f(l)) * 0.693147182f; /* ln 2 in f32 */
 }
 
-static int64_t key_blocks(void* state, const attncheck_problem* p) {
-  (void)state;
-  return (p->lk + TILE - 1) / TILE;
-}
-
-static void destroy(attncheck_instance* self) { free(self); }
-
 /* No options. */
 PANEL_EXPORT attncheck_instance* attncheck_subject_v2(const char* options, char* err, size_t err_len) {
-  if (options && *options) {
-    snprintf(err, err_len, "'%s': panel exp2 takes no options", options);
-    return NULL;
-  }
-  exp2_kernel* self = (exp2_kernel*)calloc(1, sizeof *self);
-  if (!self) {
-    snprintf(err, err_len, "out of memory");
-    return NULL;
-  }
-  self->kn = (panel_kernel){"panel exp2", PANEL_ALL_DTYPES, row, work_bytes, self};
-  attncheck_instance* d = &self->desc;
-  panel_v2_fill(d, &self->kn, &self->kn);
-  d->compute_unit_roundoff = 0x1p-24;
-  d->exp_ulps = 1.0;
-  d->hints.k_tile = TILE;
-  d->key_blocks = key_blocks;
-  d->destroy = destroy;
-  return d;
+  panel_instance* self = panel_new("exp2", row, work_bytes, NULL, TILE, options, err, err_len);
+  if (!self) return NULL;
+  self->desc.hints.k_tile = TILE;
+  self->desc.key_blocks = panel_tiles;
+  return &self->desc;
 }

@@ -9,11 +9,6 @@
  * (glibc expf and logf: below 1 ulp), no key_blocks (nb = 1). */
 #include "panel.h"
 
-typedef struct fma_kernel {
-  attncheck_instance desc; /* first, so the instance is the allocation */
-  panel_kernel kn;
-} fma_kernel;
-
 static size_t work_bytes(const void* state, int64_t lk, int64_t d, int64_t dv) {
   (void)state;
   return sizeof(float) * (size_t)(lk + d + dv);
@@ -43,24 +38,8 @@ static void row(const void* state, const panel_row* r, double* o, double* lse) {
   *lse = m + logf(l);
 }
 
-static void destroy(attncheck_instance* self) { free(self); }
-
 /* No options. */
 PANEL_EXPORT attncheck_instance* attncheck_subject_v2(const char* options, char* err, size_t err_len) {
-  if (options && *options) {
-    snprintf(err, err_len, "'%s': panel fma takes no options", options);
-    return NULL;
-  }
-  fma_kernel* self = (fma_kernel*)calloc(1, sizeof *self);
-  if (!self) {
-    snprintf(err, err_len, "out of memory");
-    return NULL;
-  }
-  self->kn = (panel_kernel){"panel fma", PANEL_ALL_DTYPES, row, work_bytes, self};
-  attncheck_instance* d = &self->desc;
-  panel_v2_fill(d, &self->kn, &self->kn);
-  d->compute_unit_roundoff = 0x1p-24;
-  d->exp_ulps = 1.0;
-  d->destroy = destroy;
-  return d;
+  panel_instance* self = panel_new("fma", row, work_bytes, NULL, 0, options, err, err_len);
+  return self ? &self->desc : NULL;
 }

@@ -10,11 +10,6 @@
  * after the subtraction is the second u (m - S_j) of docs/bound.md, step 2. */
 #include "panel.h"
 
-typedef struct kahan_kernel {
-  attncheck_instance desc; /* first, so the instance is the allocation */
-  panel_kernel kn;
-} kahan_kernel;
-
 static size_t work_bytes(const void* state, int64_t lk, int64_t d, int64_t dv) {
   (void)state, (void)d;
   return sizeof(float) * (size_t)(lk + 2 * dv);
@@ -64,24 +59,8 @@ static void row(const void* state, const panel_row* r, double* o, double* lse) {
   *lse = r->scale * best + logf(l);
 }
 
-static void destroy(attncheck_instance* self) { free(self); }
-
 /* No options. */
 PANEL_EXPORT attncheck_instance* attncheck_subject_v2(const char* options, char* err, size_t err_len) {
-  if (options && *options) {
-    snprintf(err, err_len, "'%s': panel kahan takes no options", options);
-    return NULL;
-  }
-  kahan_kernel* self = (kahan_kernel*)calloc(1, sizeof *self);
-  if (!self) {
-    snprintf(err, err_len, "out of memory");
-    return NULL;
-  }
-  self->kn = (panel_kernel){"panel kahan", PANEL_ALL_DTYPES, row, work_bytes, self};
-  attncheck_instance* d = &self->desc;
-  panel_v2_fill(d, &self->kn, &self->kn);
-  d->compute_unit_roundoff = 0x1p-24;
-  d->exp_ulps = 1.0;
-  d->destroy = destroy;
-  return d;
+  panel_instance* self = panel_new("kahan", row, work_bytes, NULL, 0, options, err, err_len);
+  return self ? &self->desc : NULL;
 }

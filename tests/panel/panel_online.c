@@ -12,30 +12,23 @@
  * tile), size hint k_tile = tile. */
 #include "panel.h"
 
-typedef struct online_kernel {
-  attncheck_instance desc; /* first, so the instance is the allocation */
-  panel_kernel kn;
-  int64_t tile;
-  char name[40];
-} online_kernel;
-
 static size_t work_bytes(const void* state, int64_t lk, int64_t d, int64_t dv) {
-  const online_kernel* self = (const online_kernel*)state;
+  const panel_instance* self = panel_self(state);
   (void)lk, (void)d;
-  return sizeof(float) * (size_t)(self->tile + dv);
+  return sizeof(float) * (size_t)(self->size + dv);
 }
 
 static void row(const void* state, const panel_row* r, double* o, double* lse) {
-  const online_kernel* self = (const online_kernel*)state;
+  const panel_instance* self = panel_self(state);
   float* s = (float*)r->work;
-  float* acc = s + self->tile;
+  float* acc = s + self->size;
   for (int64_t e = 0; e < r->dv; ++e) acc[e] = 0.0f;
   float m = -INFINITY, l = 0.0f;
   int seen = 0;
   for (int64_t j0 = 0; j0 < r->n;) {
-    const int64_t tile = r->pos[j0] / self->tile;
+    const int64_t tile = r->pos[j0] / self->size;
     int64_t j1 = j0;
-    while (j1 < r->n && r->pos[j1] / self->tile == tile) ++j1;
+    while (j1 < r->n && r->pos[j1] / self->size == tile) ++j1;
     float bm = -INFINITY;
     for (int64_t j = j0; j < j1; ++j) {
       float dot = 0.0f;
@@ -63,31 +56,12 @@ static void row(const void* state, const panel_row* r, double* o, double* lse) {
   *lse = m + logf(l);
 }
 
-static int64_t key_blocks(void* state, const attncheck_problem* p) {
-  const online_kernel* self = (const online_kernel*)((const panel_kernel*)state)->state;
-  return (p->lk + self->tile - 1) / self->tile;
-}
-
-static void destroy(attncheck_instance* self) { free(self); }
-
 /* Options: "tile=N" (1 <= N <= 65536), or "" for the default 64. */
 PANEL_EXPORT attncheck_instance* attncheck_subject_v2(const char* options, char* err, size_t err_len) {
-  int64_t tile = 64;
-  if (panel_int_option(options, "tile", 1, 65536, &tile, err, err_len)) return NULL;
-  online_kernel* self = (online_kernel*)calloc(1, sizeof *self);
-  if (!self) {
-    snprintf(err, err_len, "out of memory");
-    return NULL;
-  }
-  self->tile = tile;
-  snprintf(self->name, sizeof self->name, "panel online tile=%lld", (long long)tile);
-  self->kn = (panel_kernel){self->name, PANEL_ALL_DTYPES, row, work_bytes, self};
-  attncheck_instance* d = &self->desc;
-  panel_v2_fill(d, &self->kn, &self->kn);
-  d->compute_unit_roundoff = 0x1p-24;
-  d->exp_ulps = 1.0;
-  d->hints.k_tile = tile;
-  d->key_blocks = key_blocks;
-  d->destroy = destroy;
-  return d;
+  static const panel_option tile = {"tile", 64, 1, 65536};
+  panel_instance* self = panel_new("online", row, work_bytes, &tile, 0, options, err, err_len);
+  if (!self) return NULL;
+  self->desc.hints.k_tile = self->size;
+  self->desc.key_blocks = panel_tiles;
+  return &self->desc;
 }

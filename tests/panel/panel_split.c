@@ -13,30 +13,23 @@
  * split_keys = chunk. */
 #include "panel.h"
 
-typedef struct split_kernel {
-  attncheck_instance desc; /* first, so the instance is the allocation */
-  panel_kernel kn;
-  int64_t chunk;
-  char name[40];
-} split_kernel;
-
 static size_t work_bytes(const void* state, int64_t lk, int64_t d, int64_t dv) {
-  const split_kernel* self = (const split_kernel*)state;
+  const panel_instance* self = panel_self(state);
   (void)d;
-  const int64_t chunks = (lk + self->chunk - 1) / self->chunk;
-  return sizeof(float) * (size_t)(self->chunk + dv + chunks * (dv + 1)); /* scores, acc, then (lse_c, O_c) per chunk */
+  const int64_t chunks = (lk + self->size - 1) / self->size;
+  return sizeof(float) * (size_t)(self->size + dv + chunks * (dv + 1)); /* scores, acc, then (lse_c, O_c) per chunk */
 }
 
 static void row(const void* state, const panel_row* r, double* o, double* lse) {
-  const split_kernel* self = (const split_kernel*)state;
+  const panel_instance* self = panel_self(state);
   float* s = (float*)r->work;
-  float* acc = s + self->chunk;
+  float* acc = s + self->size;
   float* part = acc + r->dv; /* per chunk: lse_c, then O_c */
   int64_t parts = 0;
   for (int64_t j0 = 0; j0 < r->n;) {
-    const int64_t chunk = r->pos[j0] / self->chunk;
+    const int64_t chunk = r->pos[j0] / self->size;
     int64_t j1 = j0;
-    while (j1 < r->n && r->pos[j1] / self->chunk == chunk) ++j1;
+    while (j1 < r->n && r->pos[j1] / self->size == chunk) ++j1;
     float m = -INFINITY;
     for (int64_t j = j0; j < j1; ++j) {
       float dot = 0.0f;
@@ -74,30 +67,16 @@ static void row(const void* state, const panel_row* r, double* o, double* lse) {
 }
 
 static int64_t key_blocks(void* state, const attncheck_problem* p) {
-  const split_kernel* self = (const split_kernel*)((const panel_kernel*)state)->state;
-  return 2 * ((p->lk + self->chunk - 1) / self->chunk) - 1;
+  const panel_instance* self = panel_self(((const panel_kernel*)state)->state);
+  return 2 * ((p->lk + self->size - 1) / self->size) - 1;
 }
-
-static void destroy(attncheck_instance* self) { free(self); }
 
 /* Options: "chunk=N" (1 <= N <= 65536), or "" for the default 32. */
 PANEL_EXPORT attncheck_instance* attncheck_subject_v2(const char* options, char* err, size_t err_len) {
-  int64_t chunk = 32;
-  if (panel_int_option(options, "chunk", 1, 65536, &chunk, err, err_len)) return NULL;
-  split_kernel* self = (split_kernel*)calloc(1, sizeof *self);
-  if (!self) {
-    snprintf(err, err_len, "out of memory");
-    return NULL;
-  }
-  self->chunk = chunk;
-  snprintf(self->name, sizeof self->name, "panel split chunk=%lld", (long long)chunk);
-  self->kn = (panel_kernel){self->name, PANEL_ALL_DTYPES, row, work_bytes, self};
-  attncheck_instance* d = &self->desc;
-  panel_v2_fill(d, &self->kn, &self->kn);
-  d->compute_unit_roundoff = 0x1p-24;
-  d->exp_ulps = 1.0;
-  d->hints.split_keys = chunk;
-  d->key_blocks = key_blocks;
-  d->destroy = destroy;
-  return d;
+  static const panel_option chunk = {"chunk", 32, 1, 65536};
+  panel_instance* self = panel_new("split", row, work_bytes, &chunk, 0, options, err, err_len);
+  if (!self) return NULL;
+  self->desc.hints.split_keys = self->size;
+  self->desc.key_blocks = key_blocks;
+  return &self->desc;
 }
