@@ -8,7 +8,6 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
-#include <numeric>
 #include <string_view>
 #include <vector>
 
@@ -204,8 +203,7 @@ case_v3 decode_case(byte_choices& in, const reach_caps& caps, const subject& s) 
   // keeps its pace; a few may use all of it (docs/fuzz.md, "Input formats").
   const std::int64_t budget = in.in_range(0, 255);
   h.work = budget < 224 ? caps.work / 100 : budget < 252 ? caps.work / 10 : caps.work;
-  static const case_context everything = context_of(s, true, true);
-  h.c = case_of(read_choices(in), everything, h.work);
+  h.c = case_of(read_choices(in), context_of(s, true, true), h.work);  // every mask, poison and value kind
   attn_case& c = h.c;
   if (h.mode == input_mode::cache && c.b * c.hq * c.lk * c.lk > case_limits{}.max_pairs) h.mode = input_mode::one_shot;
   if (h.mode != input_mode::cache) return h;
