@@ -30,15 +30,9 @@ constexpr fuzz::shape_caps v1_caps{
     .value_patches = 64,  // more overwrites than this rarely reach a new path; the dense runs cover bulk
 };
 
-// Version 2 inputs: production sizes (the gate's generators reach them too).
-constexpr fuzz::reach_caps v2_caps{
-    .batch = 8,
-    .q_heads = 64,  // with G up to 16: Hkv up to 64 (MHA) or 4 (G = 16)
-    .group = 16,
-    .q_len = 4096,
-    .k_len = 4096,         // also the cache's capacity
-    .decode_k_len = 8192,  // Lq = 1: a long cache's decode step
-    .work = 2'000'000,     // the MPFR-50 oracle's multiply-adds per input (docs/fuzz.md: its cost)
+// Version 3 inputs: the gate's case space, production sizes included.
+constexpr fuzz::reach_caps v3_caps{
+    .work = 2'000'000,  // case_work: the MPFR-50 oracle's multiply-adds per input (docs/fuzz.md: its cost)
     .value_patches = 64,
     .cache = true,
 };
@@ -82,7 +76,7 @@ int cached(const subject& s, const attn_case& c, const cache_plan& plan) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const subject& s = fuzz::fuzz_subject();
-  if (!fuzz::is_v2(data, size)) {
+  if (!fuzz::is_v3(data, size)) {
     // An input larger than 4 KiB decodes no bigger case: the caps bound what one case uses.
     if (size > 4096) return -1;
     FuzzedDataProvider in(data, size);
@@ -90,18 +84,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::decode_values(in, v1_caps.value_patches, c);
     return one_shot(s, c, "");
   }
-  if (size > sizeof fuzz::v2_magic + 4096) return -1;
-  FuzzedDataProvider in(data + sizeof fuzz::v2_magic, size - sizeof fuzz::v2_magic);
-  auto [c, mode, work] = fuzz::decode_header_v2(in, v2_caps, s);
-  if (mode != fuzz::input_mode::cache) {
-    fuzz::decode_values(in, v2_caps.value_patches, c);
-    return one_shot(s, c, fuzz::name(mode));
-  }
-  // The plan's query rows are what the oracle computes: B*Hq*rows*row_cost within the budget.
-  const std::int64_t rows = work / (c.b * c.hq * fuzz::row_cost(c));
-  const cache_plan plan = fuzz::decode_cache_plan(in, c, std::max<std::int64_t>(1, rows));
-  fuzz::decode_values(in, v2_caps.value_patches, c);
-  return cached(s, c, plan);
+  if (size > sizeof fuzz::v3_magic + 4096) return -1;
+  byte_choices choices(data + sizeof fuzz::v3_magic, size - sizeof fuzz::v3_magic);
+  fuzz::case_v3 h = fuzz::decode_case(choices, v3_caps, s);
+  FuzzedDataProvider in(data + sizeof fuzz::v3_magic, choices.remaining());
+  fuzz::decode_values(in, v3_caps.value_patches, h.c);
+  return h.mode == fuzz::input_mode::cache ? cached(s, h.c, h.plan) : one_shot(s, h.c, fuzz::name(h.mode));
 }
 
 extern "C" std::size_t LLVMFuzzerCustomMutator(std::uint8_t* data, std::size_t size, std::size_t max_size, unsigned seed) {

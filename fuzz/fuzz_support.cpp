@@ -8,7 +8,6 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
-#include <numeric>
 #include <string_view>
 #include <vector>
 
@@ -184,178 +183,43 @@ attn_case decode_header(FuzzedDataProvider& in, const shape_caps& caps, const su
   return c;
 }
 
-namespace {
-
-/// A length in [1, hi]: half the time small (1..17, the tiny tiles' edges
-/// and one 8-wide vector + 1), a quarter a power of two from 16 to 8192 or a
-/// neighbour (production tiles and split sizes), a quarter anywhere. A value
-/// over hi wraps around (modulo), so the work cap spreads lengths instead of
-/// piling them at the cap.
-std::int64_t decode_length(FuzzedDataProvider& in, std::int64_t hi) {
-  hi = std::max<std::int64_t>(1, hi);
-  const auto sel = in.ConsumeIntegral<std::uint8_t>();
-  std::int64_t v = 0;
-  if (sel < 128)
-    v = 1 + sel % 17;
-  else if (sel < 192)
-    v = (std::int64_t{16} << (sel % 10)) + in.ConsumeIntegralInRange<int>(-1, 1);
-  else
-    v = 1 + static_cast<std::int64_t>(in.ConsumeIntegral<std::uint16_t>());
-  return v <= hi ? v : 1 + (v - 1) % hi;
-}
-
-std::int64_t isqrt(std::int64_t n) {
-  auto r = static_cast<std::int64_t>(std::sqrt(static_cast<double>(n)));
-  while (r * r > n) --r;
-  while ((r + 1) * (r + 1) <= n) ++r;
-  return r;
-}
-
-/// splitmix64: the page shuffle's numbers, from a seed taken from the bytes.
-std::uint64_t mix(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
-
-std::int64_t row_cost(const attn_case& c) { return c.lk * (c.d + c.dv + 8) + 64 * c.dv; }
-
-bool is_v2(const std::uint8_t* data, std::size_t size) {
-  return size >= sizeof v2_magic && std::memcmp(data, v2_magic, sizeof v2_magic) == 0;
+bool is_v3(const std::uint8_t* data, std::size_t size) {
+  return size >= sizeof v3_magic && std::memcmp(data, v3_magic, sizeof v3_magic) == 0;
 }
 
 const char* name(input_mode m) {
   switch (m) {
     case input_mode::one_shot: return "one-shot";
-    case input_mode::decode: return "decode";
     case input_mode::cache: return "cache";
   }
   return "?";
 }
 
-header_v2 decode_header_v2(FuzzedDataProvider& in, const reach_caps& caps, const subject& s, bool lq_is_lk) {
-  header_v2 h;
-  attn_case& c = h.c;
-  input_mode& mode = h.mode;
-  mode = static_cast<input_mode>(in.ConsumeIntegralInRange<int>(0, caps.cache ? 2 : 1));
-  if (mode == input_mode::cache && !s.has(ATTNCHECK_FEATURE_CACHE)) mode = input_mode::one_shot;
-  if (lq_is_lk && mode == input_mode::decode) mode = input_mode::one_shot;
-  std::vector<dtype> types;
-  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16})
-    if (s.desc().dtypes & (1u << static_cast<unsigned>(t))) types.push_back(t);
-  c.type = types.empty() ? dtype::f32 : types[in.ConsumeIntegralInRange<std::size_t>(0, types.size() - 1)];
+case_v3 decode_case(byte_choices& in, const reach_caps& caps, const subject& s) {
+  case_v3 h;
+  h.mode = static_cast<input_mode>(in.in_range(0, caps.cache ? 1 : 0));
+  if (h.mode == input_mode::cache && !s.has(ATTNCHECK_FEATURE_CACHE)) h.mode = input_mode::one_shot;
   // This input's share of the cap: most inputs stay small, so the fuzzer
   // keeps its pace; a few may use all of it (docs/fuzz.md, "Input formats").
-  const auto budget = in.ConsumeIntegral<std::uint8_t>();
-  const std::int64_t work = h.work = budget < 224 ? caps.work / 100 : budget < 252 ? caps.work / 10 : caps.work;
-  c.d = in.PickValueInArray(head_sizes);
-  c.dv = in.PickValueInArray(head_sizes);
-  const std::int64_t w = c.d + c.dv + 8;  // per query-key pair: D + Dv multiply-adds, exp counted as 8
-  const std::int64_t pairs = std::max<std::int64_t>(1, work / w);
-  switch (mode) {
-    case input_mode::decode:
-      c.lk = decode_length(in, std::min(caps.decode_k_len, pairs));
-      c.lq = 1;
-      break;
-    case input_mode::cache:  // Lq = Lk below; the work counts the plan's query rows, at least one
-      c.lk = decode_length(in, std::min(caps.k_len, pairs));
-      c.lq = 1;
-      break;
-    case input_mode::one_shot:
-      if (lq_is_lk) {
-        c.lk = c.lq = decode_length(in, std::min(caps.k_len, isqrt(pairs)));
-      } else {
-        c.lk = decode_length(in, std::min(caps.k_len, pairs));
-        c.lq = decode_length(in, std::min(caps.q_len, work / row_cost(c)));
-      }
-      break;
-  }
-  // The batch and heads share what the work cap leaves (at least one each).
-  // A cache case holds one Q row per position: B*Hq*Lk*Lk stays within the
-  // pairs validate() allows (its one-shot form runs through the cache law).
-  std::int64_t rows = std::max<std::int64_t>(1, work / (c.lq * row_cost(c)));
-  if (mode == input_mode::cache) rows = std::min(rows, std::max<std::int64_t>(1, case_limits{}.max_pairs / (c.lk * c.lk)));
-  c.b = in.ConsumeIntegralInRange<std::int64_t>(1, std::clamp<std::int64_t>(rows, 1, caps.batch));
-  const std::int64_t g = in.ConsumeIntegralInRange<std::int64_t>(1, std::clamp<std::int64_t>(rows / c.b, 1, caps.group));
-  c.hkv = in.ConsumeIntegralInRange<std::int64_t>(1, std::clamp<std::int64_t>(rows / (c.b * g), 1, caps.q_heads / g));
-  c.hq = c.hkv * g;
-  if (mode == input_mode::cache) c.lq = c.lk;  // one Q row per position of the sequence
-
-  // The cache entry point is causal and takes no boolean mask (docs/spec.md "KV cache").
-  c.causal = mode == input_mode::cache || (s.has(ATTNCHECK_FEATURE_CAUSAL) && in.ConsumeBool());
-  decode_masks_and_scale(c, in, s, mode != input_mode::cache);
-  c.layout = static_cast<layout_kind>(in.ConsumeIntegralInRange<int>(0, 2));
-  c.values = static_cast<value_kind>(in.ConsumeIntegralInRange<int>(0, static_cast<int>(value_kind::max_v)));
-  // No poison for a cache case: its only unused slots are keys past a
+  const std::int64_t budget = in.in_range(0, 255);
+  h.work = budget < 224 ? caps.work / 100 : budget < 252 ? caps.work / 10 : caps.work;
+  h.c = case_of(read_choices(in), context_of(s, true, true), h.work);  // every mask, poison and value kind
+  attn_case& c = h.c;
+  if (h.mode == input_mode::cache && c.b * c.hq * c.lk * c.lk > case_limits{}.max_pairs) h.mode = input_mode::one_shot;
+  if (h.mode != input_mode::cache) return h;
+  // The cache entry point is causal and takes no boolean mask (docs/spec.md
+  // "KV cache"). No poison: a cache case's only unused slots are keys past a
   // sequence's end, which never reach the cache, and finding the unused
   // slots of a Q with one row per position costs B*Hq*Lk*Lk.
-  if (mode != input_mode::cache) c.poison = static_cast<poison_kind>(in.ConsumeIntegralInRange<int>(0, 2));
-  c.seed = in.ConsumeIntegral<std::uint64_t>();
+  c.causal = true;
+  c.mask_shape = {};
+  c.poison = poison_kind::none;
+  // The oracle computes the plan's query rows: budget / case_work(Lq = 1) of them.
+  c.lq = 1;
+  const std::int64_t rows = std::max<std::int64_t>(1, h.work / case_work(c));
+  c.lq = c.lk;  // one Q row per position of the sequence
+  h.plan = plan_of(in, c, rows);
   return h;
-}
-
-cache_plan decode_cache_plan(FuzzedDataProvider& in, const attn_case& c, std::int64_t max_rows) {
-  cache_plan plan;
-  constexpr std::int64_t page_sizes[] = {1, 2, 3, 4, 5, 7, 8, 16, 17, 32, 64, 128, 256};
-  plan.page_size = in.PickValueInArray(page_sizes);
-  const std::int64_t pages = (c.lk + plan.page_size - 1) / plan.page_size * c.b;
-  switch (in.ConsumeIntegralInRange<int>(0, 3)) {
-    case 0: break;  // the subject's own order
-    case 1:
-      plan.page_order.resize(static_cast<std::size_t>(pages));
-      std::iota(plan.page_order.rbegin(), plan.page_order.rend(), 0);
-      break;
-    default: {
-      plan.page_order.resize(static_cast<std::size_t>(pages));
-      std::iota(plan.page_order.begin(), plan.page_order.end(), 0);
-      std::uint64_t state = in.ConsumeIntegral<std::uint64_t>();
-      for (std::size_t i = plan.page_order.size(); i > 1; --i) std::swap(plan.page_order[i - 1], plan.page_order[mix(state) % i]);
-    }
-  }
-  std::vector<std::int64_t> left(static_cast<std::size_t>(c.b));
-  for (std::int64_t b = 0; b < c.b; ++b) left[static_cast<std::size_t>(b)] = c.valid_keys(b);
-  const auto longest = [&] { return *std::max_element(left.begin(), left.end()); };
-  std::int64_t rows_left = std::max<std::int64_t>(1, max_rows);
-  constexpr std::size_t max_steps = 64;
-  // One row stays for the last step, which appends whatever is left.
-  while (rows_left > 1 && plan.steps.size() + 1 < max_steps && longest() > 0 && in.remaining_bytes() > 0) {
-    const std::int64_t most = longest();
-    std::int64_t chunk = most;
-    if (plan.steps.empty()) {
-      chunk = in.ConsumeIntegralInRange<std::int64_t>(1, most);  // the prefill: any length
-    } else {
-      switch (in.ConsumeIntegralInRange<int>(0, 3)) {
-        case 0: chunk = 1; break;                                                                            // one token (decode)
-        case 1: chunk = in.ConsumeIntegralInRange<std::int64_t>(1, std::min<std::int64_t>(4, most)); break;  // a few
-        case 2: chunk = in.ConsumeIntegralInRange<std::int64_t>(1, most); break;                             // any size
-        default: break;                                                                                      // all that is left
-      }
-    }
-    cache_step step;
-    const bool uneven = c.b > 1 && in.ConsumeBool();  // each sequence advances by its own count
-    for (auto& n : left) {
-      const std::int64_t take = std::min(n, uneven ? in.ConsumeIntegralInRange<std::int64_t>(0, chunk) : chunk);
-      step.append.push_back(take);
-      n -= take;
-    }
-    // Queries: usually one per new token; else 1..chunk+2 (the newest tokens,
-    // older ones again, rows before the sequence's start).
-    const auto q = in.ConsumeIntegral<std::uint8_t>();
-    const std::int64_t most_rows = rows_left - 1;
-    step.lq = (q & 1) ? std::min(chunk, most_rows) : 1 + (q >> 1) % std::min(chunk + 2, most_rows);
-    rows_left -= step.lq;
-    plan.steps.push_back(std::move(step));
-  }
-  if (longest() > 0 || plan.steps.empty()) {
-    cache_step last;
-    last.append = left;  // the rest of every sequence (all zero when every sequence is empty)
-    last.lq = std::clamp<std::int64_t>(longest(), 1, rows_left);
-    plan.steps.push_back(std::move(last));
-  }
-  return plan;
 }
 
 std::int64_t plan_rows(const cache_plan& plan) {
@@ -492,12 +356,13 @@ std::size_t structural_mutate(std::uint8_t* data, std::size_t size, std::size_t 
   std::uint32_t r = seed * 2654435761u + 0x9e3779b9u;
   auto next = [&r] { return r = r * 1664525u + 1013904223u, r >> 8; };
   // Both formats read the header from the end: v1's 16 bytes (the law pick,
-  // dtype, Lk, Lq, D, Dv, B, Hkv, G, then flags); v2's mode, dtype, D, Dv,
-  // Lk and Lq (1-3 bytes each), B, G, Hkv, flags, then the cache plan.
-  const bool v2 = is_v2(data, size);
-  const std::size_t body = v2 ? size - sizeof v2_magic : size;
+  // dtype, Lk, Lq, D, Dv, B, Hkv, G, then flags); v3's law pick and mode,
+  // budget, then the case space's choices (header_choices, 1-2 bytes each,
+  // 8 pad cuts, 4 seed bytes): 40 bytes, then the cache plan.
+  const bool v3 = is_v3(data, size);
+  const std::size_t body = v3 ? size - sizeof v3_magic : size;
   if (!config().structural || body == 0 || next() % 2 == 0) return LLVMFuzzerMutate(data, size, max_size);
-  const std::size_t header_bytes = v2 ? 24 : 16;
+  const std::size_t header_bytes = v3 ? 40 : 16;
   const std::size_t k = next() % std::min(body, header_bytes);
   std::uint8_t& b = data[size - 1 - k];
   switch (next() % 3) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "attncheck/case.hpp"
+#include "attncheck/case_space.hpp"
 #include "attncheck/laws.hpp"
 #include "attncheck/subject_host.hpp"
 
@@ -34,9 +35,54 @@ const settings& config();
 const subject& fuzz_subject();
 
 // ---------------------------------------------------------------------------
-// Input format, version 1 (every input that does not start with v2_magic):
-// small shapes within shape_caps, one-shot attention only. Kept bit for bit so
-// that committed corpora and saved crash inputs decode to the same cases.
+// Input format, version 3 (inputs that start with v3_magic): the case space
+// of the gate (attncheck/case_space.hpp). The choices come from the end of
+// the bytes through byte_choices, the rest goes to a FuzzedDataProvider for
+// the values. docs/fuzz.md, "Input formats".
+
+/// The first four bytes of a version 3 input.
+inline constexpr std::uint8_t v3_magic[4] = {0xa7, 'A', 'C', 0x03};
+/// True when the input is version 3 (starts with v3_magic).
+bool is_v3(const std::uint8_t* data, std::size_t size);
+
+enum class input_mode : std::uint8_t { one_shot, cache };
+const char* name(input_mode m);
+
+/// What a harness lets a version 3 input cost.
+struct reach_caps {
+  /// case_work at most (B*Hq*Lq*Lk*(D+Dv), the one work formula); most
+  /// inputs get a tenth or a hundredth of it (decode_case). For a cache run
+  /// Lq counts the plan's query rows.
+  std::int64_t work;
+  int value_patches;  ///< element overwrites taken from the bytes, at most
+  bool cache;         ///< the mode choice may choose a run through the cache
+};
+
+/// A decoded version 3 header.
+struct case_v3 {
+  attn_case c;
+  input_mode mode = input_mode::one_shot;
+  std::int64_t work = 0;  ///< this input's budget
+  cache_plan plan;        ///< cache mode: the plan (plan_of)
+};
+
+/// Decodes a version 3 header from the choices: the mode (one-shot, or a
+/// run through the cache when caps.cache and the subject has one), this
+/// input's budget (caps.work / 100 for 224 of 256 values, / 10 for 28, all of
+/// it for 4), then the raw choices of the case space mapped by case_of() with
+/// that budget as the cap (every mask, poison and value kind allowed). A
+/// cache case is made causal, without a boolean mask or poison, with Lq = Lk
+/// (one Q row per position); its key padding gives the sequence lengths, and
+/// plan_of() then reads a plan of at most budget / case_work(Lq = 1) query
+/// rows. One whose B*Hq*Lk*Lk passes case_limits::max_pairs stays one-shot.
+case_v3 decode_case(byte_choices& in, const reach_caps& caps, const subject& s);
+
+// ---------------------------------------------------------------------------
+// Input format, version 1 (every input that does not start with v3_magic):
+// small shapes within shape_caps, one-shot attention only. Frozen: it
+// decodes the committed regression inputs (tests/regressions/inputs/), whose
+// cases (scales 1000, 8, -16; 64-bit seeds) the case space does not reach.
+// New inputs are version 3.
 
 /// Upper bounds on a decoded version 1 case; the reason for each set lives
 /// where it is defined (fuzz_differential.cpp, fuzz_laws.cpp).
@@ -47,7 +93,7 @@ struct shape_caps {
   std::int64_t q_len;     ///< Lq, inclusive
   std::int64_t k_len;     ///< Lk, inclusive
   std::int64_t head_dim;  ///< D and Dv each, inclusive
-  std::int64_t work;      ///< B*Hq*Lq*Lk*(D+Dv+8): the oracle's cost in multiply-adds, exp counted as 8
+  std::int64_t work;      ///< B*Hq*Lq*Lk*(D+Dv+8) at most, as frozen with the format: case_work plus 8 per query-key pair
   int value_patches;      ///< element overwrites taken from the bytes, at most
 };
 
@@ -56,69 +102,6 @@ struct shape_caps {
 /// value recipe (the first 8 kinds), poison and seed. Mask contents and
 /// tensors are left for decode_values.
 attn_case decode_header(FuzzedDataProvider& in, const shape_caps& caps, const subject& s);
-
-// ---------------------------------------------------------------------------
-// Input format, version 2 (inputs that start with v2_magic; the rest of the
-// bytes go through FuzzedDataProvider): production sizes under a work cap,
-// and a mode byte: one-shot attention, decode (Lq = 1), or a run through the
-// subject's cache with a plan taken from the bytes.
-
-/// The first four bytes of a version 2 input.
-inline constexpr std::uint8_t v2_magic[4] = {0xa7, 'A', 'C', 0x02};
-/// True when the input is version 2 (starts with v2_magic).
-bool is_v2(const std::uint8_t* data, std::size_t size);
-
-enum class input_mode : std::uint8_t { one_shot, decode, cache };
-const char* name(input_mode m);
-
-/// Head sizes D and Dv are drawn from: every size up to the 8-wide vector + 1,
-/// then production head sizes and their neighbours.
-inline constexpr std::int64_t head_sizes[] = {1,  2,  3,  4,  5,  6,  7,   8,   9,   16,  31, 32,
-                                              33, 63, 64, 65, 80, 96, 127, 128, 129, 192, 256};
-
-/// Upper bounds on a decoded version 2 case (reasons where each set is defined).
-struct reach_caps {
-  std::int64_t batch;         ///< B
-  std::int64_t q_heads;       ///< Hq = Hkv * G
-  std::int64_t group;         ///< G
-  std::int64_t q_len;         ///< Lq of one-shot cases
-  std::int64_t k_len;         ///< Lk of one-shot cases and the cache's capacity
-  std::int64_t decode_k_len;  ///< Lk of decode cases (Lq = 1)
-  /// B*Hq*Lq*row_cost at most: what the oracle and the comparison do per
-  /// input (for a cache run, Lq is the number of query rows of the whole
-  /// plan). Most inputs get a tenth or a hundredth of it (decode_header_v2).
-  std::int64_t work;
-  int value_patches;  ///< element overwrites taken from the bytes, at most
-  bool cache;         ///< the mode byte may choose a run through the cache
-};
-
-/// The cost of one output row (b, h, i) in multiply-adds: Lk*(D+Dv+8) for the
-/// oracle (exp counted as 8) and 64 per output element for comparing it (the
-/// checks build a location label per element).
-std::int64_t row_cost(const attn_case& c);
-
-/// Decodes a version 2 header: the mode, dtype, this input's work budget
-/// (caps.work / 100 for 224 of the 256 byte values, caps.work / 10 for 28,
-/// all of it for 4), D and Dv from head_sizes,
-/// Lk and Lq (half the time small, a quarter near a power of two, a quarter
-/// anywhere), B, G and Hkv within what caps.work leaves, then the flags of
-/// version 1 (every value kind; no poison for a cache case). lq_is_lk: the caller will set Lq = Lk (a law's
-/// prepare), so the work is counted that way. A cache case is causal, has no
-/// boolean mask and has Lq = Lk (one Q row per position); its padding gives
-/// the sequence lengths. The mode falls back to one-shot when the subject has no cache.
-struct header_v2 {
-  attn_case c;
-  input_mode mode = input_mode::one_shot;
-  std::int64_t work = 0;  ///< this input's budget (a cache plan's query rows come out of it)
-};
-header_v2 decode_header_v2(FuzzedDataProvider& in, const reach_caps& caps, const subject& s, bool lq_is_lk = false);
-
-/// A plan through the cache for a cache case, from the bytes: page size,
-/// page order (the subject's own, reversed or shuffled), a prefill of any
-/// length, then chunks of any size, small chunks and single tokens, the
-/// sequences of the batch advancing unevenly, each step querying 1 to its
-/// chunk's length (or more) rows; at most max_rows query rows in all.
-cache_plan decode_cache_plan(FuzzedDataProvider& in, const attn_case& c, std::int64_t max_rows);
 
 /// Query rows the oracle computes for a cache run: the plan's rows in all.
 std::int64_t plan_rows(const cache_plan& plan);
@@ -152,9 +135,9 @@ void expect_pass(const std::string& law, const subject& s, const attn_case& c, c
 
 /// A structural mutation for LLVMFuzzerCustomMutator: both formats read their
 /// header one byte at a time from the end of the input, so nudging one of
-/// the last bytes by +-1 grows or shrinks one length, head count or dim, or
-/// flips a flag or the mode; otherwise libFuzzer's own mutation. Never
-/// touches a version 2 input's magic. Off with structural=0. Measured: docs/history.md, "fuzz".
+/// the last bytes by +-1 grows or shrinks one choice (a length, head count
+/// or dim), or flips a flag or the mode; otherwise libFuzzer's own mutation.
+/// Never touches a version 3 input's magic. Off with structural=0. Measured: docs/history.md, "fuzz".
 std::size_t structural_mutate(std::uint8_t* data, std::size_t size, std::size_t max_size, unsigned seed);
 
 /// False when the bound of docs/bound.md is +inf for some element (it may overflow an f32

@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <map>
 #include <set>
 
 #include "attncheck/environment.hpp"
@@ -90,13 +91,15 @@ TEST(laws, every_law_reaches_ctest_the_fuzzers_and_the_mutation_table) {
       const std::string name = "on_generated_cases/" + test_name(testing::TestParamInfo<law_on_subject>({l.name, s}, 0));
       EXPECT_TRUE(instantiated.count(name)) << l.name << " on " << s << " has no ctest test (" << name << ")";
     }
-  // Fuzzers: fuzz_laws picks a law by its slot; slots are 0..N-1, each once.
-  std::vector<int> owners(all_laws().size(), 0);
-  for (const auto& l : all_laws()) {
-    ASSERT_GE(l.fuzz.slot, 0) << l.name << " has no fuzz slot: fuzz_laws cannot reach it";
-    ASSERT_LT(l.fuzz.slot, static_cast<int>(owners.size())) << l.name;
-    EXPECT_EQ(++owners[static_cast<std::size_t>(l.fuzz.slot)], 1) << l.name << " shares fuzz slot " << l.fuzz.slot;
+  // Fuzzers: fuzz_laws picks a law by its place in fuzzed_law_names(): every
+  // law is there once, and every name there is a law.
+  std::map<std::string, int> listed;
+  for (const std::string& n : fuzzed_law_names()) {
+    EXPECT_NE(find_law(n), nullptr) << "fuzzed_law_names() names " << n << ", which is no law";
+    EXPECT_EQ(++listed[n], 1) << n << " is listed twice in fuzzed_law_names()";
   }
+  for (const auto& l : all_laws())
+    EXPECT_EQ(listed.count(l.name), 1u) << l.name << " is not in fuzzed_law_names(): fuzz_laws cannot reach it";
   // Mutation table: the table's first seed runs every law (the gate's list);
   // every mutant's expected laws must be registered laws (mutant_specs()
   // throws otherwise), and the table's short names must tell laws apart.

@@ -193,7 +193,7 @@ std::vector<law> cache_laws() {
        chunked_cache_equals_prefill,
        // min_judged: 100% judged on builtin and naive.
        0.9,
-       {.slot = 2, .bounded = true, .lq_is_lk = true}}};
+       {.bounded = true}}};
 }
 
 }  // namespace attncheck::laws

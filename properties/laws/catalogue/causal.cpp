@@ -139,7 +139,7 @@ std::vector<law> causal_laws() {
        invisible_inputs_never_change_outputs,
        // min_judged: 91-96% judged: prepare pads Lq = 1 cases; the rest see every key (a mask that allows all).
        0.75,
-       {.slot = 0, .bounded = false, .lq_is_lk = false}}};
+       {.bounded = false}}};
 }
 
 }  // namespace attncheck::laws

@@ -164,7 +164,7 @@ std::vector<law> determinism_laws() {
        runs_are_deterministic,
        // min_judged: 100% judged.
        0.9,
-       {.slot = 7, .bounded = true, .lq_is_lk = false}}};
+       {.bounded = true}}};
 }
 
 }  // namespace attncheck::laws

@@ -61,7 +61,7 @@ std::vector<law> differential_laws() {
        output_within_bound,
        // min_judged: every element unbounded (scores that may overflow) is rare: 100% judged on builtin, naive, tiny tiles, example at 1000 cases.
        0.9,
-       {.slot = 10, .bounded = true, .lq_is_lk = false}}};
+       {.bounded = true}}};
 }
 
 }  // namespace attncheck::laws

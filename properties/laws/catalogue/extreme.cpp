@@ -24,7 +24,7 @@ std::vector<law> extreme_laws() {
            extreme_logits_stay_within_bound,
            // min_judged: 100% judged.
            0.9,
-           {.slot = 15, .bounded = true, .lq_is_lk = false}}};
+           {.bounded = true}}};
 }
 
 }  // namespace attncheck::laws

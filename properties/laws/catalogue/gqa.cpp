@@ -75,7 +75,7 @@ std::vector<law> gqa_laws() {
            gqa_matches_repeated_kv,
            // min_judged: 65-72% judged: prepare keeps Hkv = 1 (MQA) in half the cases, where no other KV head exists.
            0.4,
-           {.slot = 1, .bounded = true, .lq_is_lk = false}}};
+           {.bounded = true}}};
 }
 
 }  // namespace attncheck::laws

@@ -100,7 +100,7 @@ std::vector<law> hull_laws() {
            output_in_convex_hull,
            // min_judged: 88-96% judged: all-unbounded cases (scores that may overflow).
            0.75,
-           {.slot = 14, .bounded = true, .lq_is_lk = false}}};
+           {.bounded = true}}};
 }
 
 }  // namespace attncheck::laws

@@ -175,7 +175,7 @@ std::vector<law> independence_laws() {
            batch_elements_are_independent,
            // min_judged: 100% judged: prepare makes B >= 2.
            0.9,
-           {.slot = 4, .bounded = true, .lq_is_lk = false}},
+           {.bounded = true}},
           {"independence.masked_slots_are_ignored",
            "NaN or +-1e30 in every slot no visible pair uses leaves O and LSE bit for bit",
            takes_a_mask,
@@ -183,7 +183,7 @@ std::vector<law> independence_laws() {
            masked_slots_are_ignored,
            // min_judged: 94-96% judged: prepare pads cases without masks; masked cases may still use every slot.
            0.8,
-           {.slot = 3, .bounded = false, .lq_is_lk = false}},
+           {.bounded = false}},
           {"independence.padding_equals_truncation",
            "a sequence padded to Lk equals it truncated to its length",
            [](const subject& s) -> std::string { return s.has(ATTNCHECK_FEATURE_PADDING) ? "" : "subject has no key padding"; },
@@ -191,7 +191,7 @@ std::vector<law> independence_laws() {
            padding_equals_truncation,
            // min_judged: 99.8-100% judged: prepare pads one sequence to 1 <= n < Lk.
            0.9,
-           {.slot = 5, .bounded = true, .lq_is_lk = false}}};
+           {.bounded = true}}};
 }
 
 }  // namespace attncheck::laws

@@ -106,7 +106,7 @@ std::vector<law> lse_laws() {
            lse_merges_split_keys,
            // min_judged: 99.6% judged.
            0.9,
-           {.slot = 9, .bounded = true, .lq_is_lk = false}}};
+           {.bounded = true}}};
 }
 
 }  // namespace attncheck::laws

@@ -50,7 +50,7 @@ std::vector<law> masked_laws() {
            fully_masked_rows_are_zero,
            // min_judged: 100% judged: prepare empties a sequence (or a causal prefix).
            0.9,
-           {.slot = 8, .bounded = false, .lq_is_lk = false}}};
+           {.bounded = false}}};
 }
 
 }  // namespace attncheck::laws

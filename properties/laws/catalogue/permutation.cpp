@@ -99,7 +99,7 @@ std::vector<law> permutation_laws() {
            permutations_commute,
            // min_judged: 98% judged: a single key, query, batch element and KV head is rare after prepare.
            0.85,
-           {.slot = 13, .bounded = true, .lq_is_lk = false}}};
+           {.bounded = true}}};
 }
 
 }  // namespace attncheck::laws

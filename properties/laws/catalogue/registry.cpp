@@ -29,4 +29,28 @@ const law* find_law(const std::string& name) {
   return nullptr;
 }
 
+const std::vector<std::string>& fuzzed_law_names() {
+  // Append only, never reorder or remove: fuzz_laws inputs select a law by
+  // its index here (the first ten were the first harness's laws).
+  static const std::vector<std::string> names = {
+      "causal.future_keys_never_change_past_outputs",         // 0
+      "gqa.matches_mha_on_repeated_kv",                       // 1
+      "cache.chunked_decode_equals_prefill",                  // 2
+      "independence.masked_slots_are_ignored",                // 3
+      "independence.batch_elements_do_not_interact",          // 4
+      "independence.padding_equals_truncation",               // 5
+      "scale.power_of_two_scalings_are_exact",                // 6
+      "determinism.same_bits_every_run_thread_count_layout",  // 7
+      "masked.fully_masked_rows_are_zero",                    // 8
+      "lse.split_keys_merge_by_lse",                          // 9
+      "differential.output_within_bound_of_oracle",           // 10
+      "softmax.weights_form_a_distribution",                  // 11
+      "shift.constant_score_offset_changes_nothing",          // 12
+      "permutation.keys_queries_batch_heads_commute",         // 13
+      "hull.output_within_visible_values",                    // 14
+      "extreme.large_logits_within_bound",                    // 15
+  };
+  return names;
+}
+
 }  // namespace attncheck

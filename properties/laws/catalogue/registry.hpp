@@ -2,10 +2,11 @@
 // group: name, one-line claim, judged floor, prepare and check), and the one
 // list that registers them in gate order. Adding a law: write it in its
 // group's file (or a new file with a <group>_laws() function) and, for a new
-// group, add one ATTNCHECK_LAW_GROUP line below. The gate, the ctest
-// properties (tests/properties/law_properties.cpp), the fuzzers and the
-// mutation table all read all_laws(); law_properties.cpp fails when two laws
-// share a fuzz slot or a short name.
+// group, add one ATTNCHECK_LAW_GROUP line below; append its name to
+// fuzzed_law_names() (registry.cpp). The gate, the ctest properties
+// (tests/properties/law_properties.cpp), the fuzzers and the mutation table
+// all read all_laws(); law_properties.cpp fails when a law is missing from
+// fuzzed_law_names() or two laws share a short name.
 #pragma once
 
 #include <vector>

@@ -224,7 +224,7 @@ std::vector<law> scale_laws() {
        // row, only where a row sees a key and its q k, q scale and k scale products stay within 2^+-100 of 1;
        // far_below, far_above and underflow_gaps values, scales 1e-30 and 1e20 and fully masked cases leave no such row.
        0.7,
-       {.slot = 6, .bounded = false, .lq_is_lk = false}}};
+       {.bounded = false}}};
 }
 
 }  // namespace attncheck::laws

@@ -64,7 +64,7 @@ std::vector<law> shift_laws() {
        constant_score_shift_changes_nothing,
        // min_judged: 99.8-100% judged.
        0.9,
-       {.slot = 12, .bounded = true, .lq_is_lk = false}}};
+       {.bounded = true}}};
 }
 
 }  // namespace attncheck::laws

@@ -98,7 +98,7 @@ std::vector<law> softmax_laws() {
        weights_form_a_distribution,
        // min_judged: 89-96% judged: cases whose every row is outside the bound's domain (scale 1e20) or sees no key.
        0.75,
-       {.slot = 11, .bounded = true, .lq_is_lk = false}}};
+       {.bounded = true}}};
 }
 
 }  // namespace attncheck::laws

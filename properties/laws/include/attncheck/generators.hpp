@@ -19,12 +19,10 @@
 #include <vector>
 
 #include "attncheck/case.hpp"
+#include "attncheck/case_space.hpp"
 #include "attncheck/subject_host.hpp"
 
 namespace attncheck {
-
-/// Multiply-adds of the naive computation of a case: B*Hq*Lq*Lk*(D+Dv).
-std::int64_t case_work(const attn_case& c);
 
 /// A law's budget of work on large cases (shared by its generator and its runner).
 struct work_budget {

@@ -97,16 +97,11 @@ struct law {
   /// The documented floor of judged/run: a run that judged a smaller share of
   /// its cases is flagged (verdict unjudged), never passed in silence.
   double min_judged = 0.5;
-  /// How fuzz/fuzz_laws.cpp fuzzes the law. slot: the law's index in the
-  /// harness's table (the input's last byte picks it, so it stays fixed and
-  /// saved inputs keep their law; slots are 0..N-1, each used once). bounded:
-  /// the law compares within the bound, so the harness skips cases whose bound
-  /// is not finite everywhere. lq_is_lk: prepare() sets Lq = Lk, which the
-  /// harness counts in its work cap.
+  /// How fuzz/fuzz_laws.cpp fuzzes the law (it picks the law by its place in
+  /// fuzzed_law_names()). bounded: the law compares within the bound, so the
+  /// harness skips cases whose bound is not finite everywhere.
   struct fuzzing {
-    int slot = -1;
     bool bounded = false;
-    bool lq_is_lk = false;
   } fuzz = {};
 };
 
@@ -114,5 +109,8 @@ struct law {
 const std::vector<law>& all_laws();
 /// The law of that name; nullptr when there is none.
 const law* find_law(const std::string& name);
+/// Every law's name in the order fuzz_laws' law byte indexes them. Append
+/// only: a saved input keeps selecting its law (docs/fuzz.md).
+const std::vector<std::string>& fuzzed_law_names();
 
 }  // namespace attncheck
