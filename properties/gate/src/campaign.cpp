@@ -21,6 +21,7 @@
 #include "attncheck/check.hpp"
 #include "attncheck/generators.hpp"
 #include "attncheck/isolate.hpp"
+#include "attncheck/result_json.hpp"
 #include "attncheck/version.hpp"
 
 namespace attncheck {
@@ -45,20 +46,8 @@ void keep_worst(campaign_stats& s, double ratio, std::int64_t index, const std::
   if (s.worst.size() > campaign_stats::worst_kept) s.worst.pop_back(), s.worst_index.pop_back();
 }
 
-// A ratio as JSON: a number, or "inf", "-inf", "nan" (not JSON numbers).
-nlohmann::json ratio_json(double x) {
-  if (std::isfinite(x)) return x;
-  return std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf";
-}
-
-double ratio_of(const nlohmann::json& j) {
-  if (j.is_number()) return j.get<double>();
-  const auto t = j.get<std::string>();
-  if (t == "inf") return HUGE_VAL;
-  if (t == "-inf") return -HUGE_VAL;
-  if (t == "nan") return std::nan("");
-  throw std::runtime_error("'" + t + "' is not a ratio");
-}
+// A ratio as JSON: the result codec's exact numbers (a number, or "inf", "-inf", "nan").
+nlohmann::json ratio_json(double x) { return number_json(x, json_numbers::exact); }
 
 nlohmann::json to_json(const campaign_stats& s) {
   nlohmann::json worst = nlohmann::json::array(), violating = nlohmann::json::array();
@@ -87,12 +76,12 @@ campaign_stats stats_from(const nlohmann::json& j) {
   s.unjudged_elements = j.at("unjudged_elements");
   s.fast_tier_cases = j.at("fast_tier_cases");
   s.histogram = j.at("histogram").get<decltype(s.histogram)>();
-  s.max_ratio = ratio_of(j.at("max_ratio"));
+  s.max_ratio = number_from_json(j.at("max_ratio"));
   s.max_ratio_index = j.at("max_ratio_index");
   s.max_ratio_case = j.at("max_ratio_case"), s.first_violation = j.at("first_violation");
   for (const auto& v : j.at("violating")) s.violating.push_back({v.at("index"), v.at("what")});
   for (const auto& w : j.at("worst")) {
-    s.worst.emplace_back(ratio_of(w.at("ratio")), w.at("what").get<std::string>());
+    s.worst.emplace_back(number_from_json(w.at("ratio")), w.at("what").get<std::string>());
     s.worst_index.push_back(w.at("index"));
   }
   return s;
