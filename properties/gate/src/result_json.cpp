@@ -39,94 +39,41 @@ double number_from_json(const nlohmann::json& j) {
   throw std::runtime_error("'" + t + "' is not a number");
 }
 
-nlohmann::json to_json(const element_index& at) { return {{"b", at.b}, {"h", at.h}, {"i", at.i}, {"e", at.e}}; }
+namespace {
 
-element_index element_index_from_json(const nlohmann::json& j) {
-  return {j.at("b").get<std::int64_t>(), j.at("h").get<std::int64_t>(), j.at("i").get<std::int64_t>(),
-          j.at("e").get<std::int64_t>()};
-}
+// Each type's keys, named once for writing and reading (fields_json, fields_from_json).
+constexpr auto index_fields = [](auto& x, auto&& f) { f("b", x.b), f("h", x.h), f("i", x.i), f("e", x.e); };
 
-nlohmann::json to_json(const worst_element& w, json_numbers n) {
-  return {{"where", w.where},
-          {"at", w.at ? to_json(*w.at) : nlohmann::json(nullptr)},
-          {"expected", number_json(w.expected, n)},
-          {"got", number_json(w.got, n)},
-          {"bound", number_json(w.bound, n)},
-          {"ratio", number_json(w.ratio, n)}};
-}
+constexpr auto worst_fields = [](auto& w, auto&& f) {
+  f("where", w.where), f("at", w.at), f("expected", w.expected), f("got", w.got), f("bound", w.bound), f("ratio", w.ratio);
+};
 
-worst_element worst_from_json(const nlohmann::json& j) {
-  worst_element w;
-  w.where = j.at("where").get<std::string>();
-  if (!j.at("at").is_null()) w.at = element_index_from_json(j.at("at"));
-  w.expected = number_from_json(j.at("expected")), w.got = number_from_json(j.at("got"));
-  w.bound = number_from_json(j.at("bound")), w.ratio = number_from_json(j.at("ratio"));
-  return w;
-}
+constexpr auto outcome_fields = [](auto& o, auto&& f) {
+  f("v", o.v), f("kind", o.kind), f("message", o.message), f("compared", o.compared), f("unbounded", o.unbounded);
+  f("vacuous", o.vacuous), f("useless", o.useless), f("prob_compared", o.prob_compared), f("prob_failure", o.prob_failure);
+  f("max_ratio", o.max_ratio), f("prob_max_ratio", o.prob_max_ratio), f("worst", o.worst), f("prob_worst", o.prob_worst);
+};
 
-nlohmann::json to_json(const law_outcome& o, json_numbers n) {
-  return {{"v", static_cast<int>(o.v)},
-          {"kind", static_cast<int>(o.kind)},
-          {"message", o.message},
-          {"compared", o.compared},
-          {"unbounded", o.unbounded},
-          {"vacuous", o.vacuous},
-          {"useless", o.useless},
-          {"prob_compared", o.prob_compared},
-          {"prob_failure", o.prob_failure},
-          {"max_ratio", number_json(o.max_ratio, n)},
-          {"prob_max_ratio", number_json(o.prob_max_ratio, n)},
-          {"worst", to_json(o.worst, n)},
-          {"prob_worst", to_json(o.prob_worst, n)}};
-}
+constexpr auto heat_fields = [](auto& m, auto&& f) {
+  f("b", m.b), f("h", m.h), f("rows", m.rows), f("cols", m.cols), f("row0", m.row0), f("col0", m.col0);
+  f("all_rows", m.all_rows), f("all_cols", m.all_cols), f("lse", m.lse_column), f("ratio", m.ratio);
+  f("worst_row", m.worst_row), f("worst_col", m.worst_col), f("worst_where", m.worst_where), f("worst_ratio", m.worst_ratio);
+};
 
-law_outcome outcome_from_json(const nlohmann::json& j) {
-  law_outcome o;
-  o.v = static_cast<verdict>(j.at("v").get<int>());
-  o.kind = static_cast<failure_kind>(j.at("kind").get<int>());
-  o.message = j.at("message").get<std::string>();
-  o.compared = j.at("compared").get<std::int64_t>();
-  o.unbounded = j.at("unbounded").get<std::int64_t>();
-  o.vacuous = j.at("vacuous").get<std::string>();
-  o.useless = j.at("useless").get<std::int64_t>();
-  o.prob_compared = j.at("prob_compared").get<std::int64_t>();
-  o.prob_failure = j.at("prob_failure").get<std::string>();
-  o.max_ratio = number_from_json(j.at("max_ratio"));
-  o.prob_max_ratio = number_from_json(j.at("prob_max_ratio"));
-  o.worst = worst_from_json(j.at("worst"));
-  o.prob_worst = worst_from_json(j.at("prob_worst"));
-  return o;
-}
+}  // namespace
 
-nlohmann::json to_json(const heat_map& m, json_numbers n) {
-  nlohmann::json ratio = nlohmann::json::array();
-  for (double x : m.ratio) ratio.push_back(number_json(x, n));
-  return {{"b", m.b},
-          {"h", m.h},
-          {"rows", m.rows},
-          {"cols", m.cols},
-          {"row0", m.row0},
-          {"col0", m.col0},
-          {"all_rows", m.all_rows},
-          {"all_cols", m.all_cols},
-          {"lse", m.lse_column},
-          {"ratio", ratio},
-          {"worst_row", m.worst_row},
-          {"worst_col", m.worst_col},
-          {"worst_where", m.worst_where},
-          {"worst_ratio", number_json(m.worst_ratio, n)}};
-}
+// An element index holds no double: its numbers mode does not matter.
+nlohmann::json to_json(const element_index& at) { return fields_json(at, json_numbers::exact, index_fields); }
+element_index element_index_from_json(const nlohmann::json& j) { return fields_from_json<element_index>(j, index_fields); }
 
-heat_map heat_from_json(const nlohmann::json& j) {
-  heat_map m;
-  m.b = j.at("b"), m.h = j.at("h"), m.rows = j.at("rows"), m.cols = j.at("cols"), m.row0 = j.at("row0"), m.col0 = j.at("col0");
-  m.all_rows = j.at("all_rows"), m.all_cols = j.at("all_cols"), m.lse_column = j.at("lse");
-  for (const auto& x : j.at("ratio")) m.ratio.push_back(number_from_json(x));
-  m.worst_row = j.at("worst_row"), m.worst_col = j.at("worst_col");
-  m.worst_where = j.at("worst_where").get<std::string>();
-  m.worst_ratio = number_from_json(j.at("worst_ratio"));
-  return m;
-}
+nlohmann::json to_json(const worst_element& w, json_numbers n) { return fields_json(w, n, worst_fields); }
+worst_element worst_from_json(const nlohmann::json& j) { return fields_from_json<worst_element>(j, worst_fields); }
+
+nlohmann::json to_json(const law_outcome& o, json_numbers n) { return fields_json(o, n, outcome_fields); }
+law_outcome outcome_from_json(const nlohmann::json& j) { return fields_from_json<law_outcome>(j, outcome_fields); }
+
+nlohmann::json to_json(const heat_map& m, json_numbers n) { return fields_json(m, n, heat_fields); }
+heat_map heat_from_json(const nlohmann::json& j) { return fields_from_json<heat_map>(j, heat_fields); }
 
 nlohmann::json to_json(const law_report& l, json_numbers n) {
   const auto number = [n](double x) { return number_json(x, n); };

@@ -6,6 +6,10 @@
 // and the Python module's rows.
 #pragma once
 
+#include <optional>
+#include <type_traits>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "attncheck/gate.hpp"
@@ -49,6 +53,62 @@ heat_map heat_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const law_report& r, json_numbers n);
 /// The report of an exact to_json.
 law_report law_report_from_json(const nlohmann::json& j);
+
+/// A struct as a JSON object by one list of its fields, for both directions:
+/// `fields(x, f)` calls f("key", x.member) for each member (x const or not).
+/// Doubles go through number_json / number_from_json, enums as their value,
+/// the types above through their own to_json.
+template <class V>
+nlohmann::json field_json(const V& v, json_numbers n) {
+  if constexpr (std::is_same_v<V, double>)
+    return number_json(v, n);
+  else if constexpr (std::is_enum_v<V>)
+    return static_cast<int>(v);
+  else if constexpr (std::is_same_v<V, std::vector<double>>) {
+    nlohmann::json a = nlohmann::json::array();
+    for (double x : v) a.push_back(number_json(x, n));
+    return a;
+  } else if constexpr (std::is_same_v<V, std::optional<element_index>>)
+    return v ? to_json(*v) : nlohmann::json(nullptr);
+  else if constexpr (std::is_same_v<V, worst_element>)
+    return to_json(v, n);
+  else
+    return v;
+}
+
+template <class V>
+void field_from_json(const nlohmann::json& j, V& v) {
+  if constexpr (std::is_same_v<V, double>)
+    v = number_from_json(j);
+  else if constexpr (std::is_enum_v<V>)
+    v = static_cast<V>(j.get<int>());
+  else if constexpr (std::is_same_v<V, std::vector<double>>) {
+    v.clear();
+    for (const auto& x : j) v.push_back(number_from_json(x));
+  } else if constexpr (std::is_same_v<V, std::optional<element_index>>) {
+    if (j.is_null())
+      v.reset();
+    else
+      v = element_index_from_json(j);
+  } else if constexpr (std::is_same_v<V, worst_element>)
+    v = worst_from_json(j);
+  else
+    j.get_to(v);
+}
+
+template <class T, class Fields>
+nlohmann::json fields_json(const T& x, json_numbers n, Fields fields) {
+  nlohmann::json j = nlohmann::json::object();
+  fields(x, [&](const char* key, const auto& v) { j[key] = field_json(v, n); });
+  return j;
+}
+
+template <class T, class Fields>
+T fields_from_json(const nlohmann::json& j, Fields fields) {
+  T x{};
+  fields(x, [&](const char* key, auto& v) { field_from_json(j.at(key), v); });
+  return x;
+}
 
 /// The --json document of a gate run: attncheck (version, contract, oracle),
 /// subject, declared, seed, seconds, failed, unjudged, timed_out, prob_failed,
