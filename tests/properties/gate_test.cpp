@@ -2,7 +2,9 @@
 // repro, determinism of the suite itself.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <sstream>
 
@@ -10,6 +12,7 @@
 #include "attncheck/case_file.hpp"
 #include "attncheck/gate.hpp"
 #include "attncheck/report.hpp"
+#include "attncheck/result_json.hpp"
 #include "attncheck/isolate.hpp"
 #include "attncheck/subject_host.hpp"
 #include "attncheck/subject_registry.hpp"
@@ -51,6 +54,53 @@ TEST(gate, passes_on_the_naive_subject_and_writes_junit) {
   for (const auto& l : all_laws())
     EXPECT_NE(xml.find("name=\"" + l.name.substr(l.name.find('.') + 1) + "\""), std::string::npos) << l.name;
   EXPECT_NE(xml.find("name=\"future_keys_never_change_past_outputs\""), std::string::npos);
+}
+
+// The result codec's exact mode gives a law report back whole: non-finite
+// doubles, -0, the structured worst element, the counterexample and heat map.
+TEST(result_json, an_exact_law_report_round_trips) {
+  const double inf = std::numeric_limits<double>::infinity();
+  law_report r;
+  r.law = "differential.output_within_bound_of_oracle";
+  r.v = verdict::fail;
+  r.cases = 7, r.judged = 6, r.min_judged = 0.25, r.shrink_steps = 3, r.seconds = 0.1 + 0.2;
+  r.max_ratio = inf, r.max_ratio_case = "ATTN(b=1)";
+  r.ratio_histogram[2] = 5;
+  r.stats.counts["causal"] = 2, r.stats.n = 7;
+  r.shares[1] = {1, 2, 3, 4};
+  r.prob = prob_verdict::fail, r.prob_cases = 2, r.prob_max_ratio = -0.0, r.prob_failure = "p", r.prob_failure_case = "c";
+  r.failure.v = verdict::fail, r.failure.kind = failure_kind::crash, r.failure.message = "m", r.failure.compared = 9;
+  r.failure.max_ratio = std::nan("");
+  r.failure.worst = {"O[b=0,i=1,h=2,e=3] (V scaled)", 1.0 / 3, -inf, 1e-300, inf, element_index{0, 2, 1, 3}};
+  r.failure.prob_worst = {"a row sum", 0, 0, 0, 0};
+  r.reproduce = "rc";
+  attn_case c = parse_line("ATTN(b=1,hq=1,hkv=1,lq=2,lk=3,d=4,dv=4,seed=5)");
+  materialize(c);
+  r.counterexample = c;
+  heat_map m;
+  m.rows = 1, m.cols = 2, m.ratio = {0.5, std::nan("")}, m.worst_where = "O[b=0,i=0,h=0,e=0]", m.worst_ratio = inf;
+  r.heat = m;
+  const auto text = to_json(r, json_numbers::exact).dump();
+  const law_report b = law_report_from_json(nlohmann::json::parse(text));
+  EXPECT_EQ(to_json(b, json_numbers::exact).dump(), text);
+  EXPECT_EQ(b.seconds, r.seconds);
+  EXPECT_EQ(b.max_ratio, inf);
+  EXPECT_TRUE(std::isnan(b.failure.max_ratio));
+  EXPECT_TRUE(std::signbit(b.prob_max_ratio));
+  EXPECT_EQ(b.failure.worst.got, -inf);
+  EXPECT_EQ(b.failure.worst.at, r.failure.worst.at);
+  EXPECT_FALSE(b.failure.prob_worst.at);
+  EXPECT_EQ(b.shares[1].unjudged, 3);
+  EXPECT_EQ(b.failure.kind, failure_kind::crash);
+  ASSERT_TRUE(b.counterexample && b.heat);
+  EXPECT_EQ(b.counterexample->q.bits, c.q.bits);
+  EXPECT_TRUE(std::isnan(b.heat->ratio[1]));
+  // The public form is the --json file's law: no "exact", null for a non-finite ratio.
+  const auto pub = to_json(r, json_numbers::public_numbers);
+  EXPECT_FALSE(pub.contains("exact"));
+  EXPECT_TRUE(pub.at("max_ratio").is_null());
+  EXPECT_EQ(pub.at("worst"), r.failure.worst.describe());
+  EXPECT_THROW(number_from_json("infinity"), std::runtime_error);
 }
 
 TEST(gate, unknown_law_is_an_input_error) {

@@ -39,6 +39,33 @@ TEST(parse_where, reads_o_and_lse_with_any_prefix_or_suffix) {
   EXPECT_FALSE(parse_where(""));
 }
 
+TEST(where_text, is_what_parse_where_reads_back) {
+  for (const element_index at : {element_index{1, 2, 3, 4}, element_index{0, 5, 6, -1}}) {
+    EXPECT_EQ(parse_where(where_text(at)), at) << where_text(at);
+    EXPECT_EQ(indexed({where_text(at) + " (V scaled)", 0, 0, 0, 0}).at, at);
+  }
+  EXPECT_EQ(where_text({1, 2, 3, 4}), "O[b=1,i=3,h=2,e=4]");
+  EXPECT_EQ(where_text({1, 2, 3, -1}), "LSE[b=1,h=2,i=3]");
+  // A position set by its producer is kept, whatever the text says.
+  worst_element w{"sum_j P[b=0,h=1,i=2,:]", 0, 0, 0, 0};
+  EXPECT_FALSE(indexed(w).at);
+  w.at = element_index{0, 1, 2, 0};
+  EXPECT_EQ(indexed(w).at, w.at);
+}
+
+TEST(heat_map, uses_the_structured_position_not_the_text) {
+  element_log log;
+  log.note(o_where(0, 0, 0, 0), 0.5);
+  log.note(o_where(0, 0, 1, 0), 0.25);
+  worst_element w{"a row sum", 0, 0, 0, 0.25};
+  w.at = element_index{0, 1, 0, 0};
+  const auto m = heat_map_of(log, w);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->h, 1);  // not the slice of the largest ratio (h = 0)
+  EXPECT_EQ(m->worst_row, 0);
+  EXPECT_EQ(m->worst_col, 0);
+}
+
 TEST(element_log, keeps_elements_only_while_open) {
   EXPECT_EQ(element_log::current(), nullptr);
   {
@@ -76,7 +103,7 @@ TEST(heat_map, is_the_worst_slice_with_the_largest_ratio_per_element_and_the_wor
   log.note(lse_where(0, 1, 0), 0.05);
   log.note(o_where(1, 0, 0, 0), 9.0);  // another (b, h): not in the map
   worst_element w{"O[b=0,i=1,h=1,e=1] (second run)", 0, 0, 0, 4.0};
-  const auto m = heat_map_of(log, w);
+  const auto m = heat_map_of(log, indexed(w));
   ASSERT_TRUE(m);
   EXPECT_EQ(m->b, 0);
   EXPECT_EQ(m->h, 1);
@@ -96,7 +123,7 @@ TEST(heat_map, marks_an_lse_worst_in_the_last_column) {
   element_log log;
   log.note(o_where(0, 0, 0, 0), 0.0);
   log.note(lse_where(0, 0, 0), std::numeric_limits<double>::infinity());
-  const auto m = heat_map_of(log, {"LSE[b=0,h=0,i=0]", 1, 2, 0, std::numeric_limits<double>::infinity()});
+  const auto m = heat_map_of(log, indexed({"LSE[b=0,h=0,i=0]", 1, 2, 0, std::numeric_limits<double>::infinity()}));
   ASSERT_TRUE(m);
   EXPECT_EQ(m->cols, 2);
   EXPECT_EQ(m->worst_row, 0);
@@ -108,7 +135,7 @@ TEST(heat_map, keeps_a_window_around_the_worst_element_of_a_large_slice) {
   for (std::int64_t i = 0; i < 300; ++i)
     for (std::int64_t e = 0; e < 200; e += 7) log.note(o_where(0, i, 0, e), 0.01);
   log.note(o_where(0, 250, 0, 196), 2.0);
-  const auto m = heat_map_of(log, {"O[b=0,i=250,h=0,e=196]", 0, 0, 0, 2.0});
+  const auto m = heat_map_of(log, indexed({"O[b=0,i=250,h=0,e=196]", 0, 0, 0, 2.0}));
   ASSERT_TRUE(m);
   EXPECT_EQ(m->all_rows, 300);
   EXPECT_EQ(m->all_cols, 197);
@@ -122,7 +149,7 @@ TEST(heat_map, keeps_a_window_around_the_worst_element_of_a_large_slice) {
 
 TEST(heat_map, is_none_when_nothing_was_noted) {
   element_log log;
-  EXPECT_FALSE(heat_map_of(log, {"O[b=0,i=0,h=0,e=0]", 0, 0, 0, 0}));
+  EXPECT_FALSE(heat_map_of(log, indexed({"O[b=0,i=0,h=0,e=0]", 0, 0, 0, 0})));
 }
 
 TEST(html, escapes_text_and_attributes) {

@@ -1,38 +1,35 @@
 // attncheck mutation: proves the gate kills every deliberate bug of the
 // bundled kernel (impl/src/mutation.hpp, built into plugins/libattnimpl_mutant.so).
 //
-// For each mutant and seed it runs `attncheck gate` on the mutation plugin in
-// a child process (--subject PLUGIN:mutant=NAME,q_tile=..,k_tile=..,split_keys=..),
-// reads the gate's --json, and
-// prints one table row: killed on every seed?, by which laws, cases until the
+// For each mutant and seed it gates the mutation plugin in this process
+// (subject PLUGIN:mutant=NAME,q_tile=..,k_tile=..,split_keys=..): one
+// gate_subjects schedule of every (mutant, seed), each law in its own child as
+// the gate runs it (each instance sets the kernel's mutant switch at every
+// entry, so mutants share a schedule). Per run it saves the counterexamples and
+// writes the gate's log and JSON under --out, and it prints one table row: killed on every seed?, by which laws, cases until the
 // first failure, the shrunk shape, seconds to kill. The first seed runs every
 // law (all killing laws are listed); later seeds run only the laws expected to
 // kill the mutant (--all-laws runs every law on every seed). A control run with
 // no mutant must pass, or the kills would mean nothing. Exit 0 only when every
 // mutant is killed on every seed by one of its expected laws.
 #include <dlfcn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "attncheck/case.hpp"
 #include "attncheck/failure_report.hpp"
 #include "attncheck/mutants.hpp"
+#include "attncheck/report.hpp"
 #include "attncheck/report_html.hpp"
 #include "cli_state.hpp"
 #include "commands.hpp"
@@ -89,7 +86,7 @@ struct run_result {
   std::vector<std::string> killers;
   int cases = -1;                // cases of the first expected law that failed
   double seconds = 0;            // that law's seconds (cases + shrinking)
-  double wall = 0;               // the whole gate call
+  double wall = 0;               // seconds: the control's gate call; a run's laws together
   std::string shape, line, how;  // shrunk shape, its case line, crash/hang note
   std::string first_expected;    // the expected law those figures are from
 };
@@ -100,58 +97,55 @@ std::string self_path() {
   return ec ? std::string("attncheck") : p.string();
 }
 
-std::string quote(const std::string& s) {
-  std::string o = "'";
-  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return o + "'";
-}
-
-run_result run_one(const mutant_spec& m, std::uint64_t seed, bool every_law) {
-  run_result r;
+// The gate of one (mutant, seed): every law, or only the mutant's expected laws.
+gate_options gate_of(const mutant_spec& m, std::uint64_t seed, bool every_law) {
   const std::string tag = std::string(m.name) + "-seed" + std::to_string(seed);
   const auto base = std::filesystem::path(opt.out) / tag;
-  const std::string subject = opt.plugin + ":mutant=" + m.name + "," + tile_options();
-  std::string cmd = quote(self_path()) + " gate --subject " + quote(subject) + " --seed " + std::to_string(seed) + " --cases " +
-                    std::to_string(opt.cases) + " --law-timeout " + std::to_string(opt.law_timeout) + " --json " +
-                    quote(base.string() + ".json") + " --out " + quote(base.string());
-  if (!every_law)
-    for (const auto& l : m.laws) cmd += " --only " + l;
-  cmd += " > " + quote(base.string() + ".log") + " 2>&1";
-  std::filesystem::remove(base.string() + ".json");
-  const auto start = std::chrono::steady_clock::now();
-  const int status = std::system(cmd.c_str());
-  r.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::ifstream f(base.string() + ".json");
-  if (!f) {
-    r.how = "gate did not finish (status " + std::to_string(status) + "), see " + base.string() + ".log";
-    return r;
-  }
-  const auto doc = nlohmann::json::parse(f);
+  gate_options g;
+  g.subject = opt.plugin + ":mutant=" + m.name + "," + tile_options();
+  g.run.seed = seed;
+  g.run.cases = opt.cases;
+  g.law_timeout = opt.law_timeout;
+  g.json = base.string() + ".json";
+  g.out_dir = base.string();
+  if (!every_law) g.only = m.laws;
+  // Laws at once in the whole schedule: the gate's default (the CPUs, at most 8) per gate run of --jobs.
+  g.jobs = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8) * std::max(1, opt.jobs);
+  g.progress = isatty(STDERR_FILENO) != 0;
+  return g;
+}
+
+// Saves a run's counterexamples, writes its log (the gate's console report)
+// and JSON, and reads its row's figures from the result.
+run_result result_of(const mutant_spec& m, gate_result& g) {
+  run_result r;
+  save_counterexamples(g);
+  std::ofstream log(g.options.out_dir + ".log");
+  print_gate(g, log);
+  write_json(g.options.json, g);
   r.ran = true;
-  for (const auto& l : doc.at("laws")) {
-    if (l.at("verdict") != "fail") continue;
-    const std::string name = l.at("name");
+  for (const auto& l : g.reports) {
+    r.wall += l.seconds;
+    // A timeout is the gate's problem, not a kill.
+    if (l.v != verdict::fail || timed_out(l)) continue;
     r.killed = true;
-    r.killers.push_back(name);
-    const bool exp = std::find(m.laws.begin(), m.laws.end(), name) != m.laws.end();
+    r.killers.push_back(l.law);
+    const bool exp = std::find(m.laws.begin(), m.laws.end(), l.law) != m.laws.end();
     if (exp && !r.expected) {
       r.expected = true;
-      r.first_expected = name;
-      r.cases = l.at("cases");
-      r.seconds = l.at("seconds");
-      // The gate's JSON names what kind of failure it was (failure_report.hpp).
-      const failure_kind kind = failure_kind_of(l.value("kind", ""));
-      if (kind == failure_kind::hang)
+      r.first_expected = l.law;
+      r.cases = l.cases;
+      r.seconds = l.seconds;
+      if (l.failure.kind == failure_kind::hang)
         r.how = "hang";
-      else if (kind == failure_kind::crash)
+      else if (l.failure.kind == failure_kind::crash)
         r.how = "crash";
-      if (l.contains("shape")) {
-        const auto& s = l.at("shape");
+      if (l.counterexample) {
+        const attn_case& c = *l.counterexample;
         std::ostringstream o;
-        o << s.at("b") << "," << s.at("hq") << "," << s.at("hkv") << "," << s.at("lq") << "," << s.at("lk") << "," << s.at("d")
-          << "," << s.at("dv");
+        o << c.b << "," << c.hq << "," << c.hkv << "," << c.lq << "," << c.lk << "," << c.d << "," << c.dv;
         r.shape = o.str();
-        r.line = l.value("counterexample", "");
+        r.line = to_line(c);
       }
     }
   }
@@ -225,7 +219,10 @@ int run_mutation() {
     std::set<std::string> laws;
     for (const auto* m : chosen) laws.insert(m->laws.begin(), m->laws.end());
     none.laws.assign(laws.begin(), laws.end());
-    const run_result c = run_one(none, opt.seeds[0], !opt.quick);
+    const auto control_start = std::chrono::steady_clock::now();
+    auto control = gate_subjects({gate_of(none, opt.seeds[0], !opt.quick)});
+    run_result c = result_of(none, control.at(0));
+    c.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - control_start).count();
     if (!c.ran || c.killed) {
       std::cout << "control FAILED: the mutation build without a mutant fails " << join(c.killers, ", ") << c.how << " (see "
                 << opt.out << "/none-seed" << opt.seeds[0] << ".log)\n";
@@ -244,44 +241,25 @@ int run_mutation() {
   for (std::size_t m = 0; m < chosen.size(); ++m)
     for (std::size_t s = 0; s < opt.seeds.size(); ++s) tasks.push_back({m, s});
   std::vector<std::vector<run_result>> results(chosen.size(), std::vector<run_result>(opt.seeds.size()));
-  std::atomic<std::size_t> next{0};
-  std::mutex print;
-  std::size_t done = 0;
   const auto start = std::chrono::steady_clock::now();
-  // Progress: a line per finished gate run with done/total, rate and ETA (plain
-  // lines, so a CI log shows them as they come); the runs still going follow it.
-  std::set<std::string> running;
-  const auto worker = [&] {
-    for (std::size_t t; (t = next.fetch_add(1)) < tasks.size();) {
-      const std::size_t m = tasks[t].m, s = tasks[t].s;
-      const std::string what = std::string(chosen[m]->name) + " seed " + std::to_string(opt.seeds[s]);
-      {
-        std::lock_guard lock(print);
-        running.insert(what);
-      }
-      const bool every = opt.all_laws || (s == 0 && !opt.quick && !opt.expected_only);
-      results[m][s] = run_one(*chosen[m], opt.seeds[s], every);
-      const auto& r = results[m][s];
-      std::lock_guard lock(print);
-      running.erase(what);
-      ++done;
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
-      char progress[96];
-      std::snprintf(progress, sizeof progress, "[%zu/%zu runs, %.2f runs/min, ETA %.0f s]", done, tasks.size(), 60 * rate,
-                    rate > 0 ? static_cast<double>(tasks.size() - done) / rate : 0.0);
-      std::cerr << "  " << what << ": "
-                << (r.expected ? "killed by " + law_alias(r.first_expected)
-                    : r.killed ? "killed, not by an expected law"
-                               : "SURVIVED")
-                << " (" << std::fixed << std::setprecision(0) << r.wall << " s) " << progress;
-      if (!running.empty()) std::cerr << "; running " << join(std::vector<std::string>(running.begin(), running.end()), ", ");
-      std::cerr << "\n";
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int j = 0; j < std::max(1, opt.jobs); ++j) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
+  // One schedule of every (mutant, seed): the gate's progress lines on standard error while it runs.
+  std::vector<gate_options> gates;
+  for (const auto& t : tasks) {
+    const bool every = opt.all_laws || (t.s == 0 && !opt.quick && !opt.expected_only);
+    gates.push_back(gate_of(*chosen[t.m], opt.seeds[t.s], every));
+  }
+  auto gated = gate_subjects(gates);
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
+    const std::size_t m = tasks[t].m, s = tasks[t].s;
+    results[m][s] = result_of(*chosen[m], gated[t]);
+    const auto& r = results[m][s];
+    std::cerr << "  " << chosen[m]->name << " seed " << opt.seeds[s] << ": "
+              << (r.expected ? "killed by " + law_alias(r.first_expected)
+                  : r.killed ? "killed, not by an expected law"
+                             : "SURVIVED")
+              << " (" << std::fixed << std::setprecision(0) << r.wall << " s in its laws) [" << t + 1 << "/" << tasks.size()
+              << " runs]\n";
+  }
 
   // The table.
   std::ostringstream tab;
@@ -362,7 +340,8 @@ void add_mutation(CLI::App& app) {
   m->add_option("--out", opt.out, "gate logs, JSON and counterexamples land here (default mutation-out)");
   m->add_option("--markdown", opt.markdown, "also write the table here");
   m->add_option("--html", opt.html, "write a self-contained HTML report here (the kill table, cases to kill per mutant)");
-  m->add_option("--jobs", opt.jobs, "gate runs at once (default 1)")->check(CLI::Range(1, 64));
+  m->add_option("--jobs", opt.jobs, "gate runs' worth of laws at once: --jobs x the CPUs (at most 8) laws (default 1)")
+      ->check(CLI::Range(1, 64));
   m->add_option("--tiles", opt.tiles,
                 "q_tile,k_tile,split_keys of the mutated kernel; 0 = the production value (default 2,3,6: tiny tiles)");
   m->add_flag("--quick", opt.quick, "for CI: the first seed only, and only each mutant's expected laws");

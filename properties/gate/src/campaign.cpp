@@ -21,6 +21,7 @@
 #include "attncheck/check.hpp"
 #include "attncheck/generators.hpp"
 #include "attncheck/isolate.hpp"
+#include "attncheck/result_json.hpp"
 #include "attncheck/version.hpp"
 
 namespace attncheck {
@@ -45,54 +46,31 @@ void keep_worst(campaign_stats& s, double ratio, std::int64_t index, const std::
   if (s.worst.size() > campaign_stats::worst_kept) s.worst.pop_back(), s.worst_index.pop_back();
 }
 
-// A ratio as JSON: a number, or "inf", "-inf", "nan" (not JSON numbers).
-nlohmann::json ratio_json(double x) {
-  if (std::isfinite(x)) return x;
-  return std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf";
-}
-
-double ratio_of(const nlohmann::json& j) {
-  if (j.is_number()) return j.get<double>();
-  const auto t = j.get<std::string>();
-  if (t == "inf") return HUGE_VAL;
-  if (t == "-inf") return -HUGE_VAL;
-  if (t == "nan") return std::nan("");
-  throw std::runtime_error("'" + t + "' is not a ratio");
-}
+// A shard's stats as JSON through the result codec's fields (exact numbers:
+// a ratio is a number, or "inf", "-inf", "nan"); the kept lists by hand.
+constexpr auto stats_fields = [](auto& s, auto&& f) {
+  f("cases", s.cases), f("elements", s.elements), f("violations", s.violations), f("violating_cases", s.violating_cases);
+  f("unjudged_elements", s.unjudged_elements), f("fast_tier_cases", s.fast_tier_cases), f("histogram", s.histogram);
+  f("max_ratio", s.max_ratio), f("max_ratio_index", s.max_ratio_index), f("max_ratio_case", s.max_ratio_case);
+  f("first_violation", s.first_violation);
+};
 
 nlohmann::json to_json(const campaign_stats& s) {
-  nlohmann::json worst = nlohmann::json::array(), violating = nlohmann::json::array();
+  nlohmann::json j = fields_json(s, json_numbers::exact, stats_fields);
+  j["violating"] = j["worst"] = nlohmann::json::array();
   for (std::size_t i = 0; i < s.worst.size(); ++i)
-    worst.push_back({{"index", s.worst_index[i]}, {"ratio", ratio_json(s.worst[i].first)}, {"what", s.worst[i].second}});
-  for (const auto& v : s.violating) violating.push_back({{"index", v.index}, {"what", v.what}});
-  return {{"cases", s.cases},
-          {"elements", s.elements},
-          {"violations", s.violations},
-          {"violating_cases", s.violating_cases},
-          {"unjudged_elements", s.unjudged_elements},
-          {"fast_tier_cases", s.fast_tier_cases},
-          {"histogram", s.histogram},
-          {"max_ratio", ratio_json(s.max_ratio)},
-          {"max_ratio_index", s.max_ratio_index},
-          {"max_ratio_case", s.max_ratio_case},
-          {"first_violation", s.first_violation},
-          {"violating", violating},
-          {"worst", worst}};
+    j["worst"].push_back({{"index", s.worst_index[i]},
+                          {"ratio", number_json(s.worst[i].first, json_numbers::exact)},
+                          {"what", s.worst[i].second}});
+  for (const auto& v : s.violating) j["violating"].push_back({{"index", v.index}, {"what", v.what}});
+  return j;
 }
 
 campaign_stats stats_from(const nlohmann::json& j) {
-  campaign_stats s;
-  s.cases = j.at("cases"), s.elements = j.at("elements"), s.violations = j.at("violations");
-  s.violating_cases = j.at("violating_cases");
-  s.unjudged_elements = j.at("unjudged_elements");
-  s.fast_tier_cases = j.at("fast_tier_cases");
-  s.histogram = j.at("histogram").get<decltype(s.histogram)>();
-  s.max_ratio = ratio_of(j.at("max_ratio"));
-  s.max_ratio_index = j.at("max_ratio_index");
-  s.max_ratio_case = j.at("max_ratio_case"), s.first_violation = j.at("first_violation");
+  auto s = fields_from_json<campaign_stats>(j, stats_fields);
   for (const auto& v : j.at("violating")) s.violating.push_back({v.at("index"), v.at("what")});
   for (const auto& w : j.at("worst")) {
-    s.worst.emplace_back(ratio_of(w.at("ratio")), w.at("what").get<std::string>());
+    s.worst.emplace_back(number_from_json(w.at("ratio")), w.at("what").get<std::string>());
     s.worst_index.push_back(w.at("index"));
   }
   return s;

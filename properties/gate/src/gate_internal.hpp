@@ -9,8 +9,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "attncheck/gate.hpp"
 #include "attncheck/isolate.hpp"
 
@@ -27,14 +25,6 @@ struct gate_plan {
 };
 
 gate_plan plan_gate(const gate_options& opt);
-
-// wire.cpp: law_report and law_outcome travel from a child process to the gate as JSON.
-nlohmann::json outcome_json(const law_outcome& o);
-law_outcome outcome_from(const nlohmann::json& j);
-nlohmann::json heat_json(const heat_map& m);
-heat_map heat_from(const nlohmann::json& j);
-std::string report_to_payload(const law_report& r);
-law_report report_from_payload(const std::string& payload);
 
 // isolation.cpp: each law in its own child process.
 // Why a child process did not complete: a hang (stopped at the timeout) or a crash.

@@ -2,11 +2,12 @@
 // progress of the schedule on standard error.
 #include <sys/mman.h>
 
-#include <bit>
 #include <chrono>
 #include <map>
 #include <functional>
 #include <iostream>
+
+#include "attncheck/result_json.hpp"
 
 #include "gate_internal.hpp"
 
@@ -37,7 +38,7 @@ std::string progress_json(const law_report& r) {
                       {"shrink_steps", r.shrink_steps},
                       {"stats", r.stats.counts},
                       {"stats_n", r.stats.n},
-                      {"max_ratio", std::bit_cast<std::uint64_t>(r.max_ratio)},
+                      {"max_ratio", number_json(r.max_ratio, json_numbers::exact)},
                       {"max_ratio_case", r.max_ratio_case},
                       {"ratio_histogram", r.ratio_histogram}};
   if (r.counterexample) {
@@ -54,7 +55,7 @@ std::string seconds_text(double s) { return number_text(s, s < 10 ? "%.2g" : "%.
 // watchdog limit) or ran out of the law's time (a timeout: the gate's problem).
 law_report report_of_child(const law& l, const subject& s, const child_outcome& co, const shared_note& note,
                            const shared_note& progress, const law_watch& watch, const gate_options& opt) {
-  if (co.completed) return report_from_payload(co.payload);
+  if (co.completed) return law_report_from_json(nlohmann::json::parse(co.payload));
   law_report r;
   r.law = l.name;
   r.v = verdict::fail;
@@ -69,7 +70,7 @@ law_report report_of_child(const law& l, const subject& s, const child_outcome& 
       r.cases = j.at("cases"), r.judged = j.at("judged"), r.shrink_steps = j.at("shrink_steps");
       r.stats.counts = j.at("stats").get<std::map<std::string, std::int64_t>>();
       r.stats.n = j.at("stats_n");
-      r.max_ratio = std::bit_cast<double>(j.at("max_ratio").get<std::uint64_t>());
+      r.max_ratio = number_from_json(j.at("max_ratio"));
       r.max_ratio_case = j.at("max_ratio_case");
       r.ratio_histogram = j.at("ratio_histogram").get<decltype(r.ratio_histogram)>();
       failing = j.value("failing", std::string());
@@ -244,7 +245,7 @@ std::vector<law_report> run_laws_isolated(const std::vector<const law*>& laws, c
         progress->write(progress_json(r));
         watch->end_case();
       };
-      return report_to_payload(run_law(*l, *s, ro));
+      return to_json(run_law(*l, *s, ro), json_numbers::exact).dump();
     });
   }
   gate_progress progress(laws, options, counts);

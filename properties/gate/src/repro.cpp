@@ -1,7 +1,10 @@
 // `attncheck repro`: replays a saved case file, in a child process by default.
 #include <ostream>
+#include <tuple>
+#include <utility>
 
 #include "attncheck/case_file.hpp"
+#include "attncheck/result_json.hpp"
 
 #include "gate_internal.hpp"
 
@@ -34,24 +37,29 @@ int repro_case_file(const std::string& file, const std::string& subject_spec, co
   // The replay keeps the elements it compares, for the report's heat map.
   const auto replay_logged = [&] {
     element_log log;
-    nlohmann::json j = {{"outcome", outcome_json(replay(*l, *subj, rec.c))}};
-    if (const auto heat = heat_map_of(log, outcome_from(j["outcome"]).worst)) j["heat"] = heat_json(*heat);
-    return j;
+    const law_outcome o = replay(*l, *subj, rec.c);
+    return std::pair{o, heat_map_of(log, o.worst)};
   };
   law_outcome o;
   if (isolate) {
-    const child_outcome co = run_isolated([&] { return replay_logged().dump(); }, timeout_s);
+    // The child sends the outcome and its heat map through the result codec.
+    const child_outcome co = run_isolated(
+        [&] {
+          const auto [replayed, heat] = replay_logged();
+          nlohmann::json j = {{"outcome", to_json(replayed, json_numbers::exact)}};
+          if (heat) j["heat"] = to_json(*heat, json_numbers::exact);
+          return j.dump();
+        },
+        timeout_s);
     if (co.completed) {
       const auto j = nlohmann::json::parse(co.payload);
-      o = outcome_from(j.at("outcome"));
-      if (j.contains("heat")) rr.heat = heat_from(j.at("heat"));
+      o = outcome_from_json(j.at("outcome"));
+      if (j.contains("heat")) rr.heat = heat_from_json(j.at("heat"));
     } else {
       o.fail(process_message(co, timeout_s), co.timed_out ? failure_kind::hang : failure_kind::crash);
     }
   } else {
-    const auto j = replay_logged();
-    o = outcome_from(j.at("outcome"));
-    if (j.contains("heat")) rr.heat = heat_from(j.at("heat"));
+    std::tie(o, rr.heat) = replay_logged();
   }
   failure_report screen;
   screen.kind = o.kind;

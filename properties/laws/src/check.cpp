@@ -38,13 +38,15 @@ std::string worst_element::describe() const {
   return s.str();
 }
 
-std::string o_where(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t e) {
-  return "O[b=" + std::to_string(b) + ",i=" + std::to_string(i) + ",h=" + std::to_string(h) + ",e=" + std::to_string(e) + "]";
+std::string where_text(const element_index& at) {
+  if (at.e < 0) return "LSE[b=" + std::to_string(at.b) + ",h=" + std::to_string(at.h) + ",i=" + std::to_string(at.i) + "]";
+  return "O[b=" + std::to_string(at.b) + ",i=" + std::to_string(at.i) + ",h=" + std::to_string(at.h) +
+         ",e=" + std::to_string(at.e) + "]";
 }
 
-std::string lse_where(std::int64_t b, std::int64_t h, std::int64_t i) {
-  return "LSE[b=" + std::to_string(b) + ",h=" + std::to_string(h) + ",i=" + std::to_string(i) + "]";
-}
+std::string o_where(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t e) { return where_text({b, h, i, e}); }
+
+std::string lse_where(std::int64_t b, std::int64_t h, std::int64_t i) { return where_text({b, h, i, -1}); }
 
 void comparison::fail(const std::string& why, failure_kind k) {
   if (pass) failure = why, kind = k;

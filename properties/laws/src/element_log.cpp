@@ -52,6 +52,11 @@ std::optional<element_index> parse_where(const std::string& where) {
   return std::nullopt;
 }
 
+worst_element indexed(worst_element w) {
+  if (!w.at) w.at = parse_where(w.where);
+  return w;
+}
+
 element_log::element_log() : outer_(open_log) { open_log = this; }
 element_log::~element_log() { open_log = outer_; }
 element_log* element_log::current() { return open_log; }
@@ -63,7 +68,7 @@ void element_log::note(const std::string& where, double ratio) {
 
 std::optional<heat_map> heat_map_of(const element_log& log, const worst_element& worst) {
   if (log.entries().empty()) return std::nullopt;
-  const auto named = parse_where(worst.where);
+  const auto& named = worst.at;
   heat_map m;
   if (named) {
     m.b = named->b, m.h = named->h;

@@ -16,7 +16,11 @@ namespace attncheck {
 
 law_outcome replay(const law& l, const subject& s, const attn_case& c) {
   try {
-    return l.check(s, c);
+    // The outcome of a replay is reported: its worst elements carry their position (indexed).
+    law_outcome o = l.check(s, c);
+    o.worst = indexed(std::move(o.worst));
+    o.prob_worst = indexed(std::move(o.prob_worst));
+    return o;
   } catch (const std::exception& e) {
     law_outcome o;
     o.fail(std::string("harness error: ") + e.what(), failure_kind::harness);

@@ -15,6 +15,7 @@
 #include "attncheck/case_file.hpp"
 #include "attncheck/gate.hpp"
 #include "attncheck/report.hpp"
+#include "attncheck/result_json.hpp"
 #include "attncheck/oracle.hpp"
 #include "attncheck/subject_host.hpp"
 #include "py_subject.hpp"
@@ -156,6 +157,29 @@ py::dict materialized(attn_case c) {
   return d;
 }
 
+// A JSON value as the Python value json.loads would give.
+py::object py_of(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null: return py::none();
+    case nlohmann::json::value_t::boolean: return py::bool_(j.get<bool>());
+    case nlohmann::json::value_t::number_integer: return py::int_(j.get<std::int64_t>());
+    case nlohmann::json::value_t::number_unsigned: return py::int_(j.get<std::uint64_t>());
+    case nlohmann::json::value_t::number_float: return py::float_(j.get<double>());
+    case nlohmann::json::value_t::string: return py::str(j.get<std::string>());
+    case nlohmann::json::value_t::array: {
+      py::list l;
+      for (const auto& x : j) l.append(py_of(x));
+      return l;
+    }
+    case nlohmann::json::value_t::object: {
+      py::dict d;
+      for (const auto& [k, v] : j.items()) d[py::str(k)] = py_of(v);
+      return d;
+    }
+    default: throw std::runtime_error("a JSON value of no Python type");
+  }
+}
+
 // The gate on a Python subject object (attncheck._bridge.Subject) in this
 // process; the laws still run in forked children. The GIL is released while
 // the gate runs: each call into the subject takes it again.
@@ -177,15 +201,15 @@ py::dict gate_subject(py::object subject_object, const std::string& spec, int ca
     g = run_gate(opt, text);
     opt.instance.reset();  // destroyed with the GIL held below, not here
   }
+  // Each row is the law as the gate's --json writes it (the result codec),
+  // with the keys this module has always had: law, message (the failure's, or
+  // why it was skipped), counterexample (None when there is none) and
+  // max_ratio as a float (inf where the JSON writes null).
   py::list laws;
   for (const auto& r : g.reports) {
-    py::dict row;
+    py::dict row = py_of(to_json(r, json_numbers::public_numbers));
     row["law"] = r.law;
-    row["verdict"] = verdict_id(r.v);
-    row["judged"] = r.judged;
-    row["cases"] = r.cases;
     row["max_ratio"] = r.max_ratio;
-    row["seconds"] = r.seconds;
     row["message"] = r.v == verdict::skip ? r.skip_reason : r.failure.message;
     row["counterexample"] = r.counterexample ? py::object(py::str(to_line(*r.counterexample))) : py::object(py::none());
     laws.append(row);

@@ -78,13 +78,6 @@ void print_gate(const gate_result& g, std::ostream& out) {
   if (opt.stats) print_stats(g, out);
 }
 
-std::string probabilistic_statement() {
-  return "probabilistic bound (Higham & Mary 2019) where the sound bound is +inf or useless: its own verdict (prob), "
-         "failure probability <= 2^" +
-         number_text(std::log2(prob_failure_per_element), "%.0f") +
-         " per element if rounding errors are independent and of mean zero";
-}
-
 void print_judged_shares(const gate_result& g, bool per_law, std::ostream& out) {
   const auto line = [&out](const std::string& who, std::size_t t, const judged_shares& sh) {
     if (sh.total() == 0) return;

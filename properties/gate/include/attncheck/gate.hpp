@@ -70,6 +70,13 @@ struct gate_result {
   int prob_failed() const;  ///< laws whose probabilistic verdict failed (the gate fails; docs/bound.md)
 };
 
+/// The gate header's line on the probabilistic bound and its confidence.
+std::string probabilistic_statement();
+
+/// What produced a result, for every file the gate writes: attncheck's
+/// version, the contract version, and the oracle the laws use.
+std::string provenance_line();
+
 /// A law cut short by its own time limit (kind timeout): not a failure of the subject.
 bool timed_out(const law_report& r);
 

@@ -4,6 +4,7 @@
 
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,13 +15,26 @@
 
 namespace attncheck {
 
+/// An element of O[b,i,h,e] (e >= 0) or of LSE[b,h,i] (e = -1).
+struct element_index {
+  std::int64_t b = 0, h = 0, i = 0, e = -1;
+  bool operator==(const element_index&) const = default;
+};
+
+/// The one printer of an element's position: "O[b=0,i=1,h=2,e=0]" or "LSE[b=0,h=1,i=3]".
+std::string where_text(const element_index& at);
+
 /// The element that came closest to (or went past) its bound.
 struct worst_element {
-  std::string where;    ///< e.g. "O[b=0,i=1,h=2,e=0]" or "LSE[b=0,h=1,i=3]"
+  std::string where;    ///< as the law named it, e.g. "O[b=0,i=1,h=2,e=0] (V scaled)" or "LSE[b=0,h=1,i=3]"
   double expected = 0;  ///< the oracle's value (or the other run's, for metamorphic laws)
   double got = 0;
   double bound = 0;  ///< allowed |got - expected|
   double ratio = 0;  ///< |got - expected| / bound; inf for a NaN/inf mismatch
+  /// The element of O or LSE that `where` names, structured (none for a row
+  /// sum and the like): set by the runner when the law's outcome becomes a
+  /// report (indexed), read by heat maps and carried by the result codec.
+  std::optional<element_index> at = std::nullopt;
 
   std::string describe() const;
 };
@@ -89,6 +103,7 @@ struct comparison {
   void merge(const comparison& other);
 };
 
+/// where_text of O[b,i,h,e] and of LSE[b,h,i].
 std::string o_where(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t e);
 std::string lse_where(std::int64_t b, std::int64_t h, std::int64_t i);
 

@@ -14,15 +14,16 @@
 
 namespace attncheck {
 
-/// An element of O[b,i,h,e] (e >= 0) or of LSE[b,h,i] (e = -1).
-struct element_index {
-  std::int64_t b = 0, h = 0, i = 0, e = -1;
-};
-
 /// The element a comparison's `where` text names: "O[b=0,i=1,h=2,e=0]" with
 /// any prefix or suffix a law adds, "LSE[b=0,h=1,i=3]", or "LSE of ...
 /// O[b,i,h,e]" (the LSE of that row); nullopt for anything else (a row sum).
+/// The laws name elements in text (the catalogue composes where_text with
+/// words of its own); this reads the position back where that text enters the
+/// log (note) and where an outcome becomes a report (indexed): nowhere else.
 std::optional<element_index> parse_where(const std::string& where);
+
+/// The worst element with `at` set from its text (kept when already set).
+worst_element indexed(worst_element w);
 
 /// Opens on construction (on this thread), closes on destruction.
 class element_log {
@@ -66,8 +67,8 @@ struct heat_map {
   double worst_ratio = 0;
 };
 
-/// The heat map of the (b, h) the worst element names (the slice of the
-/// largest noted ratio when it names none); nullopt when nothing was noted.
+/// The heat map of the (b, h) of the worst element's `at` (the slice of the
+/// largest noted ratio when it has none); nullopt when nothing was noted.
 std::optional<heat_map> heat_map_of(const element_log& log, const worst_element& worst);
 
 }  // namespace attncheck

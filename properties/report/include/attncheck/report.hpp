@@ -17,9 +17,6 @@ namespace attncheck {
 /// the judged shares (and the distribution with options.stats).
 void print_gate(const gate_result& g, std::ostream& out);
 
-/// The gate header's line on the probabilistic bound and its confidence.
-std::string probabilistic_statement();
-
 /// The elements of O and LSE the gate judged, per dtype, by sound bound,
 /// probabilistic bound or neither: all laws together, and per law when per_law.
 void print_judged_shares(const gate_result& g, bool per_law, std::ostream& out);
@@ -30,10 +27,6 @@ void print_stats(const gate_result& g, std::ostream& out);
 
 /// The gate's header lines: the subject's declared bound numbers and size hints.
 void print_declaration(const gate_result& g, std::ostream& out);
-
-/// What produced a result, for every file the gate writes: attncheck's
-/// version, the contract version, and the oracle the laws use.
-std::string provenance_line();
 
 /// Writes JUnit XML for a gate run (its subject_name and options.run.seed name the suite).
 void write_junit(const std::string& path, const gate_result& r);
