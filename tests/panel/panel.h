@@ -358,6 +358,24 @@ static inline void panel_v2_fill(attncheck_instance* d, const panel_kernel* kn, 
   d->cache_free = panel_v2_cache_free;
 }
 
+/* Parses "key=N" with N in [lo, hi] from options ("" keeps *value). Returns 0,
+ * or 1 with a message naming the option and its range. */
+static inline int panel_int_option(const char* options, const char* key, int64_t lo, int64_t hi, int64_t* value, char* err,
+                                   size_t err_len) {
+  if (!options || !*options) return 0;
+  const size_t klen = strlen(key);
+  char* end = NULL;
+  long long x = 0;
+  if (strncmp(options, key, klen) != 0 || options[klen] != '=' || (x = strtoll(options + klen + 1, &end, 10), *end) || x < lo ||
+      x > hi) {
+    if (err && err_len)
+      snprintf(err, err_len, "'%s': the only option is %s=N with N in [%lld, %lld]", options, key, (long long)lo, (long long)hi);
+    return 1;
+  }
+  *value = x;
+  return 0;
+}
+
 /* ---- The entry point of a version 2 kernel ---------------------------------- */
 
 /* An instance: the ABI's instance first (it is the allocation), the kernel,
@@ -375,9 +393,6 @@ typedef struct panel_option {
   const char* key;
   int64_t def, lo, hi;
 } panel_option;
-
-static inline int panel_int_option(const char* options, const char* key, int64_t lo, int64_t hi, int64_t* value, char* err,
-                                   size_t err_len);
 
 static inline void panel_destroy(attncheck_instance* self) { free(self); }
 
@@ -422,24 +437,6 @@ static inline const panel_instance* panel_self(const void* state) { return (cons
 static inline int64_t panel_tiles(void* state, const attncheck_problem* p) {
   const panel_instance* self = panel_self(((const panel_kernel*)state)->state);
   return (p->lk + self->size - 1) / self->size;
-}
-
-/* Parses "key=N" with N in [lo, hi] from options ("" keeps *value). Returns 0,
- * or 1 with a message naming the option and its range. */
-static inline int panel_int_option(const char* options, const char* key, int64_t lo, int64_t hi, int64_t* value, char* err,
-                                   size_t err_len) {
-  if (!options || !*options) return 0;
-  const size_t klen = strlen(key);
-  char* end = NULL;
-  long long x = 0;
-  if (strncmp(options, key, klen) != 0 || options[klen] != '=' || (x = strtoll(options + klen + 1, &end, 10), *end) || x < lo ||
-      x > hi) {
-    if (err && err_len)
-      snprintf(err, err_len, "'%s': the only option is %s=N with N in [%lld, %lld]", options, key, (long long)lo, (long long)hi);
-    return 1;
-  }
-  *value = x;
-  return 0;
 }
 
 #endif /* ATTNCHECK_PANEL_H */
