@@ -19,6 +19,9 @@
  * (one static description, no options, no size hints) keeps loading and
  * passing unchanged; the host adapts it.
  *
+ * The versions, the rules they keep and the design of version 3 (variants,
+ * paged K/V, ragged batches, backward): docs/abi.md.
+ *
  * Semantics are those of docs/spec.md (the attention contract). All sizes and
  * strides are in elements, int64. Laws a subject cannot take (a dtype,
  * a mask kind or the cache it does not declare) are reported as skipped.
