@@ -38,14 +38,21 @@ std::string python_bridge_path() {
   return {};
 }
 
-// python:MODULE:CALLABLE[?key=value,...] as the bridge's option string
-// "module=MODULE,callable=CALLABLE[,key=value,...]".
+// python:MODULE:CALLABLE[:key=value,...] (the options after a ':', as every
+// subject kind takes them; '?' is kept as an older spelling) as the bridge's
+// option string "module=MODULE,callable=CALLABLE[,key=value,...]". A module
+// or callable name holds no ':'.
 std::string python_bridge_options(const std::string& spec) {
   std::string rest = spec.substr(std::strlen("python:")), options;
-  if (const auto q = rest.find('?'); q != std::string::npos) options = rest.substr(q + 1), rest = rest.substr(0, q);
-  const auto colon = rest.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size())
-    throw input_error("subject", "'" + spec + "': expected python:MODULE:CALLABLE[?key=value,...] (docs/python.md)");
+  if (const auto q = rest.find('?'); q != std::string::npos) {
+    options = rest.substr(q + 1), rest = rest.substr(0, q);
+  } else if (const auto first = rest.find(':'); first != std::string::npos) {
+    if (const auto second = rest.find(':', first + 1); second != std::string::npos)
+      options = rest.substr(second + 1), rest = rest.substr(0, second);
+  }
+  const auto colon = rest.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size() || rest.find(':', colon + 1) != std::string::npos)
+    throw input_error("subject", "'" + spec + "': expected python:MODULE:CALLABLE[:key=value,...] (docs/python.md)");
   const std::string module = rest.substr(0, colon), callable = rest.substr(colon + 1);
   if ((module + callable).find_first_of(",=") != std::string::npos)
     throw input_error("subject", "'" + spec + "': a module or callable name cannot hold ',' or '='");

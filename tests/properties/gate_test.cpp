@@ -39,13 +39,14 @@ std::string temp_dir(const std::string& name) {
 }
 
 TEST(gate, passes_on_the_naive_subject_and_writes_junit) {
-  gate_options opt;
-  opt.subject = "naive";
-  opt.run.cases = 30;
+  run_config opt = run_defaults(entry_point::library);
+  opt.cases = 30;
   opt.out_dir = temp_dir("naive");
   opt.junit = opt.out_dir + "/gate.xml";
+  subject_job job;
+  job.subject = "naive";
   std::ostringstream out;
-  const gate_result r = run_gate(opt, out);
+  const gate_result r = run_gate(opt, job, out);
   EXPECT_EQ(r.failed(), 0) << out.str();
   EXPECT_EQ(r.reports.size(), all_laws().size());
   const std::string xml = slurp(opt.junit);
@@ -104,10 +105,10 @@ TEST(result_json, an_exact_law_report_round_trips) {
 }
 
 TEST(gate, unknown_law_is_an_input_error) {
-  gate_options opt;
+  run_config opt = run_defaults(entry_point::library);
   opt.only = {"no_such_law"};
   std::ostringstream out;
-  EXPECT_THROW(run_gate(opt, out), input_error);
+  EXPECT_THROW(run_gate(opt, subject_job{}, out), input_error);
 }
 
 TEST(gate, same_seed_same_cases_same_verdicts_same_files) {
@@ -115,18 +116,19 @@ TEST(gate, same_seed_same_cases_same_verdicts_same_files) {
   // twice on a pinned seed: the tables (minus timings) and every saved
   // counterexample file must be identical, bit for bit.
   auto run = [](const std::string& dir, std::vector<std::string>& files) {
-    gate_options opt;
-    opt.subject = ATTNCHECK_PLUGIN_DIR "/libbroken_gqa_modulo.so";
+    run_config opt = run_defaults(entry_point::library);
+    subject_job job;
+    job.subject = ATTNCHECK_PLUGIN_DIR "/libbroken_gqa_modulo.so";
 #ifdef ATTNCHECK_DETERMINISM_CASES
-    opt.run.cases = ATTNCHECK_DETERMINISM_CASES;
+    opt.cases = ATTNCHECK_DETERMINISM_CASES;
 #else
-    opt.run.cases = 25;
+    opt.cases = 25;
 #endif
-    opt.run.seed = 12345;
+    opt.seed = 12345;
     opt.out_dir = dir;
     opt.isolate = false;
     std::ostringstream out;
-    const gate_result r = run_gate(opt, out);
+    const gate_result r = run_gate(opt, job, out);
     EXPECT_GE(r.failed(), 1) << out.str();
     std::string table;
     for (const auto& l : r.reports)

@@ -39,8 +39,11 @@ std::string test_name(const testing::TestParamInfo<law_on_subject>& p) {
 
 // Cases per law: 150 (ATTNCHECK_LAW_CASES overrides, e.g. for a longer local run).
 int cases() {
-  const std::string& env = environment("ATTNCHECK_LAW_CASES");
-  return !env.empty() ? std::max(1, std::atoi(env.c_str())) : 150;
+  run_config c;
+  c.cases = 150;
+  if (const std::string& env = environment("ATTNCHECK_LAW_CASES"); !env.empty())
+    set_run_field(c, "cases", env, "ATTNCHECK_LAW_CASES");
+  return c.cases;
 }
 
 class law_holds : public testing::TestWithParam<law_on_subject> {};
@@ -55,7 +58,7 @@ TEST_P(law_holds, on_generated_cases) {
   // The portable path computes the AVX2 path's bits (impl_isa_test), so it
   // needs only to show that it runs every law: a third of the cases.
   ro.cases = GetParam().subject == builtin_portable ? std::max(1, cases() / 3) : cases();
-  ro.gen.law_work = 20'000'000;  // a fifth of the gate's: ctest runs three subjects
+  ro.gen.law_work = run_default::gtest_law_work;  // a fifth of the gate's: ctest runs three subjects
   const law_report r = run_law(*l, *s, ro);
   EXPECT_NE(r.v, verdict::fail) << failure_screen(r, *s, "");
   EXPECT_NE(r.v, verdict::unjudged) << l->name << " judged " << r.judged << " of " << r.cases << " cases (floor " << l->min_judged

@@ -58,6 +58,18 @@ def test_gate_raises_with_the_law_and_the_case_on_a_broken_kernel(tmp_path):
     assert "repro" in report and list(tmp_path.glob("*.json"))
 
 
+def test_gate_reads_its_settings_through_the_run_codec(tmp_path):
+    from attncheck import _core
+
+    assert _core.run_defaults() == "cases=100 jobs=2 law_timeout=120"
+    # --run text; the keyword beside it wins; the header prints the run string.
+    with pytest.raises(attncheck.GateFailure) as failure:
+        attncheck.gate(kernel_ignoring_causal, config="cases=5 seed=3 only=causal", seed=7, out=tmp_path)
+    assert "  run: seed=7 cases=5 only=causal law_timeout=120\n" in str(failure.value)
+    with pytest.raises(ValueError, match=r"gate: cases=0: cases is an integer in \[1, 10000000\]"):
+        attncheck.gate(my_kernel, cases=0, out=tmp_path)
+
+
 def test_oracle_on_numpy_arrays_bounds_a_float64_computation():
     rng = np.random.default_rng(3)
     q = rng.standard_normal((2, 5, 4, 8)).astype(np.float32)

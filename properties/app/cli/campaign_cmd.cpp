@@ -59,7 +59,7 @@ void add_campaign(CLI::App& app) {
   c->add_option("--jobs", copt.jobs, "forked workers (default 1)")->check(CLI::Range(1, 64));
   c->add_option("--dtype", type_name, "only this storage type: f32, f16 or bf16 (default: the generator's mix)");
   c->add_option("--max-work", copt.max_work, "largest B*Hq*Lq*Lk*(D+Dv) of a case (default 200000)")
-      ->check(CLI::Range(std::int64_t{16}, max_work_limit));
+      ->check(CLI::Range(std::int64_t{16}, run_default::max_work_limit));
   c->add_option("--out", copt.out_dir, "save violating cases here");
   c->add_option("--html", html_path,
                 "write a self-contained HTML report here (per-dtype histograms, worst cases, rate, oracle tiers)");

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <thread>
 #include <iostream>
+#include <memory>
 
 #include "attncheck/case_file.hpp"
 #include "attncheck/gate.hpp"
@@ -17,12 +17,16 @@ namespace attncheck::cli {
 
 namespace {
 
-gate_options gate_args;
-std::uint64_t gate_seed = 1;
-int gate_cases = default_gate_cases();
-int gate_jobs = 0;                       // 0: the number of CPUs, at most 8
-std::vector<std::string> gate_subjects;  // repeatable --subject: each gated in turn
-std::string gate_html;                   // one report for every subject
+// What `attncheck gate` parses into: the run (run_config, starting from the
+// table's defaults), its subjects and the HTML report. One per add_gate,
+// owned by its runner.
+struct gate_cmd {
+  run_config run;
+  std::string run_text;                                     // --run: key=value,... (flags given beside it win)
+  std::vector<std::string> subjects;                        // repeatable --subject: each gated in turn
+  std::string html;                                         // one report for every subject
+  std::vector<std::pair<CLI::Option*, const char*>> flags;  // each run flag and its key
+};
 
 // A default as the help text prints it: 120, 0.5.
 std::string number_text(double x) {
@@ -31,17 +35,26 @@ std::string number_text(double x) {
   return buf;
 }
 
-int run_gate_cmd() {
-  gate_args.run.seed = gate_seed;
-  gate_args.run.cases = gate_cases;
-  gate_args.progress = isatty(STDERR_FILENO) != 0;
-  gate_args.jobs = gate_jobs > 0 ? gate_jobs : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
-  if (gate_subjects.empty()) gate_subjects.push_back("builtin");
-  std::vector<gate_options> all;
-  for (std::size_t k = 0; k < gate_subjects.size(); ++k) {
-    gate_options opt = gate_args;
-    opt.subject = gate_subjects[k];
-    if (gate_subjects.size() > 1) {
+std::string run_key_names() {
+  std::string s;
+  for (const auto& k : run_keys()) s += (s.empty() ? "" : ", ") + std::string(k.key);
+  return s;
+}
+
+int run_gate_cmd(gate_cmd& cmd) {
+  run_config run = cmd.run;
+  if (!cmd.run_text.empty()) {
+    run = parse_run_config(cmd.run_text, run_config{}, "--run");
+    for (const auto& [flag, key] : cmd.flags)
+      if (flag->count() > 0) copy_run_field(run, cmd.run, key);
+  }
+  run.progress = isatty(STDERR_FILENO) != 0;
+  if (cmd.subjects.empty()) cmd.subjects.push_back("builtin");
+  std::vector<subject_job> jobs;
+  for (std::size_t k = 0; k < cmd.subjects.size(); ++k) {
+    subject_job job;
+    job.subject = cmd.subjects[k];
+    if (cmd.subjects.size() > 1) {
       // One JUnit/JSON file and one counterexample folder per subject.
       // gate.xml -> gate.1.xml, gate.2.xml, ...
       const auto tagged = [k](const std::string& path) {
@@ -51,31 +64,31 @@ int run_gate_cmd() {
         const std::string tag = "." + std::to_string(k + 1);
         return ext ? path.substr(0, dot) + tag + path.substr(dot) : path + tag;
       };
-      if (!opt.junit.empty()) opt.junit = tagged(opt.junit);
-      if (!opt.json.empty()) opt.json = tagged(opt.json);
-      opt.out_dir += "/" + std::to_string(k + 1);
+      if (!run.junit.empty()) job.junit = tagged(run.junit);
+      if (!run.json.empty()) job.json = tagged(run.json);
+      job.out_dir = run.out_dir + "/" + std::to_string(k + 1);
     }
-    all.push_back(opt);
+    jobs.push_back(job);
   }
   // 1 when a law failed or judged too little (or, with --prob-fails-gate, failed its probabilistic verdict); else 4 when a law ran out of its
   // own time (a gate problem: raise --law-timeout); 0 when every law passed or was skipped.
   int status = 0;
-  const auto results = run_gates(all, std::cout);
+  const auto results = run_gates(run, jobs, std::cout);
   for (const gate_result& r : results)
-    if (r.failed() - r.timed_out() > 0 || r.unjudged() || (r.options.prob_fails_gate && r.prob_failed()))
+    if (r.failed() - r.timed_out() > 0 || r.unjudged() || (r.run.prob_fails_gate && r.prob_failed()))
       status = 1;
     else if (r.timed_out() && status == 0)
       status = 4;
-  if (!gate_html.empty()) {
-    html::write_gate_html(gate_html, results);
-    std::cout << "report: " << gate_html << "\n";
+  if (!cmd.html.empty()) {
+    html::write_gate_html(cmd.html, results);
+    std::cout << "report: " << cmd.html << "\n";
   }
   return status;
 }
 
 struct repro_args {
   std::string file, subject = "builtin", law, html;
-  double timeout = 120;
+  double timeout = run_default::repro_timeout;
 } rargs;
 
 int run_repro() {
@@ -112,61 +125,86 @@ int run_case() {
 
 }  // namespace
 
-int default_gate_cases() { return 1000; }
-
 void add_gate(CLI::App& app) {
+  auto cmd = std::make_shared<gate_cmd>();
+  run_config& run = cmd->run;
+  // A run flag: its option, remembered with its key so that it wins over --run.
+  const auto flag = [&cmd](CLI::Option* o, const char* key) {
+    cmd->flags.emplace_back(o, key);
+    return o;
+  };
   auto* g = app.add_subcommand("gate",
                                "Check a subject against every law; exit 0 when every law passes, 1 when a law fails "
                                "(or judges too little), 4 when none failed but a law ran out of its --law-timeout "
                                "(a gate problem, not the subject's), 2 on bad input");
   g->add_option(
-      "--subject", gate_subjects,
-      "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, a plugin .so[:options], or python:MODULE:CALLABLE[?options] (docs/python.md); "
+      "--subject", cmd->subjects,
+      "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, a plugin .so[:options], or python:MODULE:CALLABLE[:options] (docs/python.md); "
       "repeatable: the subjects are gated together, files get .N before their extension");
-  g->add_option("--cases", gate_cases, "cases per law (default " + std::to_string(default_gate_cases()) + ")")
+  flag(g->add_option("--cases", run.cases, "cases per law (default " + std::to_string(run_default::cases) + ")"), "cases")
       ->check(CLI::Range(1, 10'000'000));
-  g->add_option("--seed", gate_seed, "rapidcheck seed; the same seed gives the same cases and verdicts");
-  g->add_option("--only", gate_args.only, "run only these laws or groups (repeatable), e.g. --only cache --only gqa");
-  g->add_option("--junit", gate_args.junit, "write JUnit XML here");
-  g->add_option("--json", gate_args.json, "write per-law results as JSON here (verdict, cases, shrink steps, counterexample)");
-  g->add_option("--html", gate_html,
+  flag(g->add_option("--seed", run.seed, "rapidcheck seed; the same seed gives the same cases and verdicts"), "seed");
+  flag(g->add_option("--only", run.only, "run only these laws or groups (repeatable), e.g. --only cache --only gqa"), "only");
+  flag(g->add_option("--junit", run.junit, "write JUnit XML here"), "junit");
+  flag(g->add_option("--json", run.json, "write per-law results as JSON here (verdict, cases, shrink steps, counterexample)"),
+       "json");
+  g->add_option("--html", cmd->html,
                 "write one self-contained HTML report here (every subject: laws, failure cards with heat maps, "
                 "histograms of observed/bound)");
-  g->add_option("--progress-seconds", gate_args.progress_seconds,
-                "seconds between plain progress lines when standard error is not a terminal (default 10)")
+  flag(g->add_option("--progress-seconds", run.progress_seconds,
+                     "seconds between plain progress lines when standard error is not a terminal (default " +
+                         number_text(run_default::progress_seconds) + ")"),
+       "progress_seconds")
       ->check(CLI::Range(0.1, 3600.0));
-  g->add_option("--out", gate_args.out_dir, "save shrunk counterexamples here (default attncheck-out)");
-  g->add_option("--reproduce", gate_args.run.reproduce, "an RC_PARAMS reproduce string from an earlier failure");
-  g->add_option("--law-timeout", gate_args.law_timeout,
-                "seconds one law may run, shrinking included; a law still running then is a timeout (exit 4 when "
-                "nothing failed), not a hang (default " +
-                    number_text(gate_options{}.law_timeout) + ")")
+  flag(
+      g->add_option("--out", run.out_dir, std::string("save shrunk counterexamples here (default ") + run_default::out_dir + ")"),
+      "out");
+  flag(g->add_option("--reproduce", run.reproduce, "an RC_PARAMS reproduce string from an earlier failure"), "reproduce");
+  flag(g->add_option("--law-timeout", run.law_timeout,
+                     "seconds one law may run, shrinking included; a law still running then is a timeout (exit 4 when "
+                     "nothing failed), not a hang (default " +
+                         number_text(run_default::law_timeout) + ")"),
+       "law_timeout")
       ->check(CLI::Range(0.1, 86400.0));
-  g->add_option("--watchdog-floor", gate_args.watchdog.floor_s,
-                "seconds one call into the subject may always run before it is declared hung (default " +
-                    number_text(watchdog_limits{}.floor_s) + "; the limit is max(floor, factor x the call's expected time))")
+  flag(
+      g->add_option("--watchdog-floor", run.watchdog.floor_s,
+                    "seconds one call into the subject may always run before it is declared hung (default " +
+                        number_text(watchdog_limits{}.floor_s) + "; the limit is max(floor, factor x the call's expected time))"),
+      "watchdog_floor")
       ->check(CLI::Range(0.01, 86400.0));
-  g->add_option("--watchdog-factor", gate_args.watchdog.factor,
-                "a call is hung past this multiple of its expected time (its work times the seconds per work of the "
-                "law's calls so far), if that exceeds the floor (default " +
-                    number_text(watchdog_limits{}.factor) + ")")
+  flag(g->add_option("--watchdog-factor", run.watchdog.factor,
+                     "a call is hung past this multiple of its expected time (its work times the seconds per work of the "
+                     "law's calls so far), if that exceeds the floor (default " +
+                         number_text(watchdog_limits{}.factor) + ")"),
+       "watchdog_factor")
       ->check(CLI::Range(1.0, 1e6));
-  g->add_flag("!--no-isolate", gate_args.isolate, "run laws in this process (a crashing subject then takes the gate down)");
-  g->add_option("--max-work", gate_args.run.gen.max_work,
-                "largest B*Hq*Lq*Lk*(D+Dv) of a generated case while a law's work budget lasts (default " +
-                    std::to_string(gen_options{}.max_work) + ")")
-      ->check(CLI::Range(std::int64_t{16}, max_work_limit));
-  g->add_option("--law-work", gate_args.run.gen.law_work,
-                "each law's budget of multiply-adds on large cases; after it, cases stay small (default " +
-                    std::to_string(gen_options{}.law_work) + ")")
+  flag(g->add_flag("!--no-isolate", run.isolate, "run laws in this process (a crashing subject then takes the gate down)"),
+       "isolate");
+  flag(g->add_option("--max-work", run.max_work,
+                     "largest B*Hq*Lq*Lk*(D+Dv) of a generated case while a law's work budget lasts (default " +
+                         std::to_string(run_default::max_work) + ")"),
+       "max_work")
+      ->check(CLI::Range(std::int64_t{16}, run_default::max_work_limit));
+  flag(g->add_option("--law-work", run.law_work,
+                     "each law's budget of multiply-adds on large cases; after it, cases stay small (default " +
+                         std::to_string(run_default::law_work) + ")"),
+       "law_work")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 50));
-  g->add_option("--jobs", gate_jobs, "laws checked at once, each in its own process (default: the number of CPUs, at most 8)")
+  flag(
+      g->add_option("--jobs", run.jobs, "laws checked at once, each in its own process (default: the number of CPUs, at most 8)"),
+      "jobs")
       ->check(CLI::Range(1, 64));
-  g->add_flag("--stats", gate_args.stats, "print the realized distribution of the cases run, with each share's floor");
-  g->add_flag("--strict", gate_args.strict, "refuse a subject that declares u > 2^-24 (compute coarser than f32)");
-  g->add_flag("--prob-fails-gate", gate_args.prob_fails_gate,
-              "a FAIL(prob) of the probabilistic verdict fails the gate too (default: reported, never gating; docs/bound.md)");
-  register_runner(g, run_gate_cmd);
+  flag(g->add_flag("--stats", run.stats, "print the realized distribution of the cases run, with each share's floor"), "stats");
+  flag(g->add_flag("--strict", run.strict, "refuse a subject that declares u > 2^-24 (compute coarser than f32)"), "strict");
+  flag(g->add_flag(
+           "--prob-fails-gate", run.prob_fails_gate,
+           "a FAIL(prob) of the probabilistic verdict fails the gate too (default: reported, never gating; docs/bound.md)"),
+       "prob_fails_gate");
+  g->add_option("--run", cmd->run_text,
+                "the run's settings as key=value,... (the string the report prints after 'run:' and the JSON as \"run\"; "
+                "keys: " +
+                    run_key_names() + "); a flag given beside it wins");
+  register_runner(g, [cmd] { return run_gate_cmd(*cmd); });
 }
 
 void add_repro(CLI::App& app) {
@@ -174,10 +212,11 @@ void add_repro(CLI::App& app) {
   r->add_option("file", rargs.file, "case file saved by the gate or the fuzzers")->required();
   r->add_option(
       "--subject", rargs.subject,
-      "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, a plugin .so[:options], or python:MODULE:CALLABLE[?options]");
+      "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, a plugin .so[:options], or python:MODULE:CALLABLE[:options]");
   r->add_option("--law", rargs.law, "law to replay (default: the law named in the file)");
   r->add_option("--html", rargs.html, "write a self-contained HTML report here (the case, its worst elements, the heat map)");
-  r->add_option("--timeout", rargs.timeout, "seconds before the subject is declared hung (default 120)")
+  r->add_option("--timeout", rargs.timeout,
+                "seconds before the subject is declared hung (default " + number_text(run_default::repro_timeout) + ")")
       ->check(CLI::Range(0.1, 86400.0));
   register_runner(r, run_repro);
 }

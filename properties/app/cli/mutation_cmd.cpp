@@ -41,9 +41,9 @@ namespace {
 struct options {
   std::string plugin;
   std::vector<std::uint64_t> seeds{1, 2, 3, 4};
-  int cases = 1000;
-  double law_timeout = 60;
-  std::vector<std::string> mutants;  ///< empty: all
+  int cases = run_default::cases;                          ///< the gate's
+  double law_timeout = run_default::mutation_law_timeout;  ///< a hang is a kill: shorter than the gate's
+  std::vector<std::string> mutants;                        ///< empty: all
   std::string out = "mutation-out";
   std::string markdown;
   std::string html;
@@ -97,21 +97,28 @@ std::string self_path() {
   return ec ? std::string("attncheck") : p.string();
 }
 
-// The gate of one (mutant, seed): every law, or only the mutant's expected laws.
-gate_options gate_of(const mutant_spec& m, std::uint64_t seed, bool every_law) {
+// The run every (mutant, seed) job shares: the table's mutation defaults with
+// this command's --cases, --law-timeout and --jobs.
+run_config mutation_run() {
+  run_config run = run_defaults(entry_point::mutation);
+  run.cases = opt.cases;
+  run.law_timeout = opt.law_timeout;
+  // Laws at once in the whole schedule: the gate's default (the CPUs, at most 8) per gate run of --jobs.
+  run.jobs = resolved_jobs(0) * std::max(1, opt.jobs);
+  run.progress = isatty(STDERR_FILENO) != 0;
+  return run;
+}
+
+// The job of one (mutant, seed): every law, or only the mutant's expected laws.
+subject_job gate_of(const mutant_spec& m, std::uint64_t seed, bool every_law) {
   const std::string tag = std::string(m.name) + "-seed" + std::to_string(seed);
   const auto base = std::filesystem::path(opt.out) / tag;
-  gate_options g;
+  subject_job g;
   g.subject = opt.plugin + ":mutant=" + m.name + "," + tile_options();
-  g.run.seed = seed;
-  g.run.cases = opt.cases;
-  g.law_timeout = opt.law_timeout;
+  g.seed = seed;
   g.json = base.string() + ".json";
   g.out_dir = base.string();
   if (!every_law) g.only = m.laws;
-  // Laws at once in the whole schedule: the gate's default (the CPUs, at most 8) per gate run of --jobs.
-  g.jobs = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8) * std::max(1, opt.jobs);
-  g.progress = isatty(STDERR_FILENO) != 0;
   return g;
 }
 
@@ -120,9 +127,9 @@ gate_options gate_of(const mutant_spec& m, std::uint64_t seed, bool every_law) {
 run_result result_of(const mutant_spec& m, gate_result& g) {
   run_result r;
   save_counterexamples(g);
-  std::ofstream log(g.options.out_dir + ".log");
+  std::ofstream log(g.run.out_dir + ".log");
   print_gate(g, log);
-  write_json(g.options.json, g);
+  write_json(g.run.json, g);
   r.ran = true;
   for (const auto& l : g.reports) {
     r.wall += l.seconds;
@@ -220,7 +227,7 @@ int run_mutation() {
     for (const auto* m : chosen) laws.insert(m->laws.begin(), m->laws.end());
     none.laws.assign(laws.begin(), laws.end());
     const auto control_start = std::chrono::steady_clock::now();
-    auto control = gate_subjects({gate_of(none, opt.seeds[0], !opt.quick)});
+    auto control = gate_subjects(mutation_run(), {gate_of(none, opt.seeds[0], !opt.quick)});
     run_result c = result_of(none, control.at(0));
     c.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - control_start).count();
     if (!c.ran || c.killed) {
@@ -243,12 +250,12 @@ int run_mutation() {
   std::vector<std::vector<run_result>> results(chosen.size(), std::vector<run_result>(opt.seeds.size()));
   const auto start = std::chrono::steady_clock::now();
   // One schedule of every (mutant, seed): the gate's progress lines on standard error while it runs.
-  std::vector<gate_options> gates;
+  std::vector<subject_job> gates;
   for (const auto& t : tasks) {
     const bool every = opt.all_laws || (t.s == 0 && !opt.quick && !opt.expected_only);
     gates.push_back(gate_of(*chosen[t.m], opt.seeds[t.s], every));
   }
-  auto gated = gate_subjects(gates);
+  auto gated = gate_subjects(mutation_run(), gates);
   for (std::size_t t = 0; t < tasks.size(); ++t) {
     const std::size_t m = tasks[t].m, s = tasks[t].s;
     results[m][s] = result_of(*chosen[m], gated[t]);
@@ -333,8 +340,11 @@ void add_mutation(CLI::App& app) {
   auto* m = app.add_subcommand("mutation", "Gate every mutant of the bundled kernel; exit 1 if any survives a seed");
   m->add_option("--plugin", opt.plugin, "the mutation plugin (default: plugins/libattnimpl_mutant.so next to attncheck)");
   m->add_option("--seeds", opt.seeds, "seeds; the first runs every law, the others the expected laws (default 1 2 3 4)");
-  m->add_option("--cases", opt.cases, "cases per law (default 1000, the gate's)")->check(CLI::Range(1, 10'000'000));
-  m->add_option("--law-timeout", opt.law_timeout, "seconds before a law's child is a hang: a kill (default 60)")
+  m->add_option("--cases", opt.cases, "cases per law (default " + std::to_string(run_default::cases) + ", the gate's)")
+      ->check(CLI::Range(1, run_default::max_cases));
+  m->add_option("--law-timeout", opt.law_timeout,
+                "seconds before a law's child is a hang: a kill (default " +
+                    std::to_string(static_cast<int>(run_default::mutation_law_timeout)) + ")")
       ->check(CLI::Range(0.1, 86400.0));
   m->add_option("--mutant", opt.mutants, "run only these mutants (repeatable)");
   m->add_option("--out", opt.out, "gate logs, JSON and counterexamples land here (default mutation-out)");

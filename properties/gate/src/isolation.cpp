@@ -54,7 +54,7 @@ std::string seconds_text(double s) { return number_text(s, s < 10 ? "%.2g" : "%.
 // The report of a law whose child completed, crashed, hung (a call past its
 // watchdog limit) or ran out of the law's time (a timeout: the gate's problem).
 law_report report_of_child(const law& l, const subject& s, const child_outcome& co, const shared_note& note,
-                           const shared_note& progress, const law_watch& watch, const gate_options& opt) {
+                           const shared_note& progress, const law_watch& watch, const run_config& opt) {
   if (co.completed) return law_report_from_json(nlohmann::json::parse(co.payload));
   law_report r;
   r.law = l.name;
@@ -155,11 +155,12 @@ class shared_counts {
 // progress_seconds otherwise, so a short run prints none.
 class gate_progress {
  public:
-  gate_progress(const std::vector<const law*>& laws, const std::vector<const gate_options*>& options, const shared_counts& counts)
-      : laws_(laws), options_(options), counts_(counts), start_(std::chrono::steady_clock::now()), last_(start_) {
-    for (const auto* o : options) total_ += o->run.cases;
-    tty_ = !options.empty() && options.front()->progress;
-    every_ = tty_ ? 1.0 : options.empty() ? 10.0 : options.front()->progress_seconds;
+  gate_progress(const std::vector<const law*>& laws, const std::vector<const run_config*>& configs, const run_config& run,
+                const shared_counts& counts)
+      : laws_(laws), configs_(configs), counts_(counts), start_(std::chrono::steady_clock::now()), last_(start_) {
+    for (const auto* c : configs) total_ += c->cases;
+    tty_ = run.progress;
+    every_ = tty_ ? 1.0 : run.progress_seconds;
   }
   ~gate_progress() {
     if (tty_ && printed_) std::cerr << "\r\033[K" << std::flush;
@@ -174,7 +175,7 @@ class gate_progress {
     const std::size_t spawned = finished + running.size();
     std::int64_t done = 0;
     for (std::size_t i = 0; i < spawned && i < laws_.size(); ++i) {
-      const std::int64_t cases = options_[i]->run.cases;
+      const std::int64_t cases = configs_[i]->cases;
       done += live[i] ? std::min(counts_.get(i), cases) : cases;
     }
     const double secs = std::chrono::duration<double>(now - start_).count();
@@ -196,7 +197,7 @@ class gate_progress {
 
  private:
   const std::vector<const law*>& laws_;
-  const std::vector<const gate_options*>& options_;
+  const std::vector<const run_config*>& configs_;
   const shared_counts& counts_;
   std::chrono::steady_clock::time_point start_, last_;
   std::int64_t total_ = 0;
@@ -213,9 +214,9 @@ std::string process_message(const child_outcome& co, double timeout_s) {
   return "the subject's process was " + (co.timed_out ? std::string("stopped after ") + limit + " s (a hang)" : co.describe());
 }
 
-// Runs the laws, each in its own child process, `jobs` at once (results in order).
+// Runs the laws, each in its own child process, run.jobs at once (results in order).
 std::vector<law_report> run_laws_isolated(const std::vector<const law*>& laws, const std::vector<const subject*>& subjects,
-                                          const std::vector<const gate_options*>& options, int jobs) {
+                                          const std::vector<const run_config*>& configs, const run_config& run) {
   // Per law: the case in flight, the counts so far, and the call in flight with its deadline.
   std::vector<std::unique_ptr<shared_note>> notes, progresses;
   std::vector<std::unique_ptr<law_watch>> watches;
@@ -224,17 +225,17 @@ std::vector<law_report> run_laws_isolated(const std::vector<const law*>& laws, c
   for (std::size_t i = 0; i < laws.size(); ++i) {
     notes.push_back(std::make_unique<shared_note>());
     progresses.push_back(std::make_unique<shared_note>());
-    watches.push_back(std::make_unique<law_watch>(options[i]->watchdog));
+    watches.push_back(std::make_unique<law_watch>(run.watchdog));
     shared_note* note = notes.back().get();
     shared_note* progress = progresses.back().get();
     law_watch* watch = watches.back().get();
     const law* l = laws[i];
     const subject* s = subjects[i];
-    const gate_options* opt = options[i];
+    const run_config* config = configs[i];
     shared_counts* cases = &counts;
-    tasks.push_back([l, s, opt, note, progress, watch, cases, i] {
+    tasks.push_back([l, s, config, note, progress, watch, cases, i] {
       set_call_watch(watch);
-      run_options ro = opt->run;
+      run_options ro = run_options_of(*config);
       ro.on_case = [note, watch, cases, i](const attn_case& c) {
         note->write(to_line(c));
         watch->begin_case();
@@ -248,15 +249,15 @@ std::vector<law_report> run_laws_isolated(const std::vector<const law*>& laws, c
       return to_json(run_law(*l, *s, ro), json_numbers::exact).dump();
     });
   }
-  gate_progress progress(laws, options, counts);
-  // Each law's own limit (the options of its subject; the first decides).
+  gate_progress progress(laws, configs, run, counts);
+  // Every law under the run's limit.
   const auto outcomes = run_isolated_all(
-      tasks, options.empty() ? 120.0 : options.front()->law_timeout, jobs,
+      tasks, run.law_timeout, resolved_jobs(run.jobs),
       [&progress](const std::vector<std::size_t>& running, std::size_t finished) { progress.tick(running, finished); },
       [&watches](std::size_t i) { return watches[i]->overdue(); });
   std::vector<law_report> reports;
   for (std::size_t i = 0; i < laws.size(); ++i)
-    reports.push_back(report_of_child(*laws[i], *subjects[i], outcomes[i], *notes[i], *progresses[i], *watches[i], *options[i]));
+    reports.push_back(report_of_child(*laws[i], *subjects[i], outcomes[i], *notes[i], *progresses[i], *watches[i], run));
   return reports;
 }
 

@@ -17,8 +17,7 @@ namespace gate_detail {
 gate_result make_result(const gate_plan& p, std::vector<law_report> reports, double seconds) {
   const auto& subj = p.subj;
   gate_result g;
-  g.options = *p.opt;
-  g.options.run.on_case = nullptr;
+  g.run = p.run;
   g.subject_name = subj->name();
   g.subject_spec = subj->spec();
   g.dtypes = subj->desc().dtypes, g.features = subj->desc().features, g.claims = subj->desc().invariances;
@@ -35,7 +34,7 @@ gate_result make_result(const gate_plan& p, std::vector<law_report> reports, dou
 }  // namespace gate_detail
 
 void save_counterexamples(gate_result& g) {
-  const std::string& dir = g.options.out_dir;
+  const std::string& dir = g.run.out_dir;
   g.saved.clear();
   g.saved_at.assign(g.reports.size(), std::string());
   for (std::size_t k = 0; k < g.reports.size(); ++k) {

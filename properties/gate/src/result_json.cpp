@@ -192,9 +192,10 @@ nlohmann::json to_json(const gate_result& r) {
       {"oracle", {{"laws", "auto_tier"}, {"precision", oracle_precision_id}, {"bits", oracle_precision_bits}}},
       {"line", provenance_line()}};
   nlohmann::json doc = {{"attncheck", made_by},     {"subject", r.subject_name},
-                        {"declared", declared},     {"seed", r.options.run.seed},
+                        {"declared", declared},     {"seed", r.run.seed},
                         {"seconds", r.seconds},     {"failed", r.failed() - r.timed_out()},
                         {"unjudged", r.unjudged()}, {"laws", laws}};
+  doc["run"] = run_string(r.run);  // the minimal string that reproduces the run (attncheck/run_config.hpp)
   doc["timed_out"] = r.timed_out();
   doc["prob_failed"] = r.prob_failed();
   doc["probabilistic"] = {{"statement", probabilistic_statement()}, {"failure_per_element", prob_failure_per_element}};

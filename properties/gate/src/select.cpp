@@ -14,8 +14,9 @@ bool selected(const std::string& law, const std::vector<std::string>& only) {
   return false;
 }
 
-gate_plan plan_gate(const gate_options& opt) {
-  gate_plan p{&opt, opt.instance ? opt.instance : subject::load(opt.subject), {}};
+gate_plan plan_gate(const run_config& run, const subject_job& job) {
+  gate_plan p{job_config(run, job), job.instance ? job.instance : subject::load(job.subject), {}};
+  const run_config& opt = p.run;
   for (const auto& name : opt.only)
     if (!find_law(name)) {
       bool prefix = false;
@@ -34,26 +35,36 @@ gate_plan plan_gate(const gate_options& opt) {
 
 using namespace gate_detail;
 
-std::vector<gate_result> gate_subjects(const std::vector<gate_options>& opts) {
+run_config job_config(const run_config& run, const subject_job& job) {
+  run_config c = run;
+  if (job.seed) c.seed = *job.seed;
+  if (job.only) c.only = *job.only;
+  if (!job.out_dir.empty()) c.out_dir = job.out_dir;
+  if (!job.json.empty()) c.json = job.json;
+  if (!job.junit.empty()) c.junit = job.junit;
+  return c;
+}
+
+std::vector<gate_result> gate_subjects(const run_config& run, const std::vector<subject_job>& jobs) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<gate_plan> plans;
-  for (const auto& o : opts) plans.push_back(plan_gate(o));
+  for (const auto& j : jobs) plans.push_back(plan_gate(run, j));
   // Every (subject, law) pair in one schedule, so no core idles while a slow
   // law of one subject finishes; reports come back in order.
   std::vector<std::vector<law_report>> reports(plans.size());
-  if (!opts.empty() && opts.front().isolate) {
+  if (run.isolate) {
     std::vector<const law*> laws;
     std::vector<const subject*> subjects;
-    std::vector<const gate_options*> options;
+    std::vector<const run_config*> configs;
     for (const auto& p : plans)
-      for (const law* l : p.chosen) laws.push_back(l), subjects.push_back(p.subj.get()), options.push_back(p.opt);
-    auto all = run_laws_isolated(laws, subjects, options, opts.front().jobs);
+      for (const law* l : p.chosen) laws.push_back(l), subjects.push_back(p.subj.get()), configs.push_back(&p.run);
+    auto all = run_laws_isolated(laws, subjects, configs, run);
     std::size_t k = 0;
     for (std::size_t i = 0; i < plans.size(); ++i)
       for (std::size_t n = 0; n < plans[i].chosen.size(); ++n) reports[i].push_back(std::move(all[k++]));
   } else {
-    for (std::size_t i = 0; i < plans.size(); ++i)
-      for (const law* l : plans[i].chosen) reports[i].push_back(run_law(*l, *plans[i].subj, plans[i].opt->run));
+    for (auto& p : plans)
+      for (const law* l : p.chosen) reports[&p - plans.data()].push_back(run_law(*l, *p.subj, run_options_of(p.run)));
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::vector<gate_result> results;

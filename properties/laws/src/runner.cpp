@@ -166,4 +166,16 @@ std::string failure_screen(const law_report& r, const subject& s, const std::str
   return print_failure(failure_report_of(r, s, saved_file));
 }
 
+run_options run_options_of(const run_config& c) {
+  run_options ro;
+  ro.cases = c.cases;
+  ro.seed = c.seed;
+  ro.max_size = c.max_size;
+  ro.gen.max_work = c.max_work;
+  ro.gen.small_work = c.small_work;
+  ro.gen.law_work = c.law_work;
+  ro.reproduce = c.reproduce;
+  return ro;
+}
+
 }  // namespace attncheck

@@ -120,7 +120,7 @@ class GateFailure(AssertionError):
         self.result = result
 
 
-def gate(fn, *, cases=100, seed=1, only=(), out="attncheck-out", jobs=2, law_timeout=120.0, tensors=None):
+def gate(fn, *, cases=None, seed=None, only=(), out=None, jobs=None, law_timeout=None, tensors=None, config=""):
     """Gates a declared callable (see declare) in this process, each law in a forked child.
 
     Returns the table as a list of dicts (law, verdict, judged, cases, max_ratio,
@@ -128,13 +128,23 @@ def gate(fn, *, cases=100, seed=1, only=(), out="attncheck-out", jobs=2, law_tim
     judges too few cases. Counterexamples are saved under `out`, and the replay
     command names python:MODULE:QUALNAME, which `attncheck repro` can load when
     the callable is importable under that name.
+
+    `config` is the gate's --run text ("cases=300 seed=7", any key of
+    `attncheck gate --help`); a keyword given beside it wins. What is not given
+    takes the run table's Python defaults (attncheck/run_config.hpp: 100 cases,
+    seed 1, 2 jobs, 120 s per law; _core.run_defaults() prints them).
     """
     from . import _bridge, _core
 
     spec = f"python:{fn.__module__}:{fn.__qualname__}"
     subject = _bridge.Subject(fn, spec, {"tensors": tensors} if tensors else None)
-    result = _core.gate_subject(subject, spec, int(cases), int(seed), [str(o) for o in only], _os.fspath(out), int(jobs),
-                                float(law_timeout))
+    settings = [config] if config else []
+    for key, value, kind in (("cases", cases, int), ("seed", seed, int), ("jobs", jobs, int),
+                             ("law_timeout", law_timeout, float)):
+        if value is not None:
+            settings.append(f"{key}={kind(value)!r}")
+    settings += [f"only={o}" for o in only]
+    result = _core.gate_subject(subject, spec, ",".join(settings), "" if out is None else _os.fspath(out))
     if result["failed"] or result["unjudged"]:
         raise GateFailure(result)
     return result["laws"]

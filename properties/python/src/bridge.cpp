@@ -1,6 +1,6 @@
 // The Python bridge plugin (libattncheck_python.so): an ABI v2 plugin that
 // embeds CPython and makes an instance of a Python subject. The host loads it
-// for `--subject python:MODULE:CALLABLE[?options]` and passes
+// for `--subject python:MODULE:CALLABLE[:options]` and passes
 // "module=MODULE,callable=CALLABLE[,options]". Everything after that is what
 // happens to a C plugin: the same declaration checks, the same isolation
 // (the interpreter starts in the gate's parent, each law runs in a forked

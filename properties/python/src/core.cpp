@@ -183,23 +183,19 @@ py::object py_of(const nlohmann::json& j) {
 // The gate on a Python subject object (attncheck._bridge.Subject) in this
 // process; the laws still run in forked children. The GIL is released while
 // the gate runs: each call into the subject takes it again.
-py::dict gate_subject(py::object subject_object, const std::string& spec, int cases, std::uint64_t seed,
-                      const std::vector<std::string>& only, const std::string& out_dir, int jobs, double law_timeout) {
-  gate_options opt;
-  opt.subject = spec;
-  opt.instance = subject::adopt(python::make_instance(subject_object), spec);
-  opt.run.cases = cases;
-  opt.run.seed = seed;
-  opt.only = only;
-  opt.out_dir = out_dir;
-  opt.jobs = jobs;
-  opt.law_timeout = law_timeout;
+py::dict gate_subject(py::object subject_object, const std::string& spec, const std::string& config, const std::string& out_dir) {
+  // The module's keyword arguments as the run codec's text, over the table's Python defaults.
+  run_config run = parse_run_config(config, run_defaults(entry_point::python), "gate");
+  if (!out_dir.empty()) run.out_dir = out_dir;  // a path may hold what the text form cannot
+  subject_job job;
+  job.subject = spec;
+  job.instance = subject::adopt(python::make_instance(subject_object), spec);
   std::ostringstream text;
   gate_result g;
   {
     py::gil_scoped_release unlocked;
-    g = run_gate(opt, text);
-    opt.instance.reset();  // destroyed with the GIL held below, not here
+    g = run_gate(run, job, text);
+    job.instance.reset();  // destroyed with the GIL held below, not here
   }
   // Each row is the law as the gate's --json writes it (the result codec),
   // with the keys this module has always had: law, message (the failure's, or
@@ -244,8 +240,10 @@ PYBIND11_MODULE(_core, m) {
         return result_of(c, reference(c, options_for(c, u, exp_ulps, key_blocks)));
       },
       py::arg("case"), py::arg("u") = 0x1p-24, py::arg("exp_ulps") = 1.0, py::arg("key_blocks") = 1);
-  m.def("gate_subject", &gate_subject, py::arg("subject"), py::arg("spec"), py::arg("cases"), py::arg("seed"), py::arg("only"),
-        py::arg("out"), py::arg("jobs"), py::arg("law_timeout"));
+  m.def("gate_subject", &gate_subject, py::arg("subject"), py::arg("spec"), py::arg("config"), py::arg("out"));
+  m.def(
+      "run_defaults", [] { return minimal_string(run_defaults(entry_point::python)); },
+      "The run settings gate() uses where no keyword is given, as the gate's --run text");
   py::class_<attn_case>(m, "Case", "One attention problem in its one-line form, ATTN(b=..,hq=..,...)")
       .def(py::init([](const std::string& line) { return parse_line(line); }), py::arg("line"))
       .def_static(

@@ -20,9 +20,10 @@ std::string judged_text(const law_report& r) {
 }  // namespace
 
 void print_gate(const gate_result& g, std::ostream& out) {
-  const gate_options& opt = g.options;
-  out << "attncheck gate: subject " << g.subject_name << " (" << opt.subject << "), seed " << opt.run.seed << ", "
-      << opt.run.cases << " cases per law" << (opt.strict ? ", strict" : "") << "\n";
+  const run_config& opt = g.run;
+  out << "attncheck gate: subject " << g.subject_name << " (" << g.subject_spec << "), seed " << opt.seed << ", " << opt.cases
+      << " cases per law" << (opt.strict ? ", strict" : "") << "\n";
+  if (const std::string run = run_string(opt); !run.empty()) out << "  run: " << run << "\n";
   print_declaration(g, out);
   out << "  " << probabilistic_statement()
       << (opt.prob_fails_gate ? "; a FAIL(prob) fails the gate (--prob-fails-gate)\n"
@@ -137,19 +138,21 @@ void print_declaration(const gate_result& g, std::ostream& out) {
 
 namespace attncheck {
 
-std::vector<gate_result> run_gates(const std::vector<gate_options>& opts, std::ostream& out) {
-  std::vector<gate_result> results = gate_subjects(opts);
+std::vector<gate_result> run_gates(const run_config& run, const std::vector<subject_job>& jobs, std::ostream& out) {
+  std::vector<gate_result> results = gate_subjects(run, jobs);
   for (std::size_t i = 0; i < results.size(); ++i) {
     gate_result& g = results[i];
     save_counterexamples(g);
     if (i > 0) out << "\n";
     print_gate(g, out);
-    if (!g.options.junit.empty()) write_junit(g.options.junit, g);
-    if (!g.options.json.empty()) write_json(g.options.json, g);
+    if (!g.run.junit.empty()) write_junit(g.run.junit, g);
+    if (!g.run.json.empty()) write_json(g.run.json, g);
   }
   return results;
 }
 
-gate_result run_gate(const gate_options& opt, std::ostream& out) { return run_gates({opt}, out).front(); }
+gate_result run_gate(const run_config& run, const subject_job& job, std::ostream& out) {
+  return run_gates(run, {job}, out).front();
+}
 
 }  // namespace attncheck

@@ -143,10 +143,10 @@ void heat_map_block(std::ostream& o, const std::optional<heat_map>& heat, const 
 }
 
 void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
-  const auto& opt = g.options;
+  const run_config& opt = g.run;
   const bool failed = g.failed() || g.unjudged();
   o << "<section class=\"subject\" id=\"subject-" << index << "\">\n<h2>" << escape(g.subject_name) << " <code>"
-    << escape(opt.subject) << "</code> <span class=\"verdict " << (failed ? "fail" : "pass") << "\">"
+    << escape(g.subject_spec) << "</code> <span class=\"verdict " << (failed ? "fail" : "pass") << "\">"
     << (failed ? "FAIL" : "PASS") << "</span></h2>\n<dl>";
   std::string nb;
   for (const auto& [lk, n] : g.declared.nb_at)
@@ -176,11 +176,11 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
   if (g.hints.split_keys) hints += "split_keys " + std::to_string(g.hints.split_keys);
   row(o, "size hints",
       (hints.empty() ? std::string("-") : hints) + (g.default_hints ? " (none declared; common production sizes)" : ""));
-  row(o, "seed", std::to_string(opt.run.seed));
+  row(o, "seed", std::to_string(opt.seed));
+  if (const std::string run = run_string(opt); !run.empty()) row(o, "run", run);
   row(o, "budget",
-      std::to_string(opt.run.cases) + " cases per law, max work " + std::to_string(opt.run.gen.max_work) + ", law work " +
-          std::to_string(opt.run.gen.law_work) + ", law timeout " + num(opt.law_timeout, "%g") + " s" +
-          (opt.strict ? ", strict" : ""));
+      std::to_string(opt.cases) + " cases per law, max work " + std::to_string(opt.max_work) + ", law work " +
+          std::to_string(opt.law_work) + ", law timeout " + num(opt.law_timeout, "%g") + " s" + (opt.strict ? ", strict" : ""));
   row(o, "time", num(g.seconds, "%.1f") + " s (the whole schedule)");
   o << "</dl>\n";
 
@@ -214,7 +214,7 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
       o << "<dt>worst</dt><dd class=\"worst\">" << escape(r.failure.worst.describe()) << "</dd>";
     if (!saved.empty()) {
       row(o, "saved", saved);
-      o << "<dt>replay</dt><dd><code class=\"replay\">" << escape(replay_command(saved, opt.subject)) << "</code></dd>";
+      o << "<dt>replay</dt><dd><code class=\"replay\">" << escape(replay_command(saved, g.subject_spec)) << "</code></dd>";
     }
     if (!r.reproduce.empty()) row(o, "rapidcheck", "RC_PARAMS=\"reproduce=" + r.reproduce + "\"");
     o << "</dl>\n";

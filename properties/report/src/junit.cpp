@@ -31,7 +31,7 @@ void write_junit(const std::string& path, const gate_result& r) {
   int failures = 0, skipped = 0, errors = 0;
   for (const auto& l : r.reports)
     failures += (l.v == verdict::fail && !timed_out(l)) || l.v == verdict::unjudged ||
-                (r.options.prob_fails_gate && l.v == verdict::pass && l.prob == prob_verdict::fail),
+                (r.run.prob_fails_gate && l.v == verdict::pass && l.prob == prob_verdict::fail),
         skipped += l.v == verdict::skip, errors += timed_out(l);
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   x << "<testsuites name=\"attncheck\" tests=\"" << r.reports.size() << "\" failures=\"" << failures << "\" errors=\"" << errors
@@ -46,12 +46,13 @@ void write_junit(const std::string& path, const gate_result& r) {
     << "\"/><property name=\"contract_version\" value=\"" << contract_version
     << "\"/><property name=\"oracle\" value=\"auto_tier, " << oracle_precision_id << " (" << oracle_precision_bits
     << "-bit MPFR)\"/><property name=\"made_by\" value=\"" << xml_escape(provenance_line())
-    << "\"/><property name=\"seed\" value=\"" << r.options.run.seed << "\"/><property name=\"subject\" value=\""
-    << xml_escape(r.subject_name) << "\"/><property name=\"abi\" value=\"" << r.abi
-    << "\"/><property name=\"compute_unit_roundoff\" value=\"" << number_text(r.declared.u, "%.17g")
-    << "\"/><property name=\"exp_ulps\" value=\"" << number_text(r.declared.exp_ulps, "%.17g")
-    << "\"/><property name=\"key_blocks\" value=\"" << nb << "\"/><property name=\"probabilistic_confidence\" value=\""
-    << xml_escape(probabilistic_statement()) << "\"/></properties>\n";
+    << "\"/><property name=\"seed\" value=\"" << r.run.seed << "\"/><property name=\"run\" value=\""
+    << xml_escape(run_string(r.run)) << "\"/><property name=\"subject\" value=\"" << xml_escape(r.subject_name)
+    << "\"/><property name=\"abi\" value=\"" << r.abi << "\"/><property name=\"compute_unit_roundoff\" value=\""
+    << number_text(r.declared.u, "%.17g") << "\"/><property name=\"exp_ulps\" value=\""
+    << number_text(r.declared.exp_ulps, "%.17g") << "\"/><property name=\"key_blocks\" value=\"" << nb
+    << "\"/><property name=\"probabilistic_confidence\" value=\"" << xml_escape(probabilistic_statement())
+    << "\"/></properties>\n";
   for (std::size_t i = 0; i < r.reports.size(); ++i) {
     const auto& l = r.reports[i];
     const auto dot = l.law.find('.');
@@ -60,7 +61,7 @@ void write_junit(const std::string& path, const gate_result& r) {
     x << "      <properties><property name=\"probabilistic_verdict\" value=\"" << prob_verdict_id(l.prob)
       << "\"/></properties>\n";
     // A FAIL(prob) is a failure only under --prob-fails-gate (and when the sound verdict has none); else it is told in system-out.
-    if (l.prob == prob_verdict::fail && r.options.prob_fails_gate && l.v == verdict::pass)
+    if (l.prob == prob_verdict::fail && r.run.prob_fails_gate && l.v == verdict::pass)
       x << "      <failure message=\"" << xml_escape(l.prob_failure.substr(0, 500)) << "\" type=\"probabilistic\">"
         << xml_escape(l.prob_failure_case) << "</failure>\n";
     else if (l.prob == prob_verdict::fail)

@@ -23,37 +23,28 @@ inline std::string number_text(double x, const char* fmt = "%.6g") {
 }
 }  // namespace gate_detail
 
-struct gate_options {
-  std::string subject = "builtin";
+/// One subject's job in a gate run: the subject and what is truly its own.
+/// Everything else is the run's (run_config, given once to gate_subjects).
+struct subject_job {
+  std::string subject = "builtin";  ///< the spec: a registered kind or a plugin path, with options
   /// A subject made by the caller (the Python module's gate on a callable);
   /// when set it is gated instead of loading `subject`, which then only names it.
   std::shared_ptr<attncheck::subject> instance;
-  run_options run{};
-  std::vector<std::string> only;          ///< law names or group prefixes ("cache", "gqa."); empty: all
-  std::string junit;                      ///< JUnit XML path; empty: none
-  std::string json;                       ///< per-law results as JSON (write_json); empty: none
-  double progress_seconds = 10;           ///< seconds between plain progress lines when `progress` is off (not a terminal)
-  std::string out_dir = "attncheck-out";  ///< counterexamples land here
-  bool progress = false;  ///< a live progress line rewritten in place (a terminal); else plain lines, see progress_seconds
-  bool isolate = true;    ///< each law in a child process: a crash or hang fails that law only
-  /// Seconds a law may run in its child (wall clock, shrinking included) before it is killed: a `timeout`
-  /// (a gate problem). 600 leaves room for oversubscription: README.md, "Hangs and timeouts".
-  double law_timeout = 600;
-  watchdog_limits watchdog{};  ///< when one call into the subject is declared hung (isolate.hpp)
-  int jobs = 2;                ///< laws run at once, each in its own child (with isolate)
-  bool strict = false;         ///< refuse subjects that declare u > 2^-24 (compute coarser than f32)
-  bool stats = false;          ///< print the realized distribution of the cases run (print_stats)
-  /// A FAIL(prob) (the probabilistic verdict, docs/bound.md) fails the gate too;
-  /// off: it is reported in its column, JSON and JUnit, never gating, since its
-  /// model (independent, mean-zero rounding errors) is an assumption, not a proof.
-  bool prob_fails_gate = false;
+  // Per job where a run gates one subject several ways (`attncheck mutation`:
+  // each (mutant, seed)) or several subjects (the CLI: one file each):
+  std::optional<std::uint64_t> seed;             ///< unset: the run's
+  std::optional<std::vector<std::string>> only;  ///< unset: the run's
+  std::string out_dir, json, junit;              ///< empty: the run's
 };
+
+/// The configuration one subject runs under: the run with its job's own fields.
+run_config job_config(const run_config& run, const subject_job& job);
 
 struct gate_result {
   std::vector<law_report> reports;
   std::vector<std::string> saved;                      ///< counterexample files, one per failing law
   std::vector<std::string> saved_at;                   ///< per report: its counterexample file, or empty
-  gate_options options;                                ///< what was asked (subject spec, seed, cases, budget)
+  run_config run;                                      ///< what was asked (job_config: seed, cases, budget, files)
   std::string subject_name;                            ///< the name the subject gives itself
   std::string subject_spec;                            ///< the spec it was loaded from (the replay command's --subject)
   std::uint32_t dtypes = 0, features = 0, claims = 0;  ///< its declared ATTNCHECK_FEATURE_* and ATTNCHECK_CLAIM_* bits
@@ -80,13 +71,14 @@ std::string provenance_line();
 /// A law cut short by its own time limit (kind timeout): not a failure of the subject.
 bool timed_out(const law_report& r);
 
-/// Runs the laws of every subject (one gate_options each) in one schedule of
-/// child processes, `jobs` of the first options at once; nothing is printed
-/// or written (report.hpp prints and writes a result; save_counterexamples saves).
-std::vector<gate_result> gate_subjects(const std::vector<gate_options>& opts);
+/// Runs the laws of every subject job in one schedule of child processes,
+/// run.jobs at once (each law under run.law_timeout and run.watchdog); nothing
+/// is printed or written (report.hpp prints and writes a result;
+/// save_counterexamples saves).
+std::vector<gate_result> gate_subjects(const run_config& run, const std::vector<subject_job>& jobs);
 
 /// Writes each failing law's shrunk counterexample (not a timeout's case) as
-/// a case file under options.out_dir, filling saved and saved_at.
+/// a case file under run.out_dir, filling saved and saved_at.
 void save_counterexamples(gate_result& g);
 
 /// Replays a saved case file on a subject (in a child process when isolate,
@@ -103,6 +95,6 @@ struct repro_result {
 };
 
 int repro_case_file(const std::string& file, const std::string& subject_spec, const std::string& law_override, std::ostream& out,
-                    bool isolate = true, double timeout_s = 120, repro_result* result = nullptr);
+                    bool isolate = true, double timeout_s = run_default::repro_timeout, repro_result* result = nullptr);
 
 }  // namespace attncheck

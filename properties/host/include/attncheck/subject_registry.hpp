@@ -20,7 +20,7 @@ struct subject_kind {
   /// How the host's "cannot load" message names this kind ("builtin[:options]"); empty: not named there.
   std::string hint;
   /// true: the factory parses the whole spec after "name:" itself (its own grammar,
-  /// e.g. python:MODULE:CALLABLE[?key=value,...]); false: it gets the spec's options.
+  /// e.g. python:MODULE:CALLABLE[:key=value,...]); false: it gets the spec's options.
   bool whole_spec = false;
   /// Makes an independent instance; throws input_error naming "subject" when it cannot.
   std::function<std::shared_ptr<subject>(const std::string& spec, const std::string& options)> make;

@@ -20,6 +20,7 @@
 
 #include "attncheck/case.hpp"
 #include "attncheck/case_space.hpp"
+#include "attncheck/run_config.hpp"
 #include "attncheck/subject_host.hpp"
 
 namespace attncheck {
@@ -33,10 +34,10 @@ struct work_budget {
 };
 
 struct gen_options {
-  std::int64_t max_work = 8'000'000;    ///< largest case while the law's budget lasts; larger shapes are cut down
-  std::int64_t small_work = 100'000;    ///< largest case once the budget is spent
-  std::int64_t law_work = 150'000'000;  ///< each law's budget of multiply-adds on large cases
-  bool allow_masks = true;              ///< causal, padding, boolean masks
+  std::int64_t max_work = run_default::max_work;      ///< largest case while the law's budget lasts; larger shapes are cut down
+  std::int64_t small_work = run_default::small_work;  ///< largest case once the budget is spent
+  std::int64_t law_work = run_default::law_work;      ///< each law's budget of multiply-adds on large cases
+  bool allow_masks = true;                            ///< causal, padding, boolean masks
   bool allow_poison = true;
   std::shared_ptr<work_budget> budget;  ///< set by the runner; null: every case may reach max_work
 };

@@ -12,7 +12,9 @@
 // path with options, or a registered kind (builtin and naive once the program
 // links attncheck::subjects and calls attncheck::register_bundled_subjects()).
 //
-// Run options come from the environment (attncheck/environment.hpp), so ctest properties can set them:
+// Run options come from the environment (attncheck/environment.hpp), so ctest properties can set them,
+// read through the run codec (attncheck/run_config.hpp: a bad value is one line naming the variable and its limit)
+// over the run table's gtest defaults:
 //   ATTNCHECK_LAW_CASES  cases per law (default 100)
 //   ATTNCHECK_LAW_SEED   rapidcheck seed (default 1)
 //   ATTNCHECK_LAW_WORK   multiply-adds each law may spend on large cases (default 20000000)
@@ -23,12 +25,11 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cctype>
 #include <cstdint>
-#include <cstdlib>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attncheck/environment.hpp"
@@ -51,18 +52,19 @@ inline std::string test_name(const testing::TestParamInfo<std::string>& p) {
   return n;
 }
 
-/// Run options from ATTNCHECK_LAW_CASES, ATTNCHECK_LAW_SEED and ATTNCHECK_LAW_WORK.
-inline run_options options_from_environment() {
-  run_options ro;
-  ro.cases = 100;
-  ro.seed = 1;
-  ro.gen.law_work = 20'000'000;
-  if (const auto& v = environment("ATTNCHECK_LAW_CASES"); !v.empty()) ro.cases = std::max(1, std::atoi(v.c_str()));
-  if (const auto& v = environment("ATTNCHECK_LAW_SEED"); !v.empty()) ro.seed = std::strtoull(v.c_str(), nullptr, 10);
-  if (const auto& v = environment("ATTNCHECK_LAW_WORK"); !v.empty())
-    ro.gen.law_work = std::max<std::int64_t>(1, std::atoll(v.c_str()));
-  return ro;
+/// The run configuration of ATTNCHECK_GATE_TESTS: run_defaults(entry_point::gtest)
+/// with ATTNCHECK_LAW_CASES, ATTNCHECK_LAW_SEED and ATTNCHECK_LAW_WORK applied
+/// (cases, seed, law_work). Throws input_error naming the variable on a bad value.
+inline run_config config_from_environment() {
+  run_config c = run_defaults(entry_point::gtest);
+  for (const auto& [variable, key] : {std::pair{"ATTNCHECK_LAW_CASES", "cases"}, std::pair{"ATTNCHECK_LAW_SEED", "seed"},
+                                      std::pair{"ATTNCHECK_LAW_WORK", "law_work"}})
+    if (const auto& v = environment(variable); !v.empty()) set_run_field(c, key, v, variable);
+  return c;
 }
+
+/// Run options from the environment (config_from_environment).
+inline run_options options_from_environment() { return run_options_of(config_from_environment()); }
 
 /// One law on one subject, as GoogleTest assertions: fail and unjudged fail
 /// the test, skip skips it.

@@ -11,15 +11,18 @@
 #include "attncheck/isolate.hpp"
 #include "attncheck/laws.hpp"
 #include "attncheck/ratio_bins.hpp"
+#include "attncheck/run_config.hpp"
 
 namespace attncheck {
 
 struct law_report;
 
+/// One law's run: the law-level part of a run_config (run_options_of) and
+/// the gate's hooks. Defaults: run_default's quick entry points (100 cases).
 struct run_options {
-  int cases = 100;         ///< successful cases before a law passes
-  std::uint64_t seed = 1;  ///< rapidcheck seed; printed with every verdict
-  int max_size = 100;      ///< rapidcheck size ceiling
+  int cases = run_default::quick_cases;    ///< successful cases before a law passes
+  std::uint64_t seed = run_default::seed;  ///< rapidcheck seed; printed with every verdict
+  int max_size = run_default::max_size;    ///< rapidcheck size ceiling
   gen_options gen{};
   std::string reproduce;  ///< RC_PARAMS reproduce string of an earlier failure (optional)
   /// Called with each prepared, materialized case just before the law checks
@@ -72,6 +75,9 @@ struct law_report {
 /// Runs one law. Never throws for a failing subject; harness errors (a case
 /// the law cannot materialize) are reported as failures naming the harness.
 law_report run_law(const law& l, const subject& s, const run_options& opt);
+
+/// The law-level settings of a run: cases, seed, size, work budgets, reproduce.
+run_options run_options_of(const run_config& c);
 
 /// Checks one law on one saved case (the repro path).
 law_outcome replay(const law& l, const subject& s, const attn_case& c);

@@ -14,7 +14,7 @@ namespace attncheck {
 
 /// One subject's console report: header (declaration, probabilistic bound,
 /// watchdog), each failure's one screen, the law table, the totals line and
-/// the judged shares (and the distribution with options.stats).
+/// the judged shares (and the distribution with run.stats).
 void print_gate(const gate_result& g, std::ostream& out);
 
 /// The elements of O and LSE the gate judged, per dtype, by sound bound,
@@ -28,7 +28,7 @@ void print_stats(const gate_result& g, std::ostream& out);
 /// The gate's header lines: the subject's declared bound numbers and size hints.
 void print_declaration(const gate_result& g, std::ostream& out);
 
-/// Writes JUnit XML for a gate run (its subject_name and options.run.seed name the suite).
+/// Writes JUnit XML for a gate run (its subject_name and run.seed name the suite; the run string is a property).
 void write_junit(const std::string& path, const gate_result& r);
 
 /// Writes a gate run as JSON: attncheck (version, contract, oracle), subject, seed, seconds, failed, and per law its
@@ -37,14 +37,15 @@ void write_junit(const std::string& path, const gate_result& r);
 /// (failure_kind_name: law, crash, hang, subject_error, harness), message, worst,
 /// reproduce, counterexample (the one-line form) and shape {b, hq, hkv, lq, lk, d, dv};
 /// a timeout has kind timeout, message, and the case it was checking as `case`
-/// (with its shape). At the top: failed (timeouts not counted) and timed_out.
+/// (with its shape). At the top: failed (timeouts not counted), timed_out, and
+/// run: the minimal string that reproduces the run (run_string).
 void write_json(const std::string& path, const gate_result& r);
 
 /// The gate as `attncheck gate` runs it: gate_subjects, then per subject in
 /// order save_counterexamples, print_gate (a blank line between subjects) and
-/// the JUnit and JSON files its options name.
-std::vector<gate_result> run_gates(const std::vector<gate_options>& opts, std::ostream& out);
+/// the JUnit and JSON files its configuration names.
+std::vector<gate_result> run_gates(const run_config& run, const std::vector<subject_job>& jobs, std::ostream& out);
 /// The same for one subject.
-gate_result run_gate(const gate_options& opt, std::ostream& out);
+gate_result run_gate(const run_config& run, const subject_job& job, std::ostream& out);
 
 }  // namespace attncheck

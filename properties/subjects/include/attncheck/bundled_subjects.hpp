@@ -4,7 +4,7 @@
 //                                       the bundled kernel (0 or absent: production tiles)
 //   builtin:tiles=tiny                  the same with the named tiny tiles (tiny_tiles below)
 //   naive                               the in-tree naive f32 kernel (no options)
-//   python:MODULE:CALLABLE[?key=value,...]
+//   python:MODULE:CALLABLE[:key=value,...]
 //                                       a Python callable, through the bridge plugin
 //                                       libattncheck_python.so (docs/python.md)
 #pragma once
