@@ -17,14 +17,10 @@ law_outcome extreme_logits_stay_within_bound(const subject& s, const attn_case& 
 }
 
 std::vector<law> extreme_laws() {
-  return {{"extreme.large_logits_within_bound",
-           "logits near the type's limits or one dominant key: no overflow, O within the bound",
-           always,
-           prepare_extreme,
-           extreme_logits_stay_within_bound,
-           // min_judged: 100% judged.
-           0.9,
-           {.bounded = true}}};
+  // min_judged: 100% judged.
+  return {law_entry("extreme.large_logits_within_bound", extreme_logits_stay_within_bound, 0.9)
+              .claims("logits near the type's limits or one dominant key: no overflow, O within the bound")
+              .prepared_by(prepare_extreme)};
 }
 
 }  // namespace attncheck::laws

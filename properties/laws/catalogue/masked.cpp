@@ -43,14 +43,12 @@ law_outcome fully_masked_rows_are_zero(const subject& s, const attn_case& c) {
 }
 
 std::vector<law> masked_laws() {
-  return {{"masked.fully_masked_rows_are_zero",
-           "rows that see no key give O = 0 and LSE = -inf, never NaN",
-           takes_a_mask,
-           prepare_fully_masked,
-           fully_masked_rows_are_zero,
-           // min_judged: 100% judged: prepare empties a sequence (or a causal prefix).
-           0.9,
-           {.bounded = false}}};
+  // min_judged: 100% judged: prepare empties a sequence (or a causal prefix).
+  return {law_entry("masked.fully_masked_rows_are_zero", fully_masked_rows_are_zero, 0.9)
+              .claims("rows that see no key give O = 0 and LSE = -inf, never NaN")
+              .applies_when(takes_a_mask)
+              .prepared_by(prepare_fully_masked)
+              .fuzzed_unbounded()};
 }
 
 }  // namespace attncheck::laws
