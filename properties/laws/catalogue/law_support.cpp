@@ -1,5 +1,7 @@
 #include "law_support.hpp"
 
+#include "attncheck/enum_names.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cstdio>
@@ -7,43 +9,25 @@
 
 namespace attncheck {
 
-const char* verdict_name(verdict v) {
-  switch (v) {
-    case verdict::pass: return "pass";
-    case verdict::fail: return "FAIL";
-    case verdict::skip: return "skipped";
-    case verdict::unjudged: return "UNJUDGED";
-  }
-  return "?";
-}
+namespace {
 
-const char* verdict_id(verdict v) {
-  switch (v) {
-    case verdict::pass: return "pass";
-    case verdict::fail: return "fail";
-    case verdict::skip: return "skipped";
-    case verdict::unjudged: return "unjudged";
-  }
-  return "?";
-}
+// The verdicts as the table and the HTML reports print them, and as the JSON writes them.
+constexpr name_table<verdict, 4> verdict_names{
+    {{verdict::pass, "pass"}, {verdict::fail, "FAIL"}, {verdict::skip, "skipped"}, {verdict::unjudged, "UNJUDGED"}}};
+constexpr name_table<verdict, 4> verdict_ids{
+    {{verdict::pass, "pass"}, {verdict::fail, "fail"}, {verdict::skip, "skipped"}, {verdict::unjudged, "unjudged"}}};
+constexpr name_table<prob_verdict, 3> prob_verdict_names{
+    {{prob_verdict::na, "n/a"}, {prob_verdict::pass, "pass"}, {prob_verdict::fail, "FAIL(prob)"}}};
+constexpr name_table<prob_verdict, 3> prob_verdict_ids{
+    {{prob_verdict::na, "na"}, {prob_verdict::pass, "pass"}, {prob_verdict::fail, "fail"}}};
 
-const char* prob_verdict_name(prob_verdict v) {
-  switch (v) {
-    case prob_verdict::na: return "n/a";
-    case prob_verdict::pass: return "pass";
-    case prob_verdict::fail: return "FAIL(prob)";
-  }
-  return "?";
-}
+}  // namespace
 
-const char* prob_verdict_id(prob_verdict v) {
-  switch (v) {
-    case prob_verdict::na: return "na";
-    case prob_verdict::pass: return "pass";
-    case prob_verdict::fail: return "fail";
-  }
-  return "?";
-}
+// The tables' names are string literals: data() is NUL-terminated.
+const char* verdict_name(verdict v) { return name_in(verdict_names, v).data(); }
+const char* verdict_id(verdict v) { return name_in(verdict_ids, v).data(); }
+const char* prob_verdict_name(prob_verdict v) { return name_in(prob_verdict_names, v).data(); }
+const char* prob_verdict_id(prob_verdict v) { return name_in(prob_verdict_ids, v).data(); }
 
 void law_outcome::fail(const std::string& why, failure_kind k) {
   if (v != verdict::fail) message = why, kind = k;
