@@ -95,9 +95,8 @@ law_outcome output_in_convex_hull(const subject& s, const attn_case& c) {
 std::vector<law> hull_laws() {
   // min_judged: 88-96% judged: all-unbounded cases (scores that may overflow).
   return {
-      law_entry("hull.output_within_visible_values", output_in_convex_hull, 0.75)
-          .claims(
-              "O within [min V, max V] over visible keys; one visible key gives V within the bound; equal keys give mean(V)")};
+      law_entry("hull.output_within_visible_values", output_in_convex_hull, 0.75,
+                "O within [min V, max V] over visible keys; one visible key gives V within the bound; equal keys give mean(V)")};
 }
 
 }  // namespace attncheck::laws

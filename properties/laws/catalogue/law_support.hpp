@@ -124,16 +124,15 @@ inline std::string takes_a_mask(const subject& s) {
 inline std::string always(const subject&) { return {}; }
 inline void as_generated(attn_case&, const subject&) {}
 
-/// A law as its group's file registers it: the name, the check and the judged
-/// floor, then the claim and only what differs from the common law (it applies
-/// to every subject, takes the case as generated and is fuzzed within the
-/// bound), e.g. law_entry("g.name", check, 0.9).claims("...").prepared_by(prepare_g).
+/// A law as its group's file registers it: the name, the check, the judged
+/// floor and the one-line claim (what must hold), then only what differs from
+/// the common law (it applies to every subject, takes the case as generated
+/// and is fuzzed within the bound), e.g.
+/// law_entry("g.name", check, 0.9, "claim").prepared_by(prepare_g).
 class law_entry {
  public:
-  law_entry(std::string name, decltype(law::check) check, double min_judged)
-      : l_{std::move(name), {}, always, as_generated, std::move(check), min_judged, {.bounded = true}} {}
-  /// The one-line claim: what must hold.
-  law_entry&& claims(std::string summary) && { return set(&law::summary, std::move(summary)); }
+  law_entry(std::string name, decltype(law::check) check, double min_judged, std::string summary)
+      : l_{std::move(name), std::move(summary), always, as_generated, std::move(check), min_judged, {.bounded = true}} {}
   /// Only for the subjects `applicable` accepts (it says why it skips the others).
   law_entry&& applies_when(decltype(law::applicable) applicable) && { return set(&law::applicable, std::move(applicable)); }
   /// Adjusts each generated case with `prepare`.

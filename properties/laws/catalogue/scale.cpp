@@ -218,9 +218,9 @@ std::vector<law> scale_laws() {
   // row, only where a row sees a key and its q k, q scale and k scale products stay within 2^+-100 of 1;
   // far_below, far_above and underflow_gaps values, scales 1e-30 and 1e20 and fully masked cases leave no such row.
   return {
-      law_entry("scale.power_of_two_scalings_are_exact", power_of_two_scalings_are_exact, 0.7)
-          .claims(
-              "Q or K * 2^a with scale * 2^-a gives the same bits; V * 2^a gives O * 2^a exactly and LSE unchanged; V * 3 gives 3 O within the bounds; another scale moves O")
+      law_entry(
+          "scale.power_of_two_scalings_are_exact", power_of_two_scalings_are_exact, 0.7,
+          "Q or K * 2^a with scale * 2^-a gives the same bits; V * 2^a gives O * 2^a exactly and LSE unchanged; V * 3 gives 3 O within the bounds; another scale moves O")
           .fuzzed_unbounded()};
 }
 
