@@ -106,7 +106,7 @@ comparison compare_within_bounds(const attn_case& c, const subject_output& a, co
   const std::int64_t lq = a.o.shape[1];
   // A NaN truth or bound (a visible input is not finite): each run on its own
   // must be non-finite there (or its truth); nothing relates the two runs.
-  const auto no_bound = [&c](comparison& cmp, const std::string& where, double ta, double ba, double x, double tb, double bb,
+  const auto no_bound = [&c](comparison& cmp, const element_where& where, double ta, double ba, double x, double tb, double bb,
                              double y, std::int64_t bi, std::int64_t h, std::int64_t i, double empty) {
     if (!(std::isnan(ta) || std::isnan(ba) || std::isnan(tb) || std::isnan(bb))) return false;
     if (!every_visible_score_is_minus_inf(c, bi, h, i)) empty = std::nan("");
@@ -120,23 +120,23 @@ comparison compare_within_bounds(const attn_case& c, const subject_output& a, co
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const auto ka = ra.o_index(bi, i, h, e), kb = rb.o_index(bi, i, h, e);
           const double x = a.o.at(bi, i, h, e), y = b.o.at(bi, i, h, e);
-          const std::string where = o_where(bi, i, h, e);
+          const element_where where = o_where(bi, i, h, e);
           if (no_bound(r, where, ra.o[ka], ra.o_bound[ka], x, rb.o[kb], rb.o_bound[kb], y, bi, h, i, 0.0)) continue;
           // An infinite bound (a score or accumulator may overflow): nothing to judge, NaN included.
           const bool bounded = std::isfinite(ra.o_bound[ka] + rb.o_bound[kb]);
-          if (bounded && std::isnan(x)) r.fail("NaN in the first run at " + where);
+          if (bounded && std::isnan(x)) r.fail("NaN in the first run at " + where.text);
           if (bounded && r.overflowed(where, ra.o[ka], ra.o_bound[ka] + rb.o_bound[kb], x, y)) continue;
           r.element(where, x, y, ra.o_bound[ka] + rb.o_bound[kb]);
         }
         if (!a.lse.empty() && !b.lse.empty()) {
           const auto ka = ra.lse_index(bi, h, i), kb = rb.lse_index(bi, h, i);
           const auto k = static_cast<std::size_t>((bi * c.hq + h) * lq + i);
-          const std::string where = lse_where(bi, h, i);
+          const element_where where = lse_where(bi, h, i);
           if (no_bound(rl, where, ra.lse[ka], ra.lse_bound[ka], a.lse[k], rb.lse[kb], rb.lse_bound[kb], b.lse[k], bi, h, i,
                        -std::numeric_limits<double>::infinity()))
             continue;
           const bool bounded = std::isfinite(ra.lse_bound[ka] + rb.lse_bound[kb]);
-          if (bounded && std::isnan(a.lse[k])) rl.fail("NaN in the first run at " + where);
+          if (bounded && std::isnan(a.lse[k])) rl.fail("NaN in the first run at " + where.text);
           if (bounded && std::isfinite(ra.lse[ka]) &&
               rl.overflowed(where, ra.lse[ka], ra.lse_bound[ka] + rb.lse_bound[kb], a.lse[k], b.lse[k]))
             continue;
@@ -200,13 +200,13 @@ comparison require_changes(const subject& s, const attn_case& ca, const subject_
           const double x = a.o.at(bi, i, h, e), y = b.o.at(bi, i, h, e);
           if (!(x == y || (std::isnan(x) && std::isnan(y)))) continue;
           // The element's name is made only for a failure: this loop runs over every perturbed element.
-          const std::string where = o_where(bi, i, h, e);
+          const element_where where = o_where(bi, i, h, e);
           char buf[256];
           std::snprintf(buf, sizeof buf, " at %.9g, though the true value moves from %.9g to %.9g (bounds %.3g and %.3g)", x,
                         t0->o[k], t1->o[k], t0->o_bound[k], t1->o_bound[k]);
-          r.fail(what + " left " + where + buf);
+          r.fail(what + " left " + where.text + buf);
           if (r.max_ratio != std::numeric_limits<double>::infinity()) {
-            r.worst = {where, t1->o[k], y, t1->o_bound[k], std::numeric_limits<double>::infinity()};
+            r.worst = {where.text, t1->o[k], y, t1->o_bound[k], std::numeric_limits<double>::infinity(), where.at};
             r.max_ratio = std::numeric_limits<double>::infinity();
           }
         }

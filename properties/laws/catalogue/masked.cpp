@@ -35,7 +35,7 @@ law_outcome fully_masked_rows_are_zero(const subject& s, const attn_case& c) {
           z.element(o_where(b, i, h, e) + " (row sees no key)", 0.0, out.o.at(b, i, h, e), 0.0);
         const float l = lse_of(out, c, c.lq, b, h, i);
         if (!out.lse.empty() && !(std::isinf(l) && l < 0))
-          z.fail(lse_where(b, h, i) + " = " + std::to_string(l) + " for a row that sees no key (must be -inf)");
+          z.fail(lse_where(b, h, i).text + " = " + std::to_string(l) + " for a row that sees no key (must be -inf)");
       }
   if (!any_empty) o.nothing_to_judge("no row is fully masked");
   o.add("fully masked rows", z);

@@ -56,7 +56,7 @@ law_outcome weights_form_a_distribution(const subject& s, const attn_case& c) {
         for (std::int64_t j = 0; j < c.lk; ++j) {
           const double w = out.o.at(b, i, h, j);
           const auto where = o_where(b, i, h, j);
-          if (std::isnan(w) || w < 0) zeros.fail("weight " + where + " = " + std::to_string(w) + " is negative or NaN");
+          if (std::isnan(w) || w < 0) zeros.fail("weight " + where.text + " = " + std::to_string(w) + " is negative or NaN");
           if (!c.visible(b, h, i, j)) zeros.element(where + " (key not visible: weight must be exactly 0)", 0.0, w, 0.0);
           sum += w;
         }
