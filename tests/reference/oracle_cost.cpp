@@ -42,14 +42,7 @@ double reference_seconds_per_madd(const attn_case& c, oracle_precision p, double
 
 // Shapes of a small prefill: GQA, D = Dv = 64, causal off so every pair counts.
 attn_case cost_case() {
-  attn_case c;
-  c.b = 1;
-  c.hq = 4;
-  c.hkv = 2;
-  c.lq = 16;
-  c.lk = 64;
-  c.d = 64;
-  c.dv = 64;
+  attn_case c = oracle_testing::shaped_case({.b = 1, .hq = 4, .hkv = 2, .lq = 16, .lk = 64, .d = 64, .dv = 64});
   c.values = value_kind::normal;
   c.seed = 1;
   materialize(c);
@@ -162,11 +155,7 @@ int main(int argc, char** argv) {
   };
   tiers(c, min_seconds);
   // The example: Lq = 64, Lk = 1024, D = 128 (one run of mpfr50 takes seconds).
-  attn_case big;
-  big.lq = 64;
-  big.lk = 1024;
-  big.d = 128;
-  big.dv = 128;
+  attn_case big = oracle_testing::shaped_case({.b = 1, .hq = 1, .hkv = 1, .lq = 64, .lk = 1024, .d = 128, .dv = 128});
   big.seed = 1;
   materialize(big);
   tiers(big, min_seconds);
