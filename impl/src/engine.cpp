@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "attnimpl/exp.hpp"
 
@@ -34,19 +35,21 @@ bool cpu_has_avx2() {
 
 bool isa_supported(isa which) { return which != isa::avx2 || cpu_has_avx2(); }
 
+namespace {
+// The ISAs by name ("auto" also parses from "").
+constexpr std::pair<isa, const char*> isa_names[] = {{isa::automatic, "auto"}, {isa::avx2, "avx2"}, {isa::portable, "portable"}};
+}  // namespace
+
 const char* isa_name(isa which) {
-  switch (which) {
-    case isa::automatic: return "auto";
-    case isa::avx2: return "avx2";
-    case isa::portable: return "portable";
-  }
+  for (const auto& [k, n] : isa_names)
+    if (k == which) return n;
   return "?";
 }
 
 std::optional<isa> parse_isa(std::string_view name) {
-  if (name == "auto" || name.empty()) return isa::automatic;
-  if (name == "avx2") return isa::avx2;
-  if (name == "portable") return isa::portable;
+  if (name.empty()) return isa::automatic;
+  for (const auto& [k, n] : isa_names)
+    if (name == n) return k;
   return std::nullopt;
 }
 

@@ -14,15 +14,7 @@ std::vector<problem_spec> varied_specs() {
   for (int mask = 0; mask < 4; ++mask)
     for (bool causal : {false, true})
       for (dtype t : {dtype::f32, dtype::bf16, dtype::f16}) {
-        problem_spec s;
-        s.dims = {.b = 3, .hq = 6, .hkv = 2, .lq = 5, .lk = 11, .d = 5, .dv = 3};
-        s.causal = causal;
-        s.padding = mask % 2 == 1;
-        s.mask = mask;
-        s.type = t;
-        s.lay = static_cast<layout>(mask % 3);
-        s.seed = ++seed;
-        out.push_back(s);
+        out.push_back(grid_spec({.b = 3, .hq = 6, .hkv = 2, .lq = 5, .lk = 11, .d = 5, .dv = 3}, causal, mask, t, ++seed));
       }
   return out;
 }

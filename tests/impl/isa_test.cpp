@@ -142,14 +142,7 @@ TEST(isa, attention_is_the_same_on_both_paths) {
                                             attnimpl::shape{.b = 1, .hq = 4, .hkv = 4, .lq = 70, .lk = 70, .d = 64, .dv = 24}})
           for (const attnimpl::config& tiles :
                {attnimpl::config{}, attnimpl::config{.q_tile = 2, .k_tile = 3, .split_keys = 6}}) {
-            problem_spec s;
-            s.dims = dims;
-            s.causal = causal;
-            s.padding = mask % 2 == 1;
-            s.mask = mask;
-            s.type = t;
-            s.lay = static_cast<layout>(mask % 3);
-            s.seed = ++seed;
+            const problem_spec s = grid_spec(dims, causal, mask, t, ++seed);
             attnimpl::config cfg = tiles;
             cfg.threads = 2;
             cfg.simd = isa::avx2;

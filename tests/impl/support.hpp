@@ -74,6 +74,20 @@ struct problem_spec {
   std::uint64_t seed = 1;
 };
 
+/// A grid point of the bitwise and ISA tests: mask kind m (see problem_spec)
+/// with padding on odd m and layout m % 3.
+inline problem_spec grid_spec(const attnimpl::shape& dims, bool causal, int mask, dtype t, std::uint64_t seed) {
+  problem_spec s;
+  s.dims = dims;
+  s.causal = causal;
+  s.padding = mask % 2 == 1;
+  s.mask = mask;
+  s.type = t;
+  s.lay = static_cast<layout>(mask % 3);
+  s.seed = seed;
+  return s;
+}
+
 /// Draws values N(0,1) rounded to the type, padding lengths in [0, lk], a
 /// mask with about 1/4 hidden. Deterministic in the seed.
 problem make_problem(const problem_spec& s);

@@ -1,4 +1,4 @@
-// The data behind the HTML reports: where-text parsing, the heat map of the
+// The data behind the HTML reports: where an element lies, the heat map of the
 // worst (batch, head) from an element log, and the writer's escaping.
 #include <gtest/gtest.h>
 
@@ -12,45 +12,48 @@
 namespace attncheck {
 namespace {
 
-TEST(parse_where, reads_o_and_lse_with_any_prefix_or_suffix) {
-  auto o = parse_where("O[b=1,i=2,h=3,e=4] (V * 3 vs 3 O)");
-  ASSERT_TRUE(o);
-  EXPECT_EQ(o->b, 1);
-  EXPECT_EQ(o->i, 2);
-  EXPECT_EQ(o->h, 3);
-  EXPECT_EQ(o->e, 4);
-  auto prefixed = parse_where("chunk row 3 (position 7) O[b=0,i=5,h=1,e=2]");
-  ASSERT_TRUE(prefixed);
-  EXPECT_EQ(prefixed->i, 5);
-  EXPECT_EQ(prefixed->e, 2);
-  auto lse = parse_where("LSE[b=2,h=1,i=3] (V scaled)");
-  ASSERT_TRUE(lse);
-  EXPECT_EQ(lse->b, 2);
-  EXPECT_EQ(lse->h, 1);
-  EXPECT_EQ(lse->i, 3);
-  EXPECT_EQ(lse->e, -1);
-  // The LSE of a row named through one of its O elements.
-  auto lse_of = parse_where("LSE of chunk row 0 (position 2) O[b=1,i=4,h=0,e=0]");
-  ASSERT_TRUE(lse_of);
-  EXPECT_EQ(lse_of->e, -1);
-  EXPECT_EQ(lse_of->i, 4);
-  EXPECT_FALSE(parse_where("sum_j P[b=0,h=1,i=2,:]"));
-  EXPECT_FALSE(parse_where("O[b=0,i=1,h=2]"));
-  EXPECT_FALSE(parse_where(""));
+// The worst element a comparison keeps for `where`.
+worst_element worst_of(const element_where& where, double expected, double got, double bound, double ratio) {
+  return {where.text, expected, got, bound, ratio, where.at};
 }
 
-TEST(where_text, is_what_parse_where_reads_back) {
+TEST(element_where, keeps_the_element_through_the_words_a_law_adds) {
+  const element_where o = o_where(1, 2, 3, 4) + " (V * 3 vs 3 O)";
+  EXPECT_EQ(o.text, "O[b=1,i=2,h=3,e=4] (V * 3 vs 3 O)");
+  EXPECT_EQ(o.at, (element_index{1, 3, 2, 4}));
+  const element_where prefixed = "chunk row 3 (position 7) " + o_where(0, 5, 1, 2);
+  EXPECT_EQ(prefixed.text, "chunk row 3 (position 7) O[b=0,i=5,h=1,e=2]");
+  EXPECT_EQ(prefixed.at, (element_index{0, 1, 5, 2}));
+  const element_where lse = lse_where(2, 1, 3) + " (V scaled)";
+  EXPECT_EQ(lse.text, "LSE[b=2,h=1,i=3] (V scaled)");
+  EXPECT_EQ(lse.at, (element_index{2, 1, 3, -1}));
+  // The LSE of a row named through one of its O elements.
+  const element_where row_lse = lse_of_row("chunk row 0 (position 2) " + o_where(1, 4, 0, 0));
+  EXPECT_EQ(row_lse.text, "LSE of chunk row 0 (position 2) O[b=1,i=4,h=0,e=0]");
+  EXPECT_EQ(row_lse.at, (element_index{1, 0, 4, -1}));
+  // A label names no element, whatever it reads like.
+  EXPECT_FALSE(element_where("sum_j P[b=0,h=1,i=2,:]").at);
+  EXPECT_FALSE(element_where(std::string("O[b=0,i=1,h=2,e=3]")).at);
+  EXPECT_FALSE(lse_of_row("a row sum").at);
+}
+
+TEST(where_text, is_the_text_of_an_element) {
   for (const element_index at : {element_index{1, 2, 3, 4}, element_index{0, 5, 6, -1}}) {
-    EXPECT_EQ(parse_where(where_text(at)), at) << where_text(at);
-    EXPECT_EQ(indexed({where_text(at) + " (V scaled)", 0, 0, 0, 0}).at, at);
+    EXPECT_EQ(element_where(at).text, where_text(at));
+    EXPECT_EQ(element_where(at).at, at);
   }
   EXPECT_EQ(where_text({1, 2, 3, 4}), "O[b=1,i=3,h=2,e=4]");
   EXPECT_EQ(where_text({1, 2, 3, -1}), "LSE[b=1,h=2,i=3]");
-  // A position set by its producer is kept, whatever the text says.
-  worst_element w{"sum_j P[b=0,h=1,i=2,:]", 0, 0, 0, 0};
-  EXPECT_FALSE(indexed(w).at);
-  w.at = element_index{0, 1, 2, 0};
-  EXPECT_EQ(indexed(w).at, w.at);
+}
+
+TEST(comparison, its_worst_element_carries_the_position_of_its_where) {
+  comparison c;
+  c.element(o_where(0, 1, 2, 3) + " (second run)", 1.0, 1.25, 0.5);
+  EXPECT_EQ(c.worst.where, "O[b=0,i=1,h=2,e=3] (second run)");
+  EXPECT_EQ(c.worst.at, (element_index{0, 2, 1, 3}));
+  comparison sums;
+  sums.element("sum_j P[b=0,h=1,i=2,:]", 1.0, 1.25, 0.5);
+  EXPECT_FALSE(sums.worst.at);
 }
 
 TEST(heat_map, uses_the_structured_position_not_the_text) {
@@ -102,8 +105,8 @@ TEST(heat_map, is_the_worst_slice_with_the_largest_ratio_per_element_and_the_wor
   log.note(o_where(0, 1, 1, 1), 1.0);  // a second comparison of the same element: the largest stays
   log.note(lse_where(0, 1, 0), 0.05);
   log.note(o_where(1, 0, 0, 0), 9.0);  // another (b, h): not in the map
-  worst_element w{"O[b=0,i=1,h=1,e=1] (second run)", 0, 0, 0, 4.0};
-  const auto m = heat_map_of(log, indexed(w));
+  const worst_element w = worst_of(o_where(0, 1, 1, 1) + " (second run)", 0, 0, 0, 4.0);
+  const auto m = heat_map_of(log, w);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->b, 0);
   EXPECT_EQ(m->h, 1);
@@ -123,7 +126,7 @@ TEST(heat_map, marks_an_lse_worst_in_the_last_column) {
   element_log log;
   log.note(o_where(0, 0, 0, 0), 0.0);
   log.note(lse_where(0, 0, 0), std::numeric_limits<double>::infinity());
-  const auto m = heat_map_of(log, indexed({"LSE[b=0,h=0,i=0]", 1, 2, 0, std::numeric_limits<double>::infinity()}));
+  const auto m = heat_map_of(log, worst_of(lse_where(0, 0, 0), 1, 2, 0, std::numeric_limits<double>::infinity()));
   ASSERT_TRUE(m);
   EXPECT_EQ(m->cols, 2);
   EXPECT_EQ(m->worst_row, 0);
@@ -135,7 +138,7 @@ TEST(heat_map, keeps_a_window_around_the_worst_element_of_a_large_slice) {
   for (std::int64_t i = 0; i < 300; ++i)
     for (std::int64_t e = 0; e < 200; e += 7) log.note(o_where(0, i, 0, e), 0.01);
   log.note(o_where(0, 250, 0, 196), 2.0);
-  const auto m = heat_map_of(log, indexed({"O[b=0,i=250,h=0,e=196]", 0, 0, 0, 2.0}));
+  const auto m = heat_map_of(log, worst_of(o_where(0, 250, 0, 196), 0, 0, 0, 2.0));
   ASSERT_TRUE(m);
   EXPECT_EQ(m->all_rows, 300);
   EXPECT_EQ(m->all_cols, 197);
@@ -149,7 +152,7 @@ TEST(heat_map, keeps_a_window_around_the_worst_element_of_a_large_slice) {
 
 TEST(heat_map, is_none_when_nothing_was_noted) {
   element_log log;
-  EXPECT_FALSE(heat_map_of(log, indexed({"O[b=0,i=0,h=0,e=0]", 0, 0, 0, 0})));
+  EXPECT_FALSE(heat_map_of(log, worst_of(o_where(0, 0, 0, 0), 0, 0, 0, 0)));
 }
 
 TEST(html, escapes_text_and_attributes) {

@@ -40,25 +40,9 @@ double reference_seconds_per_madd(const attn_case& c, oracle_precision p, double
   return elapsed / (static_cast<double>(runs) * madds);
 }
 
-const char* name_of(oracle_tier t) {
-  switch (t) {
-    case oracle_tier::multiprecision: return "multiprecision";
-    case oracle_tier::binary64: return "binary64";
-    case oracle_tier::fast_binary64: return "fast_binary64";
-  }
-  return "?";
-}
-
 // Shapes of a small prefill: GQA, D = Dv = 64, causal off so every pair counts.
 attn_case cost_case() {
-  attn_case c;
-  c.b = 1;
-  c.hq = 4;
-  c.hkv = 2;
-  c.lq = 16;
-  c.lk = 64;
-  c.d = 64;
-  c.dv = 64;
+  attn_case c = oracle_testing::shaped_case({.b = 1, .hq = 4, .hkv = 2, .lq = 16, .lk = 64, .d = 64, .dv = 64});
   c.values = value_kind::normal;
   c.seed = 1;
   materialize(c);
@@ -164,18 +148,14 @@ int main(int argc, char** argv) {
     const double fast = reference_seconds_per_madd(cc, oracle_precision::auto_tier, secs, &t_auto);
     std::printf("  %s: %lld multiply-adds\n", to_line(cc).c_str(),
                 static_cast<long long>(cc.b * cc.hq * cc.lq * cc.lk * (cc.d + cc.dv)));
-    std::printf("  %-18s %-15s %9.2f ns/madd\n", "mpfr50", name_of(t_mpfr), mpfr * 1e9);
+    std::printf("  %-18s %-15s %9.2f ns/madd\n", "mpfr50", name(t_mpfr).data(), mpfr * 1e9);
     std::printf(
         "  %-18s %-15s %9.2f ns/madd  %8.1fx faster than mpfr50 with bounds, %.1fx than the static_mpfr_float_50 loops alone\n",
-        "auto_tier", name_of(t_auto), fast * 1e9, mpfr / fast, mpfr50_loops / fast);
+        "auto_tier", name(t_auto).data(), fast * 1e9, mpfr / fast, mpfr50_loops / fast);
   };
   tiers(c, min_seconds);
   // The example: Lq = 64, Lk = 1024, D = 128 (one run of mpfr50 takes seconds).
-  attn_case big;
-  big.lq = 64;
-  big.lk = 1024;
-  big.d = 128;
-  big.dv = 128;
+  attn_case big = oracle_testing::shaped_case({.b = 1, .hq = 1, .hkv = 1, .lq = 64, .lk = 1024, .d = 128, .dv = 128});
   big.seed = 1;
   materialize(big);
   tiers(big, min_seconds);

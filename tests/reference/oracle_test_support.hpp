@@ -20,6 +20,18 @@ inline attn_case with_zero_tensors(attn_case c) {
   return c;
 }
 
+/// The shape of a hand-built case (attn_case's defaults: all 1).
+struct case_shape {
+  std::int64_t b = 1, hq = 1, hkv = 1, lq = 1, lk = 1, d = 1, dv = 1;
+};
+
+/// A case header of that shape, every other field at attn_case's default.
+inline attn_case shaped_case(const case_shape& s) {
+  attn_case c;
+  c.b = s.b, c.hq = s.hq, c.hkv = s.hkv, c.lq = s.lq, c.lk = s.lk, c.d = s.d, c.dv = s.dv;
+  return c;
+}
+
 /// The one seed every random oracle test derives its cases from:
 /// ATTNCHECK_SEED when set, else a fixed default. Tests print it.
 inline std::uint64_t base_seed() {

@@ -30,10 +30,7 @@ double ulps(double got, double want) {
 }
 
 TEST(oracle_exact, single_visible_key_returns_its_value_exactly) {
-  attn_case c;
-  c.lk = 3;
-  c.d = 2;
-  c.dv = 3;
+  attn_case c = oracle_testing::shaped_case({.b = 1, .hq = 1, .hkv = 1, .lq = 1, .lk = 3, .d = 2, .dv = 3});
   c.key_len = {2};
   c.mask_shape = {1, 1, 1, 3};
   c.mask = {0, 1, 1};  // with key_len 2 only key 1 is visible
@@ -56,10 +53,7 @@ TEST(oracle_exact, single_visible_key_returns_its_value_exactly) {
 }
 
 TEST(oracle_exact, identical_keys_return_the_mean_of_v) {
-  attn_case c;
-  c.lk = 4;
-  c.d = 3;
-  c.dv = 2;
+  attn_case c = oracle_testing::shaped_case({.b = 1, .hq = 1, .hkv = 1, .lq = 1, .lk = 4, .d = 3, .dv = 2});
   c.scale = 1.0f;
   c = with_zero_tensors(c);
   for (int d = 0; d < 3; ++d) c.q.set(0, 0, 0, d, 0.5 * (d + 1));
@@ -179,13 +173,7 @@ TEST(oracle_exact, gqa_query_head_h_reads_kv_head_h_over_group) {
 }
 
 TEST(oracle_exact, nan_in_masked_slots_changes_nothing_bitwise) {
-  attn_case c;
-  c.b = 2;
-  c.hq = 2;
-  c.lq = 3;
-  c.lk = 4;
-  c.d = 2;
-  c.dv = 2;
+  attn_case c = oracle_testing::shaped_case({.b = 2, .hq = 2, .hkv = 1, .lq = 3, .lk = 4, .d = 2, .dv = 2});
   c.causal = true;
   c.key_len = {3, 1};  // batch 1: rows 0, 1 see nothing (pos = -2, -1)
   c.values = value_kind::normal;
@@ -215,10 +203,7 @@ TEST(oracle_exact, nan_in_masked_slots_changes_nothing_bitwise) {
 }
 
 TEST(oracle_exact, nan_in_a_visible_value_reaches_only_its_row_and_column) {
-  attn_case c;
-  c.lq = 2;
-  c.lk = 2;
-  c.dv = 2;
+  attn_case c = oracle_testing::shaped_case({.b = 1, .hq = 1, .hkv = 1, .lq = 2, .lk = 2, .d = 1, .dv = 2});
   c.causal = true;  // row 0 sees key 0, row 1 sees both
   c = with_zero_tensors(c);
   c.v.set_bits(0, 1, 0, 0, 0x7fc00000u);
@@ -232,10 +217,7 @@ TEST(oracle_exact, nan_in_a_visible_value_reaches_only_its_row_and_column) {
 }
 
 TEST(oracle_exact, value_head_size_may_differ_from_key_head_size) {
-  attn_case c;
-  c.lk = 2;
-  c.d = 2;
-  c.dv = 5;
+  attn_case c = oracle_testing::shaped_case({.b = 1, .hq = 1, .hkv = 1, .lq = 1, .lk = 2, .d = 2, .dv = 5});
   c.scale = 1.0f;
   c = with_zero_tensors(c);
   c.q.set(0, 0, 0, 0, 1.0);

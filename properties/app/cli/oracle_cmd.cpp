@@ -54,9 +54,7 @@ int run() {
   j["attncheck"] = {{"version", version_string}, {"contract", contract_version}};
   j["case"] = to_line(c);
   j["precision"] = args.precision;
-  j["tier"] = r.tier == oracle_tier::fast_binary64 ? "fast_binary64"
-              : r.tier == oracle_tier::binary64    ? "binary64"
-                                                   : "multiprecision";
+  j["tier"] = std::string(name(r.tier));
   j["accuracy"] = oracle_accuracy_statement();
   j["layout"] = {{"o", "[b][i][h][e]"}, {"lse", "[b][h][i]"}, {"p", "[b][h][i][j]"}};
   j["bound_params"] = {{"u_compute", args.u}, {"exp_ulps", args.exp_ulps}, {"key_blocks", args.key_blocks}};

@@ -108,7 +108,7 @@ std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign
     comparison worst;  // per element: every ratio goes into the histogram
     worst.overflow_threshold = overflow_threshold(c.type);
     bool violated = false;
-    auto one = [&](const std::string& where, double expected, double got, double bound) {
+    auto one = [&](const element_where& where, double expected, double got, double bound) {
       comparison e;
       e.overflow_threshold = worst.overflow_threshold;
       e.element(where, expected, got, bound);

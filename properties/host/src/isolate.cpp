@@ -1,5 +1,7 @@
 #include "attncheck/isolate.hpp"
 
+#include "attncheck/enum_names.hpp"
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -182,12 +184,9 @@ void shared_note::write(const std::string& s) {
 std::string shared_note::read() const { return std::string(data_, strnlen(data_, capacity_)); }
 
 const char* law_phase_name(law_phase p) {
-  switch (p) {
-    case law_phase::starting: return "starting";
-    case law_phase::checking: return "generating and checking";
-    case law_phase::shrinking: return "shrinking";
-  }
-  return "starting";
+  static constexpr name_table<law_phase, 3> names{
+      {{law_phase::starting, "starting"}, {law_phase::checking, "generating and checking"}, {law_phase::shrinking, "shrinking"}}};
+  return name_in(names, p, "starting").data();  // string literals: NUL-terminated
 }
 
 namespace {

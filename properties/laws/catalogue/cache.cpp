@@ -149,17 +149,17 @@ law_outcome chunked_cache_equals_prefill(const subject& s, const attn_case& c) {
             const float w = whole.lse[w_lse];
             const auto k = ref.lse_index(b, h, wi);
             if (bitwise)
-              vs_whole.exact("LSE of " + where(0), std::bit_cast<std::uint32_t>(w), std::bit_cast<std::uint32_t>(lse), w, lse);
+              vs_whole.exact(lse_of_row(where(0)), std::bit_cast<std::uint32_t>(w), std::bit_cast<std::uint32_t>(lse), w, lse);
             else if (std::isfinite(ref.lse_bound[k]))
-              vs_whole.element("LSE of " + where(0), w, lse, 2 * ref.lse_bound[k]);
+              vs_whole.element(lse_of_row(where(0)), w, lse, 2 * ref.lse_bound[k]);
             comparison l;
             l.overflow_threshold = overflow_threshold(dtype::f32);
             if (std::isnan(ref.lse[k]) || std::isnan(ref.lse_bound[k]))
               l.without_bound(
-                  "LSE of " + where(0), ref.lse[k], lse,
+                  lse_of_row(where(0)), ref.lse[k], lse,
                   every_visible_score_is_minus_inf(c, b, h, wi) ? -std::numeric_limits<double>::infinity() : std::nan(""));
             else
-              l.element("LSE of " + where(0), ref.lse[k], lse, ref.lse_bound[k]);
+              l.element(lse_of_row(where(0)), ref.lse[k], lse, ref.lse_bound[k]);
             vs_oracle.merge(l);
           }
         }
@@ -181,19 +181,17 @@ law_outcome chunked_cache_equals_prefill(const subject& s, const attn_case& c) {
 }
 
 std::vector<law> cache_laws() {
+  // min_judged: 100% judged on builtin and naive.
   return {
-      {"cache.chunked_decode_equals_prefill",
-       "a prefill, chunks up to the whole sequence and single tokens through the cache (sequences advancing unevenly, shuffled pages) equal the one-shot call and the oracle",
-       [](const subject& s) -> std::string {
-         if (!s.has(ATTNCHECK_FEATURE_CACHE)) return "subject has no cache";
-         if (!s.has(ATTNCHECK_FEATURE_CAUSAL)) return "subject has no causal mask";
-         return {};
-       },
-       prepare_cache,
-       chunked_cache_equals_prefill,
-       // min_judged: 100% judged on builtin and naive.
-       0.9,
-       {.bounded = true}}};
+      law_entry(
+          "cache.chunked_decode_equals_prefill", chunked_cache_equals_prefill, 0.9,
+          "a prefill, chunks up to the whole sequence and single tokens through the cache (sequences advancing unevenly, shuffled pages) equal the one-shot call and the oracle")
+          .applies_when([](const subject& s) -> std::string {
+            if (!s.has(ATTNCHECK_FEATURE_CACHE)) return "subject has no cache";
+            if (!s.has(ATTNCHECK_FEATURE_CAUSAL)) return "subject has no causal mask";
+            return {};
+          })
+          .prepared_by(prepare_cache)};
 }
 
 }  // namespace attncheck::laws

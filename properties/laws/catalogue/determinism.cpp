@@ -151,20 +151,18 @@ law_outcome runs_are_deterministic(const subject& s, const attn_case& c) {
 }
 
 std::vector<law> determinism_laws() {
+  // min_judged: 100% judged.
   return {
-      {"determinism.same_bits_every_run_thread_count_layout",
-       "repeated calls, thread counts 1/2/3/8, strided layouts, strided LSE, expanded masks and fewer query rows give identical bits (as claimed)",
-       [](const subject& s) -> std::string {
-         return s.claims(ATTNCHECK_CLAIM_DETERMINISTIC) || s.claims(ATTNCHECK_CLAIM_THREADS) ||
-                        s.claims(ATTNCHECK_CLAIM_LAYOUT) || s.claims(ATTNCHECK_CLAIM_LQ)
-                    ? ""
-                    : "subject claims no determinism";
-       },
-       prepare_determinism,
-       runs_are_deterministic,
-       // min_judged: 100% judged.
-       0.9,
-       {.bounded = true}}};
+      law_entry(
+          "determinism.same_bits_every_run_thread_count_layout", runs_are_deterministic, 0.9,
+          "repeated calls, thread counts 1/2/3/8, strided layouts, strided LSE, expanded masks and fewer query rows give identical bits (as claimed)")
+          .applies_when([](const subject& s) -> std::string {
+            return s.claims(ATTNCHECK_CLAIM_DETERMINISTIC) || s.claims(ATTNCHECK_CLAIM_THREADS) ||
+                           s.claims(ATTNCHECK_CLAIM_LAYOUT) || s.claims(ATTNCHECK_CLAIM_LQ)
+                       ? ""
+                       : "subject claims no determinism";
+          })
+          .prepared_by(prepare_determinism)};
 }
 
 }  // namespace attncheck::laws

@@ -53,15 +53,9 @@ law_outcome output_within_bound(const subject& s, const attn_case& c) {
 }
 
 std::vector<law> differential_laws() {
-  return {
-      {"differential.output_within_bound_of_oracle",
-       "every O and LSE element within the bound of docs/bound.md of the high-precision oracle",
-       always,
-       as_generated,
-       output_within_bound,
-       // min_judged: every element unbounded (scores that may overflow) is rare: 100% judged on builtin, naive, tiny tiles, example at 1000 cases.
-       0.9,
-       {.bounded = true}}};
+  // min_judged: every element unbounded (scores that may overflow) is rare: 100% judged on builtin, naive, tiny tiles, example at 1000 cases.
+  return {law_entry("differential.output_within_bound_of_oracle", output_within_bound, 0.9,
+                    "every O and LSE element within the bound of docs/bound.md of the high-precision oracle")};
 }
 
 }  // namespace attncheck::laws

@@ -11,20 +11,12 @@ void prepare_extreme(attn_case& c, const subject&) {
   c.values = (c.seed & 1) ? value_kind::dominant : value_kind::large_logits;
 }
 
-law_outcome extreme_logits_stay_within_bound(const subject& s, const attn_case& c) {
-  law_outcome o = output_within_bound(s, c);
-  return o;
-}
-
+// The check is the differential law's: only the prepared values differ.
 std::vector<law> extreme_laws() {
-  return {{"extreme.large_logits_within_bound",
-           "logits near the type's limits or one dominant key: no overflow, O within the bound",
-           always,
-           prepare_extreme,
-           extreme_logits_stay_within_bound,
-           // min_judged: 100% judged.
-           0.9,
-           {.bounded = true}}};
+  // min_judged: 100% judged.
+  return {law_entry("extreme.large_logits_within_bound", output_within_bound, 0.9,
+                    "logits near the type's limits or one dominant key: no overflow, O within the bound")
+              .prepared_by(prepare_extreme)};
 }
 
 }  // namespace attncheck::laws

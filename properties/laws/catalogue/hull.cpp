@@ -17,7 +17,7 @@ law_outcome output_in_convex_hull(const subject& s, const attn_case& c) {
   hull.overflow_threshold = overflow_threshold(c.type);
   // Elements outside the bound's domain: NaN (a non-finite visible input) by
   // the NaN rule, +inf (a possible overflow) not judged.
-  const auto outside_domain = [&](comparison& r, const attn_case& cc, const oracle_result& rr, const std::string& where,
+  const auto outside_domain = [&](comparison& r, const attn_case& cc, const oracle_result& rr, const element_where& where,
                                   std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t e, double got) {
     const auto k = rr.o_index(b, i, h, e);
     if (std::isfinite(rr.o_bound[k]) && !std::isnan(rr.o[k])) return false;
@@ -46,7 +46,7 @@ law_outcome output_in_convex_hull(const subject& s, const attn_case& c) {
           if (seen == 1) {  // the true P is 1 and O is V; within the bound, as docs/spec.md asks no more
             single.element(where + " (one visible key: O is V)", c.v.at(b, last, g, e), got, bound);
           } else if (std::isnan(got)) {
-            hull.fail("NaN at " + where);
+            hull.fail("NaN at " + where.text);
           } else {
             hull.element(where + (got < lo   ? " (below min visible V)"
                                   : got > hi ? " (above max visible V)"
@@ -93,14 +93,10 @@ law_outcome output_in_convex_hull(const subject& s, const attn_case& c) {
 }
 
 std::vector<law> hull_laws() {
-  return {{"hull.output_within_visible_values",
-           "O within [min V, max V] over visible keys; one visible key gives V within the bound; equal keys give mean(V)",
-           always,
-           as_generated,
-           output_in_convex_hull,
-           // min_judged: 88-96% judged: all-unbounded cases (scores that may overflow).
-           0.75,
-           {.bounded = true}}};
+  // min_judged: 88-96% judged: all-unbounded cases (scores that may overflow).
+  return {
+      law_entry("hull.output_within_visible_values", output_in_convex_hull, 0.75,
+                "O within [min V, max V] over visible keys; one visible key gives V within the bound; equal keys give mean(V)")};
 }
 
 }  // namespace attncheck::laws

@@ -1,5 +1,7 @@
 #include "law_support.hpp"
 
+#include "attncheck/enum_names.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cstdio>
@@ -7,43 +9,25 @@
 
 namespace attncheck {
 
-const char* verdict_name(verdict v) {
-  switch (v) {
-    case verdict::pass: return "pass";
-    case verdict::fail: return "FAIL";
-    case verdict::skip: return "skipped";
-    case verdict::unjudged: return "UNJUDGED";
-  }
-  return "?";
-}
+namespace {
 
-const char* verdict_id(verdict v) {
-  switch (v) {
-    case verdict::pass: return "pass";
-    case verdict::fail: return "fail";
-    case verdict::skip: return "skipped";
-    case verdict::unjudged: return "unjudged";
-  }
-  return "?";
-}
+// The verdicts as the table and the HTML reports print them, and as the JSON writes them.
+constexpr name_table<verdict, 4> verdict_names{
+    {{verdict::pass, "pass"}, {verdict::fail, "FAIL"}, {verdict::skip, "skipped"}, {verdict::unjudged, "UNJUDGED"}}};
+constexpr name_table<verdict, 4> verdict_ids{
+    {{verdict::pass, "pass"}, {verdict::fail, "fail"}, {verdict::skip, "skipped"}, {verdict::unjudged, "unjudged"}}};
+constexpr name_table<prob_verdict, 3> prob_verdict_names{
+    {{prob_verdict::na, "n/a"}, {prob_verdict::pass, "pass"}, {prob_verdict::fail, "FAIL(prob)"}}};
+constexpr name_table<prob_verdict, 3> prob_verdict_ids{
+    {{prob_verdict::na, "na"}, {prob_verdict::pass, "pass"}, {prob_verdict::fail, "fail"}}};
 
-const char* prob_verdict_name(prob_verdict v) {
-  switch (v) {
-    case prob_verdict::na: return "n/a";
-    case prob_verdict::pass: return "pass";
-    case prob_verdict::fail: return "FAIL(prob)";
-  }
-  return "?";
-}
+}  // namespace
 
-const char* prob_verdict_id(prob_verdict v) {
-  switch (v) {
-    case prob_verdict::na: return "na";
-    case prob_verdict::pass: return "pass";
-    case prob_verdict::fail: return "fail";
-  }
-  return "?";
-}
+// The tables' names are string literals: data() is NUL-terminated.
+const char* verdict_name(verdict v) { return name_in(verdict_names, v).data(); }
+const char* verdict_id(verdict v) { return name_in(verdict_ids, v).data(); }
+const char* prob_verdict_name(prob_verdict v) { return name_in(prob_verdict_names, v).data(); }
+const char* prob_verdict_id(prob_verdict v) { return name_in(prob_verdict_ids, v).data(); }
 
 void law_outcome::fail(const std::string& why, failure_kind k) {
   if (v != verdict::fail) message = why, kind = k;
@@ -122,7 +106,7 @@ comparison compare_within_bounds(const attn_case& c, const subject_output& a, co
   const std::int64_t lq = a.o.shape[1];
   // A NaN truth or bound (a visible input is not finite): each run on its own
   // must be non-finite there (or its truth); nothing relates the two runs.
-  const auto no_bound = [&c](comparison& cmp, const std::string& where, double ta, double ba, double x, double tb, double bb,
+  const auto no_bound = [&c](comparison& cmp, const element_where& where, double ta, double ba, double x, double tb, double bb,
                              double y, std::int64_t bi, std::int64_t h, std::int64_t i, double empty) {
     if (!(std::isnan(ta) || std::isnan(ba) || std::isnan(tb) || std::isnan(bb))) return false;
     if (!every_visible_score_is_minus_inf(c, bi, h, i)) empty = std::nan("");
@@ -136,23 +120,23 @@ comparison compare_within_bounds(const attn_case& c, const subject_output& a, co
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const auto ka = ra.o_index(bi, i, h, e), kb = rb.o_index(bi, i, h, e);
           const double x = a.o.at(bi, i, h, e), y = b.o.at(bi, i, h, e);
-          const std::string where = o_where(bi, i, h, e);
+          const element_where where = o_where(bi, i, h, e);
           if (no_bound(r, where, ra.o[ka], ra.o_bound[ka], x, rb.o[kb], rb.o_bound[kb], y, bi, h, i, 0.0)) continue;
           // An infinite bound (a score or accumulator may overflow): nothing to judge, NaN included.
           const bool bounded = std::isfinite(ra.o_bound[ka] + rb.o_bound[kb]);
-          if (bounded && std::isnan(x)) r.fail("NaN in the first run at " + where);
+          if (bounded && std::isnan(x)) r.fail("NaN in the first run at " + where.text);
           if (bounded && r.overflowed(where, ra.o[ka], ra.o_bound[ka] + rb.o_bound[kb], x, y)) continue;
           r.element(where, x, y, ra.o_bound[ka] + rb.o_bound[kb]);
         }
         if (!a.lse.empty() && !b.lse.empty()) {
           const auto ka = ra.lse_index(bi, h, i), kb = rb.lse_index(bi, h, i);
           const auto k = static_cast<std::size_t>((bi * c.hq + h) * lq + i);
-          const std::string where = lse_where(bi, h, i);
+          const element_where where = lse_where(bi, h, i);
           if (no_bound(rl, where, ra.lse[ka], ra.lse_bound[ka], a.lse[k], rb.lse[kb], rb.lse_bound[kb], b.lse[k], bi, h, i,
                        -std::numeric_limits<double>::infinity()))
             continue;
           const bool bounded = std::isfinite(ra.lse_bound[ka] + rb.lse_bound[kb]);
-          if (bounded && std::isnan(a.lse[k])) rl.fail("NaN in the first run at " + where);
+          if (bounded && std::isnan(a.lse[k])) rl.fail("NaN in the first run at " + where.text);
           if (bounded && std::isfinite(ra.lse[ka]) &&
               rl.overflowed(where, ra.lse[ka], ra.lse_bound[ka] + rb.lse_bound[kb], a.lse[k], b.lse[k]))
             continue;
@@ -216,13 +200,13 @@ comparison require_changes(const subject& s, const attn_case& ca, const subject_
           const double x = a.o.at(bi, i, h, e), y = b.o.at(bi, i, h, e);
           if (!(x == y || (std::isnan(x) && std::isnan(y)))) continue;
           // The element's name is made only for a failure: this loop runs over every perturbed element.
-          const std::string where = o_where(bi, i, h, e);
+          const element_where where = o_where(bi, i, h, e);
           char buf[256];
           std::snprintf(buf, sizeof buf, " at %.9g, though the true value moves from %.9g to %.9g (bounds %.3g and %.3g)", x,
                         t0->o[k], t1->o[k], t0->o_bound[k], t1->o_bound[k]);
-          r.fail(what + " left " + where + buf);
+          r.fail(what + " left " + where.text + buf);
           if (r.max_ratio != std::numeric_limits<double>::infinity()) {
-            r.worst = {where, t1->o[k], y, t1->o_bound[k], std::numeric_limits<double>::infinity()};
+            r.worst = {where.text, t1->o[k], y, t1->o_bound[k], std::numeric_limits<double>::infinity(), where.at};
             r.max_ratio = std::numeric_limits<double>::infinity();
           }
         }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "attncheck/check.hpp"
 #include "attncheck/laws.hpp"
@@ -122,5 +123,31 @@ inline std::string takes_a_mask(const subject& s) {
 /// A law that applies to every subject, and one that takes the generated case as it is.
 inline std::string always(const subject&) { return {}; }
 inline void as_generated(attn_case&, const subject&) {}
+
+/// A law as its group's file registers it: the name, the check, the judged
+/// floor and the one-line claim (what must hold), then only what differs from
+/// the common law (it applies to every subject, takes the case as generated
+/// and is fuzzed within the bound), e.g.
+/// law_entry("g.name", check, 0.9, "claim").prepared_by(prepare_g).
+class law_entry {
+ public:
+  law_entry(std::string name, decltype(law::check) check, double min_judged, std::string summary)
+      : l_{std::move(name), std::move(summary), always, as_generated, std::move(check), min_judged, {.bounded = true}} {}
+  /// Only for the subjects `applicable` accepts (it says why it skips the others).
+  law_entry&& applies_when(decltype(law::applicable) applicable) && { return set(&law::applicable, std::move(applicable)); }
+  /// Adjusts each generated case with `prepare`.
+  law_entry&& prepared_by(decltype(law::prepare) prepare) && { return set(&law::prepare, std::move(prepare)); }
+  /// The law does not compare within the bound: the fuzz harness keeps cases whose bound is not finite.
+  law_entry&& fuzzed_unbounded() && { return set(&law::fuzz, law::fuzzing{.bounded = false}); }
+  operator law() && { return std::move(l_); }
+
+ private:
+  template <class T>
+  law_entry&& set(T law::*field, T value) {
+    l_.*field = std::move(value);
+    return std::move(*this);
+  }
+  law l_;
+};
 
 }  // namespace attncheck::laws

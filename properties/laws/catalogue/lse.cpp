@@ -99,14 +99,11 @@ law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
 }
 
 std::vector<law> lse_laws() {
-  return {{"lse.split_keys_merge_by_lse",
-           "two halves of the keys merged by their LSE equal the whole",
-           [](const subject& s) -> std::string { return s.has_lse() ? "" : "subject has no LSE"; },
-           prepare_split,
-           lse_merges_split_keys,
-           // min_judged: 99.6% judged.
-           0.9,
-           {.bounded = true}}};
+  // min_judged: 99.6% judged.
+  return {law_entry("lse.split_keys_merge_by_lse", lse_merges_split_keys, 0.9,
+                    "two halves of the keys merged by their LSE equal the whole")
+              .applies_when([](const subject& s) -> std::string { return s.has_lse() ? "" : "subject has no LSE"; })
+              .prepared_by(prepare_split)};
 }
 
 }  // namespace attncheck::laws

@@ -35,7 +35,7 @@ law_outcome fully_masked_rows_are_zero(const subject& s, const attn_case& c) {
           z.element(o_where(b, i, h, e) + " (row sees no key)", 0.0, out.o.at(b, i, h, e), 0.0);
         const float l = lse_of(out, c, c.lq, b, h, i);
         if (!out.lse.empty() && !(std::isinf(l) && l < 0))
-          z.fail(lse_where(b, h, i) + " = " + std::to_string(l) + " for a row that sees no key (must be -inf)");
+          z.fail(lse_where(b, h, i).text + " = " + std::to_string(l) + " for a row that sees no key (must be -inf)");
       }
   if (!any_empty) o.nothing_to_judge("no row is fully masked");
   o.add("fully masked rows", z);
@@ -43,14 +43,12 @@ law_outcome fully_masked_rows_are_zero(const subject& s, const attn_case& c) {
 }
 
 std::vector<law> masked_laws() {
-  return {{"masked.fully_masked_rows_are_zero",
-           "rows that see no key give O = 0 and LSE = -inf, never NaN",
-           takes_a_mask,
-           prepare_fully_masked,
-           fully_masked_rows_are_zero,
-           // min_judged: 100% judged: prepare empties a sequence (or a causal prefix).
-           0.9,
-           {.bounded = false}}};
+  // min_judged: 100% judged: prepare empties a sequence (or a causal prefix).
+  return {law_entry("masked.fully_masked_rows_are_zero", fully_masked_rows_are_zero, 0.9,
+                    "rows that see no key give O = 0 and LSE = -inf, never NaN")
+              .applies_when(takes_a_mask)
+              .prepared_by(prepare_fully_masked)
+              .fuzzed_unbounded()};
 }
 
 }  // namespace attncheck::laws

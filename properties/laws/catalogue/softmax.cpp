@@ -56,7 +56,7 @@ law_outcome weights_form_a_distribution(const subject& s, const attn_case& c) {
         for (std::int64_t j = 0; j < c.lk; ++j) {
           const double w = out.o.at(b, i, h, j);
           const auto where = o_where(b, i, h, j);
-          if (std::isnan(w) || w < 0) zeros.fail("weight " + where + " = " + std::to_string(w) + " is negative or NaN");
+          if (std::isnan(w) || w < 0) zeros.fail("weight " + where.text + " = " + std::to_string(w) + " is negative or NaN");
           if (!c.visible(b, h, i, j)) zeros.element(where + " (key not visible: weight must be exactly 0)", 0.0, w, 0.0);
           sum += w;
         }
@@ -90,15 +90,12 @@ law_outcome weights_form_a_distribution(const subject& s, const attn_case& c) {
 }
 
 std::vector<law> softmax_laws() {
+  // min_judged: 89-96% judged: cases whose every row is outside the bound's domain (scale 1e20) or sees no key.
   return {
-      {"softmax.weights_form_a_distribution",
-       "with V = identity rows are the weights: each within the bound of the oracle's P, >= 0, masked exactly 0, summing to 1; V = ones gives 1",
-       always,
-       prepare_distribution,
-       weights_form_a_distribution,
-       // min_judged: 89-96% judged: cases whose every row is outside the bound's domain (scale 1e20) or sees no key.
-       0.75,
-       {.bounded = true}}};
+      law_entry(
+          "softmax.weights_form_a_distribution", weights_form_a_distribution, 0.75,
+          "with V = identity rows are the weights: each within the bound of the oracle's P, >= 0, masked exactly 0, summing to 1; V = ones gives 1")
+          .prepared_by(prepare_distribution)};
 }
 
 }  // namespace attncheck::laws

@@ -13,7 +13,7 @@ namespace attncheck {
 namespace {
 
 // Keeps the element for a report when the runner has a log open (the replay of a shrunk failure).
-void note(const std::string& where, double ratio) {
+void note(const element_where& where, double ratio) {
   if (auto* log = element_log::current()) log->note(where, ratio);
 }
 
@@ -44,16 +44,31 @@ std::string where_text(const element_index& at) {
          ",e=" + std::to_string(at.e) + "]";
 }
 
-std::string o_where(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t e) { return where_text({b, h, i, e}); }
+element_where operator+(element_where w, std::string_view words) {
+  w.text += words;
+  return w;
+}
 
-std::string lse_where(std::int64_t b, std::int64_t h, std::int64_t i) { return where_text({b, h, i, -1}); }
+element_where operator+(std::string_view words, element_where w) {
+  w.text.insert(0, words);
+  return w;
+}
+
+element_where lse_of_row(element_where w) {
+  if (w.at) w.at->e = -1;
+  return "LSE of " + std::move(w);
+}
+
+element_where o_where(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t e) { return element_index{b, h, i, e}; }
+
+element_where lse_where(std::int64_t b, std::int64_t h, std::int64_t i) { return element_index{b, h, i, -1}; }
 
 void comparison::fail(const std::string& why, failure_kind k) {
   if (pass) failure = why, kind = k;
   pass = false;
 }
 
-void comparison::without_bound(const std::string& where, double expected, double got, double empty_value) {
+void comparison::without_bound(const element_where& where, double expected, double got, double empty_value) {
   // A row whose every visible score is exactly -inf: -inf scores drop their
   // keys (the oracle's own value where only some are -inf), so the empty row's
   // value (O = 0, LSE = -inf) is as right as the oracle's 0/0 = NaN.
@@ -69,7 +84,8 @@ void comparison::without_bound(const std::string& where, double expected, double
   }
   if (std::isnan(expected) || std::isinf(expected)) {
     ++compared;
-    worst_element w{where, expected, got, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()};
+    worst_element w{where.text, expected, got, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                    where.at};
     fail("finite value where the true value is " + std::string(std::isnan(expected) ? "NaN" : "infinite") +
          " (a visible input is not finite: the row must be non-finite) at " + w.describe());
     if (max_ratio != std::numeric_limits<double>::infinity()) max_ratio = w.ratio, worst = w;
@@ -86,7 +102,7 @@ void comparison::without_bound(const std::string& where, double expected, double
   note(where, got == expected ? 0.0 : std::numeric_limits<double>::quiet_NaN());
 }
 
-void comparison::element(const std::string& where, double expected, double got, double bound) {
+void comparison::element(const element_where& where, double expected, double got, double bound) {
   // A NaN bound (a visible input is not finite) or a NaN truth: docs/spec.md lets such
   // a row be non-finite, never finite garbage; other rows are judged on their own.
   if (std::isnan(expected) || std::isnan(bound)) {
@@ -102,7 +118,7 @@ void comparison::element(const std::string& where, double expected, double got, 
     return;
   }
   ++compared;
-  worst_element w{where, expected, got, bound, 0.0};
+  worst_element w{where.text, expected, got, bound, 0.0, where.at};
   if (std::isnan(got)) {
     w.ratio = std::numeric_limits<double>::infinity();
     fail("NaN at " + w.describe());
@@ -131,17 +147,18 @@ void comparison::element(const std::string& where, double expected, double got, 
   }
 }
 
-void comparison::element(const std::string& where, double expected, double got, double bound, double pbound, bool sound_useless) {
+void comparison::element(const element_where& where, double expected, double got, double bound, double pbound,
+                         bool sound_useless) {
   element(where, expected, got, bound);
   if (!sound_useless || std::isnan(bound)) return;
   if (std::isfinite(bound)) ++useless;
   probabilistic(where, expected, got, pbound);
 }
 
-void comparison::probabilistic(const std::string& where, double expected, double got, double pbound) {
+void comparison::probabilistic(const element_where& where, double expected, double got, double pbound) {
   if (!(pbound >= 0 && std::isfinite(pbound)) || std::isnan(expected)) return;  // no probabilistic bound: unjudged
   ++prob_compared;
-  worst_element w{where, expected, got, pbound, 0.0};
+  worst_element w{where.text, expected, got, pbound, 0.0, where.at};
   std::string why;
   if (std::isnan(got)) {
     w.ratio = std::numeric_limits<double>::infinity();
@@ -166,7 +183,7 @@ void comparison::probabilistic(const std::string& where, double expected, double
   }
 }
 
-void comparison::exact(const std::string& where, std::uint32_t expected_bits, std::uint32_t got_bits, double expected,
+void comparison::exact(const element_where& where, std::uint32_t expected_bits, std::uint32_t got_bits, double expected,
                        double got) {
   ++compared;
   // IEEE 754 leaves the sign and payload of a NaN result unspecified (x86's
@@ -176,7 +193,7 @@ void comparison::exact(const std::string& where, std::uint32_t expected_bits, st
     return;
   }
   note(where, std::numeric_limits<double>::infinity());
-  worst_element w{where, expected, got, 0.0, std::numeric_limits<double>::infinity()};
+  worst_element w{where.text, expected, got, 0.0, std::numeric_limits<double>::infinity(), where.at};
   char bits[80];
   std::snprintf(bits, sizeof bits, " (bits 0x%x vs 0x%x)", expected_bits, got_bits);
   fail("bits differ at " + w.describe() + bits);
@@ -186,13 +203,13 @@ void comparison::exact(const std::string& where, std::uint32_t expected_bits, st
   }
 }
 
-bool comparison::overflowed(const std::string& where, double truth, double bound, double x, double y) {
+bool comparison::overflowed(const element_where& where, double truth, double bound, double x, double y) {
   if (!std::isinf(x) && !std::isinf(y)) return false;
   if (std::isnan(truth) || std::isnan(bound)) return true;  // a non-finite visible input: no judgement
   const bool allowed = std::isfinite(truth) && std::isfinite(bound) && std::fabs(truth) + bound >= overflow_threshold;
   for (double v : {x, y})
     if (std::isinf(v) && (!allowed || (v > 0) != (truth > 0)))
-      fail("infinity at " + where + " where the true value " + std::to_string(truth) + " (bound " + std::to_string(bound) +
+      fail("infinity at " + where.text + " where the true value " + std::to_string(truth) + " (bound " + std::to_string(bound) +
            ") cannot round to it");
   return true;
 }

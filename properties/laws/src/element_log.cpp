@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <map>
 
@@ -12,58 +11,15 @@ namespace {
 
 thread_local element_log* open_log = nullptr;
 
-// Reads "k=<int>" at s[pos]; advances pos past the number.
-bool read_field(const std::string& s, std::size_t& pos, char key, std::int64_t& value) {
-  if (pos + 2 > s.size() || s[pos] != key || s[pos + 1] != '=') return false;
-  const char* begin = s.c_str() + pos + 2;
-  char* end = nullptr;
-  const long long v = std::strtoll(begin, &end, 10);
-  if (end == begin || v < 0) return false;
-  value = v;
-  pos = static_cast<std::size_t>(end - s.c_str());
-  return true;
-}
-
-bool read_fields(const std::string& s, std::size_t pos, const char* keys, std::int64_t* values) {
-  for (int k = 0; keys[k]; ++k) {
-    if (k > 0) {
-      if (pos >= s.size() || s[pos] != ',') return false;
-      ++pos;
-    }
-    if (!read_field(s, pos, keys[k], values[k])) return false;
-  }
-  return pos < s.size() && s[pos] == ']';
-}
-
 }  // namespace
-
-std::optional<element_index> parse_where(const std::string& where) {
-  const bool lse = where.rfind("LSE", 0) == 0;
-  if (const auto at = where.find("O[b="); at != std::string::npos) {
-    std::int64_t v[4];
-    if (!read_fields(where, at + 2, "bihe", v)) return std::nullopt;
-    return element_index{v[0], v[2], v[1], lse ? -1 : v[3]};
-  }
-  if (const auto at = where.find("LSE[b="); at != std::string::npos) {
-    std::int64_t v[3];
-    if (!read_fields(where, at + 4, "bhi", v)) return std::nullopt;
-    return element_index{v[0], v[1], v[2], -1};
-  }
-  return std::nullopt;
-}
-
-worst_element indexed(worst_element w) {
-  if (!w.at) w.at = parse_where(w.where);
-  return w;
-}
 
 element_log::element_log() : outer_(open_log) { open_log = this; }
 element_log::~element_log() { open_log = outer_; }
 element_log* element_log::current() { return open_log; }
 
-void element_log::note(const std::string& where, double ratio) {
+void element_log::note(const element_where& where, double ratio) {
   if (entries_.size() >= max_entries) return;
-  if (const auto at = parse_where(where)) entries_.push_back({*at, ratio});
+  if (where.at) entries_.push_back({*where.at, ratio});
 }
 
 std::optional<heat_map> heat_map_of(const element_log& log, const worst_element& worst) {

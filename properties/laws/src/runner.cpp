@@ -16,11 +16,8 @@ namespace attncheck {
 
 law_outcome replay(const law& l, const subject& s, const attn_case& c) {
   try {
-    // The outcome of a replay is reported: its worst elements carry their position (indexed).
-    law_outcome o = l.check(s, c);
-    o.worst = indexed(std::move(o.worst));
-    o.prob_worst = indexed(std::move(o.prob_worst));
-    return o;
+    // The outcome of a replay is reported: its worst elements carry their position (element_where::at).
+    return l.check(s, c);
   } catch (const std::exception& e) {
     law_outcome o;
     o.fail(std::string("harness error: ") + e.what(), failure_kind::harness);

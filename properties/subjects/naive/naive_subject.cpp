@@ -106,6 +106,13 @@ void attend_row(std::int64_t n, std::int64_t d, std::int64_t dv, float scale, co
   *lse = m + std::log(sum);
 }
 
+// Query row (b, i, h) of the problem into q (D values).
+void load_query(const attncheck_problem* p, std::int64_t b, std::int64_t i, std::int64_t h, std::vector<float>& q) {
+  for (std::int64_t x = 0; x < p->d; ++x)
+    q[static_cast<std::size_t>(x)] =
+        load(p->dtype, p->q.data, b * p->q.stride[0] + i * p->q.stride[1] + h * p->q.stride[2] + x * p->q.stride[3]);
+}
+
 void write_err(char* err, std::size_t len, const char* msg) {
   if (err && len) std::snprintf(err, len, "%s", msg);
 }
@@ -122,9 +129,7 @@ int naive_attend(const attncheck_problem* p, char* err, std::size_t err_len) {
     for (std::int64_t h = 0; h < p->hq; ++h) {
       const std::int64_t g = h / group;
       for (std::int64_t i = 0; i < p->lq; ++i) {
-        for (std::int64_t x = 0; x < p->d; ++x)
-          q[static_cast<std::size_t>(x)] =
-              load(p->dtype, p->q.data, b * p->q.stride[0] + i * p->q.stride[1] + h * p->q.stride[2] + x * p->q.stride[3]);
+        load_query(p, b, i, h, q);
         const std::int64_t pos = n - p->lq + i;
         auto key = [&](std::int64_t j, std::int64_t x) {
           return load(p->dtype, p->k.data, b * p->k.stride[0] + j * p->k.stride[1] + g * p->k.stride[2] + x * p->k.stride[3]);
@@ -211,9 +216,7 @@ int naive_cache_attend(void* cache, const attncheck_problem* p, char* err, std::
     for (std::int64_t h = 0; h < p->hq; ++h) {
       const std::int64_t g = h / group;
       for (std::int64_t i = 0; i < p->lq; ++i) {
-        for (std::int64_t x = 0; x < p->d; ++x)
-          q[static_cast<std::size_t>(x)] =
-              load(p->dtype, p->q.data, b * p->q.stride[0] + i * p->q.stride[1] + h * p->q.stride[2] + x * p->q.stride[3]);
+        load_query(p, b, i, h, q);
         const std::int64_t pos = n - p->lq + i;
         auto key = [&](std::int64_t j, std::int64_t x) { return kb[static_cast<std::size_t>((j * f.hkv + g) * f.d + x)]; };
         auto val = [&](std::int64_t j, std::int64_t e) { return vb[static_cast<std::size_t>((j * f.hkv + g) * f.dv + e)]; };

@@ -20,35 +20,28 @@ std::optional<dtype> parse_dtype(std::string_view s);
 /// Bytes per element: 4 for f32, 2 for f16 and bf16.
 constexpr std::size_t size_of(dtype t) { return t == dtype::f32 ? 4 : 2; }
 
+/// The numbers that define each type's rounding: its unit roundoff (2^-24
+/// f32, 2^-11 f16, 2^-8 bf16), its smallest positive subnormal (the absolute
+/// spacing near zero) and its largest finite value.
+struct dtype_limits {
+  double unit_roundoff, smallest_subnormal, largest_finite;
+};
+
+constexpr dtype_limits limits_of(dtype t) {
+  switch (t) {
+    case dtype::f16: return {0x1p-11, 0x1p-24, 65504.0};
+    case dtype::bf16: return {0x1p-8, 0x1p-133, 0x1.fep127};
+    case dtype::f32: break;
+  }
+  return {0x1p-24, 0x1p-149, 0x1.fffffep127};
+}
+
 /// Unit roundoff of the type: 2^-24 (f32), 2^-11 (f16), 2^-8 (bf16).
-constexpr double unit_roundoff(dtype t) {
-  switch (t) {
-    case dtype::f32: return 0x1p-24;
-    case dtype::f16: return 0x1p-11;
-    case dtype::bf16: return 0x1p-8;
-  }
-  return 0x1p-24;
-}
-
+constexpr double unit_roundoff(dtype t) { return limits_of(t).unit_roundoff; }
 /// Smallest positive subnormal of the type: the absolute spacing near zero.
-constexpr double smallest_subnormal(dtype t) {
-  switch (t) {
-    case dtype::f32: return 0x1p-149;
-    case dtype::f16: return 0x1p-24;
-    case dtype::bf16: return 0x1p-133;
-  }
-  return 0x1p-149;
-}
-
+constexpr double smallest_subnormal(dtype t) { return limits_of(t).smallest_subnormal; }
 /// Largest finite value of the type.
-constexpr double largest_finite(dtype t) {
-  switch (t) {
-    case dtype::f32: return 0x1.fffffep127;
-    case dtype::f16: return 65504.0;
-    case dtype::bf16: return 0x1.fep127;
-  }
-  return 0x1.fffffep127;
-}
+constexpr double largest_finite(dtype t) { return limits_of(t).largest_finite; }
 
 /// Decodes a bit pattern (low 16 bits for f16/bf16) to its exact value.
 /// Every f32, f16 and bf16 value is exactly a double; NaN stays NaN.

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attncheck/case.hpp"
@@ -43,6 +44,9 @@ enum class oracle_tier : std::uint8_t {
   binary64,        ///< oracle_precision::binary64: the same loops in plain double, never the oracle
   fast_binary64,   ///< auto_tier's fast tier: its own error is inside o_bound and lse_bound
 };
+
+/// "multiprecision", "binary64" or "fast_binary64".
+std::string_view name(oracle_tier t);
 
 /// auto_tier accepts its fast tier only where, on every element, the bound it
 /// returns exceeds the bound mpfr50 would return by at most this share of it

@@ -1,6 +1,8 @@
 // The case type: enum names, docs/spec.md visibility, slot usage, fingerprint.
 #include "attncheck/case.hpp"
 
+#include "attncheck/enum_names.hpp"
+
 #include <array>
 #include <cmath>
 #include <utility>
@@ -10,7 +12,7 @@ namespace attncheck {
 namespace {
 
 // Enum <-> name tables; the names are the one-line form's spelling.
-constexpr std::array<std::pair<value_kind, std::string_view>, 13> value_names{{
+constexpr name_table<value_kind, 13> value_names{{
     {value_kind::dyadic, "dyadic"},
     {value_kind::normal, "normal"},
     {value_kind::uniform, "uniform"},
@@ -25,30 +27,10 @@ constexpr std::array<std::pair<value_kind, std::string_view>, 13> value_names{{
     {value_kind::masked_lead, "masked_lead"},
     {value_kind::max_v, "max_v"},
 }};
-constexpr std::array<std::pair<layout_kind, std::string_view>, 3> layout_names{{
-    {layout_kind::bshd, "bshd"},
-    {layout_kind::bhsd, "bhsd"},
-    {layout_kind::padded, "padded"},
-}};
-constexpr std::array<std::pair<poison_kind, std::string_view>, 3> poison_names{{
-    {poison_kind::none, "none"},
-    {poison_kind::nan, "nan"},
-    {poison_kind::big, "big"},
-}};
-
-template <class E, std::size_t N>
-std::string_view name_in(const std::array<std::pair<E, std::string_view>, N>& table, E e) {
-  for (const auto& [k, n] : table)
-    if (k == e) return n;
-  return "?";
-}
-
-template <class E, std::size_t N>
-std::optional<E> parse_in(const std::array<std::pair<E, std::string_view>, N>& table, std::string_view s) {
-  for (const auto& [k, n] : table)
-    if (n == s) return k;
-  return std::nullopt;
-}
+constexpr name_table<layout_kind, 3> layout_names{
+    {{layout_kind::bshd, "bshd"}, {layout_kind::bhsd, "bhsd"}, {layout_kind::padded, "padded"}}};
+constexpr name_table<poison_kind, 3> poison_names{
+    {{poison_kind::none, "none"}, {poison_kind::nan, "nan"}, {poison_kind::big, "big"}}};
 
 }  // namespace
 

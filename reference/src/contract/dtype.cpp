@@ -1,26 +1,20 @@
 #include "attncheck/dtype.hpp"
 
+#include "attncheck/enum_names.hpp"
+
 #include <bit>
 #include <cmath>
 #include <limits>
 
 namespace attncheck {
 
-std::string_view name(dtype t) {
-  switch (t) {
-    case dtype::f32: return "f32";
-    case dtype::f16: return "f16";
-    case dtype::bf16: return "bf16";
-  }
-  return "?";
-}
+namespace {
+constexpr name_table<dtype, 3> dtype_names{{{dtype::f32, "f32"}, {dtype::f16, "f16"}, {dtype::bf16, "bf16"}}};
+}  // namespace
 
-std::optional<dtype> parse_dtype(std::string_view s) {
-  if (s == "f32") return dtype::f32;
-  if (s == "f16") return dtype::f16;
-  if (s == "bf16") return dtype::bf16;
-  return std::nullopt;
-}
+std::string_view name(dtype t) { return name_in(dtype_names, t); }
+
+std::optional<dtype> parse_dtype(std::string_view s) { return parse_in(dtype_names, s); }
 
 namespace {
 

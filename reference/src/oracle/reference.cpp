@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "attncheck/enum_names.hpp"
 #include "attncheck/oracle.hpp"
 #include "error_bound.hpp"
 #include "fast_tier.hpp"
@@ -66,6 +67,13 @@ std::optional<oracle_result> fast_oracle(const attn_case& c, const oracle_option
   oracle_detail::fast_tier_result f = oracle_detail::fast_tier(c, o);
   if (!f.accepted) return std::nullopt;
   return std::move(f.r);
+}
+
+std::string_view name(oracle_tier t) {
+  static constexpr name_table<oracle_tier, 3> names{{{oracle_tier::multiprecision, "multiprecision"},
+                                                     {oracle_tier::binary64, "binary64"},
+                                                     {oracle_tier::fast_binary64, "fast_binary64"}}};
+  return name_in(names, t);
 }
 
 std::string oracle_accuracy_statement() {

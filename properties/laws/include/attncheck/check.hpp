@@ -6,6 +6,8 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "attncheck/case.hpp"
@@ -24,16 +26,34 @@ struct element_index {
 /// The one printer of an element's position: "O[b=0,i=1,h=2,e=0]" or "LSE[b=0,h=1,i=3]".
 std::string where_text(const element_index& at);
 
+/// Where a compared element lies, as a law names it: the element of O or LSE
+/// (none for a row sum and the like) and the text the reports print,
+/// where_text(at) with the law's own words around it (operator+).
+struct element_where {
+  std::string text;
+  std::optional<element_index> at;
+  /// A label that names no element of O or LSE ("sum_j P[b=0,h=1,i=2,:]").
+  element_where(std::string label) : text(std::move(label)) {}
+  element_where(const char* label) : text(label) {}
+  /// The element itself, printed by where_text.
+  element_where(const element_index& e) : text(where_text(e)), at(e) {}
+};
+/// The same element with the law's words after (or before) its text.
+element_where operator+(element_where w, std::string_view words);
+element_where operator+(std::string_view words, element_where w);
+/// The LSE of the row of an element of O: "LSE of " before its text.
+element_where lse_of_row(element_where w);
+
 /// The element that came closest to (or went past) its bound.
 struct worst_element {
-  std::string where;    ///< as the law named it, e.g. "O[b=0,i=1,h=2,e=0] (V scaled)" or "LSE[b=0,h=1,i=3]"
+  std::string where;    ///< as the law named it (element_where::text), e.g. "O[b=0,i=1,h=2,e=0] (V scaled)"
   double expected = 0;  ///< the oracle's value (or the other run's, for metamorphic laws)
   double got = 0;
   double bound = 0;  ///< allowed |got - expected|
   double ratio = 0;  ///< |got - expected| / bound; inf for a NaN/inf mismatch
   /// The element of O or LSE that `where` names, structured (none for a row
-  /// sum and the like): set by the runner when the law's outcome becomes a
-  /// report (indexed), read by heat maps and carried by the result codec.
+  /// sum and the like): element_where::at of the comparison, read by heat maps
+  /// and carried by the result codec.
   std::optional<element_index> at = std::nullopt;
 
   std::string describe() const;
@@ -75,37 +95,37 @@ struct comparison {
   /// `unbounded`, not in `compared`. A got of
   /// +-inf for a finite expected passes only where expected + the bound (same
   /// sign) reaches overflow_threshold: the value may legitimately round to inf.
-  void element(const std::string& where, double expected, double got, double bound);
+  void element(const element_where& where, double expected, double got, double bound);
   /// The same, and where sound_useless the probabilistic verdict on pbound
   /// (NaN or +inf pbound: the element stays unjudged by it).
-  void element(const std::string& where, double expected, double got, double bound, double pbound, bool sound_useless);
+  void element(const element_where& where, double expected, double got, double bound, double pbound, bool sound_useless);
   /// Folds one element into the probabilistic verdict alone (the rules of
   /// element(): NaN fails, +-inf only by the overflow rule, else |error| <= pbound).
-  void probabilistic(const std::string& where, double expected, double got, double pbound);
+  void probabilistic(const element_where& where, double expected, double got, double pbound);
   /// An element whose bound is NaN (a visible input is not finite) or whose
   /// truth is NaN: any non-finite got passes; a finite got fails where the
   /// truth is NaN or infinite, passes where it equals a finite truth, and is
   /// otherwise left unjudged (`unbounded`): no bound exists to judge it by.
   /// empty_value (not NaN): the row's every visible score is -inf, and the
   /// empty row's value (0 for O, -inf for LSE) passes too.
-  void without_bound(const std::string& where, double expected, double got,
+  void without_bound(const element_where& where, double expected, double got,
                      double empty_value = std::numeric_limits<double>::quiet_NaN());
   /// Requires identical bit patterns (bitwise laws); any two NaNs count as
   /// equal, since IEEE 754 does not specify a NaN result's sign or payload.
-  void exact(const std::string& where, std::uint32_t expected_bits, std::uint32_t got_bits, double expected, double got);
+  void exact(const element_where& where, std::uint32_t expected_bits, std::uint32_t got_bits, double expected, double got);
   void fail(const std::string& why, failure_kind k = failure_kind::law);
   /// Fails (and returns false) when a run did not succeed: an error code or a write outside O/LSE.
   bool runs_ok(std::initializer_list<const subject_output*> runs);
   /// Two runs of a subject whose true value is `truth` (bound each): an
   /// infinity in either is fine exactly where the overflow rule allows it.
   /// Returns true when the element was decided here (skip the bound check).
-  bool overflowed(const std::string& where, double truth, double bound, double x, double y);
+  bool overflowed(const element_where& where, double truth, double bound, double x, double y);
   void merge(const comparison& other);
 };
 
-/// where_text of O[b,i,h,e] and of LSE[b,h,i].
-std::string o_where(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t e);
-std::string lse_where(std::int64_t b, std::int64_t h, std::int64_t i);
+/// The elements O[b,i,h,e] and LSE[b,h,i].
+element_where o_where(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t e);
+element_where lse_where(std::int64_t b, std::int64_t h, std::int64_t i);
 
 /// True when row (b, h, i) sees keys and every visible score is exactly -inf
 /// (an infinite Q or K element): the row is empty once those keys drop out.

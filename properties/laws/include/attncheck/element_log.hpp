@@ -14,17 +14,6 @@
 
 namespace attncheck {
 
-/// The element a comparison's `where` text names: "O[b=0,i=1,h=2,e=0]" with
-/// any prefix or suffix a law adds, "LSE[b=0,h=1,i=3]", or "LSE of ...
-/// O[b,i,h,e]" (the LSE of that row); nullopt for anything else (a row sum).
-/// The laws name elements in text (the catalogue composes where_text with
-/// words of its own); this reads the position back where that text enters the
-/// log (note) and where an outcome becomes a report (indexed): nowhere else.
-std::optional<element_index> parse_where(const std::string& where);
-
-/// The worst element with `at` set from its text (kept when already set).
-worst_element indexed(worst_element w);
-
 /// Opens on construction (on this thread), closes on destruction.
 class element_log {
  public:
@@ -39,8 +28,8 @@ class element_log {
 
   /// The log open on this thread, or nullptr.
   static element_log* current();
-  /// Keeps the element if `where` names one; at most max_entries.
-  void note(const std::string& where, double ratio);
+  /// Keeps the element if `where` is one of O or LSE; at most max_entries.
+  void note(const element_where& where, double ratio);
   const std::vector<entry>& entries() const { return entries_; }
   /// A bound on memory: 4M entries (64 MiB) is far above what a shrunk case compares.
   static constexpr std::size_t max_entries = std::size_t{1} << 22;
