@@ -28,12 +28,8 @@ struct gate_cmd {
   std::vector<std::pair<CLI::Option*, const char*>> flags;  // each run flag and its key
 };
 
-// A default as the help text prints it: 120, 0.5.
-std::string number_text(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
+// A default as the help text prints it: 120, 0.5 (gate.hpp's one number printer).
+std::string number_text(double x) { return gate_detail::number_text(x, "%g"); }
 
 std::string run_key_names() {
   std::string s;
