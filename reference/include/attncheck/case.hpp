@@ -60,6 +60,73 @@ enum class poison_kind : std::uint8_t { none, nan, big };  // big: +-1e30 (f32) 
 std::string_view name(poison_kind k);
 std::optional<poison_kind> parse_poison_kind(std::string_view s);
 
+/// How materialize() draws the sink logits sigma_h (docs/spec.md "Attention sinks").
+enum class sink_kind : std::uint8_t {
+  none,     ///< no sink (sigma = -inf for every head, and the feature is off)
+  normal,   ///< sigma_h ~ N(0, 4): comparable to the scores of unit-scale values
+  high,     ///< sigma_h in [8, 64]: the sink dominates rows of ordinary scores
+  low,      ///< sigma_h in [-64, -8]: the sink vanishes against ordinary scores
+  neginf,   ///< sigma_h = -inf for every head: equals no sink
+  mixed,    ///< each head draws one of normal, high, low, -inf
+};
+std::string_view name(sink_kind k);
+std::optional<sink_kind> parse_sink_kind(std::string_view s);
+
+/// How materialize() draws the ALiBi slopes m_h (docs/spec.md "ALiBi").
+enum class alibi_kind : std::uint8_t {
+  none,      ///< no ALiBi
+  standard,  ///< the published family (Press et al.; BLOOM's rule for Hq not a power of two), positive slopes
+  random,    ///< +-2^e, e uniform in [-10, 0]: both signs
+  zero,      ///< every slope 0: equals no ALiBi
+};
+std::string_view name(alibi_kind k);
+std::optional<alibi_kind> parse_alibi_kind(std::string_view s);
+
+/// How materialize() draws the additive bias (docs/spec.md "Additive bias").
+enum class bias_kind : std::uint8_t {
+  normal,   ///< N(0, 1)
+  masking,  ///< N(0, 1), with whole rows and columns of -inf and scattered -inf entries
+  huge,     ///< +-2^e, e uniform in [10, 14] (1e3 .. 3e4): the bias dominates the scores
+};
+std::string_view name(bias_kind k);
+std::optional<bias_kind> parse_bias_kind(std::string_view s);
+
+/// The optional score variants of contract 1.1 (docs/spec.md "Variants").
+/// Every field at its default is off, and a case with all of them off is a
+/// contract 1.0 case. Order of operations, per visible pair:
+///   s = softcap(scale * q.k) + alibi + bias, then the masks, then the softmax with the sink.
+struct score_variants {
+  /// Sliding window around the aligned position p = n[b] - Lq + i: key j is
+  /// visible only if p - window_left <= j <= p + window_right; -1 leaves that side unbounded.
+  std::int64_t window_left = -1, window_right = -1;
+  /// Chunked local attention: key j is visible only if floor(j / chunk) == floor(p / chunk); 0: off.
+  std::int64_t chunk = 0;
+  /// Logit softcap c > 0: the scaled score x becomes c * tanh(x / c); 0: off.
+  float softcap = 0;
+  /// Recipes (part of the one-line form); the values below are drawn from them.
+  sink_kind sinks = sink_kind::none;
+  alibi_kind alibi = alibi_kind::none;
+  /// Bias broadcast shape over (B, Hq, Lq, Lk), each dim 1 or full; all zero: no bias.
+  std::array<std::int64_t, 4> bias_shape{};
+  dtype bias_type = dtype::f32;
+  bias_kind bias_values = bias_kind::normal;
+
+  /// Values: Hq sink logits (f32, -inf allowed), Hq ALiBi slopes (f32, finite),
+  /// and the bias, dense row-major over bias_shape in bias_type (-inf masks the key).
+  std::vector<float> sink_logits;
+  std::vector<float> alibi_slopes;
+  tensor bias;
+
+  bool has_window() const { return window_left >= 0 || window_right >= 0; }
+  bool has_chunk() const { return chunk > 0; }
+  bool has_softcap() const { return softcap != 0; }
+  bool has_sinks() const { return sinks != sink_kind::none; }
+  bool has_alibi() const { return alibi != alibi_kind::none; }
+  bool has_bias() const { return bias_shape[0] != 0; }
+  /// True when any variant is on: the case needs contract 1.1.
+  bool any() const { return has_window() || has_chunk() || has_softcap() || has_sinks() || has_alibi() || has_bias(); }
+};
+
 /// Limits that keep a hostile case from exhausting memory or time.
 struct case_limits {
   std::int64_t max_dim = 1 << 20;          ///< any single size
@@ -87,6 +154,8 @@ struct attn_case {
   std::vector<std::uint8_t> mask;
   /// Storage type of Q, K, V and O.
   dtype type = dtype::f32;
+  /// Contract 1.1 variants (window, chunk, softcap, sinks, ALiBi, bias); all off by default.
+  score_variants variants;
 
   /// Recipe: how the tensors were (or are to be) drawn. Part of the one-line form.
   value_kind values = value_kind::normal;
@@ -106,9 +175,18 @@ struct attn_case {
   std::int64_t valid_keys(std::int64_t bi) const;
   /// scale, or float(1.0 / sqrt(double(D))) when unset (IEEE ops only: portable).
   float effective_scale() const;
-  /// The docs/spec.md visibility M[b,h,i,j]: padding AND causal AND boolean mask.
+  /// The aligned position p = n[b] - Lq + i of query row i (causal, window and chunk use it).
+  std::int64_t position(std::int64_t bi, std::int64_t i) const { return valid_keys(bi) - lq + i; }
+  /// The docs/spec.md visibility M[b,h,i,j]: padding AND causal AND boolean mask
+  /// AND window AND chunk AND a bias entry that is not -inf (once the bias is drawn).
   /// Indices within (B, Hq, Lq, Lk); the header must be valid.
   bool visible(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const;
+  /// The bias at (b, h, i, j), broadcast over size-1 dims; 0 without a bias.
+  double bias_at(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const;
+  /// ALiBi's term m_h * (j - p) in exact arithmetic (double holds it: |j - p| < 2^21); 0 without ALiBi.
+  double alibi_at(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const;
+  /// Sink logit of query head h; -inf without sinks.
+  double sink_of(std::int64_t h) const;
   /// The boolean mask alone at (b, h, i, j), broadcast over size-1 dims; true without a mask.
   bool mask_allows(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const;
 };

@@ -17,6 +17,7 @@ struct bound_params {
   double u_compute = 0x1p-24;   ///< unit roundoff of the compute type (f32)
   double exp_ulps = 1.0;        ///< c_exp: the declared accuracy of exp, in ulps
   std::int64_t key_blocks = 1;  ///< nb: online-softmax rescales (blocks + splits) over the longest row
+  double tanh_ulps = 1.0;       ///< c_tanh: the declared accuracy of tanh, in ulps (used only with a softcap)
 };
 
 /// The probabilistic bound's stated failure probability per element of O or

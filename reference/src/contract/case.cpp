@@ -4,7 +4,9 @@
 #include "attncheck/enum_names.hpp"
 
 #include <array>
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 namespace attncheck {
@@ -31,6 +33,19 @@ constexpr name_table<layout_kind, 3> layout_names{
     {{layout_kind::bshd, "bshd"}, {layout_kind::bhsd, "bhsd"}, {layout_kind::padded, "padded"}}};
 constexpr name_table<poison_kind, 3> poison_names{
     {{poison_kind::none, "none"}, {poison_kind::nan, "nan"}, {poison_kind::big, "big"}}};
+constexpr name_table<sink_kind, 6> sink_names{{{sink_kind::none, "none"},
+                                               {sink_kind::normal, "normal"},
+                                               {sink_kind::high, "high"},
+                                               {sink_kind::low, "low"},
+                                               {sink_kind::neginf, "neginf"},
+                                               {sink_kind::mixed, "mixed"}}};
+constexpr name_table<alibi_kind, 4> alibi_names{
+    {{alibi_kind::none, "none"}, {alibi_kind::standard, "standard"}, {alibi_kind::random, "random"}, {alibi_kind::zero, "zero"}}};
+constexpr name_table<bias_kind, 3> bias_names{
+    {{bias_kind::normal, "normal"}, {bias_kind::masking, "masking"}, {bias_kind::huge, "huge"}}};
+
+// floor(a / b) for b > 0, also for negative a (positions before the first key).
+std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 }  // namespace
 
@@ -40,6 +55,12 @@ std::string_view name(layout_kind k) { return name_in(layout_names, k); }
 std::optional<layout_kind> parse_layout_kind(std::string_view s) { return parse_in(layout_names, s); }
 std::string_view name(poison_kind k) { return name_in(poison_names, k); }
 std::optional<poison_kind> parse_poison_kind(std::string_view s) { return parse_in(poison_names, s); }
+std::string_view name(sink_kind k) { return name_in(sink_names, k); }
+std::optional<sink_kind> parse_sink_kind(std::string_view s) { return parse_in(sink_names, s); }
+std::string_view name(alibi_kind k) { return name_in(alibi_names, k); }
+std::optional<alibi_kind> parse_alibi_kind(std::string_view s) { return parse_in(alibi_names, s); }
+std::string_view name(bias_kind k) { return name_in(bias_names, k); }
+std::optional<bias_kind> parse_bias_kind(std::string_view s) { return parse_in(bias_names, s); }
 
 std::int64_t attn_case::valid_keys(std::int64_t bi) const { return key_len.empty() ? lk : key_len[static_cast<std::size_t>(bi)]; }
 
@@ -62,12 +83,33 @@ bool attn_case::mask_allows(std::int64_t bi, std::int64_t h, std::int64_t i, std
 bool attn_case::visible(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const {
   const std::int64_t n = valid_keys(bi);
   if (j >= n) return false;  // key padding
-  if (causal) {
-    // Bottom-right: the last query sits on the last valid key.
-    const std::int64_t pos = (n - lq) + i;
-    if (j > pos) return false;
-  }
-  return mask_allows(bi, h, i, j);
+  // Bottom-right: the last query sits on the last valid key.
+  const std::int64_t pos = (n - lq) + i;
+  if (causal && j > pos) return false;
+  const score_variants& w = variants;
+  if (w.window_left >= 0 && j < pos - w.window_left) return false;  // both ends inclusive
+  if (w.window_right >= 0 && j > pos + w.window_right) return false;
+  if (w.chunk > 0 && floor_div(j, w.chunk) != floor_div(pos, w.chunk)) return false;
+  if (!mask_allows(bi, h, i, j)) return false;
+  // A bias entry of -inf masks the key (torch's float attn_mask); before the bias is drawn, nothing.
+  return !(w.has_bias() && !w.bias.bits.empty() && bias_at(bi, h, i, j) == -std::numeric_limits<double>::infinity());
+}
+
+double attn_case::bias_at(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const {
+  const score_variants& w = variants;
+  if (!w.has_bias()) return 0;
+  const auto& s = w.bias_shape;
+  return w.bias.at(s[0] == 1 ? 0 : bi, s[1] == 1 ? 0 : h, s[2] == 1 ? 0 : i, s[3] == 1 ? 0 : j);
+}
+
+double attn_case::alibi_at(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const {
+  if (!variants.has_alibi()) return 0;
+  return static_cast<double>(variants.alibi_slopes[static_cast<std::size_t>(h)]) * static_cast<double>(j - position(bi, i));
+}
+
+double attn_case::sink_of(std::int64_t h) const {
+  if (!variants.has_sinks()) return -std::numeric_limits<double>::infinity();
+  return static_cast<double>(variants.sink_logits[static_cast<std::size_t>(h)]);
 }
 
 slot_usage used_slots(const attn_case& c) {
@@ -122,6 +164,14 @@ std::uint64_t fingerprint(const attn_case& c) {
   f.tensor_(c.q);
   f.tensor_(c.k);
   f.tensor_(c.v);
+  if (c.variants.any()) {  // contract 1.0 cases keep their fingerprints
+    const score_variants& w = c.variants;
+    for (const std::vector<float>* v : {&w.sink_logits, &w.alibi_slopes}) {
+      f.u64(v->size());
+      for (float x : *v) f.u64(std::bit_cast<std::uint32_t>(x));
+    }
+    f.tensor_(w.bias);
+  }
   return f.h;
 }
 

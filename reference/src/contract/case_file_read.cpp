@@ -128,7 +128,9 @@ dims4 as_dims4(const json& v, const std::string& field) {
 const std::set<std::string>& top_level_fields() {
   static const std::set<std::string> known = {
       "format", "version", "line",    "law",        "subject", "note",  "b",      "hq",     "hkv",    "lq",   "lk", "d", "dv",
-      "scale",  "causal",  "key_len", "mask_shape", "mask",    "dtype", "values", "layout", "poison", "seed", "q",  "k", "v"};
+      "scale",  "causal",  "key_len", "mask_shape", "mask",    "dtype", "values", "layout", "poison", "seed", "q",  "k", "v",
+      "window", "chunk",   "softcap", "sinks",      "sink_logits", "alibi", "alibi_slopes", "bias_shape", "bias_type",
+      "bias_values", "bias"};
   return known;
 }
 
@@ -155,6 +157,38 @@ auto as_enum(const json& j, const char* key, Parse parse, const char* choices) {
   const auto v = parse(s);
   if (!v) fail(key, "\"" + s + "\" is not one of " + choices);
   return *v;
+}
+
+// The recipes and scalars of the contract 1.1 variants; their values come with the tensors.
+void read_variant_header(const json& j, attn_case& c) {
+  score_variants& w = c.variants;
+  if (const json* v = find(j, "window")) {
+    if (!v->is_array() || v->size() != 2) fail("window", "must be [left, right] (-1: unbounded)");
+    w.window_left = as_int((*v)[0], "window[0]");
+    w.window_right = as_int((*v)[1], "window[1]");
+  }
+  if (const json* v = find(j, "chunk")) w.chunk = as_int(*v, "chunk");
+  if (const json* v = find(j, "softcap")) {
+    if (!v->is_number()) fail("softcap", "must be a number, got " + type_name(*v));
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || std::fabs(x) > largest_finite(dtype::f32)) fail("softcap", v->dump() + " is out of f32 range");
+    w.softcap = static_cast<float>(x);
+  }
+  if (find(j, "sinks")) w.sinks = as_enum(j, "sinks", parse_sink_kind, "none, normal, high, low, neginf, mixed");
+  if (find(j, "alibi")) w.alibi = as_enum(j, "alibi", parse_alibi_kind, "none, standard, random, zero");
+  if (find(j, "sink_logits") && !w.has_sinks()) fail("sink_logits", "given without sinks");
+  if (find(j, "alibi_slopes") && !w.has_alibi()) fail("alibi_slopes", "given without alibi");
+  const json* shape = find(j, "bias_shape");
+  for (const char* k : {"bias_type", "bias_values", "bias"})
+    if (find(j, k) && !shape) fail(k, "given without bias_shape");
+  if (shape) {
+    w.bias_shape = as_dims4(*shape, "bias_shape");
+    for (int a = 0; a < 4; ++a)
+      if (w.bias_shape[a] < 1)
+        fail("bias_shape", "dim " + std::to_string(a) + " is " + std::to_string(w.bias_shape[a]) + ", must be >= 1");
+    w.bias_type = as_enum(j, "bias_type", parse_dtype, "f32, f16, bf16");
+    if (find(j, "bias_values")) w.bias_values = as_enum(j, "bias_values", parse_bias_kind, "normal, masking, huge");
+  }
 }
 
 void read_header(const json& j, attn_case& c, const case_limits& limits) {
@@ -203,6 +237,7 @@ void read_header(const json& j, attn_case& c, const case_limits& limits) {
       fail("seed", "must be an integer in [0, 2^64), got " + s->dump());
     c.seed = s->get<std::uint64_t>();
   }
+  read_variant_header(j, c);
   // Sizes and limits first, so nothing below allocates for a hostile header.
   validate(c, false, limits);
   if (mask) {
@@ -263,6 +298,25 @@ tensor read_tensor(const json& j, const char* key, dtype type, const case_limits
   return x;
 }
 
+// A per-head f32 vector written as hex bits (case_file_write.cpp, f32_hex).
+std::vector<float> read_f32_vector(const json& j, const char* key, std::int64_t want, const case_limits& limits) {
+  json wrapped = json::object();
+  wrapped[key] = {{"shape", {1, 1, 1, want}}, {"stride", {want, want, want, 1}}, {"offset", 0}, {"bits", require(j, key, key)}};
+  const tensor t = read_tensor(wrapped, key, dtype::f32, limits);
+  if (static_cast<std::int64_t>(t.bits.size()) != want)
+    fail(key, "has " + std::to_string(t.bits.size()) + " values, hq=" + std::to_string(want) + " needs one per query head");
+  std::vector<float> out(t.bits.size());
+  for (std::size_t h = 0; h < out.size(); ++h) out[h] = static_cast<float>(decode(dtype::f32, t.bits[h]));
+  return out;
+}
+
+void read_variant_values(const json& j, attn_case& c, const case_limits& limits) {
+  score_variants& w = c.variants;
+  if (w.has_sinks()) w.sink_logits = read_f32_vector(j, "sink_logits", c.hq, limits);
+  if (w.has_alibi()) w.alibi_slopes = read_f32_vector(j, "alibi_slopes", c.hq, limits);
+  if (w.has_bias()) w.bias = read_tensor(j, "bias", w.bias_type, limits);
+}
+
 case_record parse_checked(std::string_view text, const case_limits& limits) {
   if (static_cast<std::int64_t>(text.size()) > limits.max_bytes)
     fail("file", "is " + std::to_string(text.size()) + " bytes, over max_bytes=" + std::to_string(limits.max_bytes));
@@ -276,6 +330,7 @@ case_record parse_checked(std::string_view text, const case_limits& limits) {
   r.c.q = read_tensor(j, "q", r.c.type, limits);
   r.c.k = read_tensor(j, "k", r.c.type, limits);
   r.c.v = read_tensor(j, "v", r.c.type, limits);
+  read_variant_values(j, r.c, limits);
   validate(r.c, true, limits);
   return r;
 }

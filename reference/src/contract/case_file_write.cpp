@@ -26,6 +26,13 @@ std::string to_hex(const tensor& t) {
   return s;
 }
 
+// A per-head f32 vector as 8 hex digits an entry, as tensors store f32.
+std::string f32_hex(const std::vector<float>& v) {
+  tensor t = tensor::contiguous(dtype::f32, {1, 1, 1, static_cast<std::int64_t>(v.size())});
+  for (std::size_t h = 0; h < v.size(); ++h) t.set(0, 0, 0, static_cast<std::int64_t>(h), static_cast<double>(v[h]));
+  return to_hex(t);
+}
+
 ojson tensor_json(const tensor& t) {
   ojson j;
   j["shape"] = t.shape;
@@ -64,6 +71,24 @@ std::string format_case_file(const case_record& r) {
     std::string bits(c.mask.size(), '0');
     for (std::size_t i = 0; i < c.mask.size(); ++i) bits[i] = c.mask[i] ? '1' : '0';
     j["mask"] = bits;
+  }
+  const score_variants& w = c.variants;
+  if (w.has_window()) j["window"] = {w.window_left, w.window_right};
+  if (w.has_chunk()) j["chunk"] = w.chunk;
+  if (w.has_softcap()) j["softcap"] = static_cast<double>(w.softcap);
+  if (w.has_sinks()) {
+    j["sinks"] = name(w.sinks);
+    j["sink_logits"] = f32_hex(w.sink_logits);  // hex bits: -inf has no JSON number
+  }
+  if (w.has_alibi()) {
+    j["alibi"] = name(w.alibi);
+    j["alibi_slopes"] = f32_hex(w.alibi_slopes);
+  }
+  if (w.has_bias()) {
+    j["bias_shape"] = w.bias_shape;
+    j["bias_type"] = name(w.bias_type);
+    j["bias_values"] = name(w.bias_values);
+    j["bias"] = tensor_json(w.bias);
   }
   j["dtype"] = name(c.type);
   j["values"] = name(c.values);

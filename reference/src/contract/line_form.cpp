@@ -1,4 +1,5 @@
 // The one-line form ATTN(b=..,...): printed on every failure, parsed back as a filter.
+#include <array>
 #include <charconv>
 #include <set>
 #include <string>
@@ -78,6 +79,23 @@ std::vector<std::string_view> split_fields(std::string_view body) {
   return parts;
 }
 
+// BxHxIxJ, as mask= and bias= print their broadcast shapes.
+std::string dims_text(const std::array<std::int64_t, 4>& d) {
+  return std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]) + "x" + std::to_string(d[3]);
+}
+
+// Parses BxHxIxJ, each size >= 1.
+std::array<std::int64_t, 4> parse_dims(const char* key, std::string_view val) {
+  const auto dims = split(val, 'x');
+  if (dims.size() != 4) fail(key, "expected BxHxIxJ (four sizes), got " + quoted(val));
+  std::array<std::int64_t, 4> out{};
+  for (int a = 0; a < 4; ++a) {
+    out[a] = parse_int<std::int64_t>(key, dims[a]);
+    if (out[a] < 1) fail(key, "dim " + std::to_string(a) + " is " + std::to_string(out[a]) + ", must be >= 1");
+  }
+  return out;
+}
+
 bool is_space(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v'; }
 
 }  // namespace
@@ -93,9 +111,18 @@ std::string to_line(const attn_case& c) {
     for (std::size_t i = 0; i < c.key_len.size(); ++i) s += (i ? "," : "") + std::to_string(c.key_len[i]);
     s += "]";
   }
-  if (c.has_mask())
-    s += ",mask=" + std::to_string(c.mask_shape[0]) + "x" + std::to_string(c.mask_shape[1]) + "x" +
-         std::to_string(c.mask_shape[2]) + "x" + std::to_string(c.mask_shape[3]);
+  if (c.has_mask()) s += ",mask=" + dims_text(c.mask_shape);
+  const score_variants& w = c.variants;
+  if (w.has_window()) s += ",window=[" + std::to_string(w.window_left) + "," + std::to_string(w.window_right) + "]";
+  if (w.has_chunk()) s += ",chunk=" + std::to_string(w.chunk);
+  if (w.has_softcap()) s += ",softcap=" + float_text(w.softcap);
+  if (w.has_sinks()) s += ",sinks=" + std::string(name(w.sinks));
+  if (w.has_alibi()) s += ",alibi=" + std::string(name(w.alibi));
+  if (w.has_bias()) {
+    s += ",bias=" + dims_text(w.bias_shape);
+    if (w.bias_type != dtype::f32) s += ",bias_type=" + std::string(name(w.bias_type));
+    if (w.bias_values != bias_kind::normal) s += ",bias_values=" + std::string(name(w.bias_values));
+  }
   s += ",";
   s += name(c.type);
   if (c.values != value_kind::normal) s += ",values=" + std::string(name(c.values));
@@ -157,13 +184,46 @@ attn_case parse_line(std::string_view line, const case_limits& limits) {
       }
     } else if (key == "mask") {
       need_value();
-      const auto dims = split(val, 'x');
-      if (dims.size() != 4) fail("mask", "expected BxHxIxJ (four sizes), got " + quoted(val));
-      for (int a = 0; a < 4; ++a) {
-        c.mask_shape[a] = parse_int<std::int64_t>("mask", dims[a]);
-        if (c.mask_shape[a] < 1)
-          fail("mask", "dim " + std::to_string(a) + " is " + std::to_string(c.mask_shape[a]) + ", must be >= 1");
-      }
+      c.mask_shape = parse_dims("mask", val);
+    } else if (key == "window") {
+      need_value();
+      const auto ends = val.size() >= 2 && val.front() == '[' && val.back() == ']' ? split(val.substr(1, val.size() - 2), ',')
+                                                                                   : std::vector<std::string_view>{};
+      if (ends.size() != 2) fail("window", "expected [left,right] (-1: unbounded), got " + quoted(val));
+      c.variants.window_left = parse_int<std::int64_t>("window", ends[0]);
+      c.variants.window_right = parse_int<std::int64_t>("window", ends[1]);
+      if (!c.variants.has_window()) fail("window", "[-1,-1] is no window: leave the field out");
+    } else if (key == "chunk") {
+      need_value();
+      c.variants.chunk = parse_int<std::int64_t>(key, val);
+      if (c.variants.chunk < 1) fail("chunk", quoted(val) + " must be >= 1 (leave the field out for no chunking)");
+    } else if (key == "softcap") {
+      need_value();
+      c.variants.softcap = parse_float(key, val);
+      if (!(c.variants.softcap > 0)) fail("softcap", quoted(val) + " must be > 0 (leave the field out for no cap)");
+    } else if (key == "sinks") {
+      need_value();
+      const auto v = parse_sink_kind(val);
+      if (!v || *v == sink_kind::none) fail("sinks", quoted(val) + " is not one of normal, high, low, neginf, mixed");
+      c.variants.sinks = *v;
+    } else if (key == "alibi") {
+      need_value();
+      const auto v = parse_alibi_kind(val);
+      if (!v || *v == alibi_kind::none) fail("alibi", quoted(val) + " is not one of standard, random, zero");
+      c.variants.alibi = *v;
+    } else if (key == "bias") {
+      need_value();
+      c.variants.bias_shape = parse_dims("bias", val);
+    } else if (key == "bias_type") {
+      need_value();
+      const auto t = parse_dtype(val);
+      if (!t) fail("bias_type", quoted(val) + " is not one of f32, f16, bf16");
+      c.variants.bias_type = *t;
+    } else if (key == "bias_values") {
+      need_value();
+      const auto v = parse_bias_kind(val);
+      if (!v) fail("bias_values", quoted(val) + " is not one of normal, masking, huge");
+      c.variants.bias_values = *v;
     } else if (key == "values") {
       need_value();
       const auto v = parse_value_kind(val);
@@ -188,12 +248,14 @@ attn_case parse_line(std::string_view line, const case_limits& limits) {
       c.seed = parse_int<std::uint64_t>(key, val);
     } else {
       fail(std::string(key.substr(0, 40)),
-           "unknown field (known: b, hq, hkv, lq, lk, d, dv, scale, causal, kpad, mask, f32/f16/bf16, values, layout, "
-           "poison, seed)");
+           "unknown field (known: b, hq, hkv, lq, lk, d, dv, scale, causal, kpad, mask, window, chunk, softcap, sinks, "
+           "alibi, bias, bias_type, bias_values, f32/f16/bf16, values, layout, poison, seed)");
     }
   }
   for (const char* k : {"b", "hq", "hkv", "lq", "lk", "d", "dv"})
     if (!seen.count(k)) fail(k, "missing (shape fields are required)");
+  for (const char* k : {"bias_type", "bias_values"})
+    if (seen.count(k) && !seen.count("bias")) fail(k, "given without bias=BxHxIxJ");
   validate(c, false, limits);
   return c;
 }

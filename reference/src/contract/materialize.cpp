@@ -4,6 +4,7 @@
 // storage type, so the bits agree on every machine and compiler.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "attncheck/case.hpp"
 #include "prng.hpp"
@@ -15,7 +16,7 @@ namespace {
 using detail::random_stream;
 
 // Stream tags: one per consumer, so adding a draw to one never shifts another.
-enum stream_tag : std::uint64_t { tag_q = 1, tag_k, tag_v, tag_mask, tag_dominant, tag_poison, tag_offset };
+enum stream_tag : std::uint64_t { tag_q = 1, tag_k, tag_v, tag_mask, tag_dominant, tag_poison, tag_offset, tag_sinks, tag_alibi, tag_bias };
 
 // Largest |score| large_logits aims for: ~1e4 in f32 and bf16 (exp(s)
 // overflows f32 beyond 88, so any kernel without the max shift breaks, while
@@ -227,6 +228,109 @@ void poison_unused(attn_case& c) {
   }
 }
 
+// 2^(-num / den) for num >= 0, den >= 1, from exact and correctly rounded
+// IEEE operations only (sqrt, *, ldexp), so the same bits on every machine:
+// the fraction's binary digits, found in integers, select the factors
+// 2^(2^-k) = sqrt applied k times to 2.
+double exp2_neg_rational(std::int64_t num, std::int64_t den) {
+  const std::int64_t whole = num / den;
+  std::int64_t rest = num % den;
+  double value = 1.0, root = 2.0;
+  for (int k = 1; k <= 60 && rest != 0; ++k) {
+    root = std::sqrt(root);
+    rest *= 2;
+    if (rest >= den) {
+      value *= root;
+      rest -= den;
+    }
+  }
+  return std::ldexp(1.0 / value, -static_cast<int>(std::min<std::int64_t>(whole, 2000)));
+}
+
+// The published ALiBi slopes (Press et al. 2022) for Hq heads: with n the
+// largest power of two <= Hq, heads 0..n-1 get 2^(-8 (h+1) / n) and the
+// remaining Hq - n heads the odd-indexed slopes of 2n heads, 2^(-8 (2k+1) / (2n))
+// (BLOOM's rule for head counts that are not powers of two).
+double standard_alibi_slope(std::int64_t h, std::int64_t hq) {
+  std::int64_t n = 1;
+  while (2 * n <= hq) n *= 2;
+  if (h < n) return exp2_neg_rational(8 * (h + 1), n);
+  return exp2_neg_rational(8 * (2 * (h - n) + 1), 2 * n);
+}
+
+double sink_value(sink_kind kind, const random_stream& r, std::int64_t h) {
+  switch (kind) {
+    case sink_kind::normal: return 2.0 * r.normal(h, 0, 0, 0);
+    case sink_kind::high: return 8.0 + 56.0 * r.uniform({h, 1});
+    case sink_kind::low: return -(8.0 + 56.0 * r.uniform({h, 1}));
+    case sink_kind::neginf: return -std::numeric_limits<double>::infinity();
+    case sink_kind::mixed: {
+      static constexpr sink_kind pick[] = {sink_kind::normal, sink_kind::high, sink_kind::low, sink_kind::neginf};
+      return sink_value(pick[r.below(4, {h, 2})], r, h);
+    }
+    case sink_kind::none: break;
+  }
+  return -std::numeric_limits<double>::infinity();
+}
+
+double alibi_value(alibi_kind kind, const random_stream& r, std::int64_t h, std::int64_t hq) {
+  switch (kind) {
+    case alibi_kind::standard: return standard_alibi_slope(h, hq);
+    case alibi_kind::random: {
+      const std::uint64_t bits = r.bits({h});
+      return sign_of(bits) * std::ldexp(1.0 + static_cast<double>(bits >> 12) * 0x1p-52, -static_cast<int>(r.below(11, {h, 1})));
+    }
+    case alibi_kind::zero:
+    case alibi_kind::none: break;
+  }
+  return 0.0;
+}
+
+// The bias over its broadcast shape. masking: one row in eight and one column
+// in eight all -inf, and one entry in eight of the rest -inf, so rows with no
+// visible key occur (where the sink alone decides LSE).
+void fill_bias(attn_case& c) {
+  score_variants& w = c.variants;
+  const auto& s = w.bias_shape;
+  w.bias = tensor::contiguous(w.bias_type, s);
+  const random_stream r(c.seed, tag_bias);
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  for (std::int64_t a = 0; a < s[0]; ++a)
+    for (std::int64_t h = 0; h < s[1]; ++h)
+      for (std::int64_t i = 0; i < s[2]; ++i) {
+        const std::int64_t row = (a * s[1] + h) * s[2] + i;
+        for (std::int64_t j = 0; j < s[3]; ++j) {
+          double x = r.normal(row, j, 0, 0);
+          if (w.bias_values == bias_kind::huge) {
+            const std::uint64_t bits = r.bits({row, j, 1});
+            x = sign_of(bits) * std::ldexp(1.0 + static_cast<double>(bits >> 12) * 0x1p-52, 10 + static_cast<int>(r.below(5, {row, j, 2})));
+          } else if (w.bias_values == bias_kind::masking &&
+                     (r.below(8, {row, -1}) == 0 || r.below(8, {-1, j}) == 0 || r.below(8, {row, j, 3}) == 0)) {
+            x = neg_inf;
+          }
+          w.bias.set(a, h, i, j, x);
+        }
+      }
+}
+
+// Sinks, ALiBi slopes and the bias, each from its own stream.
+void fill_variants(attn_case& c) {
+  score_variants& w = c.variants;
+  const auto hq = static_cast<std::size_t>(c.hq);
+  if (w.has_sinks()) {
+    const random_stream r(c.seed, tag_sinks);
+    w.sink_logits.resize(hq);
+    for (std::size_t h = 0; h < hq; ++h) w.sink_logits[h] = static_cast<float>(sink_value(w.sinks, r, static_cast<std::int64_t>(h)));
+  }
+  if (w.has_alibi()) {
+    const random_stream r(c.seed, tag_alibi);
+    w.alibi_slopes.resize(hq);
+    for (std::size_t h = 0; h < hq; ++h)
+      w.alibi_slopes[h] = static_cast<float>(alibi_value(w.alibi, r, static_cast<std::int64_t>(h), c.hq));
+  }
+  if (w.has_bias()) fill_bias(c);
+}
+
 }  // namespace
 
 void materialize(attn_case& c, const case_limits& limits) {
@@ -235,9 +339,13 @@ void materialize(attn_case& c, const case_limits& limits) {
   c.k = tensor{};
   c.v = tensor{};
   c.mask.clear();
+  c.variants.sink_logits.clear();
+  c.variants.alibi_slopes.clear();
+  c.variants.bias = tensor{};
   validate(c, false, limits);
 
   if (c.has_mask()) fill_mask(c);
+  fill_variants(c);  // before the poison: a -inf bias entry hides its key
   c.q = make_tensor(c.type, {c.b, c.lq, c.hq, c.d}, c.layout);
   c.k = make_tensor(c.type, {c.b, c.lk, c.hkv, c.d}, c.layout);
   c.v = make_tensor(c.type, {c.b, c.lk, c.hkv, c.dv}, c.layout);

@@ -44,10 +44,15 @@ bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt, bool
   if (!(opt.bound.exp_ulps >= 0 && std::isfinite(opt.bound.exp_ulps)))
     throw input_error("bound.exp_ulps", "must be finite and >= 0");
   if (opt.bound.key_blocks < 1) throw input_error("bound.key_blocks", "must be >= 1 (one block: no rescale)");
+  if (!(opt.bound.tanh_ulps >= 0 && std::isfinite(opt.bound.tanh_ulps)))
+    throw input_error("bound.tanh_ulps", "must be finite and >= 0");
   bound_setup s;
+  s.c_tanh = opt.bound.tanh_ulps;
   s.u = opt.bound.u_compute;
   s.c_exp = opt.bound.exp_ulps;
-  s.nb = static_cast<double>(opt.bound.key_blocks);
+  // A sink may be merged after the keys (LSE' = logaddexp(LSE, sigma), O' = O exp(LSE - LSE')),
+  // as one more split would be: one block more (docs/bound.md, "Variants").
+  s.nb = static_cast<double>(opt.bound.key_blocks) + (c.variants.has_sinks() ? 1 : 0);
   s.u_out = unit_roundoff(opt.out_type);
   s.eta_out = smallest_subnormal(opt.out_type);
   s.u_lse = unit_roundoff(k::lse_type);
@@ -74,17 +79,44 @@ row_gammas gammas_of_row(const bound_setup& s, double n) {
   return {gamma_prob(k_dot, s.u, lambda), gamma_prob(k_sum, s.u, lambda)};
 }
 
+variant_score variant_score_terms(const bound_setup& s, const attn_case& c, std::int64_t bi, std::int64_t h, std::int64_t i,
+                                  std::int64_t j, double t_j) {
+  const score_variants& w = c.variants;
+  variant_score v;
+  double capped = t_j;  // |softcap(x)| <= min(c, |x|) and |x| <= T_j
+  if (w.has_softcap()) {
+    const double cap = static_cast<double>(w.softcap);
+    capped = std::min(cap, t_j);
+    // x / c rounds (u |x / c|, times c and |tanh'| <= 1: u T_j), tanh is
+    // c_tanh ulps of its result (<= 2 c_tanh u relative), c * tanh rounds
+    // (u |s|); each of the three may underflow (eta_c / 2).
+    v.error += s.u * t_j + (2 * s.c_tanh + 1) * s.u * capped + 1.5 * s.eta_c;
+  }
+  const double alibi = std::fabs(c.alibi_at(bi, h, i, j));
+  const double bias = std::fabs(c.bias_at(bi, h, i, j));
+  v.magnitude = capped + alibi + bias;
+  if (w.has_alibi() || w.has_bias()) {
+    // m_h * (j - p) rounds once ((j - p) is an exact integer), then the three
+    // terms are added in any order (gamma_2), with one rounding to spare for
+    // a log2(e) multiply of the sum (gamma_3); the product may underflow.
+    v.error += s.u * alibi + s.eta_c / 2 + gamma_n(3, s.u) * v.magnitude;
+  }
+  return v;
+}
+
 void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs& x, std::size_t key_base,
                    const std::vector<std::int64_t>& keys, const double* raw_of, double q_abs_sum, double q_abs_max,
-                   const double* p_row, const double* gap_row, double log_sum, const row_slack& slack, row_terms& t) {
+                   const double* p_row, const double* gap_row, double log_sum, const row_slack& slack, row_terms& t,
+                   const variant_score* score_extra, const sink_term* sink) {
   namespace k = bound_constants;
   const auto n = [](std::int64_t v) { return static_cast<std::size_t>(v); };
-  t.p.resize(keys.size());
-  t.phi.resize(keys.size());
-  t.pk.resize(keys.size());
+  const std::size_t terms = keys.size() + (sink ? 1 : 0);  // the sink: one more term of the denominator
+  t.p.resize(terms);
+  t.phi.resize(terms);
+  t.pk.resize(terms);
   t.scores_finite = true;
   t.worst_score_error = 0;
-  t.g = gammas_of_row(s, static_cast<double>(keys.size()));
+  t.g = gammas_of_row(s, static_cast<double>(terms));
   const double g_dot = t.g.g_dot, g_sum = t.g.g_sum;
   double worst_partial = 0;  // largest |partial dot| the subject can hold
   // The smallest log L the oracle's row can have (log L >= 0: the maximum key contributes exp(0) = 1).
@@ -109,9 +141,16 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
       t.scores_finite = false;
     }
     worst_partial = std::max({worst_partial, raw, t_j});
-    t.worst_score_error = std::max(t.worst_score_error, g_dot * t_j + dot_underflow);
+    // The variants' score error (softcap, ALiBi, bias), added last so that a
+    // contract 1.0 case evaluates the same expression as before, bit for bit.
+    const double extra = score_extra ? score_extra[kk].error : 0.0;
+    if (score_extra) {
+      worst_partial = std::max(worst_partial, score_extra[kk].magnitude);
+      if (!std::isfinite(extra)) t.scores_finite = false;
+    }
+    t.worst_score_error = std::max(t.worst_score_error, g_dot * t_j + dot_underflow + extra);
     const double gap_hi = gap_j * (1 + slack.gap_rel) + slack.gap_abs;
-    const double phi = g_dot * t_j + 2 * s.u * gap_hi + (s.c_exp + 2) * s.u * (s.nb + 1) + g_sum + dot_underflow;
+    const double phi = g_dot * t_j + 2 * s.u * gap_hi + (s.c_exp + 2) * s.u * (s.nb + 1) + g_sum + dot_underflow + extra;
     // P_j * (exp(Phi_j) - 1); when P_j underflowed in double, the same
     // product from logs, so a far key never turns 0 * inf into NaN.
     const bool p_usable = p_j > 0 && p_j >= slack.p_floor;
@@ -120,10 +159,18 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
     t.p[kk] = p_usable ? p_j * (1 + slack.p_rel) : p_j;
     t.pk[kk] = p_usable ? t.p[kk] * std::expm1(phi) : std::exp(phi - gap_lo - log_sum_lo);
   }
-  t.nv = static_cast<double>(keys.size());
+  if (sink) {
+    // Its score sigma is an exact input: only the shift, exp, rescales and sums round.
+    const double phi = 2 * s.u * sink->gap + (s.c_exp + 2) * s.u * (s.nb + 1) + g_sum;
+    t.phi[keys.size()] = phi;
+    t.p[keys.size()] = sink->p;
+    t.pk[keys.size()] = sink->p * std::expm1(phi);
+    if (!std::isfinite(sink->gap) || !std::isfinite(sink->p)) t.scores_finite = false;
+  }
+  t.nv = static_cast<double>(terms);
   t.b = 0;
   t.phi_bar = 0;
-  for (std::size_t kk = 0; kk < keys.size(); ++kk) {
+  for (std::size_t kk = 0; kk < terms; ++kk) {
     t.b += t.pk[kk];
     t.phi_bar += t.p[kk] * t.phi[kk];
   }
@@ -186,7 +233,8 @@ double row_o_bound(const bound_setup& s, const row_terms& t, const column_sums& 
 }
 
 void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vector<double>& gap,
-                 const std::vector<double>& log_sum, oracle_result& r) {
+                 const std::vector<double>& log_sum, oracle_result& r, const std::vector<double>& sink_p,
+                 const std::vector<double>& sink_above) {
   const bound_setup s = make_bound_setup(c, opt);
   const bound_setup sp = make_bound_setup(c, opt, true);
   const dense_inputs x = decode_dense(c);
@@ -198,16 +246,21 @@ void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vecto
   r.o_sound_useless.assign(r.o.size(), 0);
   r.lse_sound_useless.assign(r.lse.size(), 0);
   const row_slack none{};
+  const bool variant_scores = c.variants.has_softcap() || c.variants.has_alibi() || c.variants.has_bias();
   std::vector<std::int64_t> keys;
   std::vector<double> raw;
+  std::vector<variant_score> extra;
   row_terms t;
   column_sums cs;
   for (std::int64_t bi = 0; bi < c.b; ++bi) {
     for (std::int64_t h = 0; h < c.hq; ++h) {
       const std::size_t kb = x.key_base(c, bi, c.kv_head(h));
+      // A finite sink of this head (contract 1.1): one more term of every row's denominator.
+      const bool sink = !sink_p.empty() && c.sink_of(h) > -std::numeric_limits<double>::infinity();
       for (std::int64_t i = 0; i < c.lq; ++i) {
         visible_keys(c, bi, h, i, keys);
-        if (keys.empty()) continue;  // bounds stay 0: O exactly 0, LSE exactly -inf
+        // Bounds stay 0 in a row with no visible key: O exactly 0, LSE exactly -inf (or sigma, bounded below).
+        if (keys.empty() && !sink) continue;
         const std::size_t row = r.lse_index(bi, h, i);
         const double* q = x.q_row(c, bi, i, h);
         double q_abs_sum = 0, q_abs_max = 0;
@@ -217,19 +270,36 @@ void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vecto
         }
         raw.resize(keys.size());
         for (std::size_t kk = 0; kk < keys.size(); ++kk) raw[kk] = abs_dot(q, &x.k[(kb + n(keys[kk])) * n(c.d)], c.d);
+        extra.resize(variant_scores ? keys.size() : 0);
+        for (std::size_t kk = 0; kk < extra.size(); ++kk)
+          extra[kk] = variant_score_terms(s, c, bi, h, i, keys[kk], s.scale * raw[kk]);
+        const variant_score* ex = variant_scores ? extra.data() : nullptr;
+        // The sink: its share of the denominator, and how far sigma sits from the scores' maximum,
+        // which a subject shifting by that maximum adds to its log L.
+        sink_term st;
+        double log_sum_hi = log_sum[row];
+        if (sink) {
+          st.p = sink_p[row];
+          st.gap = keys.empty() ? 0.0 : std::fabs(sink_above[row]);
+          if (!keys.empty()) log_sum_hi += std::max(0.0, sink_above[row]);
+        }
+        const sink_term* sk = sink ? &st : nullptr;
         row_key_terms(s, c, x, kb, keys, raw.data(), q_abs_sum, q_abs_max, &r.p[row * n(c.lk)], &gap[row * n(c.lk)], log_sum[row],
-                      none, t);
-        r.lse_bound[row] = row_lse_bound(s, t, log_sum[row], r.lse[row], std::fabs(r.lse[row]));
+                      none, t, ex, sk);
+        r.lse_bound[row] = row_lse_bound(s, t, log_sum_hi, r.lse[row], std::fabs(r.lse[row]));
+        r.lse_sound_useless[row] = lse_bound_useless(r.lse_bound[row], t.nv);
+        if (keys.empty()) {  // the sink alone: O exactly 0, LSE = sigma within its bound
+          r.lse_pbound[row] = r.lse_bound[row];
+          continue;
+        }
         row_column_sums(x, kb, keys, t.pk.data(), cs);
-        bool any_useless = false;
+        bool any_useless = r.lse_sound_useless[row] != 0;
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const std::size_t oi = r.o_index(bi, i, h, e);
           r.o_bound[oi] = row_o_bound(s, t, cs, n(e), std::fabs(r.o[oi]));
           r.o_sound_useless[oi] = o_bound_useless(r.o_bound[oi], std::fabs(r.o[oi]), cs.v_max[n(e)]);
           any_useless = any_useless || r.o_sound_useless[oi] != 0;
         }
-        r.lse_sound_useless[row] = lse_bound_useless(r.lse_bound[row], t.nv);
-        any_useless = any_useless || r.lse_sound_useless[row] != 0;
         // The probabilistic bound, for the rows where the sound one says nothing useful.
         if (!any_useless) {
           r.lse_pbound[row] = r.lse_bound[row];
@@ -237,8 +307,8 @@ void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vecto
           continue;
         }
         row_key_terms(sp, c, x, kb, keys, raw.data(), q_abs_sum, q_abs_max, &r.p[row * n(c.lk)], &gap[row * n(c.lk)],
-                      log_sum[row], none, t);
-        r.lse_pbound[row] = row_lse_bound(sp, t, log_sum[row], r.lse[row], std::fabs(r.lse[row]));
+                      log_sum[row], none, t, ex, sk);
+        r.lse_pbound[row] = row_lse_bound(sp, t, log_sum_hi, r.lse[row], std::fabs(r.lse[row]));
         row_column_sums(x, kb, keys, t.pk.data(), cs);
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const std::size_t oi = r.o_index(bi, i, h, e);

@@ -66,14 +66,17 @@ double lambda_for(double events, double u);
 /// O must be exactly 0 and LSE exactly -inf. Throws input_error when
 /// opt.bound is invalid: u_compute outside (0, 1), exp_ulps negative or not
 /// finite, key_blocks < 1.
+/// With sinks (contract 1.1), sink_p and sink_above are naive_result's.
 void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vector<double>& gap,
-                 const std::vector<double>& log_sum, oracle_result& r);
+                 const std::vector<double>& log_sum, oracle_result& r, const std::vector<double>& sink_p = {},
+                 const std::vector<double>& sink_above = {});
 
 // The row-level pieces of fill_bounds, shared with the fast tier (fast_tier.cpp),
 // which evaluates the same formula at its own values plus their slack.
 
 /// Per-case constants of the bound (validated declaration, types, gammas).
 struct bound_setup {
+  double c_tanh = 0;  ///< declared tanh ulps (softcap)
   double u = 0, c_exp = 0, nb = 0, u_out = 0, eta_out = 0, u_lse = 0, eta_lse = 0, lse_max = 0;
   double eta_c = 0, largest_c = 0, scale = 0, f = 0, d = 0;
   /// The probabilistic bound (docs/bound.md): each gamma_k of a row becomes
@@ -116,12 +119,33 @@ struct row_terms {
   double worst_score_error = 0;
 };
 
+/// The sink of a row (contract 1.1) as the bound sees it: one more term of the
+/// denominator, with an exact score sigma and no value (docs/bound.md, "Variants").
+struct sink_term {
+  double p = 0;    ///< the sink's share exp(sigma - m) / L of the oracle's denominator
+  double gap = 0;  ///< |sigma - max_j S_j|: the subtraction a subject shifting by either one rounds
+};
+
+/// What the score variants add to a key's score error and magnitude
+/// (docs/bound.md, "Variants"): softcap, ALiBi and bias terms.
+struct variant_score {
+  double error = 0;      ///< added to the score's absolute error bound gamma_(D+2) T_j + zeta_j
+  double magnitude = 0;  ///< an upper bound on |s_j| and its partial sums (overflow test)
+};
+
+/// The variant terms of key j in row (bi, h, i) with T_j = t_j; zero for a contract 1.0 case.
+variant_score variant_score_terms(const bound_setup& s, const attn_case& c, std::int64_t bi, std::int64_t h, std::int64_t i,
+                                  std::int64_t j, double t_j);
+
 /// Computes the per-key terms of row (bi, h, i) whose visible keys are `keys`:
 /// raw[k] = sum_d |Q_d K_jd| of keys[k] (d in order), q_abs_sum / q_abs_max of
 /// the query row, p_row and gap_row indexed by key j, log_sum of the row.
+/// With variants, score_extra[k] holds keys[k]'s variant_score (NULL: none),
+/// and a row with a sink appends it after the keys in t.p, t.phi and t.pk.
 void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs& x, std::size_t key_base,
                    const std::vector<std::int64_t>& keys, const double* raw, double q_abs_sum, double q_abs_max,
-                   const double* p_row, const double* gap_row, double log_sum, const row_slack& slack, row_terms& t);
+                   const double* p_row, const double* gap_row, double log_sum, const row_slack& slack, row_terms& t,
+                   const variant_score* score_extra = nullptr, const sink_term* sink = nullptr);
 
 /// Per-column sums over the row's keys, in key order: sum_j pk_j |V_je| (terms
 /// with pk_j or V_je zero skipped: never 0 * inf), sum_j |V_je|, max_j |V_je|.

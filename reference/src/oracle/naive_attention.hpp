@@ -21,7 +21,12 @@ struct naive_result {
   /// score sits below the row maximum (the bound's 2u(m - S_j) term).
   std::vector<double> gap;
   /// log sum_j exp(S_j - m) rounded to double, 0 for rows with no visible key.
+  /// With a sink, m is the largest of the scores and sigma, and the sum has the sink's term.
   std::vector<double> log_sum;
+  /// Rows of a head with a finite sink sigma (contract 1.1), else empty:
+  /// sink_p = exp(sigma - m) / sum, the sink's share of the denominator;
+  /// sink_above = sigma - (the largest visible score), -inf where the row sees no key.
+  std::vector<double> sink_p, sink_above;
 };
 
 /// Computes S, P, O and LSE of docs/spec.md for a validated, materialized case in
@@ -33,6 +38,7 @@ naive_result<Real> naive_attention(const attn_case& c) {
   using std::exp;  // ADL picks Boost.Multiprecision's exp/log for its types
   using std::isnan;
   using std::log;
+  using std::tanh;
   const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
 
   naive_result<Real> r;
@@ -41,6 +47,12 @@ naive_result<Real> naive_attention(const attn_case& c) {
   r.log_sum.assign(r.lse.size(), 0.0);
   r.p.assign(n(c.b * c.hq * c.lq * c.lk), Real(0));
   r.gap.assign(r.p.size(), 0.0);
+  const score_variants& w = c.variants;
+  if (w.has_sinks()) {
+    r.sink_p.assign(r.lse.size(), 0.0);
+    r.sink_above.assign(r.lse.size(), -std::numeric_limits<double>::infinity());
+  }
+  const Real cap = Real(static_cast<double>(w.softcap));
 
   // The scale exactly as the subject receives it (an f32), widened exactly.
   const Real scale = Real(static_cast<double>(c.effective_scale()));
@@ -56,8 +68,12 @@ naive_result<Real> naive_attention(const attn_case& c) {
         for (std::int64_t j = 0; j < c.lk; ++j) {
           if (c.visible(bi, h, i, j)) keys.push_back(j);
         }
-        if (keys.empty()) {  // docs/spec.md: O = 0, P = 0, LSE = -inf, never NaN
-          r.lse[row] = -std::numeric_limits<Real>::infinity();
+        // The sink sigma_h (contract 1.1): a term of the denominator with no value; -inf is no sink.
+        const double sigma = c.sink_of(h);
+        const bool sink = sigma > -std::numeric_limits<double>::infinity();
+        if (keys.empty()) {  // docs/spec.md: O = 0, P = 0, LSE = -inf (sigma with a sink), never NaN
+          r.lse[row] = sink ? Real(sigma) : -std::numeric_limits<Real>::infinity();
+          if (sink) r.sink_p[row] = 1.0;
           continue;
         }
 
@@ -66,7 +82,12 @@ naive_result<Real> naive_attention(const attn_case& c) {
           for (std::int64_t d = 0; d < c.d; ++d) {
             dot += Real(c.q.at(bi, i, h, d)) * Real(c.k.at(bi, j, g, d));
           }
-          s[n(j)] = scale * dot;
+          // s = softcap(scale * q.k) + alibi + bias (docs/spec.md, "Order of operations").
+          Real x = scale * dot;
+          if (w.has_softcap()) x = cap * tanh(x / cap);
+          if (w.has_alibi()) x += Real(c.alibi_at(bi, h, i, j));  // exact in double
+          if (w.has_bias()) x += Real(c.bias_at(bi, h, i, j));
+          s[n(j)] = x;
         }
 
         // m = max over visible S; a NaN score makes the row NaN on purpose.
@@ -79,16 +100,26 @@ naive_result<Real> naive_attention(const attn_case& c) {
           if (s[n(j)] > m) m = s[n(j)];
         }
 
+        Real sink_w = 0;
+        if (sink) {
+          if (!isnan(m)) r.sink_above[row] = static_cast<double>(Real(sigma) - m);
+          if (Real(sigma) > m) m = Real(sigma);
+        }
         Real sum = 0;
         Real* p = &r.p[row * n(c.lk)];
         for (std::int64_t j : keys) {
           p[j] = exp(s[n(j)] - m);
           sum += p[j];
         }
+        if (sink) {
+          sink_w = exp(Real(sigma) - m);
+          sum += sink_w;
+        }
         for (std::int64_t j : keys) {
           p[j] /= sum;
           r.gap[row * n(c.lk) + n(j)] = static_cast<double>(Real(m - s[n(j)]));
         }
+        if (sink) r.sink_p[row] = static_cast<double>(Real(sink_w / sum));
         const Real log_sum = log(sum);
         r.lse[row] = m + log_sum;
         r.log_sum[row] = static_cast<double>(log_sum);

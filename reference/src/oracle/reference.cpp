@@ -34,7 +34,7 @@ oracle_result run(const attn_case& c, const oracle_options& opt) {
   r.o = rounded_to_double(n.o);
   r.lse = rounded_to_double(n.lse);
   r.p = rounded_to_double(n.p);
-  oracle_detail::fill_bounds(c, opt, n.gap, n.log_sum, r);
+  oracle_detail::fill_bounds(c, opt, n.gap, n.log_sum, r, n.sink_p, n.sink_above);
   if (!opt.want_p) r.p = {};
   r.tier = std::is_same_v<Real, double> ? oracle_tier::binary64 : oracle_tier::multiprecision;
   return r;
@@ -50,7 +50,7 @@ oracle_result reference(const attn_case& c, const oracle_options& opt) {
     case oracle_precision::cpp_bin100: return run<oracle_detail::cpp_bin100>(c, opt);
     case oracle_precision::binary64: return run<double>(c, opt);
     case oracle_precision::auto_tier: {
-      if (!opt.want_p) {
+      if (!opt.want_p && !c.variants.any()) {  // the fast tier covers contract 1.0 cases only
         oracle_detail::fast_tier_result f = oracle_detail::fast_tier(c, opt);
         if (f.accepted) return std::move(f.r);
       }
@@ -62,6 +62,7 @@ oracle_result reference(const attn_case& c, const oracle_options& opt) {
 
 std::optional<oracle_result> fast_oracle(const attn_case& c, const oracle_options& opt) {
   validate(c);
+  if (c.variants.any()) return std::nullopt;  // the fast tier covers contract 1.0 cases only
   oracle_options o = opt;
   o.want_p = false;
   oracle_detail::fast_tier_result f = oracle_detail::fast_tier(c, o);
