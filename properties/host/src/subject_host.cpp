@@ -258,19 +258,19 @@ void check_declaration(const attncheck_instance& d, const std::string& spec) {
   if ((d.features & ATTNCHECK_FEATURE_CACHE) && !(d.cache_create && d.cache_append && d.cache_attend && d.cache_free))
     throw input_error("subject", spec + " declares a cache but lacks cache_* entry points");
   const double u = d.compute_unit_roundoff;
-  static_assert(ATTNCHECK_MIN_UNIT_ROUNDOFF == 0x1p-64 && ATTNCHECK_MAX_UNIT_ROUNDOFF == 0x1p-8 &&
-                    ATTNCHECK_MAX_EXP_ULPS == 4096 && ATTNCHECK_MAX_SIZE_HINT == 1 << 20,
-                "the messages below quote the limits of subject.h");
+  // The limits as subject.h names them: 2^-64 and 2^-8, 4096, 2^20.
+  const auto power = [](double x) { return "2^" + std::to_string(std::ilogb(x)); };
   if (!(u >= ATTNCHECK_MIN_UNIT_ROUNDOFF && u <= ATTNCHECK_MAX_UNIT_ROUNDOFF))
-    throw input_error("subject.compute_unit_roundoff",
-                      spec + " declares u = " + std::to_string(u) + "; it must lie in [2^-64, 2^-8] (2^-24 for f32 compute)");
+    throw input_error("subject.compute_unit_roundoff", spec + " declares u = " + std::to_string(u) + "; it must lie in [" +
+                                                           power(ATTNCHECK_MIN_UNIT_ROUNDOFF) + ", " +
+                                                           power(ATTNCHECK_MAX_UNIT_ROUNDOFF) + "] (2^-24 for f32 compute)");
   if (!(d.exp_ulps >= 0 && d.exp_ulps <= ATTNCHECK_MAX_EXP_ULPS))
-    throw input_error("subject.exp_ulps",
-                      spec + " declares exp_ulps = " + std::to_string(d.exp_ulps) + "; it must lie in [0, 4096] ulps");
+    throw input_error("subject.exp_ulps", spec + " declares exp_ulps = " + std::to_string(d.exp_ulps) + "; it must lie in [0, " +
+                                              std::to_string(static_cast<long long>(ATTNCHECK_MAX_EXP_ULPS)) + "] ulps");
   const auto hint_ok = [](std::int64_t h) { return h >= 0 && h <= ATTNCHECK_MAX_SIZE_HINT; };
   bool ok = hint_ok(d.hints.q_tile) && hint_ok(d.hints.k_tile) && hint_ok(d.hints.split_keys);
   for (int i = 0; i < ATTNCHECK_SIZE_HINT_SLOTS; ++i) ok = ok && hint_ok(d.hints.lengths[i]) && hint_ok(d.hints.head_dims[i]);
-  if (!ok) throw input_error("subject.hints", spec + " declares a size hint outside [0, 2^20]");
+  if (!ok) throw input_error("subject.hints", spec + " declares a size hint outside [0, " + power(ATTNCHECK_MAX_SIZE_HINT) + "]");
 }
 
 // Splits NAME|PATH[:options]: options start at the first ':' followed by key=...
@@ -411,7 +411,7 @@ std::int64_t subject::key_blocks(const attn_case& c) const {
   if (!inst_->key_blocks) return 1;
   attncheck_problem p{};
   fill_problem(p, c, 0);
-  const std::int64_t cap = std::max<std::int64_t>(1, 2 * c.lk);
+  const std::int64_t cap = std::max<std::int64_t>(1, ATTNCHECK_MAX_KEY_BLOCKS_PER_KEY * c.lk);
   const watched_call watch("key_blocks", 0);
   return std::clamp<std::int64_t>(inst_->key_blocks(inst_->state, &p), 1, cap);
 }

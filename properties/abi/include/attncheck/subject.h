@@ -15,6 +15,9 @@
  * share configuration. Unknown options must be refused (NULL and a message
  * naming the option). The host calls `destroy` once when done.
  *
+ * Both entry points are declared at the end of this header, inside
+ * extern "C": a C++ plugin that includes it gets unmangled names.
+ *
  * Version 1: a plugin exporting `const attncheck_subject* attncheck_subject_v1(void)`
  * (one static description, no options, no size hints) keeps loading and
  * passing unchanged; the host adapts it.
@@ -144,6 +147,8 @@ typedef const attncheck_subject* (*attncheck_subject_entry)(void);
 #define ATTNCHECK_MAX_SIZE_HINT 1048576     /* every size hint in [0, 2^20] */
 #define ATTNCHECK_ERR_CAPACITY 512          /* err_len the host passes to every entry point */
 /* nb from key_blocks is clamped to [1, max(1, 2 Lk)]: one rescale and one merge per key at most. */
+#define ATTNCHECK_MAX_KEY_BLOCKS_PER_KEY 2
+/* tests/properties/abi_limits_test.cpp checks each limit against the host's checks. */
 
 /* Where a subject's code changes path. Generators lean to each hint +-1, to
  * its multiples and to masks that blank whole tiles. 0 means "none" and ends
@@ -186,6 +191,21 @@ typedef struct attncheck_instance {
 /* The exported symbol of a version 2 plugin (it may export version 1 too; the host prefers 2). */
 typedef attncheck_instance* (*attncheck_subject_entry_v2)(const char* options, char* err, size_t err_len);
 #define ATTNCHECK_SUBJECT_ENTRY_V2 "attncheck_subject_v2"
+
+/* ---- The entry points ---------------------------------------------------- */
+
+/* A plugin defines one or both. Declared here, inside extern "C", so that a
+ * C++ plugin including this header defines them with C linkage (unmangled
+ * names the host finds) and a definition with the wrong signature does not
+ * compile; with default visibility, so that -fvisibility=hidden still
+ * exports them. */
+#if defined(__GNUC__) || defined(__clang__)
+#define ATTNCHECK_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define ATTNCHECK_PLUGIN_EXPORT
+#endif
+ATTNCHECK_PLUGIN_EXPORT attncheck_instance* attncheck_subject_v2(const char* options, char* err, size_t err_len);
+ATTNCHECK_PLUGIN_EXPORT const attncheck_subject* attncheck_subject_v1(void);
 
 #ifdef __cplusplus
 }
