@@ -1,4 +1,4 @@
-/* attncheck subject ABI, versions 1 and 2.
+/* attncheck subject ABI, versions 1, 2 and 3.
  *
  * Any attention implementation is checked through this one C header.
  *
@@ -69,6 +69,13 @@ typedef struct attncheck_tensor {
   int64_t stride[4]; /* >= 0; never read outside the described view */
 } attncheck_tensor;
 
+/* Parts of a version 3 problem and the backward problem (below, and in the
+ * issues that define them: docs/abi.md); a version 1 or 2 subject never meets them. */
+typedef struct attncheck_variants attncheck_variants;
+typedef struct attncheck_paged_kv attncheck_paged_kv;
+typedef struct attncheck_ragged attncheck_ragged;
+typedef struct attncheck_backward_problem attncheck_backward_problem;
+
 /* One attention call: O[b,i,h,:] and optionally LSE[b,h,i]. */
 typedef struct attncheck_problem {
   uint32_t struct_size;  /* sizeof(attncheck_problem) of the caller */
@@ -85,6 +92,11 @@ typedef struct attncheck_problem {
   int64_t o_stride[4];
   float* lse; /* NULL, or output LSE[b,h,i] (f32; -inf for rows that see nothing) */
   int64_t lse_stride[3];
+  /* ---- version 3: read only by a version 3 subject, each NULL unless the
+   * problem uses that part and the subject declared it (docs/abi.md) ---- */
+  const attncheck_variants* variants; /* window, chunk, softcap, sinks, ALiBi, bias */
+  const attncheck_paged_kv* paged;    /* K and V through a block table (issue 24) */
+  const attncheck_ragged* ragged;     /* packed sequences (issue 24) */
 } attncheck_problem;
 
 /* A KV cache for cache_* entry points: b sequences of hkv heads. */
@@ -186,11 +198,81 @@ typedef struct attncheck_instance {
   void (*cache_free)(void* state, void* cache);
   /* Releases the instance (this struct included, if the plugin allocated it). */
   void (*destroy)(struct attncheck_instance* self);
+
+  /* ---- version 3: read when abi_version >= 3 and struct_size covers them ---- */
+  uint32_t features_v3;    /* ATTNCHECK_FEATURE3_* */
+  uint32_t invariances_v3; /* ATTNCHECK_CLAIM3_* */
+  double tanh_ulps;        /* c_tanh, in ulps, with FEATURE3_SOFTCAP: in [0, ATTNCHECK_MAX_TANH_ULPS] */
+  /* Backward: set iff FEATURE3_BACKWARD, else NULL (issue 26). */
+  int (*attend_backward)(void* state, const attncheck_backward_problem* p, char* err, size_t err_len);
+  /* nb of the backward bound: dQ's key blocks of a row, and the query blocks summed
+   * into one key's dK and dV. NULL: 1 each. */
+  void (*backward_blocks)(void* state, const attncheck_backward_problem* p, int64_t* dq_blocks, int64_t* dkv_blocks);
 } attncheck_instance;
+
+/* The size of a version 2 instance: what a version 2 plugin built against an
+ * older header reports in struct_size, and the least the host accepts. */
+#define ATTNCHECK_INSTANCE_V2_SIZE offsetof(attncheck_instance, features_v3)
 
 /* The exported symbol of a version 2 plugin (it may export version 1 too; the host prefers 2). */
 typedef attncheck_instance* (*attncheck_subject_entry_v2)(const char* options, char* err, size_t err_len);
 #define ATTNCHECK_SUBJECT_ENTRY_V2 "attncheck_subject_v2"
+
+/* ---- Version 3 (docs/abi.md) --------------------------------------------- */
+
+/* A version 3 plugin exports attncheck_subject_v3 (the signature of version 2)
+ * and returns an attncheck_instance whose abi_version is 3, with the version 3
+ * fields at its end (struct_size = sizeof(attncheck_instance); one that ends
+ * before features_v3 loads with no version 3 feature). The host looks for
+ * _v3, then _v2, then _v1. Fields of a part the subject did not declare hold
+ * their neutral values (window -1/-1, chunk 0, softcap 0, NULL pointers), and
+ * the host never hands a subject a problem that uses an undeclared part. */
+#define ATTNCHECK_SUBJECT_ABI_VERSION_3 3u
+#define ATTNCHECK_SUBJECT_ENTRY_V3 "attncheck_subject_v3"
+
+/* Feature bits of attncheck_instance.features_v3. An unknown bit is refused at load. */
+#define ATTNCHECK_FEATURE3_WINDOW 0x001u    /* sliding window (left, right) */
+#define ATTNCHECK_FEATURE3_CHUNK 0x002u     /* chunked local attention */
+#define ATTNCHECK_FEATURE3_SOFTCAP 0x004u   /* logit softcap; declares tanh_ulps */
+#define ATTNCHECK_FEATURE3_SINKS 0x008u     /* one sink logit per query head */
+#define ATTNCHECK_FEATURE3_ALIBI 0x010u     /* ALiBi slopes per query head */
+#define ATTNCHECK_FEATURE3_BIAS 0x020u      /* additive bias tensor */
+#define ATTNCHECK_FEATURE3_PAGED 0x040u     /* K and V in a page arena through a block table (issue 24) */
+#define ATTNCHECK_FEATURE3_RAGGED 0x080u    /* packed sequences, cu_seqlens (issue 24) */
+#define ATTNCHECK_FEATURE3_BACKWARD 0x100u  /* attend_backward (issue 26) */
+#define ATTNCHECK_FEATURE3_BIAS_GRAD 0x200u /* d(bias) from the backward pass (issue 26) */
+/* The bits this header defines; a host refuses any other. */
+#define ATTNCHECK_FEATURE3_KNOWN 0x3ffu
+
+/* Claim bits of attncheck_instance.invariances_v3, checked bit for bit. */
+#define ATTNCHECK_CLAIM3_PAGE_PLACEMENT 0x01u        /* where pages sit in the arena changes no bit */
+#define ATTNCHECK_CLAIM3_PAGED_EQUALS_DENSE 0x02u    /* the paged form gives the dense form's bits */
+#define ATTNCHECK_CLAIM3_RAGGED_EQUALS_DENSE 0x04u   /* a packed sequence gives its batch-of-one bits */
+#define ATTNCHECK_CLAIM3_BACKWARD_DETERMINISTIC 0x08u /* backward: same call, any thread count, same bits */
+#define ATTNCHECK_CLAIM3_KNOWN 0x0fu
+
+/* Limits of version 3, enforced at load and on every problem the host builds. */
+#define ATTNCHECK_MAX_TANH_ULPS 4096.0         /* 0 <= tanh_ulps <= 4096, as exp_ulps */
+#define ATTNCHECK_MAX_PAGE_SIZE 512            /* page_size in [1, 512] (issue 24) */
+#define ATTNCHECK_MAX_RAGGED_SEQUENCES 4096    /* B of a packed batch (issue 24) */
+
+/* problem->variants: the score variants of contract 1.1 (docs/spec.md "Variants"): per visible pair,
+ * s = softcap(scale * q.k) + alibi[h] * (j - p) + bias[b,h,i,j], then the masks
+ * (window, chunk, a -inf bias entry), then the softmax with sinks[h] in the
+ * denominator; p = n[b] - lq + i. A row that sees no key gets O = 0 and
+ * LSE = sinks[h] (-inf without a sink). */
+struct attncheck_variants {
+  uint32_t struct_size;  /* sizeof(attncheck_variants) of the host */
+  int64_t window_left;   /* -1: unbounded; else key j visible only if j >= p - window_left */
+  int64_t window_right;  /* -1: unbounded; else key j visible only if j <= p + window_right */
+  int64_t chunk;         /* 0: none; else key j visible only if floor(j / chunk) == floor(p / chunk) */
+  float softcap;         /* 0: none; else s = softcap * tanh(scale * q.k / softcap) */
+  const float* sinks;    /* NULL, or hq sink logits (f32; -inf allowed: no sink for that head) */
+  const float* alibi;    /* NULL, or hq slopes: s += alibi[h] * (j - p) */
+  const void* bias;      /* NULL, or bias[b,h,i,j] of bias_dtype, added to s; -inf masks the key */
+  attncheck_dtype bias_dtype;
+  int64_t bias_stride[4]; /* over (b, h, i, j), in elements; 0 broadcasts that dimension */
+};
 
 /* ---- The entry points ---------------------------------------------------- */
 
@@ -204,6 +286,7 @@ typedef attncheck_instance* (*attncheck_subject_entry_v2)(const char* options, c
 #else
 #define ATTNCHECK_PLUGIN_EXPORT
 #endif
+ATTNCHECK_PLUGIN_EXPORT attncheck_instance* attncheck_subject_v3(const char* options, char* err, size_t err_len);
 ATTNCHECK_PLUGIN_EXPORT attncheck_instance* attncheck_subject_v2(const char* options, char* err, size_t err_len);
 ATTNCHECK_PLUGIN_EXPORT const attncheck_subject* attncheck_subject_v1(void);
 
