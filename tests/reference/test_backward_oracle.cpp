@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <limits>
 #include <random>
+#include <string>
+#include <utility>
 
 #include "attncheck/backward_oracle.hpp"
 #include "naive_backward.hpp"
@@ -43,11 +45,12 @@ const mpfr50 u_oracle = mpfr50(0x1p-167);  // 2 u of mpfr50, as docs/oracle.md "
 
 std::size_t z(std::int64_t x) { return static_cast<std::size_t>(x); }
 
-/// A small random case with its dO: B, Hkv in [1, 2], G in [1, 3], Lq in [1, 4],
-/// Lk in [1, 5] (so Lq != Lk under causal most of the time), D and Dv in [1, 3],
-/// causal, padding (0 keys included) and broadcast masks (all-false rows
-/// included) at random, a scale of either sign in one case of four, every
-/// dtype, value kind, layout, poison and grad kind.
+/// A small random case with its dO: oracle_testing::any_small_case's shapes
+/// (B, Hkv in [1, 2], G in [1, 3], Lq in [1, 4], Lk in [1, 5], so Lq != Lk under
+/// causal most of the time; D and Dv in [1, 4]), causal, padding (0 keys
+/// included) and broadcast masks (all-false rows included), dtype, layout and
+/// poison; then any of the value kinds, a scale of either sign in one case of
+/// four, and a grad kind, and the case drawn again.
 struct fd_case {
   attn_case c;
   grad_kind grad = grad_kind::normal;
@@ -55,36 +58,16 @@ struct fd_case {
 };
 
 fd_case any_fd_case(std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
   fd_case f;
-  attn_case& c = f.c;
-  c.b = 1 + below(2);
-  c.hkv = 1 + below(2);
-  c.hq = c.hkv * (1 + below(3));
-  c.lq = 1 + below(4);
-  c.lk = 1 + below(5);
-  c.d = 1 + below(3);
-  c.dv = 1 + below(3);
-  c.causal = below(2) == 0;
-  if (below(3) == 0) {
-    c.key_len.resize(z(c.b));
-    for (auto& n : c.key_len) n = below(c.lk + 1);
-  }
-  if (below(3) == 0) {
-    const std::int64_t full[4] = {c.b, c.hq, c.lq, c.lk};
-    for (std::size_t a = 0; a < 4; ++a) c.mask_shape[a] = below(2) ? full[a] : 1;
-  }
+  f.c = oracle_testing::any_small_case(seed);
+  std::mt19937_64 rng(~seed);
+  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  f.c.values = static_cast<value_kind>(below(static_cast<std::int64_t>(value_kind::max_v) + 1));
   constexpr std::array<float, 4> scales{-0.5f, 2.0f, 0.125f, -3.0f};
-  if (below(4) == 0) c.scale = scales[z(below(4))];
-  c.type = static_cast<dtype>(below(3));
-  c.values = static_cast<value_kind>(below(static_cast<std::int64_t>(value_kind::max_v) + 1));
-  c.layout = static_cast<layout_kind>(below(3));
-  c.poison = static_cast<poison_kind>(below(3));
-  c.seed = rng();
-  materialize(c);
+  if (below(4) == 0) f.c.scale = scales[z(below(4))];
+  materialize(f.c);
   f.grad = static_cast<grad_kind>(below(3));
-  f.d_o = draw_grad_output(c, f.grad);
+  f.d_o = draw_grad_output(f.c, f.grad);
   return f;
 }
 
@@ -266,33 +249,47 @@ void check_case(const fd_case& f, fd_stats& st) {
   const mpfr50 s_abs = abs(mpfr50(static_cast<double>(c.effective_scale())));
   std::array<bool, 4> case_failed{};
 
-  // Compares element x of gradient `which` with its finite difference (or with
-  // exact zero for an unused slot), for every formula.
-  const auto compare = [&](input which, std::size_t x, const mpfr50& magnitude, const difference* fd, const char* where) {
+  // Judges element `at` of gradient `which` for every formula: exactly 0 where
+  // its slot is unused, else against the finite difference that `measure`
+  // returns with the element's magnitude.
+  const auto judge = [&](input which, std::array<std::int64_t, 4> at, bool slot_used, const auto& measure) {
+    static constexpr std::array<const char*, 3> grad_names{"dQ", "dK", "dV"};
+    static constexpr std::array<const char*, 3> axes{"b=%lld,i=%lld,h=%lld,d=%lld", "b=%lld,j=%lld,g=%lld,d=%lld",
+                                                     "b=%lld,j=%lld,g=%lld,e=%lld"};
+    const auto w = static_cast<std::size_t>(which);
+    char index_text[80];
+    std::snprintf(index_text, sizeof index_text, axes[w], static_cast<long long>(at[0]), static_cast<long long>(at[1]),
+                  static_cast<long long>(at[2]), static_cast<long long>(at[3]));
+    const std::string where = std::string(grad_names[w]) + "[" + index_text + "]";
+    const dims4 shape = which == input::q   ? dims4{c.b, c.lq, c.hq, c.d}
+                        : which == input::k ? dims4{c.b, c.lk, c.hkv, c.d}
+                                            : dims4{c.b, c.lk, c.hkv, c.dv};
+    const std::size_t x = backward_result::index(shape, at[0], at[1], at[2], at[3]);
     const auto pick = [&](const naive_grads<mpfr50>& gr) -> const mpfr50& {
       return which == input::q ? gr.dq[x] : which == input::k ? gr.dk[x] : gr.dv[x];
     };
-    if (fd == nullptr) {
+    if (!slot_used) {
       ++st.zero_elements;
       EXPECT_EQ(pick(g[0]), 0) << where << " of an unused slot is not 0: " << to_line(c);
       return;
     }
+    const auto [fd, magnitude] = measure();
     ++st.elements;
-    EXPECT_TRUE(fd->exact_steps) << where << ": x +- h not exact in fd_real " << to_line(c);
+    EXPECT_TRUE(fd.exact_steps) << where << ": x +- h not exact in fd_real " << to_line(c);
     const fd_real oracle_error = fd_real(t.eps_backward * magnitude) * (1 + fd_real(0x1p-100));
-    const fd_real tolerance = oracle_error + fd->error;
-    if (fd->error <= oracle_error) ++st.at_stated_accuracy;
+    const fd_real tolerance = oracle_error + fd.error;
+    if (fd.error <= oracle_error) ++st.at_stated_accuracy;
     if (tolerance <= fd_real(magnitude) * fd_real(0x1p-64)) ++st.beyond_double;
     if (magnitude == 0) {  // every term of the element is 0: so must the oracle's value be
       ++st.exact_zero;
       EXPECT_EQ(pick(g[0]), 0) << where << " has magnitude 0 but the oracle gives " << pick(g[0]) << " in " << to_line(c);
     }
     for (std::size_t m = 0; m < formulas.size(); ++m) {
-      const fd_real miss = abs(fd_real(pick(g[m])) - fd->value);
+      const fd_real miss = abs(fd_real(pick(g[m])) - fd.value);
       const bool ok = miss <= tolerance;
       if (m == 0) {
         if (tolerance > 0) st.worst_ratio = std::max(st.worst_ratio, static_cast<double>(miss / tolerance));
-        EXPECT_TRUE(ok) << where << ": oracle " << pick(g[0]) << " finite difference " << fd->value << " miss " << miss
+        EXPECT_TRUE(ok) << where << ": oracle " << pick(g[0]) << " finite difference " << fd.value << " miss " << miss
                         << " tolerance " << tolerance << " (oracle's " << oracle_error << ") in " << to_line(c)
                         << " grad=" << name(f.grad);
       }
@@ -318,7 +315,7 @@ void check_case(const fd_case& f, fd_stats& st) {
     for (std::int64_t j = 0; j < c.lk; ++j) m = std::max(m, dbl(t.mp[row_index(w) * z(c.lk) + z(j)]));
     return m;
   };
-  char where[96];
+  const double scale = static_cast<double>(c.effective_scale());
 
   // dQ[b, i, h, d]: only row (b, h, i) moves; its scores move at rates scale K_jd.
   for (std::int64_t bi = 0; bi < c.b; ++bi)
@@ -327,30 +324,23 @@ void check_case(const fd_case& f, fd_stats& st) {
         const row_id w{bi, h, i};
         const bool row_used = used.query_row(c, bi, i, h);
         if (!row_used) ++st.fully_masked_rows;
-        for (std::int64_t d = 0; d < c.d; ++d) {
-          const std::size_t x = z(((bi * c.lq + i) * c.hq + h) * c.d + d);
-          std::snprintf(where, sizeof where, "dQ[b=%lld,i=%lld,h=%lld,d=%lld]", static_cast<long long>(bi),
-                        static_cast<long long>(i), static_cast<long long>(h), static_cast<long long>(d));
-          if (!row_used) {
-            compare(input::q, x, 0, nullptr, where);
-            continue;
-          }
-          double rate = 0;
-          mpfr50 magnitude = 0;  // |scale| sum_j MS_j |K_jd|
-          for (std::int64_t j = 0; j < c.lk; ++j) {
-            if (!c.visible(bi, h, i, j)) continue;
-            const double kjd = c.k.at(bi, j, c.kv_head(h), d);
-            rate = std::max(rate, std::fabs(static_cast<double>(c.effective_scale()) * kjd));
-            magnitude += t.ms[row_index(w) * z(c.lk) + z(j)] * std::fabs(kjd);
-          }
-          magnitude *= s_abs;
-          const fd_real h_step = step_for(rate);
-          // |L'''| <= 4 A R^3, A <= 2 max_j Mp_j, R <= 2 rate: (h^2 / 6) 64 max Mp rate^3, times 2.
-          const double trunc = 2 * static_cast<double>(h_step * h_step) / 6 * 64 * max_mp(w) * rate * rate * rate;
-          const difference fd =
-              central_difference(c, d_o, input::q, {bi, i, h, d}, h_step, c.q.at(bi, i, h, d), {w}, trunc, t.t_max);
-          compare(input::q, x, magnitude, &fd, where);
-        }
+        for (std::int64_t d = 0; d < c.d; ++d)
+          judge(input::q, {bi, i, h, d}, row_used, [&] {
+            double rate = 0;
+            mpfr50 magnitude = 0;  // |scale| sum_j MS_j |K_jd|
+            for (std::int64_t j = 0; j < c.lk; ++j) {
+              if (!c.visible(bi, h, i, j)) continue;
+              const double kjd = c.k.at(bi, j, c.kv_head(h), d);
+              rate = std::max(rate, std::fabs(scale * kjd));
+              magnitude += t.ms[row_index(w) * z(c.lk) + z(j)] * std::fabs(kjd);
+            }
+            const fd_real h_step = step_for(rate);
+            // |L'''| <= 4 A R^3, A <= 2 max_j Mp_j, R <= 2 rate: (h^2 / 6) 64 max Mp rate^3, times 2.
+            const double trunc = 2 * static_cast<double>(h_step * h_step) / 6 * 64 * max_mp(w) * rate * rate * rate;
+            return std::pair{
+                central_difference(c, d_o, input::q, {bi, i, h, d}, h_step, c.q.at(bi, i, h, d), {w}, trunc, t.t_max),
+                mpfr50(magnitude * s_abs)};
+          });
       }
 
   // dK[b, j, g, d] and dV[b, j, g, e]: every row of the group that sees key j moves.
@@ -360,48 +350,34 @@ void check_case(const fd_case& f, fd_stats& st) {
         const bool key_used = used.key(c, bi, j, g);
         if (!key_used) ++st.unseen_keys;
         const std::vector<row_id> rows = rows_seeing(bi, j, g);
-        for (std::int64_t d = 0; d < c.d; ++d) {
-          const std::size_t x = z(((bi * c.lk + j) * c.hkv + g) * c.d + d);
-          std::snprintf(where, sizeof where, "dK[b=%lld,j=%lld,g=%lld,d=%lld]", static_cast<long long>(bi),
-                        static_cast<long long>(j), static_cast<long long>(g), static_cast<long long>(d));
-          if (!key_used) {
-            compare(input::k, x, 0, nullptr, where);
-            continue;
-          }
-          double rate = 0, cubes = 0;
-          mpfr50 magnitude = 0;  // |scale| sum_rows MS_rj |Q_rd|
-          for (const row_id& w : rows) {
-            const double qd = c.q.at(w.b, w.i, w.h, d);
-            const double r = std::fabs(static_cast<double>(c.effective_scale()) * qd);
-            rate = std::max(rate, r);
-            cubes += max_mp(w) * r * r * r;
-            magnitude += t.ms[row_index(w) * z(c.lk) + z(j)] * std::fabs(qd);
-          }
-          magnitude *= s_abs;
-          const fd_real h_step = step_for(rate);
-          // Per row |L_r'''| <= 4 A R^3 with A <= 2 max Mp, R <= rate_r: (h^2 / 6) 8 sum_r max Mp_r rate_r^3, times 2.
-          const double trunc = 2 * static_cast<double>(h_step * h_step) / 6 * 8 * cubes;
-          const difference fd =
-              central_difference(c, d_o, input::k, {bi, j, g, d}, h_step, c.k.at(bi, j, g, d), rows, trunc, t.t_max);
-          compare(input::k, x, magnitude, &fd, where);
-        }
-        for (std::int64_t e = 0; e < c.dv; ++e) {
-          const std::size_t x = z(((bi * c.lk + j) * c.hkv + g) * c.dv + e);
-          std::snprintf(where, sizeof where, "dV[b=%lld,j=%lld,g=%lld,e=%lld]", static_cast<long long>(bi),
-                        static_cast<long long>(j), static_cast<long long>(g), static_cast<long long>(e));
-          if (!key_used) {
-            compare(input::v, x, 0, nullptr, where);
-            continue;
-          }
-          mpfr50 magnitude = 0;  // sum_rows P_rj |dO_re|
-          for (const row_id& w : rows) magnitude += fwd.p[row_index(w) * z(c.lk) + z(j)] * std::fabs(d_o.at(w.b, w.i, w.h, e));
-          double column = 0;  // largest |V| of the column: L is linear in V, no truncation
-          for (std::int64_t jj = 0; jj < c.lk; ++jj) column = std::max(column, std::fabs(c.v.at(bi, jj, g, e)));
-          const fd_real h_step = linear_step_for(column);
-          const difference fd =
-              central_difference(c, d_o, input::v, {bi, j, g, e}, h_step, c.v.at(bi, j, g, e), rows, 0.0, t.t_max);
-          compare(input::v, x, magnitude, &fd, where);
-        }
+        for (std::int64_t d = 0; d < c.d; ++d)
+          judge(input::k, {bi, j, g, d}, key_used, [&] {
+            double rate = 0, cubes = 0;
+            mpfr50 magnitude = 0;  // |scale| sum_rows MS_rj |Q_rd|
+            for (const row_id& w : rows) {
+              const double qd = c.q.at(w.b, w.i, w.h, d);
+              const double r = std::fabs(scale * qd);
+              rate = std::max(rate, r);
+              cubes += max_mp(w) * r * r * r;
+              magnitude += t.ms[row_index(w) * z(c.lk) + z(j)] * std::fabs(qd);
+            }
+            const fd_real h_step = step_for(rate);
+            // Per row |L_r'''| <= 4 A R^3 with A <= 2 max Mp, R <= rate_r: (h^2 / 6) 8 sum_r max Mp_r rate_r^3, times 2.
+            const double trunc = 2 * static_cast<double>(h_step * h_step) / 6 * 8 * cubes;
+            return std::pair{
+                central_difference(c, d_o, input::k, {bi, j, g, d}, h_step, c.k.at(bi, j, g, d), rows, trunc, t.t_max),
+                mpfr50(magnitude * s_abs)};
+          });
+        for (std::int64_t e = 0; e < c.dv; ++e)
+          judge(input::v, {bi, j, g, e}, key_used, [&] {
+            mpfr50 magnitude = 0;  // sum_rows P_rj |dO_re|
+            for (const row_id& w : rows) magnitude += fwd.p[row_index(w) * z(c.lk) + z(j)] * std::fabs(d_o.at(w.b, w.i, w.h, e));
+            double column = 0;  // largest |V| of the column: L is linear in V, no truncation
+            for (std::int64_t jj = 0; jj < c.lk; ++jj) column = std::max(column, std::fabs(c.v.at(bi, jj, g, e)));
+            return std::pair{central_difference(c, d_o, input::v, {bi, j, g, e}, linear_step_for(column), c.v.at(bi, j, g, e),
+                                                rows, 0.0, t.t_max),
+                             magnitude};
+          });
       }
 
   ++st.cases;
@@ -518,7 +494,7 @@ TEST(backward_oracle, refuses_a_grad_output_that_is_not_the_cases) {
   retyped.type = f.c.type == dtype::f32 ? dtype::f16 : dtype::f32;
   EXPECT_THROW(reference_backward(f.c, draw_grad_output(retyped, grad_kind::normal)), input_error);
   tensor cut = f.d_o;
-  cut.bits.pop_back();
+  cut.offset = static_cast<std::int64_t>(cut.bits.size());
   EXPECT_THROW(reference_backward(f.c, cut), input_error);
 }
 
