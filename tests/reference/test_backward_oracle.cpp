@@ -257,7 +257,7 @@ void check_case(const fd_case& f, fd_stats& st) {
     static constexpr std::array<const char*, 3> axes{"b=%lld,i=%lld,h=%lld,d=%lld", "b=%lld,j=%lld,g=%lld,d=%lld",
                                                      "b=%lld,j=%lld,g=%lld,e=%lld"};
     const auto w = static_cast<std::size_t>(which);
-    char index_text[80];
+    char index_text[160];
     std::snprintf(index_text, sizeof index_text, axes[w], static_cast<long long>(at[0]), static_cast<long long>(at[1]),
                   static_cast<long long>(at[2]), static_cast<long long>(at[3]));
     const std::string where = std::string(grad_names[w]) + "[" + index_text + "]";
