@@ -29,12 +29,23 @@ struct naive_result {
   std::vector<double> sink_p, sink_above;
 };
 
-/// Computes S, P, O and LSE of docs/spec.md for a validated, materialized case in
-/// Real arithmetic. Reads Q, K, V only at visible pairs (c.visible), so a
-/// masked slot never enters any arithmetic. Non-finite visible inputs
-/// propagate (NaN or inf results), never a crash.
-template <class Real>
-naive_result<Real> naive_attention(const attn_case& c) {
+/// The inputs as the contract defines them: the exact stored values of the
+/// case's Q, K and V. The oracle reads every input through such a source; the
+/// backward self-check hands it one with a single element perturbed.
+struct stored_inputs {
+  const attn_case& c;
+  double q(std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t d) const { return c.q.at(bi, i, h, d); }
+  double k(std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t d) const { return c.k.at(bi, j, g, d); }
+  double v(std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t e) const { return c.v.at(bi, j, g, e); }
+};
+
+/// Computes S, P, O and LSE of docs/spec.md for a validated case in Real
+/// arithmetic, reading Q, K and V from `in` (q(b, i, h, d), k(b, j, g, d),
+/// v(b, j, g, e), each convertible to Real). Reads them only at visible pairs
+/// (c.visible), so a masked slot never enters any arithmetic. Non-finite
+/// visible inputs propagate (NaN or inf results), never a crash.
+template <class Real, class Inputs>
+naive_result<Real> naive_attention(const attn_case& c, const Inputs& in) {
   using std::exp;  // ADL picks Boost.Multiprecision's exp/log for its types
   using std::isnan;
   using std::log;
@@ -80,7 +91,7 @@ naive_result<Real> naive_attention(const attn_case& c) {
         for (std::int64_t j : keys) {
           Real dot = 0;
           for (std::int64_t d = 0; d < c.d; ++d) {
-            dot += Real(c.q.at(bi, i, h, d)) * Real(c.k.at(bi, j, g, d));
+            dot += Real(in.q(bi, i, h, d)) * Real(in.k(bi, j, g, d));
           }
           // s = softcap(scale * q.k) + alibi + bias (docs/spec.md, "Order of operations").
           Real x = scale * dot;
@@ -126,13 +137,19 @@ naive_result<Real> naive_attention(const attn_case& c) {
 
         for (std::int64_t e = 0; e < c.dv; ++e) {
           Real acc = 0;
-          for (std::int64_t j : keys) acc += p[j] * Real(c.v.at(bi, j, g, e));
+          for (std::int64_t j : keys) acc += p[j] * Real(in.v(bi, j, g, e));
           r.o[n(((bi * c.lq + i) * c.hq + h) * c.dv + e)] = acc;
         }
       }
     }
   }
   return r;
+}
+
+/// The oracle proper: naive_attention on the case's stored, materialized inputs.
+template <class Real>
+naive_result<Real> naive_attention(const attn_case& c) {
+  return naive_attention<Real>(c, stored_inputs{c});
 }
 
 }  // namespace attncheck::oracle_detail

@@ -1,0 +1,53 @@
+// The backward oracle: dQ, dK and dV of the attention contract's O in high
+// precision (docs/oracle.md, "Backward"), and the output gradient dO a case
+// draws from its seed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "attncheck/case.hpp"
+
+namespace attncheck {
+
+/// How draw_grad_output() draws dO from the case's seed.
+enum class grad_kind : std::uint8_t {
+  dyadic,       ///< small exact values k/4 in [-2, 2]
+  normal,       ///< N(0, 1)
+  adversarial,  ///< per row, one of: binades 2^-24..2^24, zero, near the smallest normal, alternating signs, near the type's max / (8 max(Dv, Lk))
+};
+std::string_view name(grad_kind k);
+std::optional<grad_kind> parse_grad_kind(std::string_view s);
+
+/// dO for case c: shape (B, Lq, Hq, Dv), c's storage type and layout (the
+/// padded layout's gaps hold gap_sentinel), every element drawn from c.seed
+/// on its own stream and rounded once to the type. The same header and kind
+/// give the same bits on every machine; Q, K, V and the mask are not read.
+tensor draw_grad_output(const attn_case& c, grad_kind kind);
+
+/// Gradients of L = sum dO * O, each rounded once to double, dense row-major:
+/// dq (B, Lq, Hq, D), dk (B, Lk, Hkv, D), dv (B, Lk, Hkv, Dv).
+struct backward_result {
+  dims4 dq_shape{}, dk_shape{}, dv_shape{};
+  std::vector<double> dq, dk, dv;
+
+  /// Position of element (i0, i1, i2, i3) in the dense row-major array of `shape`.
+  static std::size_t index(const dims4& shape, std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t i3) {
+    return static_cast<std::size_t>(((i0 * shape[1] + i1) * shape[2] + i2) * shape[3] + i3);
+  }
+};
+
+/// Runs the backward oracle (MPFR at 168 bits, the forward oracle's type and
+/// loops) on a validated, materialized case and its dO: P and O recomputed by
+/// the forward oracle, then dP = dO V^T, D = rowsum(dO O), dS = P (dP - D),
+/// dQ = scale dS K, dK = scale dS^T Q (summed over a KV head's G query heads),
+/// dV = P^T dO. Masked and padded keys get exactly 0; a row with no visible key
+/// contributes nothing (its dO is not read) and its dQ is 0. Throws
+/// input_error ("d_o") when dO's shape or type is not the case's or its view
+/// leaves its storage, and ("variants") for a case with a contract 1.1 variant.
+backward_result reference_backward(const attn_case& c, const tensor& d_o);
+
+}  // namespace attncheck
