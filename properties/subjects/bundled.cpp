@@ -92,7 +92,7 @@ void register_bundled_subjects() {
                            }});
     register_subject_kind({"naive", "naive", false, [](const std::string& spec, const std::string& options) {
                              if (!options.empty()) throw input_error("subject", "'" + spec + "': naive takes no options");
-                             return subject::wrap(naive_subject(), spec);
+                             return subject::make_v2(naive_instance_v3, options, spec, "naive");
                            }});
     register_subject_kind({"python", "", true, [](const std::string& spec, const std::string&) { return load_python(spec); }});
   });

@@ -28,9 +28,9 @@ case_stats sample(const subject& s, int n, std::uint64_t seed, const gen_options
   return st;
 }
 
-void expect_floors(const subject& s, const case_stats& st, bool takes_everything) {
+void expect_floors(const subject& s, const case_stats& st, bool takes_everything, bool variants = false) {
   for (const auto& f : distribution_floors()) {
-    if (f.needs_all && !takes_everything) continue;
+    if ((f.needs_all && !takes_everything) || f.variant != variants) continue;
     EXPECT_GE(st.share(f.key), f.floor) << s.spec() << ": share of '" << f.key << "' (" << f.what << ") is " << st.share(f.key)
                                         << ", below its documented floor " << f.floor;
   }
@@ -46,6 +46,24 @@ TEST(distribution, every_share_holds_its_floor_on_a_v1_subject_without_hints) {
   const auto s = subject::load("naive");
   ASSERT_TRUE(s->default_hints());
   expect_floors(*s, sample(*s, 3000, 7), true);
+}
+
+TEST(distribution, every_variant_and_pair_holds_its_floor_where_declared) {
+  // The naive subject declares every contract 1.1 score variant; a law that draws them gets each and each pair.
+  const auto s = subject::load("naive");
+  gen_options opt;
+  opt.variants = true;
+  const case_stats st = sample(*s, 3000, 11, opt);
+  expect_floors(*s, st, true, true);
+  expect_floors(*s, st, true, false);  // the contract 1.0 shares keep theirs
+  // And a subject without them never gets one.
+  const auto b = subject::load("builtin");
+  const case_stats none = sample(*b, 500, 11, opt);
+  for (const auto& f : distribution_floors()) {
+    if (f.variant) {
+      EXPECT_EQ(none.share(f.key), 0.0) << f.key;
+    }
+  }
 }
 
 TEST(distribution, sizes_reach_production_values) {

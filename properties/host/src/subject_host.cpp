@@ -6,6 +6,8 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -198,6 +200,33 @@ void fill_problem(attncheck_problem& p, const attn_case& c, int threads) {
   p.threads = threads;
 }
 
+// The contract 1.1 variants of a case as a version 3 problem carries them
+// (subject.h, attncheck_variants): sinks and slopes point into the case, the
+// bias is packed in its storage type with zero strides on broadcast dims.
+struct variant_parts {
+  attncheck_variants v{};
+  std::vector<unsigned char> bias;
+
+  explicit variant_parts(const attn_case& c) {
+    const score_variants& w = c.variants;
+    v.struct_size = sizeof v;
+    v.window_left = w.window_left;
+    v.window_right = w.window_right;
+    v.chunk = w.chunk;
+    v.softcap = w.softcap;
+    v.sinks = w.has_sinks() ? w.sink_logits.data() : nullptr;
+    v.alibi = w.has_alibi() ? w.alibi_slopes.data() : nullptr;
+    v.bias_dtype = to_abi(w.bias_type);
+    if (w.has_bias()) {
+      bias = w.bias.packed_storage();
+      v.bias = bias.data();
+      const auto& bs = w.bias_shape;
+      const std::int64_t dense[4] = {bs[1] * bs[2] * bs[3], bs[2] * bs[3], bs[3], 1};
+      for (int a = 0; a < 4; ++a) v.bias_stride[a] = bs[a] == 1 ? 0 : dense[a];
+    }
+  }
+};
+
 void set_output(attncheck_problem& p, output_buffers& ob) {
   p.o = ob.og.data() + static_cast<std::size_t>(ob.o.offset) * ob.og.width;
   for (int a = 0; a < 4; ++a) p.o_stride[a] = ob.o.stride[a];
@@ -273,6 +302,63 @@ void check_declaration(const attncheck_instance& d, const std::string& spec) {
   if (!ok) throw input_error("subject.hints", spec + " declares a size hint outside [0, " + power(ATTNCHECK_MAX_SIZE_HINT) + "]");
 }
 
+// The version 3 fields a version 3 instance declares, read only where its
+// struct_size holds them (docs/abi.md: one that ends before features_v3
+// loads with no version 3 feature).
+struct v3_declaration {
+  std::uint32_t features = 0, invariances = 0;
+  double tanh_ulps = 0;
+  bool backward = false;  // attend_backward set
+};
+
+v3_declaration read_v3(const attncheck_instance& d) {
+  v3_declaration v;
+  if (d.abi_version < ATTNCHECK_SUBJECT_ABI_VERSION_3) return v;
+  const auto holds = [&](std::size_t end) { return d.struct_size >= end; };
+  if (holds(offsetof(attncheck_instance, invariances_v3) + sizeof d.invariances_v3)) {
+    v.features = d.features_v3;
+    v.invariances = d.invariances_v3;
+  }
+  if (holds(offsetof(attncheck_instance, tanh_ulps) + sizeof d.tanh_ulps)) v.tanh_ulps = d.tanh_ulps;
+  if (holds(offsetof(attncheck_instance, attend_backward) + sizeof d.attend_backward)) v.backward = d.attend_backward != nullptr;
+  return v;
+}
+
+// Checks a version 3 declaration (docs/abi.md, "Declaration checks"); throws
+// input_error naming the field, the bit and the rule.
+void check_v3_declaration(const v3_declaration& v, const std::string& spec) {
+  const auto hex = [](std::uint32_t x) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "0x%x", x);
+    return std::string(buf);
+  };
+  if (const std::uint32_t unknown = v.features & ~ATTNCHECK_FEATURE3_KNOWN)
+    throw input_error("subject.features_v3", spec + " declares unknown bit(s) " + hex(unknown) +
+                                                 " (this attncheck knows " + hex(ATTNCHECK_FEATURE3_KNOWN) +
+                                                 "): a feature it cannot judge is refused, never silently passed");
+  if (const std::uint32_t unknown = v.invariances & ~ATTNCHECK_CLAIM3_KNOWN)
+    throw input_error("subject.invariances_v3", spec + " declares unknown claim bit(s) " + hex(unknown) + " (this attncheck knows " +
+                                                    hex(ATTNCHECK_CLAIM3_KNOWN) + ")");
+  if (v.backward != ((v.features & ATTNCHECK_FEATURE3_BACKWARD) != 0))
+    throw input_error("subject.attend_backward", spec + (v.backward ? " sets attend_backward without FEATURE3_BACKWARD"
+                                                                    : " declares FEATURE3_BACKWARD without attend_backward"));
+  if ((v.features & ATTNCHECK_FEATURE3_BIAS_GRAD) &&
+      (v.features & (ATTNCHECK_FEATURE3_BIAS | ATTNCHECK_FEATURE3_BACKWARD)) != (ATTNCHECK_FEATURE3_BIAS | ATTNCHECK_FEATURE3_BACKWARD))
+    throw input_error("subject.features_v3", spec + " declares FEATURE3_BIAS_GRAD without both FEATURE3_BIAS and FEATURE3_BACKWARD");
+  if ((v.features & ATTNCHECK_FEATURE3_SOFTCAP) && !(v.tanh_ulps >= 0 && v.tanh_ulps <= ATTNCHECK_MAX_TANH_ULPS))
+    throw input_error("subject.tanh_ulps", spec + " declares tanh_ulps = " + std::to_string(v.tanh_ulps) + "; it must lie in [0, " +
+                                               std::to_string(static_cast<long long>(ATTNCHECK_MAX_TANH_ULPS)) + "] ulps");
+  const std::pair<std::uint32_t, std::uint32_t> claim_needs[] = {
+      {ATTNCHECK_CLAIM3_PAGE_PLACEMENT, ATTNCHECK_FEATURE3_PAGED},
+      {ATTNCHECK_CLAIM3_PAGED_EQUALS_DENSE, ATTNCHECK_FEATURE3_PAGED},
+      {ATTNCHECK_CLAIM3_RAGGED_EQUALS_DENSE, ATTNCHECK_FEATURE3_RAGGED},
+      {ATTNCHECK_CLAIM3_BACKWARD_DETERMINISTIC, ATTNCHECK_FEATURE3_BACKWARD},
+  };
+  for (const auto& [claim, feature] : claim_needs)
+    if ((v.invariances & claim) && !(v.features & feature))
+      throw input_error("subject.invariances_v3", spec + " claims " + hex(claim) + " without the feature " + hex(feature) + " it is about");
+}
+
 // Splits NAME|PATH[:options]: options start at the first ':' followed by key=...
 std::pair<std::string, std::string> split_spec(const std::string& spec) {
   for (std::size_t i = spec.find(':'); i != std::string::npos; i = spec.find(':', i + 1)) {
@@ -320,18 +406,27 @@ std::shared_ptr<subject> subject::wrap(const attncheck_subject* desc, std::strin
 
 std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string spec) {
   if (!inst) throw input_error("subject", spec + " returned no instance");
-  if (inst->abi_version != ATTNCHECK_SUBJECT_ABI_VERSION_2 || inst->struct_size < sizeof(attncheck_instance)) {
+  const bool known_version =
+      inst->abi_version == ATTNCHECK_SUBJECT_ABI_VERSION_2 || inst->abi_version == ATTNCHECK_SUBJECT_ABI_VERSION_3;
+  if (!known_version || inst->struct_size < ATTNCHECK_INSTANCE_V2_SIZE) {
     if (inst->destroy) inst->destroy(inst);
     throw input_error("subject", spec + " returned an instance of ABI version " + std::to_string(inst->abi_version) +
-                                     " (struct_size " + std::to_string(inst->struct_size) + "); expected version 2");
+                                     " (struct_size " + std::to_string(inst->struct_size) + "); expected version 2 or 3");
   }
+  v3_declaration v3;
   try {
     check_declaration(*inst, spec);
+    v3 = read_v3(*inst);
+    check_v3_declaration(v3, spec);
   } catch (...) {
     if (inst->destroy) inst->destroy(inst);
     throw;
   }
-  return std::shared_ptr<subject>(new subject(inst, nullptr, std::move(spec), 2));
+  auto s = std::shared_ptr<subject>(new subject(inst, nullptr, std::move(spec), inst->abi_version));
+  s->features_v3_ = v3.features;
+  s->invariances_v3_ = v3.invariances;
+  s->tanh_ulps_ = (v3.features & ATTNCHECK_FEATURE3_SOFTCAP) ? v3.tanh_ulps : 0.0;
+  return s;
 }
 
 std::shared_ptr<subject> subject::make_v2(attncheck_subject_entry_v2 entry, const std::string& options, const std::string& spec,
@@ -368,7 +463,10 @@ std::shared_ptr<subject> subject::load(const std::string& spec) {
   }
   std::shared_ptr<subject> s;
   try {
-    if (auto v2 = reinterpret_cast<attncheck_subject_entry_v2>(dlsym(h, ATTNCHECK_SUBJECT_ENTRY_V2))) {
+    // The newest entry first: a plugin may export older ones for older hosts.
+    if (auto v3 = reinterpret_cast<attncheck_subject_entry_v2>(dlsym(h, ATTNCHECK_SUBJECT_ENTRY_V3))) {
+      s = make_v2(v3, options, spec, where);
+    } else if (auto v2 = reinterpret_cast<attncheck_subject_entry_v2>(dlsym(h, ATTNCHECK_SUBJECT_ENTRY_V2))) {
       s = make_v2(v2, options, spec, where);
     } else if (auto v1e = reinterpret_cast<attncheck_subject_entry>(dlsym(h, ATTNCHECK_SUBJECT_ENTRY))) {
       if (!options.empty())
@@ -389,6 +487,8 @@ declared_numbers subject::declared() const {
   declared_numbers d;
   d.u = inst_->compute_unit_roundoff;
   d.exp_ulps = inst_->exp_ulps;
+  d.tanh_ulps = tanh_ulps_;
+  d.features_v3 = features_v3_;
   for (std::int64_t lk : {1, 64, 1024, 4096}) {
     attn_case c;
     c.lk = lk;
@@ -404,6 +504,18 @@ std::string subject::cannot_take(const attn_case& c, bool want_lse) const {
   if (c.has_padding() && !has(ATTNCHECK_FEATURE_PADDING)) return "no key padding";
   if (c.has_mask() && !has(ATTNCHECK_FEATURE_MASK)) return "no boolean mask";
   if (want_lse && !has_lse()) return "no LSE";
+  // Contract 1.1 variants: given only to a version 3 subject that declared each one.
+  const score_variants& w = c.variants;
+  const std::pair<bool, std::pair<std::uint32_t, const char*>> variants[] = {
+      {w.has_window(), {ATTNCHECK_FEATURE3_WINDOW, "no sliding window"}},
+      {w.has_chunk(), {ATTNCHECK_FEATURE3_CHUNK, "no chunked attention"}},
+      {w.has_softcap(), {ATTNCHECK_FEATURE3_SOFTCAP, "no softcap"}},
+      {w.has_sinks(), {ATTNCHECK_FEATURE3_SINKS, "no attention sinks"}},
+      {w.has_alibi(), {ATTNCHECK_FEATURE3_ALIBI, "no ALiBi"}},
+      {w.has_bias(), {ATTNCHECK_FEATURE3_BIAS, "no additive bias"}},
+  };
+  for (const auto& [used, need] : variants)
+    if (used && !has_v3(need.first)) return need.second;
   return {};
 }
 
@@ -411,6 +523,8 @@ std::int64_t subject::key_blocks(const attn_case& c) const {
   if (!inst_->key_blocks) return 1;
   attncheck_problem p{};
   fill_problem(p, c, 0);
+  const variant_parts parts(c);
+  if (c.variants.any()) p.variants = &parts.v;  // cannot_take() keeps variants from older subjects
   const std::int64_t cap = std::max<std::int64_t>(1, ATTNCHECK_MAX_KEY_BLOCKS_PER_KEY * c.lk);
   const watched_call watch("key_blocks", 0);
   return std::clamp<std::int64_t>(inst_->key_blocks(inst_->state, &p), 1, cap);
@@ -459,6 +573,8 @@ subject_output subject::attend(const attn_case& c, const call_layout& how) const
       p.mask_stride[0] = s0, p.mask_stride[1] = s1, p.mask_stride[2] = s2, p.mask_stride[3] = s3;
     }
   }
+  const variant_parts parts(c);
+  if (c.variants.any()) p.variants = &parts.v;  // cannot_take() keeps variants from older subjects
   set_output(p, ob);
   char err[err_cap] = {0};
   {

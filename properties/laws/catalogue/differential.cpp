@@ -55,7 +55,8 @@ law_outcome output_within_bound(const subject& s, const attn_case& c) {
 std::vector<law> differential_laws() {
   // min_judged: every element unbounded (scores that may overflow) is rare: 100% judged on builtin, naive, tiny tiles, example at 1000 cases.
   return {law_entry("differential.output_within_bound_of_oracle", output_within_bound, 0.9,
-                    "every O and LSE element within the bound of docs/bound.md of the high-precision oracle")};
+                    "every O and LSE element within the bound of docs/bound.md of the high-precision oracle")
+              .with_variants()};
 }
 
 }  // namespace attncheck::laws

@@ -139,6 +139,8 @@ class law_entry {
   law_entry&& prepared_by(decltype(law::prepare) prepare) && { return set(&law::prepare, std::move(prepare)); }
   /// The law does not compare within the bound: the fuzz harness keeps cases whose bound is not finite.
   law_entry&& fuzzed_unbounded() && { return set(&law::fuzz, law::fuzzing{.bounded = false}); }
+  /// The law holds for the contract 1.1 variants too: its cases draw those the subject declares.
+  law_entry&& with_variants() && { return set(&law::variants, true); }
   operator law() && { return std::move(l_); }
 
  private:

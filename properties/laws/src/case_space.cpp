@@ -197,6 +197,56 @@ std::vector<std::int64_t> hint_lengths(const subject& s) {
 
 rc::Gen<raw_choice> any_raw_choice() { return build_raw(std::make_index_sequence<std::size(header_choices)>{}); }
 
+namespace {
+template <std::size_t... I>
+rc::Gen<variant_choice> build_variant(std::index_sequence<I...>) {
+  using rc::gen::inRange;
+  using rc::gen::set;
+  return rc::gen::resize(full_size, rc::gen::build<variant_choice>(set(variant_choices[I].field, inRange(0, variant_choices[I].n))...));
+}
+
+// A length of a window or chunk from its raw choice: 0..3 first (what
+// shrinking goes to), then each hint -1, +0, +1 (tile and split edges), then
+// Lk's own neighbourhood.
+std::int64_t variant_length(int raw, const std::vector<std::int64_t>& hints, std::int64_t lk) {
+  std::vector<std::int64_t> v = {0, 1, 2, 3};
+  for (std::int64_t h : hints)
+    for (std::int64_t d : {-1, 0, 1}) v.push_back(std::max<std::int64_t>(0, h + d));
+  for (std::int64_t x : {lk / 2, lk - 1, lk, lk + 1}) v.push_back(std::max<std::int64_t>(0, x));
+  return v[static_cast<std::size_t>(raw) % v.size()];
+}
+}  // namespace
+
+rc::Gen<variant_choice> any_variant_choice() { return build_variant(std::make_index_sequence<std::size(variant_choices)>{}); }
+
+variant_choice read_variant_choices(choices& in) {
+  variant_choice v;
+  for (const variant_choice_spec& c : variant_choices) v.*c.field = static_cast<int>(in.in_range(0, c.n - 1));
+  return v;
+}
+
+void apply_variants(attn_case& c, const variant_choice& v, std::uint32_t features, const std::vector<std::int64_t>& hints) {
+  score_variants& w = c.variants;
+  if ((features & ATTNCHECK_FEATURE3_WINDOW) && v.window > 0) {
+    const std::int64_t left = variant_length(v.window_left, hints, c.lk), right = variant_length(v.window_right, hints, c.lk);
+    w.window_left = v.window == 2 ? -1 : left;
+    w.window_right = v.window == 1 ? -1 : v.window == 4 ? 0 : right;
+  }
+  if ((features & ATTNCHECK_FEATURE3_CHUNK) && v.chunk == 3)
+    w.chunk = std::max<std::int64_t>(1, variant_length(v.chunk_size, hints, c.lk));
+  // Caps from below typical scores (|s| ~ 1 for unit values) to far above them.
+  constexpr float caps[] = {0, 0.5f, 1, 2, 5, 10, 30, 50};
+  if (features & ATTNCHECK_FEATURE3_SOFTCAP) w.softcap = caps[v.softcap];
+  if (features & ATTNCHECK_FEATURE3_SINKS) w.sinks = static_cast<sink_kind>(v.sinks);
+  if (features & ATTNCHECK_FEATURE3_ALIBI) w.alibi = static_cast<alibi_kind>(v.alibi);
+  if ((features & ATTNCHECK_FEATURE3_BIAS) && v.bias > 0) {
+    w.bias_shape = {(v.bias_dims & 1) ? c.b : 1, (v.bias_dims & 2) ? c.hq : 1, (v.bias_dims & 4) ? c.lq : 1,
+                    (v.bias_dims & 8) ? c.lk : 1};
+    w.bias_type = static_cast<dtype>(v.bias_type);
+    w.bias_values = static_cast<bias_kind>(v.bias - 1);
+  }
+}
+
 raw_choice read_choices(choices& in) {
   raw_choice r;
   for (const choice_spec& c : header_choices) r.*c.field = static_cast<int>(in.in_range(0, c.n - 1));
@@ -223,6 +273,8 @@ case_context context_of(const subject& s, bool allow_masks, bool allow_poison) {
   ctx.allow_poison = allow_poison;
   ctx.hints = hint_lengths(s);
   ctx.hinted_dims = hint_dims(s);
+  ctx.variants = s.features_v3() & (ATTNCHECK_FEATURE3_WINDOW | ATTNCHECK_FEATURE3_CHUNK | ATTNCHECK_FEATURE3_SOFTCAP |
+                                    ATTNCHECK_FEATURE3_SINKS | ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS);
   return ctx;
 }
 

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
+#include <iterator>
+#include <string>
+#include <utility>
 
 namespace attncheck {
 
@@ -9,10 +13,9 @@ rc::Gen<attn_case> any_case(const subject& s, const gen_options& opt) {
   // The case space (case_space.hpp): the raw choices drawn by rapidcheck,
   // mapped to a case by the same case_of() the fuzz harnesses use.
   const case_context ctx = context_of(s, opt.allow_masks, opt.allow_poison);
-  return rc::gen::map(any_raw_choice(), [ctx, opt](const raw_choice& r) {
-    // The cap: max_work while the law's budget lasts, small_work after; a
-    // failing case's shrinks keep the cap it was drawn with.
-    std::int64_t cap = opt.max_work;
+  // The cap: max_work while the law's budget lasts, small_work after; a
+  // failing case's shrinks keep the cap it was drawn with.
+  const auto cap_now = [opt](std::int64_t cap) {
     if (opt.budget) {
       work_budget& b = *opt.budget;
       if (b.frozen)
@@ -21,8 +24,22 @@ rc::Gen<attn_case> any_case(const subject& s, const gen_options& opt) {
         cap = std::min(cap, opt.small_work);
       b.cap_when_frozen = cap;
     }
-    return case_of(r, ctx, cap);
-  });
+    return cap;
+  };
+  if (!opt.variants || ctx.variants == 0)  // the contract 1.0 stream, unchanged
+    return rc::gen::map(any_raw_choice(), [ctx, opt, cap_now](const raw_choice& r) { return case_of(r, ctx, cap_now(opt.max_work)); });
+  // The variant choices after the header's: a case with a variant is capped
+  // for the MPFR oracle that judges it.
+  return rc::gen::map(rc::gen::pair(any_raw_choice(), any_variant_choice()),
+                      [ctx, opt, cap_now](const std::pair<raw_choice, variant_choice>& rv) {
+                        attn_case probe;
+                        apply_variants(probe, rv.second, ctx.variants, ctx.hints);
+                        const std::int64_t most =
+                            probe.variants.any() ? std::min(opt.max_work, run_default::variant_max_work) : opt.max_work;
+                        attn_case c = case_of(rv.first, ctx, cap_now(most));
+                        apply_variants(c, rv.second, ctx.variants, ctx.hints);
+                        return c;
+                      });
 }
 
 std::vector<std::int64_t> any_chunking(std::int64_t n, std::uint64_t seed) {
@@ -77,6 +94,15 @@ void case_stats::add(const attn_case& c, const subject& s) {
   for (std::int64_t h : hint_lengths(s))
     for (std::int64_t l : {c.lk, c.lq}) near = near || (l >= h - 1 && l <= h + 1) || l == 2 * h + 1;
   count("at a size hint", near);
+  // Contract 1.1 variants (docs/distribution.md): each, and each pair.
+  const score_variants& w = c.variants;
+  const std::pair<const char*, bool> on[] = {{"window", w.has_window()}, {"chunk", w.has_chunk()},   {"softcap", w.has_softcap()},
+                                             {"sinks", w.has_sinks()},   {"alibi", w.has_alibi()},   {"bias", w.has_bias()}};
+  for (std::size_t a = 0; a < std::size(on); ++a) {
+    count(std::string("variant ") + on[a].first, on[a].second);
+    for (std::size_t b = a + 1; b < std::size(on); ++b)
+      count(std::string("variants ") + on[a].first + "+" + on[b].first, on[a].second && on[b].second);
+  }
 }
 
 void case_stats::merge(const case_stats& o) {
@@ -113,7 +139,28 @@ const std::vector<share_floor>& distribution_floors() {
       {"mask", "boolean mask", 0.15, true},
       {"no mask", "no mask at all", 0.05, true},
   };
-  return v;
+  // The variants, each and each pair (drawn independently: window 4/5 of the
+  // cases, chunk 1/4, softcap 7/8, sinks 5/6, ALiBi 3/4, bias 3/4), floors
+  // at about half the expected share.
+  static const std::vector<share_floor> all = [] {
+    std::vector<share_floor> f = v;
+    static const std::vector<std::pair<std::string, double>> expected = {{"window", 0.8}, {"chunk", 0.25}, {"softcap", 0.875},
+                                                                         {"sinks", 0.83}, {"alibi", 0.75}, {"bias", 0.75}};
+    static std::deque<std::string> text;  // keys and descriptions live as long as the table (a deque never moves them)
+    const auto add = [&](const std::string& key, const std::string& what, double share) {
+      text.push_back(key);
+      const char* k = text.back().c_str();
+      text.push_back(what);
+      f.push_back({k, text.back().c_str(), share / 2, false, true});
+    };
+    for (std::size_t a = 0; a < expected.size(); ++a) add("variant " + expected[a].first, expected[a].first, expected[a].second);
+    for (std::size_t a = 0; a < expected.size(); ++a)
+      for (std::size_t b = a + 1; b < expected.size(); ++b)
+        add("variants " + expected[a].first + "+" + expected[b].first, expected[a].first + " with " + expected[b].first,
+            expected[a].second * expected[b].second);
+    return f;
+  }();
+  return all;
 }
 
 }  // namespace attncheck

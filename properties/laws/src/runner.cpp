@@ -41,6 +41,7 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
   gen_options gopt = opt.gen;
   gopt.budget = std::make_shared<work_budget>();
   gopt.budget->limit = gopt.law_work;
+  gopt.variants = l.variants;
   const auto gen = any_case(s, gopt);
   auto property = [&] {
     attn_case c = *gen;

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstdint>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -68,35 +69,69 @@ void store(attncheck_dtype t, void* base, std::int64_t index, float x) {
   static_cast<std::uint16_t*>(base)[index] = h;
 }
 
-// One query row against keys key(j), values val(j, e), j < n visible when vis(j).
+// The contract 1.1 variants of one query row (docs/spec.md "Variants"), f32:
+// the score of key j is softcap(x) + slope * (j - pos) + bias(j); a key the
+// window or chunk hides, or a -inf bias entry, is not visible; sigma joins the
+// denominator. Every field at its default: contract 1.0.
+struct row_variants {
+  const attncheck_variants* v = nullptr;  // NULL: none
+  std::int64_t pos = 0;                   // aligned position of the query
+  float slope = 0, sigma = -std::numeric_limits<float>::infinity();
+  const void* bias_row = nullptr;  // bias at (b, h, i, 0), stepping bias_stride[3]
+  bool visible(std::int64_t j) const {
+    if (!v) return true;
+    if (v->window_left >= 0 && j < pos - v->window_left) return false;
+    if (v->window_right >= 0 && j > pos + v->window_right) return false;
+    if (v->chunk > 0) {
+      // floor division toward minus infinity: rows before key 0 see nothing of chunk 0
+      const auto chunk_of = [&](std::int64_t x) { return x >= 0 ? x / v->chunk : -((-x + v->chunk - 1) / v->chunk); };
+      if (chunk_of(j) != chunk_of(pos)) return false;
+    }
+    return !bias_row || bias(j) != -std::numeric_limits<float>::infinity();
+  }
+  float bias(std::int64_t j) const {
+    return bias_row ? load(v->bias_dtype, bias_row, j * v->bias_stride[3]) : 0.0f;
+  }
+  float score(float x, std::int64_t j) const {
+    if (!v) return x;
+    if (v->softcap != 0) x = v->softcap * std::tanh(x / v->softcap);
+    if (v->alibi) x += slope * static_cast<float>(j - pos);
+    return x + bias(j);
+  }
+};
+
+// One query row against keys key(j), values val(j, e), j < n visible when vis(j) and the variants allow it.
 template <class Key, class Val, class Vis>
 void attend_row(std::int64_t n, std::int64_t d, std::int64_t dv, float scale, const float* q, Key key, Val val, Vis vis,
-                float* o_row, float* lse) {
+                float* o_row, float* lse, const row_variants& rv = {}) {
   std::vector<float> s(static_cast<std::size_t>(n));
   std::vector<char> on(static_cast<std::size_t>(n), 0);
   float m = -std::numeric_limits<float>::infinity();
   bool any = false;
   for (std::int64_t j = 0; j < n; ++j) {
-    if (!vis(j)) continue;
+    if (!vis(j) || !rv.visible(j)) continue;
     float dot = 0.0f;
     for (std::int64_t x = d - 1; x >= 0; --x) dot += q[x] * key(j, x);  // reverse order on purpose
-    s[static_cast<std::size_t>(j)] = dot * scale;
+    s[static_cast<std::size_t>(j)] = rv.score(dot * scale, j);
     on[static_cast<std::size_t>(j)] = 1;
     // A NaN score never becomes m; it poisons the row through exp(s - m) below.
     if (!any || s[static_cast<std::size_t>(j)] > m) m = s[static_cast<std::size_t>(j)];
     any = true;
   }
-  if (!any) {
+  const bool sink = rv.sigma != -std::numeric_limits<float>::infinity();
+  if (!any) {  // O = 0; LSE = sigma with a sink, else -inf
     for (std::int64_t e = 0; e < dv; ++e) o_row[e] = 0.0f;
-    *lse = -std::numeric_limits<float>::infinity();
+    *lse = rv.sigma;
     return;
   }
+  if (sink && rv.sigma > m) m = rv.sigma;  // the sink shifts like one more score
   float sum = 0.0f;
   for (std::int64_t j = n - 1; j >= 0; --j) {
     if (!on[static_cast<std::size_t>(j)]) continue;
     s[static_cast<std::size_t>(j)] = std::exp(s[static_cast<std::size_t>(j)] - m);
     sum += s[static_cast<std::size_t>(j)];
   }
+  if (sink) sum += std::exp(rv.sigma - m);
   for (std::int64_t e = 0; e < dv; ++e) {
     float acc = 0.0f;
     for (std::int64_t j = n - 1; j >= 0; --j)
@@ -117,7 +152,24 @@ void write_err(char* err, std::size_t len, const char* msg) {
   if (err && len) std::snprintf(err, len, "%s", msg);
 }
 
-int naive_attend(const attncheck_problem* p, char* err, std::size_t err_len) {
+// The variants of row (b, h, i) at position pos; vs NULL: none (version 1 and 2 problems).
+row_variants variants_of(const attncheck_variants* vs, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t pos) {
+  row_variants rv;
+  if (!vs) return rv;
+  rv.v = vs;
+  rv.pos = pos;
+  if (vs->alibi) rv.slope = vs->alibi[h];
+  if (vs->sinks) rv.sigma = vs->sinks[h];
+  if (vs->bias) {
+    const std::int64_t w = vs->bias_dtype == ATTNCHECK_F32 ? 4 : 2;
+    rv.bias_row = static_cast<const unsigned char*>(vs->bias) +
+                  w * (b * vs->bias_stride[0] + h * vs->bias_stride[1] + i * vs->bias_stride[2]);
+  }
+  return rv;
+}
+
+// attend for a problem whose variants (NULL: none) the subject was given.
+int naive_attend_variants(const attncheck_problem* p, const attncheck_variants* vs, char* err, std::size_t err_len) {
   if (p->hkv < 1 || p->hq % p->hkv != 0) {
     write_err(err, err_len, "hq must be a positive multiple of hkv");
     return 1;
@@ -145,7 +197,7 @@ int naive_attend(const attncheck_problem* p, char* err, std::size_t err_len) {
           return true;
         };
         float lse;
-        attend_row(p->lk, p->d, p->dv, p->scale, q.data(), key, val, vis, o.data(), &lse);
+        attend_row(p->lk, p->d, p->dv, p->scale, q.data(), key, val, vis, o.data(), &lse, variants_of(vs, b, h, i, pos));
         for (std::int64_t e = 0; e < p->dv; ++e)
           store(p->dtype, p->o, b * p->o_stride[0] + i * p->o_stride[1] + h * p->o_stride[2] + e * p->o_stride[3],
                 o[static_cast<std::size_t>(e)]);
@@ -235,6 +287,8 @@ int naive_cache_attend(void* cache, const attncheck_problem* p, char* err, std::
 
 void naive_cache_free(void* cache) { delete static_cast<naive_cache*>(cache); }
 
+int naive_attend(const attncheck_problem* p, char* err, std::size_t err_len) { return naive_attend_variants(p, nullptr, err, err_len); }
+
 const attncheck_subject naive_desc = {
     ATTNCHECK_SUBJECT_ABI_VERSION,
     "naive-f32",
@@ -254,12 +308,68 @@ const attncheck_subject naive_desc = {
     naive_cache_free,
 };
 
+// ---- Version 3: the same subject with the contract 1.1 variants ----
+
+int v3_attend(void*, const attncheck_problem* p, char* err, std::size_t err_len) {
+  // variants is read only where the host's problem is long enough to hold it.
+  const bool has_v3 = p->struct_size >= offsetof(attncheck_problem, variants) + sizeof p->variants;
+  return naive_attend_variants(p, has_v3 ? p->variants : nullptr, err, err_len);
+}
+void* v3_cache_create(void*, const attncheck_cache_config* cfg, char* err, std::size_t err_len) {
+  return naive_cache_create(cfg, err, err_len);
+}
+int v3_cache_append(void*, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, std::int64_t c, const std::int64_t* count,
+                    char* err, std::size_t err_len) {
+  return naive_cache_append(cache, k, v, c, count, err, err_len);
+}
+int v3_cache_attend(void*, void* cache, const attncheck_problem* p, char* err, std::size_t err_len) {
+  return naive_cache_attend(cache, p, err, err_len);
+}
+void v3_cache_free(void*, void* cache) { naive_cache_free(cache); }
+void v3_destroy(attncheck_instance* self) { delete self; }
+
+attncheck_instance* naive_v3(const char* options, char* err, std::size_t err_len) {
+  if (options && *options) {
+    write_err(err, err_len, "naive takes no options");
+    return nullptr;
+  }
+  auto* x = new (std::nothrow) attncheck_instance{};
+  if (!x) {
+    write_err(err, err_len, "out of memory");
+    return nullptr;
+  }
+  x->abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_3;
+  x->struct_size = sizeof(attncheck_instance);
+  x->name = naive_desc.name;
+  x->dtypes = naive_desc.dtypes;
+  x->features = naive_desc.features;
+  x->invariances = naive_desc.invariances;
+  x->compute_unit_roundoff = naive_desc.compute_unit_roundoff;
+  x->exp_ulps = naive_desc.exp_ulps;
+  x->attend = v3_attend;
+  x->cache_create = v3_cache_create;
+  x->cache_append = v3_cache_append;
+  x->cache_attend = v3_cache_attend;
+  x->cache_free = v3_cache_free;
+  x->destroy = v3_destroy;
+  // Every score variant, in the one-shot call (the cache path takes none).
+  x->features_v3 = ATTNCHECK_FEATURE3_WINDOW | ATTNCHECK_FEATURE3_CHUNK | ATTNCHECK_FEATURE3_SOFTCAP | ATTNCHECK_FEATURE3_SINKS |
+                   ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS;
+  x->tanh_ulps = 2.0;  // glibc tanhf: 2 ulps (its libm-test-ulps, x86_64)
+  return x;
+}
+
 }  // namespace
 
 #ifdef ATTNCHECK_PLUGIN
 extern "C" __attribute__((visibility("default"))) const attncheck_subject* attncheck_subject_v1(void) { return &naive_desc; }
+extern "C" __attribute__((visibility("default"))) attncheck_instance* attncheck_subject_v3(const char* options, char* err,
+                                                                                            std::size_t err_len) {
+  return naive_v3(options, err, err_len);
+}
 #else
 namespace attncheck {
 const attncheck_subject* naive_subject() { return &naive_desc; }
+attncheck_instance* naive_instance_v3(const char* options, char* err, std::size_t err_len) { return naive_v3(options, err, err_len); }
 }  // namespace attncheck
 #endif

@@ -50,6 +50,8 @@ struct call_layout {
 /// The tolerance a subject declares for itself, as the gate prints it.
 struct declared_numbers {
   double u = 0, exp_ulps = 0;
+  double tanh_ulps = 0;           ///< ABI v3 with FEATURE3_SOFTCAP: c_tanh; 0 otherwise
+  std::uint32_t features_v3 = 0;  ///< ABI v3 feature bits (ATTNCHECK_FEATURE3_*)
   std::vector<std::pair<std::int64_t, std::int64_t>> nb_at;  ///< (Lk, nb) samples
 };
 
@@ -81,11 +83,18 @@ class subject {
   const attncheck_instance& desc() const { return *inst_; }
   const std::string& spec() const { return spec_; }
   std::string name() const { return inst_->name ? inst_->name : spec_; }
-  /// 1 or 2: the ABI the subject was built against.
+  /// 1, 2 or 3: the ABI the subject was built against.
   unsigned abi() const { return abi_; }
+  /// ABI v3 feature and claim bits (0 for a version 1 or 2 subject, or a
+  /// version 3 instance too short to hold them), and the declared tanh ulps.
+  std::uint32_t features_v3() const { return features_v3_; }
+  bool has_v3(std::uint32_t feature) const { return (features_v3_ & feature) != 0; }
+  bool claims_v3(std::uint32_t invariance) const { return (invariances_v3_ & invariance) != 0; }
+  double tanh_ulps() const { return tanh_ulps_; }
 
   /// Empty when the subject can take this case; otherwise why not (dtype,
-  /// mask kind, ...), which makes a law report "skipped".
+  /// mask kind, a contract 1.1 variant it did not declare, ...), which makes a
+  /// law report "skipped".
   std::string cannot_take(const attn_case& c, bool want_lse = false) const;
   bool has(std::uint32_t feature) const { return (inst_->features & feature) != 0; }
   bool claims(std::uint32_t invariance) const { return (inst_->invariances & invariance) != 0; }
@@ -121,6 +130,8 @@ class subject {
   void* handle_;
   std::string spec_;
   unsigned abi_;
+  std::uint32_t features_v3_ = 0, invariances_v3_ = 0;
+  double tanh_ulps_ = 0;
   attncheck_size_hints hints_{};
   bool default_hints_ = false;
 };

@@ -122,6 +122,7 @@ struct case_context {
   std::vector<std::int64_t> hints;        ///< lengths to lean to: tiles, splits, the subject's length hints
   std::vector<std::int64_t> hinted_dims;  ///< the subject's hinted head sizes
   bool can_causal = false, can_pad = false, can_mask = false, allow_poison = false;
+  std::uint32_t variants = 0;  ///< ABI v3 variant bits the subject declares (apply_variants)
 };
 case_context context_of(const subject& s, bool allow_masks, bool allow_poison);
 
@@ -129,6 +130,46 @@ case_context context_of(const subject& s, bool allow_masks, bool allow_poison);
 /// case_work <= cap (batch and heads first, then head sizes, lengths last),
 /// then dtype, values, masks, layout, poison, scale and seed.
 attn_case case_of(const raw_choice& r, const case_context& ctx, std::int64_t cap);
+
+/// The raw choices of the contract 1.1 variants (docs/spec.md "Variants"),
+/// drawn after the header only for a law that takes variants and a subject
+/// that declares some (so every other law and subject keeps its stream).
+/// Each shrinks toward 0 = that variant off.
+struct variant_choice {
+  int window = 0, window_left = 0, window_right = 0, chunk = 0, chunk_size = 0, softcap = 0, sinks = 0, alibi = 0, bias = 0,
+      bias_dims = 0, bias_type = 0;
+  bool operator==(const variant_choice&) const = default;
+};
+struct variant_choice_spec {
+  const char* name;
+  int n;
+  int variant_choice::*field;
+};
+/// In the order every backend draws them: append only.
+inline constexpr variant_choice_spec variant_choices[] = {
+    {"window", 5, &variant_choice::window},  // off, left only, right only, both, (left, 0)
+    {"window_left", 40, &variant_choice::window_left},
+    {"window_right", 40, &variant_choice::window_right},
+    {"chunk", 4, &variant_choice::chunk},  // on for 3
+    {"chunk_size", 40, &variant_choice::chunk_size},
+    {"softcap", 8, &variant_choice::softcap},
+    {"sinks", 6, &variant_choice::sinks},  // sink_kind
+    {"alibi", 4, &variant_choice::alibi},  // alibi_kind
+    {"bias", 4, &variant_choice::bias},    // off, normal, masking, huge
+    {"bias_dims", 16, &variant_choice::bias_dims},
+    {"bias_type", 3, &variant_choice::bias_type},
+};
+/// The rapidcheck backend of the variant choices (as any_raw_choice).
+rc::Gen<variant_choice> any_variant_choice();
+/// The variant choices from any backend, in the order of variant_choices.
+variant_choice read_variant_choices(choices& in);
+
+/// The variants of those choices that the subject declares (features: its
+/// ABI v3 bits), applied to a case header: windows and chunks lean to the
+/// subject's hints +-1, softcaps sit below and above the scores, sinks range
+/// from dominating to vanishing, ALiBi slopes of both signs, biases with -inf
+/// rows and columns. Values are drawn by materialize() from the case's seed.
+void apply_variants(attn_case& c, const variant_choice& v, std::uint32_t features, const std::vector<std::int64_t>& hints);
 
 /// The lengths the subject's hints name (tiles, splits, length hints; 64 when none).
 std::vector<std::int64_t> hint_lengths(const subject& s);

@@ -39,11 +39,13 @@ struct gen_options {
   std::int64_t law_work = run_default::law_work;      ///< each law's budget of multiply-adds on large cases
   bool allow_masks = true;                            ///< causal, padding, boolean masks
   bool allow_poison = true;
+  bool variants = false;  ///< also draw the contract 1.1 variants the subject declares (capped at run_default::variant_max_work)
   std::shared_ptr<work_budget> budget;  ///< set by the runner; null: every case may reach max_work
 };
 
 /// Any case the subject can take: shapes, masks, dtype, values, scale, layout,
-/// poison, seed. Leans to the subject's size hints (subject::hints()).
+/// poison, seed, and with opt.variants the variants it declares. Leans to the
+/// subject's size hints (subject::hints()).
 rc::Gen<attn_case> any_case(const subject& s, const gen_options& opt = {});
 
 /// Chunk sizes of a cached sequence of n tokens (prefill, then chunks of any
@@ -65,6 +67,9 @@ struct share_floor {
   const char* what;       ///< in words
   double floor;           ///< the share must not drop below this (for a subject taking every dtype and mask)
   bool needs_all = true;  ///< the floor applies only to subjects with every dtype and mask kind
+  /// A contract 1.1 variant share: it applies to subjects declaring every
+  /// variant, over the cases of the laws that draw variants (law::variants).
+  bool variant = false;
 };
 const std::vector<share_floor>& distribution_floors();
 

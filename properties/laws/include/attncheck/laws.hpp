@@ -103,6 +103,9 @@ struct law {
   struct fuzzing {
     bool bounded = false;
   } fuzz = {};
+  /// Its generator also draws the contract 1.1 variants the subject declares
+  /// (gen_options::variants); every other law judges contract 1.0 cases only.
+  bool variants = false;
 };
 
 /// Every law, in the order the gate runs and prints them.

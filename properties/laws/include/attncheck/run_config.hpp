@@ -31,6 +31,8 @@ inline constexpr int max_size = 100;                        ///< rapidcheck's si
 inline constexpr std::int64_t max_work = 8'000'000;         ///< largest B*Hq*Lq*Lk*(D+Dv) while a law's budget lasts
 inline constexpr std::int64_t max_work_limit = 20'000'000;  ///< largest max_work: ~10 s of the MPFR oracle for one case
 inline constexpr std::int64_t small_work = 100'000;         ///< largest case once the law's budget is spent
+inline constexpr std::int64_t variant_max_work = 400'000;   ///< largest case with a contract 1.1 variant: the fast
+                                                            ///< tier does not cover them, so MPFR does (~0.2 s)
 inline constexpr std::int64_t law_work = 150'000'000;       ///< each law's budget of multiply-adds on large cases
 inline constexpr std::int64_t gtest_law_work = 20'000'000;  ///< ...ATTNCHECK_GATE_TESTS, ctest law properties: a fifth
 inline constexpr int jobs = 0;                              ///< laws at once; 0: the number of CPUs, at most 8 (`attncheck gate`)

@@ -33,5 +33,8 @@ inline constexpr const char* builtin_portable = "builtin:simd=portable";
 attncheck_instance* builtin_instance(const char* options, char* err, std::size_t err_len);
 /// The in-tree naive f32 kernel's descriptor (properties/subjects/naive), ABI v1.
 const attncheck_subject* naive_subject();
+/// The same kernel as an ABI v3 instance with every contract 1.1 score variant;
+/// options must be empty (NULL and a message in err otherwise).
+attncheck_instance* naive_instance_v3(const char* options, char* err, std::size_t err_len);
 
 }  // namespace attncheck
