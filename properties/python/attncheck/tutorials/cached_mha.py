@@ -173,7 +173,8 @@ def _cache(fixed):
     return TutorialCache
 
 
-globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding", "mask"], cache=_cache))
+globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding", "mask"], cache=_cache,
+                         pairs=[("finfo_min", "masked_keys_weighted")]))
 
 
 # ---- The layer mode (attncheck.layer): the module with its own weights, called

@@ -57,6 +57,8 @@ class MHA(nn.Module):
         else:
             attention = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d_k)
         mask = mask.repeat(self.num_head, 1, 1)
+        if "mask_dtype" in self.fixed:  # the script's mask is float32 (000:323); below f32 the sum is promoted
+            mask = mask.to(attention.dtype)
         if "masked_keys_weighted" in self.fixed:
             attention = attention.masked_fill(torch.isinf(mask), float("-inf"))
         else:
@@ -95,7 +97,8 @@ def _attend(fixed):
     return attend
 
 
-globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding"]))
+globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding"],
+                         pairs=[("nan_rows", "masked_keys_weighted")], low_fixes=[("mask_dtype", "masked_keys_weighted")]))
 
 
 # ---- The layer mode (attncheck.layer): the module with its own weights, called

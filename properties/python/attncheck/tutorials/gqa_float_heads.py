@@ -119,6 +119,7 @@ def _attend(fixed):
 
 
 globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding", "mask"],
+                         pairs=[("nan_rows", "masked_keys_weighted")],
                          tutorial_features=["causal"]))
 
 

@@ -42,6 +42,10 @@ from ._adapt import allowed_keys, no_grad, repeat_kv, skip_masked_keys, variants
 
 BUGS = ("fill_1e9", "masked_keys_weighted")
 WALKTHROUGH = "kv_from_query"
+KERNEL_BUGS = BUGS + (WALKTHROUGH,)
+# The variants gate_tutorials.py gates, in its tables' order.
+VARIANTS = ("tutorial", "walkthrough") + tuple("only_" + b for b in KERNEL_BUGS) + (
+    "pair_fill_1e9", "corrected", "tutorial_bf16", "corrected_bf16")
 BATCH = "batch_from_query"  # the layer mode's: a kernel gate's K and V always have the queries' batch
 # Where each defect is printed (seed file, line) and which kind it is
 # (gate_tutorials.py prints them): "seed" a defect of the seed's code in its
@@ -151,20 +155,17 @@ def _attend(fixed):
 
 
 def _declare():
-    out = variants(sys.modules[__name__], _attend, BUGS + (WALKTHROUGH,), features=["causal", "padding", "mask"])
-    every = frozenset(BUGS + (WALKTHROUGH,))
-    # `tutorial` is the whole module (walk-through projections fixed); `walkthrough` adds them.
-    out["walkthrough"] = out.pop("tutorial")
+    out = variants(sys.modules[__name__], _attend, KERNEL_BUGS, features=["causal", "padding", "mask"],
+                   pairs=[("fill_1e9", "masked_keys_weighted")])
+    # variants' `tutorial` has every switch in, the walk-through's projections
+    # too: that is `walkthrough`; `tutorial` is the whole module (lines 284-347).
+    for low in ("", "_bf16"):
+        out["walkthrough" + low] = out.pop("tutorial" + low)
+        declared = dict(out["corrected" + low].__attncheck__)
+        out["tutorial" + low] = _attend(frozenset({WALKTHROUGH}))
+        out["tutorial" + low].__attncheck__ = dict(declared, name=declared["name"].replace("corrected", "as written"))
     out["walkthrough"].__attncheck__["name"] = "tutorial seed004_mha (walk-through: K, V from x_query)"
-    tutorial = _attend(frozenset({WALKTHROUGH}))
-    tutorial.__attncheck__ = dict(out["corrected"].__attncheck__, name="tutorial seed004_mha (as written)")
-    out["tutorial"] = tutorial
-    for dt, u in (("bf16", 2**-8),):
-        for label, fixed in (("tutorial", frozenset({WALKTHROUGH})), ("corrected", every)):
-            fn = _attend(fixed)
-            fn.__attncheck__ = dict(out["corrected"].__attncheck__, dtypes=[dt], u=u,
-                                    name=f"tutorial seed004_mha ({label}, {dt} throughout)")
-            out[f"{label}_{dt}"] = fn
+    del out["walkthrough_bf16"]
     return out
 
 
