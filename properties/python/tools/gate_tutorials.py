@@ -21,6 +21,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.join(ROOT, "properties", "python"))
+from attncheck.tutorials._findings import FINDINGS, cite  # noqa: E402
 # The law that names each bug most directly; the first failing law otherwise.
 NAMING_LAW = {
     "own_scale": "scale.power_of_two_scalings_are_exact",
@@ -56,30 +58,6 @@ def cell(text, limit=160):
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def bug_rows(name, module, out_root):
-    """One row per bug: the law that catches it alone (only_<bug>), its shrunk case, why, replay."""
-    print(f"\n| bug | caught by | shrunk case | why | replay |")
-    print("|---|---|---|---|---|")
-    for bug in getattr(module, "KERNEL_BUGS", module.BUGS):
-        out = os.path.join(out_root, name, "only_" + bug)
-        path = os.path.join(out, "gate.json")
-        if not os.path.exists(path):
-            print(f"| `{bug}` | not gated | - | - | - |")
-            continue
-        with open(path) as f:
-            doc = json.load(f)
-        failing = [law for law in doc["laws"] if law["verdict"] in ("fail", "unjudged")]
-        if not failing:
-            print(f"| `{bug}` | nothing alone (`only_{bug}` passes) | - | - | - |")
-            continue
-        law = next((x for x in failing if x["name"] == NAMING_LAW.get(bug)), failing[0])
-        saved = sorted(glob.glob(os.path.join(out, "cases", law["name"] + "-*.json")))
-        spec = f"python:attncheck.tutorials.{name}:only_{bug}"
-        replay = f"`build/attncheck repro {os.path.relpath(saved[0], ROOT)} --subject '{spec}'`" if saved else "-"
-        print(f"| `{bug}` | `{law['name']}` (and {len(failing) - 1} more) | `{law.get('counterexample', '-')}` | "
-              f"{cell(law.get('message', ''), 220)} | {replay} |", flush=True)
-
-
 LAYER_REPLAY = "PYTHONPATH=build/python /usr/bin/python3 -m attncheck.layer --subject attncheck.tutorials.{}:{} --cases {} --seed {}"
 
 
@@ -87,8 +65,8 @@ def layer_runs(name, module, out_root, cases, seed, reuse):
     """Runs the layer mode on every layer_* subject of `module`; prints its table."""
     from attncheck import layer as layer_mode
     print(f"\nLayer mode ({cases} cases per law, seed {seed}):\n")
-    print("| layer variant | verdict | failing laws | first failure: case | why | cases skipped (interface) |")
-    print("|---|---|---|---|---|---|")
+    print("| layer variant | seed line | verdict | failing laws | first failure: case | why | cases skipped (interface) |")
+    print("|---|---|---|---|---|---|---|")
     names = [n for n in vars(module) if n.startswith("layer_") and isinstance(getattr(module, n), layer_mode.Layer)]
     order = sorted(names, key=lambda n: (n != "layer_tutorial", n == "layer_corrected", n))
     for n in order:
@@ -112,10 +90,10 @@ def layer_runs(name, module, out_root, cases, seed, reuse):
                 outside[why] = outside.get(why, 0) + k
         out_text = "; ".join(f"{k}: {why}" for why, k in sorted(outside.items(), key=lambda x: -x[1])) or "-"
         if not failing:
-            print(f"| `{n}` | {verdict} | - | - | - | {cell(out_text, 400)} |")
+            print(f"| `{n}` | {cite(name, n)} | {verdict} | - | - | - | {cell(out_text, 400)} |")
             continue
         laws = ", ".join(f"`{r['name']}`" for r in failing)
-        print(f"| `{n}` | {verdict} | {laws} | `{failing[0]['counterexample']}` | {cell(failing[0]['message'])} | "
+        print(f"| `{n}` | {cite(name, n)} | {verdict} | {laws} | `{failing[0]['counterexample']}` | {cell(failing[0]['message'])} | "
               f"{cell(out_text, 400)} |", flush=True)
 
 
@@ -123,11 +101,10 @@ def findings(name, out_root, cases, seed):
     """The findings table: each item's kind and seed line, the law that catches
     it alone, its case and replay; then the module's verdict on its seed
     defects only."""
-    from attncheck.tutorials._findings import FINDINGS
     print("\n| finding | kind | seed line | caught by (alone) | case | why | replay |")
     print("|---|---|---|---|---|---|---|")
     caught, defects = [], []
-    for item, kind, cite, how in FINDINGS[name]:
+    for item, kind, where, how in FINDINGS[name]:
         law = case = why = replay = "-"
         if how[0] == "kernel":
             variant = how[1] if how[1].startswith(("pair_", "only_")) else "only_" + how[1]
@@ -140,7 +117,7 @@ def findings(name, out_root, cases, seed):
             if doc is None:
                 law = "not gated"
             else:
-                failing = [x for x in doc["laws"] if x["verdict"] in ("fail", "unjudged")]
+                failing = [x for x in doc["laws"] if x["verdict"] == "fail"]
                 if not failing:
                     law = f"nothing alone (`{variant}` passes)"
                 else:
@@ -173,7 +150,7 @@ def findings(name, out_root, cases, seed):
             defects.append(item)
             if hit:
                 caught.append(item)
-        print(f"| {item} | {kind} | {cite} | {law} | {case} | {why} | {replay} |", flush=True)
+        print(f"| {item} | {kind} | {where} | {law} | {case} | {why} | {replay} |", flush=True)
     verdict = "FAIL" if caught else "PASS"
     print(f"\nVerdict on seed defects only: **{verdict}**, {len(caught)} of {len(defects)} seed defects caught alone"
           + (f" ({', '.join(caught)})" if caught else "") + ".")
@@ -192,7 +169,6 @@ def main():
     ap.add_argument("modules", nargs="*", default=MODULES)
     args = ap.parse_args()
     attncheck = os.path.join(ROOT, "build", "attncheck")
-    sys.path.insert(0, os.path.join(ROOT, "properties", "python"))
     for name in args.modules:
         module = importlib.import_module("attncheck.tutorials." + name)
         if args.layer:
@@ -205,8 +181,8 @@ def main():
             continue
         print(f"\n### {name}\n")
         print((module.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ") + "\n")
-        print("| variant | verdict | failing laws | first failure: shrunk case | why | replay |")
-        print("|---|---|---|---|---|---|")
+        print("| variant | seed line | verdict | failing laws | first failure: shrunk case | why | replay |")
+        print("|---|---|---|---|---|---|---|")
         pairs = sorted(n for n in vars(module) if n.startswith("pair_") or (n.startswith("only_") and n.endswith("_bf16")))
         default = ["tutorial"] + ["only_" + b for b in module.BUGS] + pairs + ["corrected", "tutorial_bf16", "corrected_bf16"]
         for variant in getattr(module, "VARIANTS", default):
@@ -215,22 +191,26 @@ def main():
             spec = f"python:attncheck.tutorials.{name}:{variant}"
             out = os.path.join(args.out, name, variant)
             doc, _, _ = gate(attncheck, spec, out, args.cases, args.seed, args.reuse)
-            failing = [law for law in doc["laws"] if law["verdict"] in ("fail", "unjudged")]
+            failing = [law for law in doc["laws"] if law["verdict"] == "fail"]
+            unjudged = [law for law in doc["laws"] if law["verdict"] == "unjudged"]
             passed = sum(law["verdict"] == "pass" for law in doc["laws"])
             skipped = sum(law["verdict"] == "skipped" for law in doc["laws"])
-            verdict = (f"FAIL ({len(failing)} failed, {passed} passed, {skipped} skipped)" if failing
-                       else f"PASS ({passed} passed, {skipped} skipped)") + f", {doc['seconds']:.0f} s"
+            counts = f"{len(failing)} failed, {passed} passed, {len(unjudged)} unjudged, {skipped} skipped"
+            verdict = ("FAIL" if failing else "NOT JUDGED" if unjudged else "PASS") + f" ({counts}), {doc['seconds']:.0f} s"
+            if not failing and unjudged:
+                why = cell("; ".join(f"`{law['name']}`: {law.get('unjudged_why', '')}" for law in unjudged), 300)
+                print(f"| `{variant}` | {cite(name, variant)} | {verdict} | - | - | {why} | - |", flush=True)
+                continue
             if not failing:
-                print(f"| `{variant}` | {verdict} | - | - | - | - |", flush=True)
+                print(f"| `{variant}` | {cite(name, variant)} | {verdict} | - | - | - | - |", flush=True)
                 continue
             first = failing[0]
             saved = sorted(glob.glob(os.path.join(out, "cases", first["name"] + "-*.json")))
             replay = (f"`build/attncheck repro {os.path.relpath(saved[0], ROOT)} --subject '{spec}'`" if saved else "-")
             laws = ", ".join(f"`{law['name']}`" for law in failing)
-            print(f"| `{variant}` | {verdict} | {laws} | `{first.get('counterexample', '-')}` | "
+            print(f"| `{variant}` | {cite(name, variant)} | {verdict} | {laws} | `{first.get('counterexample', '-')}` | "
                   f"{cell(first.get('message', first.get('unjudged_why', '')))} | {replay} |")
             sys.stdout.flush()
-        bug_rows(name, module, args.out)
 
 
 if __name__ == "__main__":

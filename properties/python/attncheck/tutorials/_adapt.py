@@ -69,6 +69,38 @@ def variants(module, make_attend, bugs, features, cache=None, tutorial_features=
     return out
 
 
+def seed000_layers(cls, name, refuses):
+    """The layer subjects of seed 000's MHA and MQA (docs/tutorials.md, "The
+    layer mode"): cls(num_head, dimension_k, dimension_v, d_k, d_v, d_o) with
+    its own weights, called as the test script calls it, m(q, k, v, mask)
+    (000:335-341), q, k, v of their own widths and the script's additive
+    (B, n_q, n_k) float mask, 0 = seen, -inf = hidden (000:323). The scale is
+    the module's own 1/sqrt(d_k), the right one. Returns layer_tutorial,
+    layer_only_fc_q_width and layer_corrected."""
+    from ..layer import QKV, Layer
+
+    def layer(fixed, label):
+        def build(case):
+            return cls(case.heads, case.width("k"), case.width("v"), case.head_dim, case.head_dim_v, case.d_out, fixed,
+                       dimension_q=case.width("q"))
+
+        def call(m, xs, visible):
+            b, lq, lk = xs["q"].shape[0], xs["q"].shape[1], xs["k"].shape[1]
+            add = torch.zeros(b, lq, lk)
+            if visible is not None:
+                add = add.masked_fill(~visible, float("-inf"))
+            return m(xs["q"], xs["k"], xs["v"], add)[1]
+
+        def weights(m):
+            return {"q": m.fc_q, "k": m.fc_k, "v": m.fc_v, "o": m.fc_o}
+
+        return Layer(build, call, weights, QKV, refuses, "any", name=f"{name} {label}")
+
+    return {"layer_tutorial": layer(frozenset(), "as written"),
+            "layer_only_fc_q_width": layer(frozenset({"nan_rows"}), "only fc_q_width"),
+            "layer_corrected": layer(frozenset({"fc_q_width", "nan_rows"}), "corrected")}
+
+
 def contract_visibility(b, hq, lq, lk, *, causal, key_len, mask):
     """(full, others): the contract's visibility (B, Hq, Lq, Lk), and its
     padding and mask part alone (None when the case has neither), for modules

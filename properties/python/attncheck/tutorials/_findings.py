@@ -23,6 +23,22 @@ run of `layer_<variant>`; ("none", why) says why no law reaches it.
 S000, S002, S003, S004 = ("000_e41d98dc2c856e1e.txt", "002_a08601b61fdd35e6.txt", "003_4f85a3ef761c20b4.txt",
                           "004_aaf55d68f2fac64f.txt")
 MASKED_KEYS = "contract"
+
+
+def _seed000(fc_q, scores, add, matmul):
+    """The findings seed 000's MHA and MQA share, at their own lines: the test
+    script's mask (000:323-324), fc_q's width, the additive mask, the scale."""
+    return [
+        ("top_left_mask", "seed", f"{S000}:323-324", ("kernel", "top_left_mask")),
+        ("fc_q_width", "seed", f"{S000}:{fc_q}", ("layer", "only_fc_q_width", "layer.output_within_bound_of_oracle")),
+        ("nan_rows", "contract", f"{S000}:{add}-{add + 1}",
+         ("kernel", "pair_nan_rows", "masked.fully_masked_rows_are_zero")),
+        ("masked_keys_weighted", MASKED_KEYS, f"{S000}:{matmul}", ("kernel", "masked_keys_weighted")),
+        ("own_scale", "interface", f"{S000}:{scores}", ("kernel", "own_scale")),
+        ("float32 mask added to bf16 scores: the sum is float32 and matmul with bf16 V raises", "seed",
+         f"{S000}:{add},323", ("kernel", "pair_mask_dtype_bf16")),
+    ]
+
 FINDINGS = {
     "self_attention": [
         ("own_scale", "interface", f"{S002}:48", ("kernel", "own_scale")),
@@ -57,14 +73,7 @@ FINDINGS = {
         ("one_head_dim", "interface", f"{S002}:316", ("kernel", "one_head_dim")),
         ("masked_keys_weighted", MASKED_KEYS, f"{S002}:330", ("kernel", "masked_keys_weighted")),
     ],
-    "mqa": [
-        ("top_left_mask", "seed", f"{S000}:323-324", ("kernel", "top_left_mask")),
-        ("fc_q_width", "seed", f"{S000}:261", ("layer", "only_fc_q_width", "layer.output_within_bound_of_oracle")),
-        ("nan_rows", "contract", f"{S000}:294-295", ("kernel", "pair_nan_rows", "masked.fully_masked_rows_are_zero")),
-        ("masked_keys_weighted", MASKED_KEYS, f"{S000}:299", ("kernel", "masked_keys_weighted")),
-        ("own_scale", "interface", f"{S000}:292", ("kernel", "own_scale")),
-        ("float32 mask added to bf16 scores: the sum is float32 and matmul with bf16 V raises", "seed",
-         f"{S000}:294,323", ("kernel", "pair_mask_dtype_bf16")),
+    "mqa": _seed000(fc_q=261, scores=292, add=294, matmul=299) + [
         ("one_kv_head", "interface", f"{S000}:263-264", ("kernel", "one_kv_head")),
     ],
     "cached_mha": [
@@ -74,15 +83,7 @@ FINDINGS = {
         ("own_scale", "interface", f"{S003}:17", ("kernel", "own_scale")),
         ("one_head_dim", "interface", f"{S003}:51", ("kernel", "one_head_dim")),
     ],
-    "cross_attention": [
-        ("top_left_mask", "seed", f"{S000}:323-324", ("kernel", "top_left_mask")),
-        ("fc_q_width", "seed", f"{S000}:195", ("layer", "only_fc_q_width", "layer.output_within_bound_of_oracle")),
-        ("nan_rows", "contract", f"{S000}:233-234", ("kernel", "pair_nan_rows", "masked.fully_masked_rows_are_zero")),
-        ("masked_keys_weighted", MASKED_KEYS, f"{S000}:238", ("kernel", "masked_keys_weighted")),
-        ("own_scale", "interface", f"{S000}:229", ("kernel", "own_scale")),
-        ("float32 mask added to bf16 scores: the sum is float32 and matmul with bf16 V raises", "seed",
-         f"{S000}:233,323", ("kernel", "pair_mask_dtype_bf16")),
-    ],
+    "cross_attention": _seed000(fc_q=195, scores=229, add=233, matmul=238),
     "seed004_mha": [
         ("kv_from_query (walk-through)", "seed", f"{S004}:22-24", ("kernel", "kv_from_query")),
         ("kv_from_query (whole module)", "seed", f"{S004}:22-24",
@@ -110,3 +111,25 @@ FINDINGS = {
                   "heads); skipped with the reason in the layer mode")),
     ],
 }
+
+# The seed lines of each module as a whole (tutorial, corrected, bf16 rows).
+MODULE_SEED = {
+    "self_attention": f"{S002}:27-58", "mha_model_width": f"{S002}:215-270", "gqa_float_heads": f"{S002}:280-337",
+    "mqa": f"{S000}:253-300", "cached_mha": f"{S003}:10-95", "cross_attention": f"{S000}:185-250",
+    "seed004_mha": f"{S004}:284-347",
+}
+
+
+def cite(module, variant):
+    """The seed line a table row of `variant` (kernel `only_x`, `pair_x`, or
+    layer `layer_only_x`, ...) stands for: its finding's, else the module's."""
+    bare = variant[len("layer_"):] if variant.startswith("layer_") else variant
+    for _, _, where, how in FINDINGS[module]:
+        names = {how[1], "only_" + how[1], how[1].replace("pair_", "only_", 1)}
+        if how[0] == "layer" and variant.startswith("layer_") and bare in names:
+            return where
+        if how[0] == "kernel" and not variant.startswith("layer_") and bare in names:
+            return where
+    if bare == "walkthrough":
+        return f"{S004}:22-24"
+    return MODULE_SEED[module]

@@ -22,8 +22,7 @@ import sys
 import torch
 from torch import nn
 
-from ..layer import QKV, Layer
-from ._adapt import Feed, no_grad, skip_masked_keys, repeat_kv, variants
+from ._adapt import seed000_layers, Feed, no_grad, skip_masked_keys, repeat_kv, variants
 from ._seed_mask import additive_mask
 
 BUGS = ("top_left_mask", "nan_rows", "masked_keys_weighted", "own_scale")
@@ -101,36 +100,6 @@ globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causa
                          pairs=[("nan_rows", "masked_keys_weighted")], low_fixes=[("mask_dtype", "masked_keys_weighted")]))
 
 
-# ---- The layer mode (attncheck.layer): the module with its own weights, called
-# as the test script calls it, mha(q, k, v, mask) (000:335-341), q, k, v of
-# their own widths and mask the script's additive (B, n_q, n_k) float mask,
-# 0 = seen, -inf = hidden (000:323). The scale is the module's own
-# 1/sqrt(d_k), the right one.
-LAYER_BUGS = ("fc_q_width", "nan_rows")
-
-
-def _interface(case):
-    return "as many K/V heads as query heads (000:196-197)" if case.kv_heads != case.heads else None
-
-
-def _layer(fixed, label):
-    def build(case):
-        return MHA(case.heads, case.width("k"), case.width("v"), case.head_dim, case.head_dim_v, case.d_out, fixed,
-                   dimension_q=case.width("q"))
-
-    def call(m, xs, visible):
-        b, lq, lk = xs["q"].shape[0], xs["q"].shape[1], xs["k"].shape[1]
-        add = torch.zeros(b, lq, lk)
-        if visible is not None:
-            add = add.masked_fill(~visible, float("-inf"))
-        return m(xs["q"], xs["k"], xs["v"], add)[1]
-
-    def weights(m):
-        return {"q": m.fc_q, "k": m.fc_k, "v": m.fc_v, "o": m.fc_o}
-
-    return Layer(build, call, weights, QKV, _interface, "any", name=f"cross_attention {label}")
-
-
-layer_tutorial = _layer(frozenset(), "as written")
-layer_only_fc_q_width = _layer(frozenset({"nan_rows"}), "only fc_q_width")
-layer_corrected = _layer(frozenset(LAYER_BUGS), "corrected")
+# ---- The layer mode (attncheck.layer): _adapt.seed000_layers, fc_q_width a
+# switch of the module (fixed: fc_q takes dimension_q).
+globals().update(seed000_layers(MHA, "cross_attention", lambda case: "as many K/V heads as query heads (000:196-197)" if case.kv_heads != case.heads else None))
