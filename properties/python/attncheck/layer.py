@@ -115,9 +115,10 @@ class Verdict:
         self.law, self.what = law, what
         self.verdict, self.case, self.message = "skipped", None, ""
         self.judged, self.outside = 0, {}
+        self.max_ratio = 0.0  # the largest |error| / bound over the elements judged
 
     def row(self):
-        return dict(name=self.law, verdict=self.verdict, what=self.what, judged=self.judged,
+        return dict(name=self.law, verdict=self.verdict, what=self.what, judged=self.judged, max_ratio=self.max_ratio,
                     counterexample=self.case.text() if self.case else None, message=self.message,
                     outside=self.outside)
 
@@ -230,11 +231,17 @@ def _bits(t):
     return t.detach().contiguous().view(-1).float().numpy().tobytes()
 
 
+RATIO = [0.0]  # the largest |error| / bound of the law being judged (reset by _judge)
+
+
 def _compare(got, want, bound, case):
     if tuple(got.shape) != tuple(want.shape):
         return f"shape {tuple(got.shape)}, expected {tuple(want.shape)}"
     got = got.detach().double()
     err = (got - want).abs()
+    ratio = torch.where(bound > 0, err / bound.clamp_min(1e-300), torch.where(err > 0, torch.inf, 0.0))
+    if ratio.numel() and bool(torch.isfinite(ratio).all()):
+        RATIO[0] = max(RATIO[0], float(ratio.max()))
     bad = ~(err <= bound)  # NaN fails
     if not bool(bad.any()):
         return None
@@ -310,6 +317,7 @@ def _case(layer, d):
 
 
 def _judge(verdict, layer, drawn, check):
+    RATIO[0] = 0.0
     for d in drawn:
         case = _case(layer, d)
         why = layer.refuses(case)
@@ -324,6 +332,7 @@ def _judge(verdict, layer, drawn, check):
         except Exception as e:  # the subject raised: a failure, as in the kernel gate
             problem = f"raised {type(e).__name__}: {' '.join(str(e).split())[:200]}"
         verdict.judged += 1
+        verdict.max_ratio = RATIO[0]
         if problem:
             verdict.verdict, verdict.case, verdict.message = "fail", case, problem
             return verdict
@@ -421,7 +430,8 @@ def main(argv=None):
         extra = f" on {r['counterexample']}: {r['message']}" if r["verdict"] == "fail" else \
             (f" ({r['message']})" if r["message"] else "")
         outside = "".join(f"; {n} cases skipped: {why}" for why, n in r["outside"].items())
-        print(f"{r['verdict'].upper():7} {r['name']} [{r['judged']} judged{outside}]{extra}")
+        ratio = f", max |error|/bound {r['max_ratio']:.3g}" if r["judged"] and r["verdict"] == "pass" else ""
+        print(f"{r['verdict'].upper():7} {r['name']} [{r['judged']} judged{ratio}{outside}]{extra}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(subject=args.subject, cases=args.cases, seed=args.seed, laws=rows), f, indent=1)
