@@ -46,7 +46,8 @@ FINDINGS = {
         ("nan_rows", "contract", f"{S002}:53-55", ("kernel", "pair_nan_rows", "masked.fully_masked_rows_are_zero")),
         ("masked_keys_weighted", MASKED_KEYS, f"{S002}:56", ("kernel", "masked_keys_weighted")),
         ("tab in the causal branch, seq_len read from a global", "seed", f"{S002}:51-52",
-         ("none", "Python refuses the file (TabError) and seq_len is a global of the test script; the mirror "
+         ("none", "Python refuses the class (IndentationError: unindent does not match any outer indentation "
+                  "level) and seq_len is a global of the test script; the mirror "
                   "indents the branch and takes L from x, the closest code that runs")),
     ],
     "mha_model_width": [
