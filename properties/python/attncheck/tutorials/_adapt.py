@@ -25,29 +25,80 @@ def repeat_kv(x, hq):
     return x.repeat_interleave(hq // x.shape[2], dim=2) if x.shape[2] != hq else x
 
 
-def variants(module, make_attend, bugs, features, cache=None, tutorial_features=None):
+# Low-precision runs: (dtype, u of its compute, as the module computes in it).
+LOW = (("bf16", 2**-8),)
+
+
+def variants(module, make_attend, bugs, features, cache=None, tutorial_features=None, pairs=(), low_fixes=()):
     """Declares `tutorial`, `corrected` and one `only_<bug>` subject per bug in
     `module`'s namespace. make_attend(fixed) returns the callable for a set of
     fixed bugs; make_attend's callable keeps its module between calls.
     tutorial_features: what the module as written takes, when less than the
-    corrected one (a module without a padding or mask argument)."""
+    corrected one (a module without a padding or mask argument).
+    pairs: (bug, the bug it hides behind): `pair_<bug>` has those two in and
+    every other fixed, so that the first shows by its own law.
+    `tutorial_bf16` and `corrected_bf16` run the module in bf16 throughout;
+    low_fixes: (fix, the bug it hides behind) that only low precision needs,
+    in corrected_bf16, with `pair_<fix>_bf16` showing it."""
     f32 = dict(tensors="torch", dtypes=["f32"], features=list(features), claims=["deterministic"], u=2**-24, exp_ulps=1)
     name = module.__name__.rsplit(".", 1)[-1]
     every = frozenset(bugs)
 
-    def declare(label, fixed):
+    def declare(label, fixed, **over):
         fn = make_attend(frozenset(fixed))
-        fn.__attncheck__ = dict(f32, name=f"tutorial {name} ({label})")
+        fn.__attncheck__ = dict(f32, name=f"tutorial {name} ({label})", **over)
         if cache is not None:
             fn.__attncheck__["cache"] = cache(frozenset(fixed))
         return fn
 
     out = {"tutorial": declare("as written", ()), "corrected": declare("corrected", every)}
+    for dt, u in LOW:
+        out[f"tutorial_{dt}"] = declare(f"as written, {dt} throughout", (), dtypes=[dt], u=u)
+        out[f"corrected_{dt}"] = declare(f"corrected, {dt} throughout", every | {f for f, _ in low_fixes}, dtypes=[dt],
+                                         u=u)
+        for fix, behind in low_fixes:
+            out[f"pair_{fix}_{dt}"] = declare(f"{fix} with {behind}, {dt} throughout",
+                                             (every - {behind}) | ({f for f, _ in low_fixes} - {fix}), dtypes=[dt], u=u)
     if tutorial_features is not None:
-        out["tutorial"].__attncheck__["features"] = list(tutorial_features)
+        for label in ("tutorial",) + tuple(f"tutorial_{dt}" for dt, _ in LOW):
+            out[label].__attncheck__["features"] = list(tutorial_features)
     for bug in bugs:
         out["only_" + bug] = declare(f"only {bug}", every - {bug})
+    for bug, behind in pairs:
+        out["pair_" + bug] = declare(f"{bug} with {behind}", every - {bug, behind})
     return out
+
+
+def seed000_layers(cls, name, refuses):
+    """The layer subjects of seed 000's MHA and MQA (docs/tutorials.md, "The
+    layer mode"): cls(num_head, dimension_k, dimension_v, d_k, d_v, d_o) with
+    its own weights, called as the test script calls it, m(q, k, v, mask)
+    (000:335-341), q, k, v of their own widths and the script's additive
+    (B, n_q, n_k) float mask, 0 = seen, -inf = hidden (000:323). The scale is
+    the module's own 1/sqrt(d_k), the right one. Returns layer_tutorial,
+    layer_only_fc_q_width and layer_corrected."""
+    from ..layer import QKV, Layer
+
+    def layer(fixed, label):
+        def build(case):
+            return cls(case.heads, case.width("k"), case.width("v"), case.head_dim, case.head_dim_v, case.d_out, fixed,
+                       dimension_q=case.width("q"))
+
+        def call(m, xs, visible):
+            b, lq, lk = xs["q"].shape[0], xs["q"].shape[1], xs["k"].shape[1]
+            add = torch.zeros(b, lq, lk)
+            if visible is not None:
+                add = add.masked_fill(~visible, float("-inf"))
+            return m(xs["q"], xs["k"], xs["v"], add)[1]
+
+        def weights(m):
+            return {"q": m.fc_q, "k": m.fc_k, "v": m.fc_v, "o": m.fc_o}
+
+        return Layer(build, call, weights, QKV, refuses, "any", name=f"{name} {label}")
+
+    return {"layer_tutorial": layer(frozenset(), "as written"),
+            "layer_only_fc_q_width": layer(frozenset({"nan_rows"}), "only fc_q_width"),
+            "layer_corrected": layer(frozenset({"fc_q_width", "nan_rows"}), "corrected")}
 
 
 def contract_visibility(b, hq, lq, lk, *, causal, key_len, mask):

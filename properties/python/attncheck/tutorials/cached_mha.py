@@ -21,6 +21,7 @@ import sys
 import torch
 from torch import nn
 
+from ..layer import SELF, Layer, one_width
 from ._adapt import Feed, allowed_keys, no_grad, repeat_kv, skip_masked_keys, variants
 
 BUGS = ("unshifted_causal", "finfo_min", "masked_keys_weighted", "own_scale", "one_head_dim")
@@ -172,4 +173,26 @@ def _cache(fixed):
     return TutorialCache
 
 
-globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding", "mask"], cache=_cache))
+globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding", "mask"], cache=_cache,
+                         pairs=[("finfo_min", "masked_keys_weighted")]))
+
+
+# ---- The layer mode (attncheck.layer): the module with its own weights, called
+# as module(hidden_states, attn_mask) with attn_mask True = masked
+# (003:21 fills where the mask is True), [B, 1, Lq, Lk].
+
+def _layer(fixed, label):
+    def build(case):
+        return CachedMultiHeadAttention(case.width("x"), case.heads, fixed=fixed)
+
+    def call(m, xs, visible):
+        return m(xs["x"], attn_mask=None if visible is None else ~visible[:, None])[0]
+
+    def weights(m):
+        return {"q": m.q_proj, "k": m.k_proj, "v": m.v_proj, "o": m.o_proj}
+
+    return Layer(build, call, weights, SELF, one_width("003:33-47"), "any", name=f"cached_mha {label}")
+
+
+layer_tutorial = _layer(frozenset(), "as written")
+layer_corrected = _layer(frozenset({"finfo_min", "masked_keys_weighted"}), "corrected")

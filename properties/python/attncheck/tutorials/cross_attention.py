@@ -22,21 +22,22 @@ import sys
 import torch
 from torch import nn
 
-from ._adapt import Feed, no_grad, skip_masked_keys, repeat_kv, variants
+from ._adapt import seed000_layers, Feed, no_grad, skip_masked_keys, repeat_kv, variants
 from ._seed_mask import additive_mask
 
 BUGS = ("top_left_mask", "nan_rows", "masked_keys_weighted", "own_scale")
 
 
 class MHA(nn.Module):
-    def __init__(self, num_head, dimension_k, dimension_v, d_k, d_v, d_o, fixed=frozenset()):
+    def __init__(self, num_head, dimension_k, dimension_v, d_k, d_v, d_o, fixed=frozenset(), dimension_q=None):
         super().__init__()
         self.num_head = num_head
         self.d_k = d_k
         self.d_v = d_v
         self.d_o = d_o
         self.fixed = fixed
-        self.fc_q = nn.Linear(dimension_k, num_head * d_k)  # sized by dimension_k, as written
+        # as written Linear(dimension_k, ...): fc_q_width corrected takes the query's own width
+        self.fc_q = nn.Linear(dimension_q if "fc_q_width" in fixed else dimension_k, num_head * d_k)
         self.fc_k = nn.Linear(dimension_k, num_head * d_k)
         self.fc_v = nn.Linear(dimension_v, num_head * d_v)
         self.fc_o = nn.Linear(num_head * d_v, d_o)
@@ -55,6 +56,8 @@ class MHA(nn.Module):
         else:
             attention = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d_k)
         mask = mask.repeat(self.num_head, 1, 1)
+        if "mask_dtype" in self.fixed:  # the script's mask is float32 (000:323); below f32 the sum is promoted
+            mask = mask.to(attention.dtype)
         if "masked_keys_weighted" in self.fixed:
             attention = attention.masked_fill(torch.isinf(mask), float("-inf"))
         else:
@@ -93,4 +96,10 @@ def _attend(fixed):
     return attend
 
 
-globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding"]))
+globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding"],
+                         pairs=[("nan_rows", "masked_keys_weighted")], low_fixes=[("mask_dtype", "masked_keys_weighted")]))
+
+
+# ---- The layer mode (attncheck.layer): _adapt.seed000_layers, fc_q_width a
+# switch of the module (fixed: fc_q takes dimension_q).
+globals().update(seed000_layers(MHA, "cross_attention", lambda case: "as many K/V heads as query heads (000:196-197)" if case.kv_heads != case.heads else None))

@@ -27,6 +27,7 @@ import sys
 import torch
 from torch import nn
 
+from ..layer import SELF, Layer, one_width
 from ._adapt import Feed, contract_visibility, no_grad, skip_masked_keys, variants
 
 BUGS = ("float_heads", "contiguous_call", "own_scale", "square_causal", "nan_rows", "square_seq", "one_head_dim", "masked_keys_weighted")
@@ -118,4 +119,35 @@ def _attend(fixed):
 
 
 globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding", "mask"],
+                         pairs=[("nan_rows", "masked_keys_weighted")],
                          tutorial_features=["causal"]))
+
+
+# ---- The layer mode (attncheck.layer): the module with its own weights, built
+# as the tutorial builds it (dropout applied to the weights and the output,
+# 002:296, 328, 335) and left in train mode, as an nn.Module is built and as
+# the tutorial never calls eval(); called as module(x, is_causal).
+# `dropout_train` corrected: the caller puts the module in eval mode.
+LAYER_BUGS = ("float_heads", "contiguous_call", "dropout_train")
+
+
+def _layer(fixed, label):
+    def build(case):
+        m = GroupedQueryAttention(case.width("x"), case.heads, case.kv_heads, dropout=0.1,
+                                  fixed=fixed - {"dropout_train"})
+        return m.eval() if "dropout_train" in fixed else m
+
+    def call(m, xs, visible):
+        return m(xs["x"], visible is not None)
+
+    def weights(m):
+        return {"q": m.wq, "k": m.wk, "v": m.wv, "o": m.wo}
+
+    return Layer(build, call, weights, SELF, one_width("002:280-296", kv_heads="any"), "causal",
+                 name=f"gqa_float_heads {label}")
+
+
+layer_tutorial = _layer(frozenset(), "as written")
+for _bug in LAYER_BUGS:
+    globals()["layer_only_" + _bug] = _layer(frozenset(LAYER_BUGS) - {_bug}, "only " + _bug)
+layer_corrected = _layer(frozenset(LAYER_BUGS), "corrected")

@@ -23,6 +23,7 @@ import sys
 import torch
 from torch import nn
 
+from ..layer import SELF, Layer, one_width
 from ._adapt import Feed, contract_visibility, no_grad, repeat_kv, skip_masked_keys, variants
 
 BUGS = ("scale", "square_causal", "nan_rows", "square_seq", "one_head_dim", "masked_keys_weighted")
@@ -97,4 +98,30 @@ def _attend(fixed):
 
 
 globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding", "mask"],
+                         pairs=[("nan_rows", "masked_keys_weighted")],
                          tutorial_features=["causal"]))
+
+
+# ---- The layer mode (attncheck.layer): the module with its own weights, called
+# as multiheadattention(x, iscausal) (002:264-265 passes a mask tensor there,
+# from a create_mask the script never defines: docs/tutorials.md). `scale`
+# corrected sets self.scale = sqrt(head_dim), the one-line fix of 002:229.
+
+def _layer(fixed, label):
+    def build(case):
+        m = MultiHeadAttention(case.width("x"), case.heads, fixed - {"scale"})
+        if "scale" in fixed:
+            m.scale = math.sqrt(m.head_dim)
+        return m
+
+    def call(m, xs, visible):
+        return m(xs["x"], visible is not None)[0]
+
+    def weights(m):
+        return {"q": m.WQ, "k": m.WK, "v": m.WV, "o": m.fc}
+
+    return Layer(build, call, weights, SELF, one_width("002:215-229"), "causal", name=f"mha_model_width {label}")
+
+
+layer_tutorial = _layer(frozenset(), "as written")
+layer_corrected = _layer(frozenset({"scale", "nan_rows", "masked_keys_weighted"}), "corrected")

@@ -26,6 +26,7 @@ import sys
 import torch
 from torch import nn
 
+from ..layer import SELF, Layer, one_width
 from ._adapt import Feed, contract_visibility, no_grad, repeat_kv, skip_masked_keys, variants
 
 BUGS = ("own_scale", "square_causal", "nan_rows", "masked_keys_weighted")
@@ -90,4 +91,29 @@ def _attend(fixed):
 
 
 globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding", "mask"],
+                         pairs=[("nan_rows", "masked_keys_weighted")],
                          tutorial_features=["causal"]))
+
+
+# ---- The layer mode (attncheck.layer): the module with its own weights, called
+# as its test script calls it, self_attention(x, iscausal=True) (002:73); a
+# causal flag is the only mask it takes. Its causal triangle is right for one
+# x, its scale 1/sqrt(embed_dim) is 1/sqrt(head_dim) for one head: in its own
+# domain the module as written is correct, and so is `layer_tutorial`.
+
+def _layer(fixed, label):
+    def build(case):
+        return SelfAttention(case.width("x"), fixed)
+
+    def call(m, xs, visible):
+        return m(xs["x"], visible is not None)[0]
+
+    def weights(m):
+        return {"q": m.WQ, "k": m.WK, "v": m.WV}
+
+    return Layer(build, call, weights, SELF, one_width("002:27-37", single_head=True), "causal",
+                 name=f"self_attention {label}")
+
+
+layer_tutorial = _layer(frozenset(), "as written")
+layer_corrected = _layer(frozenset({"nan_rows", "masked_keys_weighted"}), "corrected")
