@@ -40,40 +40,28 @@ double relative(double accuracy, double value) {
   return std::isfinite(value) && value != 0 ? accuracy / std::fabs(value) : std::numeric_limits<double>::infinity();
 }
 
-// f(k) for every element k of O, as [b][i][h][e].
+// f(k) for every element k of a row-major box of extents extent[0..axes),
+// nested as JSON arrays; k counts from `next`. oracle_result's O, LSE and P are
+// row-major over (B, Lq, Hq, Dv), (B, Hq, Lq) and (B, Hq, Lq, Lk).
 template <class F>
-nlohmann::json o_array(const attn_case& c, const oracle_result& r, F f) {
-  auto out = nlohmann::json::array();
-  for (std::int64_t b = 0; b < c.b; ++b) {
-    auto o_b = nlohmann::json::array();
-    for (std::int64_t i = 0; i < c.lq; ++i) {
-      auto o_i = nlohmann::json::array();
-      for (std::int64_t h = 0; h < c.hq; ++h) {
-        auto o_h = nlohmann::json::array();
-        for (std::int64_t e = 0; e < c.dv; ++e) o_h.push_back(f(r.o_index(b, i, h, e)));
-        o_i.push_back(o_h);
-      }
-      o_b.push_back(o_i);
-    }
-    out.push_back(o_b);
-  }
-  return out;
+nlohmann::json nested(const std::int64_t* extent, int axes, std::size_t& next, F f) {
+  auto a = nlohmann::json::array();
+  for (std::int64_t x = 0; x < extent[0]; ++x) a.push_back(axes == 1 ? f(next++) : nested(extent + 1, axes - 1, next, f));
+  return a;
 }
 
-// f(k) for every row k of LSE, as [b][h][i].
 template <class F>
-nlohmann::json lse_array(const attn_case& c, const oracle_result& r, F f) {
-  auto out = nlohmann::json::array();
-  for (std::int64_t b = 0; b < c.b; ++b) {
-    auto l_b = nlohmann::json::array();
-    for (std::int64_t h = 0; h < c.hq; ++h) {
-      auto l_h = nlohmann::json::array();
-      for (std::int64_t i = 0; i < c.lq; ++i) l_h.push_back(f(r.lse_index(b, h, i)));
-      l_b.push_back(l_h);
-    }
-    out.push_back(l_b);
-  }
-  return out;
+nlohmann::json o_array(const attn_case& c, F f) {
+  const std::int64_t extent[] = {c.b, c.lq, c.hq, c.dv};
+  std::size_t k = 0;
+  return nested(extent, 4, k, f);
+}
+
+template <class F>
+nlohmann::json lse_array(const attn_case& c, F f) {
+  const std::int64_t extent[] = {c.b, c.hq, c.lq};
+  std::size_t k = 0;
+  return nested(extent, 3, k, f);
 }
 
 int run() {
@@ -116,31 +104,19 @@ int run() {
                                  version_string + " (CITATION.cff); oracle accuracy: docs/oracle.md"}};
   j["layout"] = {{"o", "[b][i][h][e]"}, {"lse", "[b][h][i]"}, {"p", "[b][h][i][j]"}};
   j["bound_params"] = {{"u_compute", args.u}, {"exp_ulps", args.exp_ulps}, {"key_blocks", args.key_blocks}};
-  j["o"] = o_array(c, r, [&](std::size_t k) { return number(r.o[k]); });
-  j["o_accuracy"] = o_array(c, r, [&](std::size_t k) { return claimed(r.o_accuracy[k]); });
-  j["o_accuracy_relative"] = o_array(c, r, [&](std::size_t k) { return claimed(relative(r.o_accuracy[k], r.o[k])); });
-  j["lse"] = lse_array(c, r, [&](std::size_t k) { return number(r.lse[k]); });
-  j["lse_accuracy"] = lse_array(c, r, [&](std::size_t k) { return claimed(r.lse_accuracy[k]); });
-  j["lse_accuracy_relative"] = lse_array(c, r, [&](std::size_t k) { return claimed(relative(r.lse_accuracy[k], r.lse[k])); });
+  j["o"] = o_array(c, [&](std::size_t k) { return number(r.o[k]); });
+  j["o_accuracy"] = o_array(c, [&](std::size_t k) { return claimed(r.o_accuracy[k]); });
+  j["o_accuracy_relative"] = o_array(c, [&](std::size_t k) { return claimed(relative(r.o_accuracy[k], r.o[k])); });
+  j["lse"] = lse_array(c, [&](std::size_t k) { return number(r.lse[k]); });
+  j["lse_accuracy"] = lse_array(c, [&](std::size_t k) { return claimed(r.lse_accuracy[k]); });
+  j["lse_accuracy_relative"] = lse_array(c, [&](std::size_t k) { return claimed(relative(r.lse_accuracy[k], r.lse[k])); });
   // The bound a subject declaring bound_params is judged against: not the oracle's error.
-  j["subject_o_bound"] = o_array(c, r, [&](std::size_t k) { return number(r.o_bound[k]); });
-  j["subject_lse_bound"] = lse_array(c, r, [&](std::size_t k) { return number(r.lse_bound[k]); });
+  j["subject_o_bound"] = o_array(c, [&](std::size_t k) { return number(r.o_bound[k]); });
+  j["subject_lse_bound"] = lse_array(c, [&](std::size_t k) { return number(r.lse_bound[k]); });
   if (args.with_p) {
-    auto p = nlohmann::json::array();
-    for (std::int64_t b = 0; b < c.b; ++b) {
-      auto p_b = nlohmann::json::array();
-      for (std::int64_t h = 0; h < c.hq; ++h) {
-        auto p_h = nlohmann::json::array();
-        for (std::int64_t i = 0; i < c.lq; ++i) {
-          auto p_i = nlohmann::json::array();
-          for (std::int64_t jj = 0; jj < c.lk; ++jj) p_i.push_back(number(r.p[r.p_index(b, h, i, jj)]));
-          p_h.push_back(p_i);
-        }
-        p_b.push_back(p_h);
-      }
-      p.push_back(p_b);
-    }
-    j["p"] = p;
+    const std::int64_t extent[] = {c.b, c.hq, c.lq, c.lk};
+    std::size_t k = 0;
+    j["p"] = nested(extent, 4, k, [&](std::size_t x) { return number(r.p[x]); });
   }
   std::cout << j.dump(2) << "\n";
   return 0;
