@@ -14,6 +14,7 @@ Backed by the compiled attncheck._core, loaded on first use:
 """
 import collections as _collections
 import glob as _glob
+import importlib as _importlib
 import os as _os
 import sys as _sys
 
@@ -32,29 +33,25 @@ def _which_python():
     return f"{_sys.executable} (Python {_sys.version.split()[0]})"
 
 
-def _needs(what, error, fix):
-    """The ImportError for a missing piece: what failed, this interpreter, the one _core is built for, the fix."""
-    built = _built_for() or "the python3 CMake found"
-    return ImportError(f"{what} ({error}); this interpreter is {_which_python()}, attncheck's compiled part is built "
-                       f"for {built}: {fix}")
+def _load(module, what, fix):
+    """Imports module, or raises an ImportError saying what failed, in which interpreter, the one _core is built
+    for, and the fix."""
+    try:
+        return _importlib.import_module(module)
+    except ImportError as e:
+        built = _built_for() or "the python3 CMake found"
+        raise ImportError(f"{what} ({e}); this interpreter is {_which_python()}, attncheck's compiled part is built "
+                          f"for {built}: {fix}") from e
 
 
 def _numpy():
-    try:
-        import numpy
-    except ImportError as e:
-        raise _needs("attncheck needs numpy", e, "run that interpreter (on Debian /usr/bin/python3 with python3-numpy) "
-                     "or install numpy for this one") from e
-    return numpy
+    return _load("numpy", "attncheck needs numpy", "run that interpreter (on Debian /usr/bin/python3 with "
+                 "python3-numpy) or install numpy for this one")
 
 
 def _core_module():
-    try:
-        from . import _core
-    except ImportError as e:
-        raise _needs("attncheck's compiled part (attncheck._core) does not load", e, "run the interpreter it was built "
-                     "for (`attncheck --version` names it), or rebuild with -DPython3_EXECUTABLE=...") from e
-    return _core
+    return _load(__name__ + "._core", "attncheck's compiled part (attncheck._core) does not load", "run the "
+                 "interpreter it was built for (`attncheck --version` names it), or rebuild with -DPython3_EXECUTABLE=...")
 
 __all__ = ["declare", "bf16_bits", "bf16_values", "oracle", "Oracle", "gate", "Case", "GateFailure"]
 
