@@ -88,7 +88,10 @@ int repro_case_file(const std::string& file, const std::string& subject_spec, co
   if (!o.worst.where.empty()) screen.worst = o.worst.describe();
   screen.judged = std::to_string(o.compared) + " elements";
   if (o.unbounded) screen.judged += "; " + std::to_string(o.unbounded) + " outside the bound's domain (+inf bound: not judged)";
-  if (!o.vacuous.empty()) screen.judged += "; the case judges nothing for this law: " + o.vacuous;
+  // A failing replay judged what failed: "judges nothing" would contradict it.
+  if (!o.vacuous.empty())
+    screen.judged += o.v == verdict::fail ? "; part of the law had nothing to judge here: " + o.vacuous
+                                          : "; the case judges nothing for this law: " + o.vacuous;
   out << print_failure(screen);
   rr.outcome = o;
   return rr.status = o.v == verdict::fail ? 1 : 0;

@@ -1,6 +1,8 @@
 #include "attncheck/subject_host.hpp"
 
 #include <dlfcn.h>
+#include <signal.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <array>
@@ -217,6 +219,35 @@ struct output_buffers {
     if (out.guard_report.size() >= 2) out.guard_report.resize(out.guard_report.size() - 2);  // the last "; "
   }
 };
+
+// The call in its own forked child (call_isolation): the child sends back the
+// status, the message and O's and LSE's buffers, guards included; a child that
+// dies is a failed call (status -1) whose message says how it died.
+int attend_in_child(const attncheck_instance& inst, const attncheck_problem& p, output_buffers& ob, char* err) {
+  const std::size_t o_bytes = ob.og.bytes.size(), lse_bytes = ob.lse.size() * sizeof(float);
+  const child_outcome co = run_isolated(
+      [&] {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the law's child
+        const int rc = inst.attend(inst.state, &p, err, ATTNCHECK_ERR_CAPACITY);
+        std::string payload(reinterpret_cast<const char*>(&rc), sizeof rc);
+        payload.append(err, ATTNCHECK_ERR_CAPACITY);
+        payload.append(reinterpret_cast<const char*>(ob.og.bytes.data()), o_bytes);
+        payload.append(reinterpret_cast<const char*>(ob.lse.data()), lse_bytes);
+        return payload;
+      },
+      86400);  // the law's own time limit and the watchdog stop a hang
+  if (!co.completed || co.payload.size() != sizeof(int) + ATTNCHECK_ERR_CAPACITY + o_bytes + lse_bytes) {
+    std::snprintf(err, ATTNCHECK_ERR_CAPACITY, "the call's own process was %s", co.describe().c_str());
+    return -1;
+  }
+  int rc = 0;
+  const char* at = co.payload.data();
+  std::memcpy(&rc, at, sizeof rc);
+  std::memcpy(err, at + sizeof rc, ATTNCHECK_ERR_CAPACITY);
+  std::memcpy(ob.og.bytes.data(), at + sizeof rc + ATTNCHECK_ERR_CAPACITY, o_bytes);
+  if (lse_bytes) std::memcpy(ob.lse.data(), at + sizeof rc + ATTNCHECK_ERR_CAPACITY + o_bytes, lse_bytes);
+  return rc;
+}
 
 void fill_problem(attncheck_problem& p, const attn_case& c, int threads) {
   p.struct_size = sizeof(attncheck_problem);
@@ -520,7 +551,10 @@ subject_output subject::attend(const attn_case& c, const call_layout& how) const
   {
     // The per-call watchdog times the subject's code alone, not the host's copies.
     const watched_call watch("attend", c.b * c.hq * c.lq * c.lk * (c.d + c.dv));
-    out.status = inst_->attend(inst_->state, &p, err, err_cap);
+    if (call_isolation())
+      out.status = attend_in_child(*inst_, p, ob, err);
+    else
+      out.status = inst_->attend(inst_->state, &p, err, err_cap);
   }
   err[err_cap - 1] = 0;
   if (out.status != 0) out.error = err;
