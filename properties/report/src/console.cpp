@@ -42,9 +42,10 @@ std::string ratio_cell(const law_report& r) {
 }  // namespace
 
 void print_failures(const gate_result& g, std::ostream& out, const console_options& how) {
+  // A timeout is the gate's problem, not a bug of the subject: its own full screen, never grouped.
   std::vector<std::size_t> failing;
   for (std::size_t k = 0; k < g.reports.size(); ++k)
-    if (g.reports[k].v == verdict::fail) failing.push_back(k);
+    if (g.reports[k].v == verdict::fail && !timed_out(g.reports[k])) failing.push_back(k);
   // compact: the screen under a summary, which the header and the replay
   // command already frame: no subject line (the header names it), no saved
   // line (the replay command names the file), no worst line that repeats why.
@@ -59,6 +60,8 @@ void print_failures(const gate_result& g, std::ostream& out, const console_optio
     }
     out << print_failure(f);
   };
+  for (std::size_t k = 0; k < g.reports.size(); ++k)
+    if (timed_out(g.reports[k])) screen(k, false);
   if (how.verbose || failing.size() <= 1) {
     for (std::size_t k : failing) screen(k, false);
     return;
