@@ -41,6 +41,8 @@ expect_error "--only" -- "$attncheck" gate --only no_such_law --cases 1
 expect_error "--precision" -- "$attncheck" oracle "$cases/two_keys_ln3.json" --precision float
 expect_error "law" -- "$attncheck" repro "$cases/two_keys_ln3.json"
 expect_error "law" -- "$attncheck" repro "$cases/two_keys_ln3.json" --law no.such
+# A file that records no subject is not replayed on a default one.
+expect_error "records no subject; pass --subject" -- "$attncheck" repro "$cases/two_keys_ln3.json" --law differential.output_within_bound_of_oracle
 # One-line forms.
 expect_error "hkv" -- "$attncheck" case "ATTN(b=1,hq=6,hkv=4,lq=1,lk=1,d=1,dv=1,f32)"
 expect_error "lq" -- "$attncheck" case "ATTN(b=1,hq=1,hkv=1,lq=0,lk=1,d=1,dv=1,f32)"
@@ -50,7 +52,7 @@ expect_error "" -- "$attncheck" case "ATTN(b=1,hq=1"
 expect_error "" -- "$attncheck" case "garbage"
 # Command-line arguments: one line naming the option, exit 2.
 expect_error "--cases" -- "$attncheck" gate --cases -1
-expect_error "--cases" -- "$attncheck" gate --cases abc
+expect_error "--cases: 'abc' is not a whole number; expected 1 to 10000000" -- "$attncheck" gate --cases abc
 expect_error "--max-work" -- "$attncheck" gate --max-work 1
 expect_error "--max-work" -- "$attncheck" gate --max-work 999999999999
 expect_error "--seed" -- "$attncheck" gate --seed -5x

@@ -21,6 +21,6 @@ grep -q "\"law\": \"$law\"" "$case_file" || { echo "case file does not name $law
 "$attncheck" repro "$case_file" --subject "$plugin"
 rrc=$?
 [ $rrc -eq 1 ] || { echo "repro on the broken plugin should exit 1, got $rrc"; exit 1; }
-"$attncheck" repro "$case_file" >/dev/null
+"$attncheck" repro "$case_file" --subject builtin >/dev/null
 [ $? -eq 0 ] || { echo "repro on the bundled implementation should pass"; exit 1; }
 echo "ok: $law found by $(basename "$harness"), case file written, repro fails on the plugin and passes on builtin"

@@ -168,7 +168,7 @@ TEST(subject_instances, two_builtin_instances_keep_their_own_tiles) {
 }
 
 TEST(subject_instances, v1_subject_has_the_production_size_hints) {
-  const auto s = subject::load("naive");
+  const auto s = subject::wrap(naive_subject(), "naive-v1");  // the naive kernel's version 1 descriptor
   EXPECT_EQ(s->abi(), 1u);
   EXPECT_TRUE(s->default_hints());
   EXPECT_EQ(s->hints().lengths[0], 16);

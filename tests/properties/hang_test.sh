@@ -27,7 +27,7 @@ json_field() { python3 -c "import json,sys; d=json.load(open('$out/gate.json'));
 if [ "$mode" = hang ]; then
   start=$(date +%s)
   timeout 250 "$attncheck" gate --subject "$plugin:sleep_call=20" --only differential --only softmax --cases 100 --seed 3 \
-    --watchdog-floor 2 --law-timeout 120 --jobs 2 --stats --out "$out/cases" --json "$out/gate.json" >"$out/log" 2>&1
+    --watchdog-floor 2 --law-timeout 120 --jobs 2 --stats --verbose --out "$out/cases" --json "$out/gate.json" >"$out/log" 2>&1
   rc=$?
   took=$(( $(date +%s) - start ))
   cat "$out/log"

@@ -34,7 +34,8 @@ fail() { echo "FAIL [$kind]: $*"; exit 1; }
 subject="$plugin:mutant=query_tail_tile_dropped,q_tile=2,k_tile=3,split_keys=6"
 failing_gate() {
   set +e
-  "$attncheck" gate --subject "$subject" --only differential --only scale --cases 200 --seed 1 --jobs 2 \
+  # --verbose: every failure's screen, whose worst lines the heat maps are checked against.
+  "$attncheck" gate --subject "$subject" --only differential --only scale --cases 200 --seed 1 --jobs 2 --verbose \
     --out "$out/cases" --json "$out/gate.json" --junit "$out/gate.xml" --html "$1" >"$out/gate.log" 2>&1
   local rc=$?
   set -e

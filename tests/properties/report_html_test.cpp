@@ -155,6 +155,31 @@ TEST(heat_map, is_none_when_nothing_was_noted) {
   EXPECT_FALSE(heat_map_of(log, worst_of(o_where(0, 0, 0, 0), 0, 0, 0, 0)));
 }
 
+// A histogram carries its law's full name, a count axis and a legend of its colours.
+TEST(html, histogram_has_the_full_title_a_count_axis_and_a_legend) {
+  std::array<std::int64_t, ratio_bins> counts{};
+  counts[1] = 120, counts[8] = 3, counts[ratio_bins - 1] = 1;
+  const std::string svg = html::ratio_histogram_svg("differential.output_within_bound_of_oracle", counts, false);
+  EXPECT_NE(svg.find(">differential.</tspan>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">output_within_bound_of_oracle</tspan>"), std::string::npos) << svg;
+  EXPECT_EQ(svg.find("\xe2\x80\xa6"), std::string::npos) << "the title is cut";
+  EXPECT_NE(svg.find("class=\"count-axis\" x="), std::string::npos);
+  EXPECT_NE(svg.find(">120</text>"), std::string::npos) << "the count axis tops at the largest bin";
+  EXPECT_NE(svg.find(">over the bound</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">0.9-1</text>"), std::string::npos);
+}
+
+// A 1x1 heat map writes its one value.
+TEST(html, a_one_cell_heat_map_shows_its_value) {
+  element_log log;
+  log.note(o_where(0, 0, 0, 0), 2258468.96);
+  const auto m = heat_map_of(log, worst_of(o_where(0, 0, 0, 0), -0.25, -2, 7.7e-7, 2258468.96));
+  ASSERT_TRUE(m);
+  const std::string svg = html::heat_map_svg(*m);
+  EXPECT_NE(svg.find("class=\"cell-values\""), std::string::npos) << svg;
+  EXPECT_NE(svg.find("e=0 2.258e+06"), std::string::npos) << svg;
+}
+
 TEST(html, escapes_text_and_attributes) {
   EXPECT_EQ(html::escape("<b a=\"x\">'&'</b>"), "&lt;b a=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/b&gt;");
   EXPECT_EQ(html::escape(std::string("a\x01z")), "a z");

@@ -47,7 +47,7 @@ void add_campaign(CLI::App& app) {
   auto* c =
       app.add_subcommand("campaign", "Differential law on N generated cases: violations, observed/bound histogram per dtype");
   c->add_option("--cases", copt.cases, "number of cases (default 10000)")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+      ->check(number_in(std::int64_t{1}, std::int64_t{1} << 40));
   c->add_option("--subject", copt.subject,
                 "NAME|PATH[:key=value,...]: builtin (default), builtin:tiles=tiny, naive, or a plugin .so[:options]");
   c->add_option("--seed", copt.seed, "case k is drawn with seed + k");
@@ -56,15 +56,15 @@ void add_campaign(CLI::App& app) {
                     ", N <= --cases); the N shards together are the unsharded run (attncheck merge)");
   c->add_option("--json", json_path,
                 "write the results here as JSON (configuration, per-dtype histograms, violations, worst cases, cases/s)");
-  c->add_option("--jobs", copt.jobs, "forked workers (default 1)")->check(CLI::Range(1, 64));
+  c->add_option("--jobs", copt.jobs, "forked workers (default 1)")->check(number_in(1, 64));
   c->add_option("--dtype", type_name, "only this storage type: f32, f16 or bf16 (default: the generator's mix)");
   c->add_option("--max-work", copt.max_work, "largest B*Hq*Lq*Lk*(D+Dv) of a case (default 200000)")
-      ->check(CLI::Range(std::int64_t{16}, run_default::max_work_limit));
+      ->check(number_in(std::int64_t{16}, run_default::max_work_limit));
   c->add_option("--out", copt.out_dir, "save violating cases here");
   c->add_option("--html", html_path,
                 "write a self-contained HTML report here (per-dtype histograms, worst cases, rate, oracle tiers)");
   c->add_option("--progress-seconds", copt.progress_seconds, "seconds between progress lines when not on a terminal (default 5)")
-      ->check(CLI::Range(0.1, 3600.0));
+      ->check(number_in(0.1, 3600.0));
   register_runner(c, run_campaign_cmd);
 }
 

@@ -25,6 +25,7 @@ struct gate_cmd {
   std::string run_text;                                     // --run: key=value,... (flags given beside it win)
   std::vector<std::string> subjects;                        // repeatable --subject: each gated in turn
   std::string html;                                         // one report for every subject
+  console_options console;                                  // --verbose: every failure's full screen
   std::vector<std::pair<CLI::Option*, const char*>> flags;  // each run flag and its key
 };
 
@@ -69,7 +70,7 @@ int run_gate_cmd(gate_cmd& cmd) {
   // 1 when a law failed or judged too little (or, with --prob-fails-gate, failed its probabilistic verdict); else 4 when a law ran out of its
   // own time (a gate problem: raise --law-timeout); 0 when every law passed or was skipped.
   int status = 0;
-  const auto results = run_gates(run, jobs, std::cout);
+  const auto results = run_gates(run, jobs, std::cout, cmd.console);
   for (const gate_result& r : results)
     if (r.failed() - r.timed_out() > 0 || r.unjudged() || (r.run.prob_fails_gate && r.prob_failed()))
       status = 1;
@@ -83,7 +84,7 @@ int run_gate_cmd(gate_cmd& cmd) {
 }
 
 struct repro_args {
-  std::string file, subject = "builtin", law, html;
+  std::string file, subject, law, html;  // subject empty: the one the file records
   double timeout = run_default::repro_timeout;
 } rargs;
 
@@ -138,7 +139,7 @@ void add_gate(CLI::App& app) {
       "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, a plugin .so[:options], or python:MODULE:CALLABLE[:options] (docs/python.md); "
       "repeatable: the subjects are gated together, files get .N before their extension");
   flag(g->add_option("--cases", run.cases, "cases per law (default " + std::to_string(run_default::cases) + ")"), "cases")
-      ->check(CLI::Range(1, 10'000'000));
+      ->check(number_in(1, 10'000'000));
   flag(g->add_option("--seed", run.seed, "rapidcheck seed; the same seed gives the same cases and verdicts"), "seed");
   flag(g->add_option("--only", run.only, "run only these laws or groups (repeatable), e.g. --only cache --only gqa"), "only");
   flag(g->add_option("--junit", run.junit, "write JUnit XML here"), "junit");
@@ -151,7 +152,7 @@ void add_gate(CLI::App& app) {
                      "seconds between plain progress lines when standard error is not a terminal (default " +
                          number_text(run_default::progress_seconds) + ")"),
        "progress_seconds")
-      ->check(CLI::Range(0.1, 3600.0));
+      ->check(number_in(0.1, 3600.0));
   flag(
       g->add_option("--out", run.out_dir, std::string("save shrunk counterexamples here (default ") + run_default::out_dir + ")"),
       "out");
@@ -161,35 +162,38 @@ void add_gate(CLI::App& app) {
                      "nothing failed), not a hang (default " +
                          number_text(run_default::law_timeout) + ")"),
        "law_timeout")
-      ->check(CLI::Range(0.1, 86400.0));
+      ->check(number_in(0.1, 86400.0));
   flag(
       g->add_option("--watchdog-floor", run.watchdog.floor_s,
                     "seconds one call into the subject may always run before it is declared hung (default " +
                         number_text(watchdog_limits{}.floor_s) + "; the limit is max(floor, factor x the call's expected time))"),
       "watchdog_floor")
-      ->check(CLI::Range(0.01, 86400.0));
+      ->check(number_in(0.01, 86400.0));
   flag(g->add_option("--watchdog-factor", run.watchdog.factor,
                      "a call is hung past this multiple of its expected time (its work times the seconds per work of the "
                      "law's calls so far), if that exceeds the floor (default " +
                          number_text(watchdog_limits{}.factor) + ")"),
        "watchdog_factor")
-      ->check(CLI::Range(1.0, 1e6));
+      ->check(number_in(1.0, 1e6));
   flag(g->add_flag("!--no-isolate", run.isolate, "run laws in this process (a crashing subject then takes the gate down)"),
        "isolate");
   flag(g->add_option("--max-work", run.max_work,
                      "largest B*Hq*Lq*Lk*(D+Dv) of a generated case while a law's work budget lasts (default " +
                          std::to_string(run_default::max_work) + ")"),
        "max_work")
-      ->check(CLI::Range(std::int64_t{16}, run_default::max_work_limit));
+      ->check(number_in(std::int64_t{16}, run_default::max_work_limit));
   flag(g->add_option("--law-work", run.law_work,
                      "each law's budget of multiply-adds on large cases; after it, cases stay small (default " +
                          std::to_string(run_default::law_work) + ")"),
        "law_work")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 50));
+      ->check(number_in(std::int64_t{0}, std::int64_t{1} << 50));
   flag(
       g->add_option("--jobs", run.jobs, "laws checked at once, each in its own process (default: the number of CPUs, at most 8)"),
       "jobs")
-      ->check(CLI::Range(1, 64));
+      ->check(number_in(1, 64));
+  g->add_flag("--verbose", cmd->console.verbose,
+              "print every failing law's full screen with its rapidcheck reproduce string (default: one summary, the "
+              "most informative screen, one line per other law)");
   flag(g->add_flag("--stats", run.stats, "print the realized distribution of the cases run, with each share's floor"), "stats");
   flag(g->add_flag("--strict", run.strict, "refuse a subject that declares u > 2^-24 (compute coarser than f32)"), "strict");
   flag(g->add_flag(
@@ -208,12 +212,12 @@ void add_repro(CLI::App& app) {
   r->add_option("file", rargs.file, "case file saved by the gate or the fuzzers")->required();
   r->add_option(
       "--subject", rargs.subject,
-      "NAME|PATH[:key=value,...]: builtin (default), builtin:k_tile=64, builtin:tiles=tiny, naive, a plugin .so[:options], or python:MODULE:CALLABLE[:options]");
+      "NAME|PATH[:key=value,...]: the subject to replay on (default: the one the file records), e.g. builtin, builtin:k_tile=64, naive, a plugin .so[:options], or python:MODULE:CALLABLE[:options]");
   r->add_option("--law", rargs.law, "law to replay (default: the law named in the file)");
   r->add_option("--html", rargs.html, "write a self-contained HTML report here (the case, its worst elements, the heat map)");
   r->add_option("--timeout", rargs.timeout,
                 "seconds before the subject is declared hung (default " + number_text(run_default::repro_timeout) + ")")
-      ->check(CLI::Range(0.1, 86400.0));
+      ->check(number_in(0.1, 86400.0));
   register_runner(r, run_repro);
 }
 

@@ -21,7 +21,13 @@
 int main(int argc, char** argv) {
   attncheck::register_bundled_subjects();
   CLI::App app{"attncheck: checks attention kernels against the laws of attention and a high-precision oracle"};
-  app.set_version_flag("--version", std::string(attncheck::version_line));
+#ifdef ATTNCHECK_PYTHON_EXECUTABLE
+  // The python: subjects and the attncheck module load only in this interpreter (docs/python.md).
+  app.set_version_flag("--version", std::string(attncheck::version_line) + "\npython: " ATTNCHECK_PYTHON_EXECUTABLE
+                                                                           " (python: subjects and the attncheck module)");
+#else
+  app.set_version_flag("--version", std::string(attncheck::version_line) + "\npython: not built (ATTNCHECK_PYTHON off)");
+#endif
   app.require_subcommand(1);
   attncheck::cli::add_oracle(app);
   attncheck::cli::add_gate(app);

@@ -258,7 +258,7 @@ void add_merge(CLI::App& app) {
       ->required();
   m->add_option("--seeds", merge_seeds,
                 "gate results: every subject must hold the runs of seeds 1..N, each once (the missing are named, exit 2)")
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000}));
+      ->check(number_in(std::uint64_t{1}, std::uint64_t{1'000'000}));
   m->add_option("--json", merge_json, "write the merged result here as JSON (a campaign result, or the per-law tables)");
   register_runner(m, run_merge_cmd);
 }

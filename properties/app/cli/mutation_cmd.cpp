@@ -128,7 +128,7 @@ run_result result_of(const mutant_spec& m, gate_result& g) {
   run_result r;
   save_counterexamples(g);
   std::ofstream log(g.run.out_dir + ".log");
-  print_gate(g, log);
+  print_gate(g, log, {.verbose = true});  // the log keeps every screen
   write_json(g.run.json, g);
   r.ran = true;
   for (const auto& l : g.reports) {
@@ -341,17 +341,17 @@ void add_mutation(CLI::App& app) {
   m->add_option("--plugin", opt.plugin, "the mutation plugin (default: plugins/libattnimpl_mutant.so next to attncheck)");
   m->add_option("--seeds", opt.seeds, "seeds; the first runs every law, the others the expected laws (default 1 2 3 4)");
   m->add_option("--cases", opt.cases, "cases per law (default " + std::to_string(run_default::cases) + ", the gate's)")
-      ->check(CLI::Range(1, run_default::max_cases));
+      ->check(number_in(1, run_default::max_cases));
   m->add_option("--law-timeout", opt.law_timeout,
                 "seconds before a law's child is a hang: a kill (default " +
                     std::to_string(static_cast<int>(run_default::mutation_law_timeout)) + ")")
-      ->check(CLI::Range(0.1, 86400.0));
+      ->check(number_in(0.1, 86400.0));
   m->add_option("--mutant", opt.mutants, "run only these mutants (repeatable)");
   m->add_option("--out", opt.out, "gate logs, JSON and counterexamples land here (default mutation-out)");
   m->add_option("--markdown", opt.markdown, "also write the table here");
   m->add_option("--html", opt.html, "write a self-contained HTML report here (the kill table, cases to kill per mutant)");
   m->add_option("--jobs", opt.jobs, "gate runs' worth of laws at once: --jobs x the CPUs (at most 8) laws (default 1)")
-      ->check(CLI::Range(1, 64));
+      ->check(number_in(1, 64));
   m->add_option("--tiles", opt.tiles,
                 "q_tile,k_tile,split_keys of the mutated kernel; 0 = the production value (default 2,3,6: tiny tiles)");
   m->add_flag("--quick", opt.quick, "for CI: the first seed only, and only each mutant's expected laws");

@@ -214,6 +214,11 @@ std::string process_message(const child_outcome& co, double timeout_s) {
   return "the subject's process was " + (co.timed_out ? std::string("stopped after ") + limit + " s (a hang)" : co.describe());
 }
 
+namespace {
+// Set while a crashed law runs again: its child then puts each call into the subject in its own process.
+bool crash_rerun = false;
+}  // namespace
+
 // Runs the laws, each in its own child process, run.jobs at once (results in order).
 std::vector<law_report> run_laws_isolated(const std::vector<const law*>& laws, const std::vector<const subject*>& subjects,
                                           const std::vector<const run_config*>& configs, const run_config& run) {
@@ -235,6 +240,7 @@ std::vector<law_report> run_laws_isolated(const std::vector<const law*>& laws, c
     shared_counts* cases = &counts;
     tasks.push_back([l, s, config, note, progress, watch, cases, i] {
       set_call_watch(watch);
+      set_call_isolation(crash_rerun);
       run_options ro = run_options_of(*config);
       ro.on_case = [note, watch, cases, i](const attn_case& c) {
         note->write(to_line(c));
@@ -256,8 +262,25 @@ std::vector<law_report> run_laws_isolated(const std::vector<const law*>& laws, c
       [&progress](const std::vector<std::size_t>& running, std::size_t finished) { progress.tick(running, finished); },
       [&watches](std::size_t i) { return watches[i]->overdue(); });
   std::vector<law_report> reports;
-  for (std::size_t i = 0; i < laws.size(); ++i)
+  for (std::size_t i = 0; i < laws.size(); ++i) {
     reports.push_back(report_of_child(*laws[i], *subjects[i], outcomes[i], *notes[i], *progresses[i], *watches[i], run));
+    const child_outcome& co = outcomes[i];
+    if (co.completed || co.timed_out || co.call_overdue || co.signal == 0) continue;
+    // The law's process was killed by a signal: run the law again with each
+    // call into the subject in its own process, so the call that kills it is
+    // one failure, shrunk like any other. Its kind stays crash.
+    crash_rerun = true;
+    const child_outcome again = run_isolated(tasks[i], run.law_timeout);
+    crash_rerun = false;
+    if (!again.completed) continue;
+    law_report shrunk = law_report_from_json(nlohmann::json::parse(again.payload));
+    if (shrunk.v != verdict::fail || !shrunk.counterexample) continue;
+    shrunk.failure.message = process_message(co, run.law_timeout) +
+                             "; replayed with each call in its own process and shrunk: " + shrunk.failure.message;
+    shrunk.failure.kind = failure_kind::crash;
+    shrunk.seconds += reports.back().seconds;
+    reports.back() = std::move(shrunk);
+  }
   return reports;
 }
 

@@ -1,4 +1,5 @@
 // `attncheck repro`: replays a saved case file, in a child process by default.
+#include <memory>
 #include <ostream>
 #include <tuple>
 #include <utility>
@@ -19,10 +20,25 @@ int repro_case_file(const std::string& file, const std::string& subject_spec, co
   if (law_name.empty()) throw input_error("law", file + " names no law; pass --law NAME (see `attncheck laws`)");
   const law* l = find_law(law_name);
   if (!l) throw input_error("law", "'" + law_name + "' is not a law (see `attncheck laws`)");
-  const auto subj = subject::load(subject_spec);
+  // No subject given: the one the file records (save_counterexamples writes its spec).
+  const std::string spec = subject_spec.empty() ? rec.subject : subject_spec;
+  if (spec.empty())
+    throw input_error("subject", file + " records no subject; pass --subject NAME|PATH[:key=value,...] to replay it");
+  std::shared_ptr<subject> subj;
+  try {
+    subj = subject::load(spec);
+  } catch (const input_error& e) {
+    if (!subject_spec.empty()) throw;
+    throw input_error("subject", "cannot load '" + spec + "', the subject " + file + " records (" + e.what() +
+                                     "); pass --subject to replay it on another");
+  }
+  if (subject_spec.empty())
+    out << "replaying on " << spec << ", the subject " << file << " records\n";
+  else if (!rec.subject.empty() && !gate_detail::same_spec(rec.subject, subject_spec))
+    out << "replaying on " << subject_spec << " (--subject); " << file << " was saved from " << rec.subject << "\n";
   repro_result local;
   repro_result& rr = result ? *result : local;
-  rr.file = file, rr.law = law_name, rr.subject_name = subj->name(), rr.subject_spec = subject_spec, rr.c = rec.c;
+  rr.file = file, rr.law = law_name, rr.subject_name = subj->name(), rr.subject_spec = spec, rr.c = rec.c;
   // A skip replayed nothing: never exit 0 (which would read as "fixed").
   if (auto why = l->applicable(*subj); !why.empty()) {
     out << "SKIP " << law_name << ": " << why << " (nothing replayed)\n";
@@ -65,14 +81,17 @@ int repro_case_file(const std::string& file, const std::string& subject_spec, co
   screen.kind = o.kind;
   screen.verdict = o.v == verdict::fail ? "FAIL" : "PASS";
   screen.law = law_name;
-  screen.subject_name = subj->name(), screen.subject_spec = subject_spec;
+  screen.subject_name = subj->name(), screen.subject_spec = spec;
   screen.case_line = to_line(rec.c);
   screen.file = file;
   if (o.v == verdict::fail) screen.message = o.message;
   if (!o.worst.where.empty()) screen.worst = o.worst.describe();
   screen.judged = std::to_string(o.compared) + " elements";
   if (o.unbounded) screen.judged += "; " + std::to_string(o.unbounded) + " outside the bound's domain (+inf bound: not judged)";
-  if (!o.vacuous.empty()) screen.judged += "; the case judges nothing for this law: " + o.vacuous;
+  // A failing replay judged what failed: "judges nothing" would contradict it.
+  if (!o.vacuous.empty())
+    screen.judged += o.v == verdict::fail ? "; part of the law had nothing to judge here: " + o.vacuous
+                                          : "; the case judges nothing for this law: " + o.vacuous;
   out << print_failure(screen);
   rr.outcome = o;
   return rr.status = o.v == verdict::fail ? 1 : 0;

@@ -33,6 +33,27 @@ gate_result make_result(const gate_plan& p, std::vector<law_report> reports, dou
 
 }  // namespace gate_detail
 
+namespace {
+// The spec a saved case records for `attncheck repro` to load without
+// --subject: the gate's spec, a plugin's path made absolute (a replay may run
+// from another folder); the subject's own name when no spec is known.
+std::string replayable_spec(const gate_result& g) {
+  return g.subject_spec.empty() ? g.subject_name : gate_detail::absolute_spec(g.subject_spec);
+}
+}  // namespace
+
+namespace gate_detail {
+std::string absolute_spec(const std::string& spec) {
+  const std::string where = spec.substr(0, spec.find(':'));
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(where, ec)) return spec;  // a registered kind: builtin, naive, python:...
+  const auto path = std::filesystem::absolute(where, ec);
+  return ec ? spec : path.lexically_normal().string() + spec.substr(where.size());
+}
+
+bool same_spec(const std::string& a, const std::string& b) { return a == b || absolute_spec(a) == absolute_spec(b); }
+}  // namespace gate_detail
+
 void save_counterexamples(gate_result& g) {
   const std::string& dir = g.run.out_dir;
   g.saved.clear();
@@ -45,7 +66,10 @@ void save_counterexamples(gate_result& g) {
     char name[64];
     std::snprintf(name, sizeof name, "-%016llx.json", static_cast<unsigned long long>(fingerprint(*r.counterexample)));
     const std::string saved = (std::filesystem::path(dir) / (r.law + name)).string();
-    case_record rec{*r.counterexample, r.law, g.subject_name, r.failure.message.substr(0, 2000)};
+    // The note keeps the verdict line and rapidcheck's reproduce string (the console prints it only with --verbose).
+    std::string note = r.failure.message.substr(0, 2000);
+    if (!r.reproduce.empty()) note += "\nrapidcheck: RC_PARAMS=\"reproduce=" + r.reproduce + "\"";
+    case_record rec{*r.counterexample, r.law, replayable_spec(g), note};
     write_case_file(saved, rec);
     g.saved.push_back(saved);
     g.saved_at[k] = saved;

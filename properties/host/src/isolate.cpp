@@ -292,6 +292,13 @@ bool law_watch::overdue(std::chrono::steady_clock::time_point now) const {
 
 void set_call_watch(law_watch* w) { current_watch = w; }
 
+namespace {
+bool isolate_calls = false;
+}  // namespace
+
+void set_call_isolation(bool on) { isolate_calls = on; }
+bool call_isolation() { return isolate_calls; }
+
 watched_call::watched_call(const char* entry, std::int64_t work) : w_(current_watch) {
   if (w_) w_->begin_call(entry, work);
 }

@@ -1,9 +1,12 @@
 #include "attncheck/subject_host.hpp"
 
 #include <dlfcn.h>
+#include <signal.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
@@ -11,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <sstream>
 
@@ -22,8 +27,23 @@ namespace attncheck {
 namespace {
 
 // Guard words on each side of every buffer handed to a subject: writes there
-// are out of bounds; reads there meet NaN and show up in the result.
+// are out of bounds; reads there meet NaN and show up in the result. Before a
+// buffer: guard_elems. After it: as many elements as the buffer holds (at
+// least guard_elems), so a subject that takes a 2-byte dtype for a 4-byte one
+// (declares f16, reads and writes f32) stays inside the guards: the overrun
+// is reported with a case that shrinks, not a heap it corrupts.
 constexpr std::size_t guard_elems = 64;
+std::size_t tail_guard(std::size_t payload) { return std::max(guard_elems, payload); }
+
+// "k of the n guard elements, storage elements a..b": where a subject wrote
+// outside a buffer, from the written guard elements' storage offsets.
+std::string write_map(const std::vector<std::int64_t>& written, std::size_t guard) {
+  std::ostringstream m;
+  m << written.size() << " of the " << guard << " guard elements, storage element" << (written.size() > 1 ? "s " : " ")
+    << written.front();
+  if (written.size() > 1) m << ".." << written.back();
+  return m.str();
+}
 
 std::uint32_t sentinel_bits(dtype t) {
   switch (t) {
@@ -42,9 +62,9 @@ struct guarded_bytes {
   std::size_t payload = 0;  // elements
 
   guarded_bytes(const tensor& t) : width(size_of(t.type)), payload(t.bits.size()) {
-    bytes.resize((payload + 2 * guard_elems) * width);
+    bytes.resize(elements() * width);
     const std::uint32_t s = sentinel_bits(t.type);
-    for (std::size_t i = 0; i < payload + 2 * guard_elems; ++i) put(i, s);
+    for (std::size_t i = 0; i < elements(); ++i) put(i, s);
     const auto packed = t.packed_storage();
     if (!packed.empty()) std::memcpy(bytes.data() + guard_elems * width, packed.data(), packed.size());
   }
@@ -67,6 +87,8 @@ struct guarded_bytes {
     return h;
   }
   unsigned char* data() { return bytes.data() + guard_elems * width; }
+  std::size_t tail() const { return tail_guard(payload); }
+  std::size_t elements() const { return guard_elems + payload + tail(); }
 };
 
 attncheck_dtype to_abi(dtype t) {
@@ -126,7 +148,7 @@ struct output_buffers {
       lse_stride =
           lse_strided ? std::array<std::int64_t, 3>{lq * (hq + 1) + 2, 1, hq + 1} : std::array<std::int64_t, 3>{hq * lq, lq, 1};
       lse_n = static_cast<std::size_t>(b * lse_stride[0]);
-      lse.assign(lse_n + 2 * guard_elems, std::bit_cast<float>(sentinel_bits(dtype::f32)));
+      lse.assign(guard_elems + lse_n + tail_guard(lse_n), std::bit_cast<float>(sentinel_bits(dtype::f32)));
     }
   }
   static tensor make_output_rows(const attn_case& c, std::int64_t lq) { return make_output(header_of(c, lq)); }
@@ -154,32 +176,40 @@ struct output_buffers {
         break;
       }
     }
-    for (std::size_t i = 0; i < guard_elems; ++i) {
-      if (og.get(i) != s) {
-        out.guard_violated = true;
-        why << "wrote " << (guard_elems - i) << " elements before O; ";
-        break;
-      }
-      if (og.get(guard_elems + og.payload + i) != s) {
-        out.guard_violated = true;
-        why << "wrote past the end of O (element " << og.payload + i << "); ";
-        break;
-      }
-    }
+    // The write map outside O: which guard elements, before and after, changed.
+    std::vector<std::int64_t> before, after;
+    for (std::size_t i = 0; i < guard_elems; ++i)
+      if (og.get(i) != s) before.push_back(static_cast<std::int64_t>(i) - static_cast<std::int64_t>(guard_elems));
+    for (std::size_t i = 0; i < og.tail(); ++i)
+      if (og.get(guard_elems + og.payload + i) != s) after.push_back(static_cast<std::int64_t>(og.payload + i));
+    if (!before.empty() || !after.empty()) out.guard_violated = true;
+    if (!before.empty()) why << "wrote before the start of O: " << write_map(before, guard_elems) << "; ";
+    if (!after.empty())
+      why << "wrote past the end of O (" << og.payload << " storage element" << (og.payload == 1 ? "" : "s")
+          << "): " << write_map(after, og.tail())
+          << (after.back() >= static_cast<std::int64_t>(2 * og.payload) - 1 && o.type != dtype::f32
+                  ? " (as far as 4-byte elements would reach: a subject writing f32 into " + std::string(name(o.type)) + " O?)"
+                  : "")
+          << "; ";
     if (!lse.empty()) {
       const auto fs = sentinel_bits(dtype::f32);
       std::vector<bool> in(lse_n, false);
       for (std::int64_t bi = 0; bi < b; ++bi)
         for (std::int64_t h = 0; h < hq; ++h)
           for (std::int64_t i = 0; i < lq; ++i) in[lse_index(bi, h, i)] = true;
+      std::vector<std::int64_t> stray;
       for (std::size_t i = 0; i < lse.size(); ++i) {
         const bool view = i >= guard_elems && i < guard_elems + lse_n && in[i - guard_elems];
-        if (!view && std::bit_cast<std::uint32_t>(lse[i]) != fs) {
-          out.guard_violated = true;
-          why << "wrote outside LSE (storage element " << static_cast<std::int64_t>(i) - static_cast<std::int64_t>(guard_elems)
-              << " of " << lse_n << ", strides " << lse_stride[0] << "," << lse_stride[1] << "," << lse_stride[2] << "); ";
-          break;
-        }
+        if (!view && std::bit_cast<std::uint32_t>(lse[i]) != fs)
+          stray.push_back(static_cast<std::int64_t>(i) - static_cast<std::int64_t>(guard_elems));
+      }
+      if (!stray.empty()) {
+        out.guard_violated = true;
+        why << "wrote outside LSE's view (" << lse_n << " storage elements, strides " << lse_stride[0] << "," << lse_stride[1]
+            << "," << lse_stride[2] << "): " << stray.size() << " element" << (stray.size() > 1 ? "s" : "") << ", storage element"
+            << (stray.size() > 1 ? "s " : " ") << stray.front();
+        if (stray.size() > 1) why << ".." << stray.back();
+        why << "; ";
       }
       out.lse.assign(static_cast<std::size_t>(b * hq * lq), 0.0f);
       for (std::int64_t bi = 0; bi < b; ++bi)
@@ -188,8 +218,38 @@ struct output_buffers {
             out.lse[static_cast<std::size_t>((bi * hq + h) * lq + i)] = lse[guard_elems + lse_index(bi, h, i)];
     }
     out.guard_report = why.str();
+    if (out.guard_report.size() >= 2) out.guard_report.resize(out.guard_report.size() - 2);  // the last "; "
   }
 };
+
+// The call in its own forked child (call_isolation): the child sends back the
+// status, the message and O's and LSE's buffers, guards included; a child that
+// dies is a failed call (status -1) whose message says how it died.
+int attend_in_child(const attncheck_instance& inst, const attncheck_problem& p, output_buffers& ob, char* err) {
+  const std::size_t o_bytes = ob.og.bytes.size(), lse_bytes = ob.lse.size() * sizeof(float);
+  const child_outcome co = run_isolated(
+      [&] {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the law's child
+        const int rc = inst.attend(inst.state, &p, err, ATTNCHECK_ERR_CAPACITY);
+        std::string payload(reinterpret_cast<const char*>(&rc), sizeof rc);
+        payload.append(err, ATTNCHECK_ERR_CAPACITY);
+        payload.append(reinterpret_cast<const char*>(ob.og.bytes.data()), o_bytes);
+        payload.append(reinterpret_cast<const char*>(ob.lse.data()), lse_bytes);
+        return payload;
+      },
+      86400);  // the law's own time limit and the watchdog stop a hang
+  if (!co.completed || co.payload.size() != sizeof(int) + ATTNCHECK_ERR_CAPACITY + o_bytes + lse_bytes) {
+    std::snprintf(err, ATTNCHECK_ERR_CAPACITY, "the call's own process was %s", co.describe().c_str());
+    return -1;
+  }
+  int rc = 0;
+  const char* at = co.payload.data();
+  std::memcpy(&rc, at, sizeof rc);
+  std::memcpy(err, at + sizeof rc, ATTNCHECK_ERR_CAPACITY);
+  std::memcpy(ob.og.bytes.data(), at + sizeof rc + ATTNCHECK_ERR_CAPACITY, o_bytes);
+  if (lse_bytes) std::memcpy(ob.lse.data(), at + sizeof rc + ATTNCHECK_ERR_CAPACITY + o_bytes, lse_bytes);
+  return rc;
+}
 
 void fill_problem(attncheck_problem& p, const attn_case& c, int threads) {
   p.struct_size = sizeof(attncheck_problem);
@@ -371,6 +431,27 @@ std::pair<std::string, std::string> split_spec(const std::string& spec) {
   return {spec, ""};
 }
 
+// A C++ plugin that defined its entry point outside extern "C" exports it
+// mangled (_Z20attncheck_subject_v2PKcPcm): name that near-match and the fix.
+std::string mangled_entry_hint(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  for (const char* entry : {ATTNCHECK_SUBJECT_ENTRY_V2, ATTNCHECK_SUBJECT_ENTRY}) {
+    for (std::size_t at = bytes.find(entry); at != std::string::npos; at = bytes.find(entry, at + 1)) {
+      // Walk back over the length digits to "_Z".
+      std::size_t start = at;
+      while (start > 0 && std::isdigit(static_cast<unsigned char>(bytes[start - 1]))) --start;
+      if (start == at || start < 2 || bytes.compare(start - 2, 2, "_Z") != 0) continue;
+      std::size_t end = at;
+      while (end < bytes.size() && (std::isalnum(static_cast<unsigned char>(bytes[end])) || bytes[end] == '_')) ++end;
+      return "; it has the C++ (mangled) symbol " + bytes.substr(start - 2, end - start + 2) +
+             ": define the entry point inside extern \"C\" (attncheck/subject.h declares both entry points so, when "
+             "included before the definition)";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 subject::subject(attncheck_instance* inst, void* handle, std::string spec, unsigned abi)
@@ -450,7 +531,12 @@ std::shared_ptr<subject> subject::load(const std::string& spec) {
     if (k.whole_spec && spec.rfind(k.name + ":", 0) == 0) return k.make(spec, spec.substr(k.name.size() + 1));
   for (const auto& k : kinds)
     if (!k.whole_spec && where == k.name) return k.make(spec, options);
-  void* h = dlopen(where.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // dlopen searches the library path for a name without '/': a plugin in the
+  // current folder is meant when the name is a file here.
+  std::error_code ec;
+  const std::string path =
+      where.find('/') == std::string::npos && std::filesystem::is_regular_file(where, ec) ? "./" + where : where;
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
     std::string expected;  // the registered kinds that carry a hint: "a, b or "
@@ -473,7 +559,8 @@ std::shared_ptr<subject> subject::load(const std::string& spec) {
         throw input_error("subject", "'" + spec + "': " + where + " is an ABI v1 plugin and takes no options");
       s = wrap(v1e(), spec);
     } else {
-      throw input_error("subject", where + " exports neither " ATTNCHECK_SUBJECT_ENTRY_V2 " nor " ATTNCHECK_SUBJECT_ENTRY);
+      throw input_error("subject", where + " exports neither " ATTNCHECK_SUBJECT_ENTRY_V2 " nor " ATTNCHECK_SUBJECT_ENTRY +
+                                       mangled_entry_hint(path));
     }
   } catch (...) {
     dlclose(h);
@@ -580,7 +667,10 @@ subject_output subject::attend(const attn_case& c, const call_layout& how) const
   {
     // The per-call watchdog times the subject's code alone, not the host's copies.
     const watched_call watch("attend", c.b * c.hq * c.lq * c.lk * (c.d + c.dv));
-    out.status = inst_->attend(inst_->state, &p, err, err_cap);
+    if (call_isolation())
+      out.status = attend_in_child(*inst_, p, ob, err);
+    else
+      out.status = inst_->attend(inst_->state, &p, err, err_cap);
   }
   err[err_cap - 1] = 0;
   if (out.status != 0) out.error = err;

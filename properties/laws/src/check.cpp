@@ -209,7 +209,7 @@ bool comparison::overflowed(const element_where& where, double truth, double bou
   const bool allowed = std::isfinite(truth) && std::isfinite(bound) && std::fabs(truth) + bound >= overflow_threshold;
   for (double v : {x, y})
     if (std::isinf(v) && (!allowed || (v > 0) != (truth > 0)))
-      fail("infinity at " + where.text + " where the true value " + std::to_string(truth) + " (bound " + std::to_string(bound) +
+      fail("infinity at " + where.text + " where the true value " + num(truth) + " (bound " + num(bound) +
            ") cannot round to it");
   return true;
 }

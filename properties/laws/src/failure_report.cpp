@@ -30,7 +30,8 @@ std::string print_failure(const failure_report& r) {
   const auto line = [&o](const char* label, const std::string& value) {
     if (!value.empty()) o << "  " << label << value << "\n";
   };
-  o << "  subject:  " << r.subject_name << " (" << r.subject_spec << ")\n";
+  if (!r.subject_name.empty() || !r.subject_spec.empty())
+    o << "  subject:  " << r.subject_name << " (" << r.subject_spec << ")\n";
   line("case:     ", r.case_line);
   line("cases:    ", r.cases);
   line("run:      ", r.run);

@@ -1,6 +1,7 @@
 """attncheck from Python (docs/python.md).
 
-Pure Python, importable without the compiled part:
+Pure Python, importable without the compiled part and without numpy (numpy
+loads on first use of a function that needs it):
   declare(...)          the declaration a Python subject carries (capabilities,
                         claims, bound numbers), checked by the gate exactly as
                         a C plugin's
@@ -12,9 +13,45 @@ Backed by the compiled attncheck._core, loaded on first use:
   Case                  the one-line case form: parse, print, materialize
 """
 import collections as _collections
+import glob as _glob
+import importlib as _importlib
 import os as _os
+import sys as _sys
 
-import numpy as _np
+
+def _built_for():
+    """The CPython the compiled part (_core) was built for, from its file name, e.g. "CPython 3.11"."""
+    for path in _glob.glob(_os.path.join(_os.path.dirname(__file__), "_core.*.so")):
+        tag = _os.path.basename(path).split(".")[1]  # cpython-311-x86_64-linux-gnu
+        if tag.startswith("cpython-") and tag[8:].split("-")[0].isdigit():
+            digits = tag[8:].split("-")[0]
+            return f"CPython {digits[0]}.{digits[1:]}"
+    return None
+
+
+def _which_python():
+    return f"{_sys.executable} (Python {_sys.version.split()[0]})"
+
+
+def _load(module, what, fix):
+    """Imports module, or raises an ImportError saying what failed, in which interpreter, the one _core is built
+    for, and the fix."""
+    try:
+        return _importlib.import_module(module)
+    except ImportError as e:
+        built = _built_for() or "the python3 CMake found"
+        raise ImportError(f"{what} ({e}); this interpreter is {_which_python()}, attncheck's compiled part is built "
+                          f"for {built}: {fix}") from e
+
+
+def _numpy():
+    return _load("numpy", "attncheck needs numpy", "run that interpreter (on Debian /usr/bin/python3 with "
+                 "python3-numpy) or install numpy for this one")
+
+
+def _core_module():
+    return _load(__name__ + "._core", "attncheck's compiled part (attncheck._core) does not load", "run the "
+                 "interpreter it was built for (`attncheck --version` names it), or rebuild with -DPython3_EXECUTABLE=...")
 
 __all__ = ["declare", "bf16_bits", "bf16_values", "oracle", "Oracle", "gate", "Case", "GateFailure"]
 
@@ -61,6 +98,7 @@ def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), 
 
 def bf16_bits(x):
     """float32 values -> bfloat16 bits (uint16), rounded to nearest even; NaN stays NaN."""
+    _np = _numpy()
     x = _np.ascontiguousarray(x, dtype=_np.float32)
     u = x.view(_np.uint32).astype(_np.uint64)
     rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(_np.uint16)
@@ -70,6 +108,7 @@ def bf16_bits(x):
 
 def bf16_values(bits):
     """bfloat16 bits (uint16) -> float32 values, exactly."""
+    _np = _numpy()
     bits = _np.ascontiguousarray(bits, dtype=_np.uint16)
     return (bits.astype(_np.uint32) << 16).view(_np.float32)
 
@@ -93,7 +132,8 @@ def oracle(q, k=None, v=None, *, scale=None, causal=False, key_len=None, mask=No
     u, exp_ulps, key_blocks: the subject's declared numbers, for the bound.
     Returns Oracle(o, lse, bound, lse_bound). Bad input raises ValueError naming the field.
     """
-    from . import _core
+    _np = _numpy()
+    _core = _core_module()
 
     if isinstance(q, (str, _os.PathLike)) or isinstance(q, _core.Case):
         if k is not None or v is not None:
@@ -134,7 +174,9 @@ def gate(fn, *, cases=None, seed=None, only=(), out=None, jobs=None, law_timeout
     takes the run table's Python defaults (attncheck/run_config.hpp: 100 cases,
     seed 1, 2 jobs, 120 s per law; _core.run_defaults() prints them).
     """
-    from . import _bridge, _core
+    _numpy()
+    _core = _core_module()
+    from . import _bridge
 
     spec = f"python:{fn.__module__}:{fn.__qualname__}"
     subject = _bridge.Subject(fn, spec, {"tensors": tensors} if tensors else None)
@@ -154,7 +196,5 @@ def __getattr__(name):
     # The compiled part loads on first use, so a subject module that only
     # declares itself never needs it (the gate's own process does not load it).
     if name == "Case":
-        from . import _core
-
-        return _core.Case
+        return _core_module().Case
     raise AttributeError(f"module 'attncheck' has no attribute '{name}'")

@@ -17,24 +17,95 @@ std::string judged_text(const law_report& r) {
   return std::to_string(r.judged) + "/" + std::to_string(r.cases);
 }
 
+// The differential law compares every element with the oracle: its screen
+// says most about a bug that breaks several laws.
+constexpr const char* most_informative_law = "differential.output_within_bound_of_oracle";
+
+// At most n characters of a one-line text, cut at a space, never inside a number.
+std::string clipped(const std::string& text, std::size_t n) {
+  std::string t = text.substr(0, text.find('\n'));
+  if (t.size() <= n) return t;
+  std::size_t cut = t.rfind(' ', n);
+  if (cut == std::string::npos || cut < n / 2) cut = n;
+  return t.substr(0, cut) + " ...";
+}
+
+// The table's "max obs/bd" cell: the worst ratio, or for a failure that no
+// ratio above 1 explains (bits that differ, a crash, an error) what failed.
+std::string ratio_cell(const law_report& r) {
+  if (r.v != verdict::fail || r.max_ratio > 1) return number_text(r.max_ratio, "%.3g");
+  if (r.failure.kind != failure_kind::law) return failure_kind_name(r.failure.kind);
+  if (r.failure.message.find("bits differ") != std::string::npos) return "bits";
+  return r.failure.message.find("NaN") != std::string::npos ? "NaN" : "see why";
+}
+
 }  // namespace
 
-void print_gate(const gate_result& g, std::ostream& out) {
+void print_failures(const gate_result& g, std::ostream& out, const console_options& how) {
+  // A timeout is the gate's problem, not a bug of the subject: its own full screen, never grouped.
+  std::vector<std::size_t> failing;
+  for (std::size_t k = 0; k < g.reports.size(); ++k)
+    if (g.reports[k].v == verdict::fail && !timed_out(g.reports[k])) failing.push_back(k);
+  // compact: the screen under a summary, which the header and the replay
+  // command already frame: no subject line (the header names it), no saved
+  // line (the replay command names the file), no worst line that repeats why.
+  const auto screen = [&](std::size_t k, bool compact) {
+    failure_report f = failure_report_of(g.reports[k], g.subject_name, g.subject_spec, g.saved_at[k]);
+    if (!how.verbose) f.reproduce.clear();  // in the saved file, the JSON and --verbose
+    if (compact) {
+      f.subject_name.clear(), f.subject_spec.clear();
+      if (!f.replay.empty()) f.saved_file.clear();
+      if (!f.worst.empty() && f.message.find(f.worst) != std::string::npos) f.worst.clear();
+      if (!f.case_line.empty()) f.case_line += " (" + f.cases + ")", f.cases.clear();
+    }
+    out << print_failure(f);
+  };
+  for (std::size_t k = 0; k < g.reports.size(); ++k)
+    if (timed_out(g.reports[k])) screen(k, false);
+  if (how.verbose || failing.size() <= 1) {
+    for (std::size_t k : failing) screen(k, false);
+    return;
+  }
+  std::size_t lead = failing.front();
+  for (std::size_t k : failing)
+    if (g.reports[k].law == most_informative_law) lead = k;
+  const auto case_of = [&](std::size_t k) {
+    return g.reports[k].counterexample ? to_line(*g.reports[k].counterexample) : std::string();
+  };
+  bool one_case = !case_of(lead).empty();
+  for (std::size_t k : failing) one_case = one_case && case_of(k) == case_of(lead);
+  std::size_t saved = 0;
+  for (std::size_t k : failing) saved += !g.saved_at[k].empty();
+  out << failing.size() << " laws fail" << (one_case ? " on " + case_of(lead) : " (each on its own shrunk case)");
+  if (saved) out << ", " << saved << " case files saved under " << g.run.out_dir;
+  out << "; the screen of " << g.reports[lead].law << ", then one line per other law (--verbose: every screen)\n";
+  screen(lead, true);
+  for (std::size_t k : failing) {
+    if (k == lead) continue;
+    const law_report& r = g.reports[k];
+    const std::string where = one_case || case_of(k).empty() ? "" : " on " + case_of(k);
+    out << "  also FAIL " << r.law << where << ": " << clipped(r.failure.message, 60) << "\n";
+  }
+}
+
+void print_gate(const gate_result& g, std::ostream& out, const console_options& how) {
   const run_config& opt = g.run;
   out << "attncheck gate: subject " << g.subject_name << " (" << g.subject_spec << "), seed " << opt.seed << ", " << opt.cases
       << " cases per law" << (opt.strict ? ", strict" : "") << "\n";
   if (const std::string run = run_string(opt); !run.empty()) out << "  run: " << run << "\n";
   print_declaration(g, out);
-  out << "  " << probabilistic_statement()
-      << (opt.prob_fails_gate ? "; a FAIL(prob) fails the gate (--prob-fails-gate)\n"
-                              : "; reported, never gating (--prob-fails-gate to gate on it)\n");
+  // The probabilistic bound's terms, where a law reached a probabilistic verdict (or --verbose).
+  bool prob_used = how.verbose;
+  for (const auto& r : g.reports) prob_used = prob_used || r.prob != prob_verdict::na;
+  if (prob_used)
+    out << "  " << probabilistic_statement()
+        << (opt.prob_fails_gate ? "; a FAIL(prob) fails the gate (--prob-fails-gate)\n"
+                                : "; reported, never gating (--prob-fails-gate to gate on it)\n");
   if (opt.isolate)
     out << "  watchdog: a call into the subject is hung after max(" << number_text(opt.watchdog.floor_s) << " s, "
         << number_text(opt.watchdog.factor) << " x its expected time); each law has " << number_text(opt.law_timeout)
         << " s (--watchdog-floor, --watchdog-factor, --law-timeout)\n";
-  for (std::size_t k = 0; k < g.reports.size(); ++k)
-    if (g.reports[k].v == verdict::fail)
-      out << print_failure(failure_report_of(g.reports[k], g.subject_name, g.subject_spec, g.saved_at[k]));
+  print_failures(g, out, how);
   // The table.
   std::size_t w = 4;
   for (const auto& r : g.reports) w = std::max(w, r.law.size());
@@ -54,12 +125,13 @@ void print_gate(const gate_result& g, std::ostream& out) {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f", r.seconds);
     out << std::left << std::setw(static_cast<int>(w)) << r.law << "  " << std::right << std::setw(11) << judged_text(r) << "  "
-        << std::setw(10) << number_text(r.max_ratio, "%.3g") << "  " << std::setw(8)
-        << (timed_out(r) ? "TIMEOUT" : verdict_name(r.v)) << "  " << std::setw(7) << secs;
-    out << "  " << std::setw(10) << prob_verdict_name(r.prob) << "\n";
+        << std::setw(10) << ratio_cell(r) << "  " << std::setw(8) << (timed_out(r) ? "TIMEOUT" : verdict_name(r.v)) << "  "
+        << std::setw(7) << secs;
+    out << "  " << std::setw(10) << prob_verdict_name(r.prob);
+    if (r.v == verdict::skip) out << "  (" << r.skip_reason << ")";
+    out << "\n";
     if (r.prob == prob_verdict::fail)
       out << "    FAIL(prob): " << r.prob_failure.substr(0, 400) << "\n      on " << r.prob_failure_case << "\n";
-    if (r.v == verdict::skip) out << "    skipped: " << r.skip_reason << "\n";
     if (r.v == verdict::unjudged)
       out << "    judged " << r.judged << " of " << r.cases << " cases, below the law's floor of "
           << number_text(100 * r.min_judged, "%.0f") << "%; most common reason: " << r.unjudged_why << "\n";
@@ -104,8 +176,22 @@ void print_stats(const gate_result& g, std::ostream& out) {
   case_stats all;
   for (const auto& r : g.reports) all.merge(r.stats);
   out << "\ndistribution of the " << all.n << " cases run (all laws; docs/distribution.md):\n";
+  // The contract 1.1 variants: over the cases of the laws that draw them,
+  // and only for a subject that declares every score variant.
+  case_stats with_variants;
+  for (const auto& r : g.reports)
+    if (const law* l = find_law(r.law); l && l->variants) with_variants.merge(r.stats);
+  constexpr std::uint32_t score_bits = ATTNCHECK_FEATURE3_WINDOW | ATTNCHECK_FEATURE3_CHUNK | ATTNCHECK_FEATURE3_SOFTCAP |
+                                           ATTNCHECK_FEATURE3_SINKS | ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS;
+  const bool declares_variants = (g.declared.features_v3 & score_bits) == score_bits;
+  bool variant_header = false;
   for (const auto& f : distribution_floors()) {
-    const double share = all.share(f.key);
+    if (f.variant && !declares_variants) continue;
+    if (f.variant && !variant_header) {
+      out << "contract 1.1 variants, over the " << with_variants.n << " cases of the laws that draw them:\n";
+      variant_header = true;
+    }
+    const double share = (f.variant ? with_variants : all).share(f.key);
     const bool low = share < f.floor;
     out << "  " << std::left << std::setw(20) << f.key << std::right << std::setw(7) << number_text(100 * share, "%.1f")
         << "%   floor " << std::setw(4) << number_text(100 * f.floor, "%.0f") << "%"
@@ -118,9 +204,8 @@ void print_declaration(const gate_result& g, std::ostream& out) {
   out << "  declared: ABI v" << g.abi << ", u = 2^" << number_text(std::log2(d.u), "%.4g") << ", exp " << number_text(d.exp_ulps)
       << " ulps, key blocks nb";
   for (const auto& [lk, nb] : d.nb_at) out << " " << nb << " at Lk=" << lk << (lk == d.nb_at.back().first ? "" : ",");
-  out << "\n";
   const auto& h = g.hints;
-  out << "  size hints" << (g.default_hints ? " (none declared; common production sizes)" : "") << ":";
+  out << "; size hints" << (g.default_hints ? " (none declared; common production sizes)" : "") << ":";
   if (h.q_tile) out << " q_tile " << h.q_tile;
   if (h.k_tile) out << " k_tile " << h.k_tile;
   if (h.split_keys) out << " split_keys " << h.split_keys;
@@ -138,21 +223,22 @@ void print_declaration(const gate_result& g, std::ostream& out) {
 
 namespace attncheck {
 
-std::vector<gate_result> run_gates(const run_config& run, const std::vector<subject_job>& jobs, std::ostream& out) {
+std::vector<gate_result> run_gates(const run_config& run, const std::vector<subject_job>& jobs, std::ostream& out,
+                                   const console_options& how) {
   std::vector<gate_result> results = gate_subjects(run, jobs);
   for (std::size_t i = 0; i < results.size(); ++i) {
     gate_result& g = results[i];
     save_counterexamples(g);
     if (i > 0) out << "\n";
-    print_gate(g, out);
+    print_gate(g, out, how);
     if (!g.run.junit.empty()) write_junit(g.run.junit, g);
     if (!g.run.json.empty()) write_json(g.run.json, g);
   }
   return results;
 }
 
-gate_result run_gate(const run_config& run, const subject_job& job, std::ostream& out) {
-  return run_gates(run, {job}, out).front();
+gate_result run_gate(const run_config& run, const subject_job& job, std::ostream& out, const console_options& how) {
+  return run_gates(run, {job}, out, how).front();
 }
 
 }  // namespace attncheck

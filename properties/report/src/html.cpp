@@ -95,6 +95,13 @@ std::string colour(double r) {
   return buf;
 }
 
+// At most n characters of a note, cut at a space (never inside a number), with an ellipsis.
+std::string note_text(const std::string& text, std::size_t n) {
+  if (text.size() <= n) return text;
+  const std::size_t cut = text.rfind(' ', n);
+  return text.substr(0, cut == std::string::npos || cut < n / 2 ? n : cut) + " \xe2\x80\xa6";
+}
+
 std::string bin_label(std::size_t i) {
   if (i == 0) return "0";
   if (i == ratio_bins - 1) return ">1";
@@ -191,7 +198,7 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
     std::string note = r.v == verdict::skip ? r.skip_reason
                        : r.v == verdict::unjudged
                            ? "judged below the floor of " + num(100 * r.min_judged, "%.0f") + "%: " + r.unjudged_why
-                       : r.v == verdict::fail ? r.failure.message.substr(0, 160)
+                       : r.v == verdict::fail ? note_text(r.failure.message, 240)
                                               : std::string();
     o << "<tr class=\"" << verdict_class(r.v) << "\"><td><code>" << escape(r.law) << "</code></td><td class=\"n\">"
       << (r.v == verdict::skip ? std::string("-") : std::to_string(r.judged) + "/" + std::to_string(r.cases))
@@ -303,6 +310,19 @@ std::string heat_map_svg(const heat_map& m) {
         << (lse ? std::string(", LSE") : ", e=" + std::to_string(m.col0 + c)) << ": "
         << (std::isnan(v) ? std::string("not judged") : num(v, "%.4g")) << "</title></rect>\n";
     }
+  // A small map (a shrunk case's few elements) also writes each cell's value beside its row.
+  if (m.rows * m.cols <= 8)
+    for (std::int64_t r = 0; r < m.rows; ++r) {
+      std::string values;
+      for (std::int64_t c = 0; c < m.cols; ++c) {
+        const double v = m.ratio[static_cast<std::size_t>(r * m.cols + c)];
+        const bool lse = m.lse_column && c == m.cols - 1;
+        values += (c ? ", " : "") + (lse ? std::string("LSE") : "e=" + std::to_string(m.col0 + c)) + " " +
+                  (std::isnan(v) ? std::string("not judged") : num(v, "%.4g"));
+      }
+      o << "<text class=\"cell-values\" x=\"" << left + m.cols * cell + 8 << "\" y=\"" << top + r * cell + cell / 2 + 4 << "\">"
+        << escape(values) << "</text>\n";
+    }
   if (m.worst_row >= 0) {
     const bool lse = m.lse_column && m.worst_col == m.cols - 1;
     o << "<rect class=\"worst\" data-where=\"" << escape(m.worst_where) << "\" data-i=\"" << m.row0 + m.worst_row
@@ -335,17 +355,35 @@ std::string heat_map_svg(const heat_map& m) {
 }
 
 std::string ratio_histogram_svg(const std::string& title, const std::array<std::int64_t, ratio_bins>& counts, bool log_scale) {
-  const int bw = 24, left = 8, top = 30, h = 90, width = std::max(240, left * 2 + static_cast<int>(ratio_bins) * bw);
+  // The full title, split after its group ("differential." / "output_within_...") when long.
+  const std::size_t dot = title.find('.');
+  const bool two_lines = title.size() > 40 && dot != std::string::npos;
+  const int lines = two_lines ? 2 : 1;
+  const int bw = 24, left = 44, top = 18 + 13 * lines, h = 90,
+            width = std::max(280, left + 8 + static_cast<int>(ratio_bins) * bw);
   double most = 0;
   std::int64_t total = 0;
   for (auto n : counts)
     most = std::max(most, log_scale ? std::log10(1.0 + static_cast<double>(n)) : static_cast<double>(n)), total += n;
   std::ostringstream o;
-  o << "<svg class=\"histogram\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << top + h + 62
+  o << "<svg class=\"histogram\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << top + h + 86
     << "\" font-size=\"10\" font-family=\"sans-serif\" data-total=\"" << total << "\"><title>" << escape(title) << "</title>\n";
-  o << "<text x=\"" << left << "\" y=\"12\" font-size=\"11\" font-weight=\"600\">"
-    << escape(title.size() > 44 ? title.substr(0, 43) + "\xe2\x80\xa6" : title) << "</text>\n<text x=\"" << left
-    << "\" y=\"25\" fill=\"#5a6473\">" << total << " " << (log_scale ? "(log scale)" : "") << "</text>\n";
+  o << "<text x=\"8\" y=\"12\" font-size=\"11\" font-weight=\"600\">";
+  if (two_lines)
+    o << "<tspan x=\"8\">" << escape(title.substr(0, dot + 1)) << "</tspan><tspan x=\"8\" dy=\"13\">"
+      << escape(title.substr(dot + 1)) << "</tspan>";
+  else
+    o << escape(title);
+  o << "</text>\n<text x=\"8\" y=\"" << 12 + 13 * lines << "\" fill=\"#5a6473\">" << total << " elements"
+    << (log_scale ? " (bar heights: log scale)" : "") << "</text>\n";
+  // The count axis: 0 at the base, the largest bin's count at the top.
+  std::int64_t largest = 0;
+  for (auto n : counts) largest = std::max(largest, n);
+  o << "<line x1=\"" << left - 2 << "\" x2=\"" << left - 2 << "\" y1=\"" << top << "\" y2=\"" << top + h
+    << "\" stroke=\"#888\"/>\n<text class=\"count-axis\" x=\"" << left - 5 << "\" y=\"" << top + 4 << "\" text-anchor=\"end\">"
+    << largest << "</text>\n<text x=\"" << left - 5 << "\" y=\"" << top + h
+    << "\" text-anchor=\"end\">0</text>\n<text x=\"10\" y=\"" << top + h / 2 << "\" transform=\"rotate(-90 10 " << top + h / 2
+    << ")\" text-anchor=\"middle\">count</text>\n";
   for (std::size_t i = 0; i < ratio_bins; ++i) {
     const double v = log_scale ? std::log10(1.0 + static_cast<double>(counts[i])) : static_cast<double>(counts[i]);
     const int bh = most > 0 ? static_cast<int>(std::lround(h * v / most)) : 0;
@@ -360,8 +398,21 @@ std::string ratio_histogram_svg(const std::string& title, const std::array<std::
     o << "<text x=\"" << lx << "\" y=\"" << ly << "\" text-anchor=\"end\" font-size=\"9\" transform=\"rotate(-50 " << lx << " "
       << ly << ")\">" << escape(bin_label(i)) << "</text>\n";
   }
-  o << "<line x1=\"" << left << "\" x2=\"" << width - left << "\" y1=\"" << top + h << "\" y2=\"" << top + h
-    << "\" stroke=\"#888\"/>\n</svg>";
+  o << "<line x1=\"" << left << "\" x2=\"" << width - 8 << "\" y1=\"" << top + h << "\" y2=\"" << top + h
+    << "\" stroke=\"#888\"/>\n";
+  // The legend of the bar colours.
+  const int gy = top + h + 62;
+  const std::pair<const char*, std::string> keys[] = {
+      {"#4292c6", "observed/bound up to " + bin_label(ratio_bins - 3).substr(bin_label(ratio_bins - 3).find('-') + 1)},
+      {"#e6550d", bin_label(ratio_bins - 2)},
+      {"#c0262d", "over the bound"}};
+  int x = 8;
+  for (const auto& [fill, label] : keys) {
+    o << "<rect class=\"legend\" x=\"" << x << "\" y=\"" << gy << "\" width=\"10\" height=\"10\" fill=\"" << fill
+      << "\"/><text x=\"" << x + 13 << "\" y=\"" << gy + 9 << "\">" << escape(label) << "</text>\n";
+    x += 20 + 6 * static_cast<int>(label.size());
+  }
+  o << "</svg>";
   return o.str();
 }
 

@@ -62,6 +62,9 @@ struct oracle_options {
   bool want_p = false;          ///< also return the weights P
   bound_params bound{};         ///< for o_bound and lse_bound
   dtype out_type = dtype::f32;  ///< storage type of O (u_out in the bound)
+  /// Also return o_accuracy and lse_accuracy: what the tier that computed the
+  /// result guarantees about it (costs one binary64 pass for an MPFR result).
+  bool want_accuracy = false;
 };
 
 /// Dense results. O and bounds: (B, Lq, Hq, Dv) row-major; LSE: (B, Hq, Lq);
@@ -88,6 +91,15 @@ struct oracle_result {
   /// (O: bound >= |O_e| + max_j |V_je|; LSE: bound >= ln n + 1); 0 elsewhere.
   std::vector<std::uint8_t> o_sound_useless, lse_sound_useless;
   std::vector<double> p;
+  /// With want_accuracy: per element, the guaranteed absolute distance of the
+  /// returned double from the exact real value of docs/spec.md's attention,
+  /// stated by the tier that computed it (oracle_accuracy_statement): for
+  /// multiprecision, the "Accuracy" section's eps times the value's scale plus
+  /// the one rounding to double; for fast_binary64, the tier's own error
+  /// estimate E_own. 0 in rows with no visible key (exact O = 0, LSE = -inf);
+  /// NaN where nothing is claimed (a non-finite visible input); empty for the
+  /// binary64 precision (never claimed) and without want_accuracy.
+  std::vector<double> o_accuracy, lse_accuracy;
   oracle_tier tier = oracle_tier::multiprecision;  ///< what produced O, LSE and P
   std::int64_t b = 0, hq = 0, lq = 0, lk = 0, dv = 0;
 
@@ -112,8 +124,12 @@ oracle_result reference(const attn_case& c, const oracle_options& opt = {});
 /// opt.precision and opt.want_p are ignored.
 std::optional<oracle_result> fast_oracle(const attn_case& c, const oracle_options& opt = {});
 
-/// The accuracy the oracle states for its default precision, as one sentence
-/// (printed by `attncheck oracle` and in docs/oracle.md).
-std::string oracle_accuracy_statement();
+/// The accuracy the tier that produced a result states for it, as one
+/// sentence whose numbers are those of that precision (printed by `attncheck
+/// oracle` and in docs/oracle.md); o_accuracy and lse_accuracy are its per-element values.
+std::string oracle_accuracy_statement(oracle_precision precision, oracle_tier tier);
+
+/// "mpfr50", "mpfr100", "cpp_bin100", "binary64" or "auto".
+std::string_view name(oracle_precision p);
 
 }  // namespace attncheck

@@ -2,6 +2,7 @@
  * cases pass first), in the way MISBEHAVE selects:
  *   1 segfault   2 abort   3 hang   4 return an error code
  *   5 write one element past the end of O   6 write into a gap of O's layout
+ *   7 declare f16 but read and write f32 (every case: O overrun to twice its bytes)
  * The gate must report each as a failed law, with the case, within its
  * timeout, and go on with the next law. */
 #include <signal.h>
@@ -13,6 +14,12 @@
 #undef attncheck_subject_v1
 
 static int misbehaving_attend(const attncheck_problem* p, char* err, size_t err_len) {
+#if MISBEHAVE == 7
+  /* The bug the issue met: the f32 code path run on f16 buffers. */
+  attncheck_problem as_f32 = *p;
+  as_f32.dtype = ATTNCHECK_F32;
+  return attend(&as_f32, err, err_len);
+#endif
   if (p->lk < 3) return attend(p, err, err_len);
 #if MISBEHAVE == 1
   raise(SIGSEGV); /* what a wild store does, without the compiler proving it */
@@ -45,5 +52,8 @@ __attribute__((visibility("default"))) const attncheck_subject* attncheck_subjec
   misbehaving = *example_subject_v1();
   misbehaving.name = "misbehaving";
   misbehaving.attend = misbehaving_attend;
+#if MISBEHAVE == 7
+  misbehaving.dtypes |= 1u << ATTNCHECK_F16;
+#endif
   return &misbehaving;
 }

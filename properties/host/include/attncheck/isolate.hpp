@@ -122,6 +122,14 @@ class law_watch {
 /// a law's child sets its own.
 void set_call_watch(law_watch* w);
 
+/// Runs every attend call into a subject made in this process in its own
+/// forked child (subject::attend), so that a call which kills its process is
+/// one failing call, which the law reports and rapidcheck shrinks, not the end
+/// of the law. The gate turns it on in the child that re-runs a law whose
+/// process crashed (a fork per call: never on a passing subject's path).
+void set_call_isolation(bool on);
+bool call_isolation();
+
 /// Brackets one call into a subject's code (subject_host.cpp): begin_call and
 /// end_call on the watch set in this process, if any.
 class watched_call {

@@ -25,7 +25,8 @@ const char* failure_kind_name(failure_kind k);
 failure_kind failure_kind_of(const std::string& name);
 
 /// One screen of a failure (or of a replay's verdict). Every line is printed
-/// only when its field is set, in this order.
+/// only when its field is set, in this order (the subject line when either
+/// subject field is).
 struct failure_report {
   failure_kind kind = failure_kind::law;
   std::string verdict = "FAIL";  ///< the first word: FAIL, or PASS for a replay that now passes

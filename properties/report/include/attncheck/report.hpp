@@ -12,10 +12,24 @@
 
 namespace attncheck {
 
+/// How much the console prints.
+struct console_options {
+  /// Every failing law's full screen, each with its rapidcheck line; without
+  /// it, one summary and one screen (print_failures).
+  bool verbose = false;
+};
+
 /// One subject's console report: header (declaration, probabilistic bound,
-/// watchdog), each failure's one screen, the law table, the totals line and
+/// watchdog), the failures (print_failures), the law table, the totals line and
 /// the judged shares (and the distribution with run.stats).
-void print_gate(const gate_result& g, std::ostream& out);
+void print_gate(const gate_result& g, std::ostream& out, const console_options& how = {});
+
+/// The failures of a gate, one bug one screen: with several failing laws, one
+/// summary line ("8 laws fail on ATTN(...)"), the full screen of the most
+/// informative (the differential law's when it fails, else the first), and
+/// one line per other law. The rapidcheck reproduce string is in the saved
+/// case file and the JSON; the screen shows it only when verbose.
+void print_failures(const gate_result& g, std::ostream& out, const console_options& how = {});
 
 /// The elements of O and LSE the gate judged, per dtype, by sound bound,
 /// probabilistic bound or neither: all laws together, and per law when per_law.
@@ -25,7 +39,7 @@ void print_judged_shares(const gate_result& g, bool per_law, std::ostream& out);
 /// each share of docs/distribution.md with its floor.
 void print_stats(const gate_result& g, std::ostream& out);
 
-/// The gate's header lines: the subject's declared bound numbers and size hints.
+/// The gate's header line of what the subject declared: its bound numbers and size hints.
 void print_declaration(const gate_result& g, std::ostream& out);
 
 /// Writes JUnit XML for a gate run (its subject_name and run.seed name the suite; the run string is a property).
@@ -44,8 +58,9 @@ void write_json(const std::string& path, const gate_result& r);
 /// The gate as `attncheck gate` runs it: gate_subjects, then per subject in
 /// order save_counterexamples, print_gate (a blank line between subjects) and
 /// the JUnit and JSON files its configuration names.
-std::vector<gate_result> run_gates(const run_config& run, const std::vector<subject_job>& jobs, std::ostream& out);
+std::vector<gate_result> run_gates(const run_config& run, const std::vector<subject_job>& jobs, std::ostream& out,
+                                   const console_options& how = {});
 /// The same for one subject.
-gate_result run_gate(const run_config& run, const subject_job& job, std::ostream& out);
+gate_result run_gate(const run_config& run, const subject_job& job, std::ostream& out, const console_options& how = {});
 
 }  // namespace attncheck
