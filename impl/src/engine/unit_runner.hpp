@@ -62,6 +62,20 @@ class unit_runner {
 
   std::int64_t classify(const unit_rows& ur, std::int64_t j0, std::int64_t kc);
 
+  /// Row r's bias entries of a block: element jj at in + jj * step (bytes).
+  struct bias_row {
+    const char* in = nullptr;
+    std::int64_t step = 0;
+    dtype type = dtype::f32;
+    float* out = nullptr;
+  };
+
+  bias_row bias_of(const unit_rows& ur, std::int64_t r, std::int64_t j0);
+
+  static float bias_value(const bias_row& b, std::int64_t jj);
+
+  void score_variants(std::int64_t r, float* s, std::int64_t j0);
+
   bool sees_any(std::int64_t r0, std::int64_t nr) const;
 
   /// Rows of at most this many (decode: the G heads of one position) take
@@ -126,7 +140,7 @@ class unit_runner {
 
   void scores(row_range rr);
 
-  void softmax(row_range rr, const row_state& st);
+  void softmax(row_range rr, const row_state& st, std::int64_t j0);
 
   template <dtype T, int NR, int NE>
   void values_block(std::int64_t r0, std::int64_t e0, std::int64_t kc, const row_state& st);
