@@ -201,14 +201,10 @@ inline std::int64_t unit_runner::classify(const unit_rows& ur, std::int64_t j0, 
         mrow = p_.mask.data + ur.b * p_.mask.stride[0] +
                (ATTNIMPL_MUTANT(mask_head_uses_kv_head) ? ur.kv_head : ws_.head[r]) * p_.mask.stride[1] +
                ws_.pos[r] * p_.mask.stride[2];
-      const bias_row brow = bias_of(ur, r, j0);
+      float* bias = bias_of(ur, r, j0, from, cnt);
       for (std::int64_t jj = from; jj < cnt; ++jj) {
         if (mrow && (mrow[(j0 + jj) * p_.mask.stride[3]] != 0) == ATTNIMPL_MUTANT(mask_polarity)) continue;
-        if (brow.out) {
-          // A -inf bias entry masks its key, as a false mask entry does.
-          brow.out[jj] = bias_value(brow, jj);
-          if (brow.out[jj] == neg_inf) continue;
-        }
+        if (bias && bias[jj] == neg_inf) continue;  // a -inf bias entry masks its key, as a false mask entry does
         vis[jj] = 1;
         ++allowed;
         last = jj + 1;
@@ -232,25 +228,18 @@ inline std::int64_t unit_runner::classify(const unit_rows& ur, std::int64_t j0, 
   return kpack;
 }
 
-/// Row r's bias entries for block j0 (in: the tensor's row at key j0;
-/// out: where the f32 values go); out null without a bias.
-inline unit_runner::bias_row unit_runner::bias_of(const unit_rows& ur, std::int64_t r, std::int64_t j0) {
+/// Row r's bias entries of block j0, lanes [from, to), as f32 in the row's
+/// lane buffer (returned; null without a bias).
+inline float* unit_runner::bias_of(const unit_rows& ur, std::int64_t r, std::int64_t j0, std::int64_t from, std::int64_t to) {
   const bias_in& bias = p_.var.bias;
-  if (!bias.data) return {};
+  if (!bias.data) return nullptr;
   const std::int64_t es = convert::size_of(bias.type);
-  const char* at = static_cast<const char*>(bias.data) +
-                   (ur.b * bias.stride[0] + ws_.head[r] * bias.stride[1] + ws_.pos[r] * bias.stride[2] + j0 * bias.stride[3]) * es;
-  return {at, bias.stride[3] * es, bias.type, ws_.bias.data() + r * g_.k_tile8};
-}
-
-inline float unit_runner::bias_value(const bias_row& b, std::int64_t jj) {
-  const char* at = b.in + jj * b.step;
-  switch (b.type) {
-    case dtype::f16: return element<dtype::f16>(at, 0);
-    case dtype::bf16: return element<dtype::bf16>(at, 0);
-    case dtype::f32: break;
-  }
-  return element<dtype::f32>(at, 0);
+  const char* at = static_cast<const char*>(bias.data) + (ur.b * bias.stride[0] + ws_.head[r] * bias.stride[1] +
+                                                           ws_.pos[r] * bias.stride[2] + (j0 + from) * bias.stride[3]) *
+                                                              es;
+  float* out = ws_.bias.data() + r * g_.k_tile8;
+  if (to > from) convert::load_row(out + from, at, bias.type, bias.stride[3], to - from);
+  return out;
 }
 
 /// Softcap, ALiBi and bias on row r's scores of block j0 (contract 1.1:

@@ -62,17 +62,7 @@ class unit_runner {
 
   std::int64_t classify(const unit_rows& ur, std::int64_t j0, std::int64_t kc);
 
-  /// Row r's bias entries of a block: element jj at in + jj * step (bytes).
-  struct bias_row {
-    const char* in = nullptr;
-    std::int64_t step = 0;
-    dtype type = dtype::f32;
-    float* out = nullptr;
-  };
-
-  bias_row bias_of(const unit_rows& ur, std::int64_t r, std::int64_t j0);
-
-  static float bias_value(const bias_row& b, std::int64_t jj);
+  float* bias_of(const unit_rows& ur, std::int64_t r, std::int64_t j0, std::int64_t from, std::int64_t to);
 
   void score_variants(std::int64_t r, float* s, std::int64_t j0);
 
