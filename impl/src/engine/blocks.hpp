@@ -223,6 +223,14 @@ inline std::int64_t unit_runner::classify(const unit_rows& ur, std::int64_t j0, 
       while (prefix < cnt && vis[prefix]) ++prefix;
     if (ATTNIMPL_MUTANT(prefix_ignores_holes)) prefix = allowed;
     ws_.prefix[r] = prefix;
+    if (prefix == 0 && allowed > 0) {
+      std::int64_t first = from;
+      while (!vis[first]) ++first;
+      std::int64_t run = first;
+      while (run < cnt && vis[run]) ++run;
+      ws_.first[r] = first;
+      ws_.run[r] = run;
+    }
     kpack = std::max(kpack, ATTNIMPL_MUTANT(kpack_counts_visible) ? allowed : last);
   }
   return kpack;

@@ -68,7 +68,9 @@ struct workspace {
   std::vector<std::int64_t> hi, head, pos, prefix, reach, group_keys;
   // Variants: a row's first visible key (window, chunk), its aligned
   // position p (ALiBi), and the bias of the block's lanes (rows x k_tile8).
-  std::vector<std::int64_t> lo, apos;
+  // first/run: a row's first visible lane of the block and the end of the
+  // visible run from it (P.V's register kernel over a window's first block).
+  std::vector<std::int64_t> lo, apos, first, run, group_first;
   std::vector<float> bias;
 
   void ensure(const problem& p, const geometry& g) {
@@ -99,6 +101,9 @@ struct workspace {
     grow(group_keys, g.rows / 4 + 1);
     grow(lo, g.rows);
     grow(apos, g.rows);
+    grow(first, g.rows);
+    grow(run, g.rows);
+    grow(group_first, g.rows / 4 + 1);
     if (p.var.bias.data) grow(bias, g.rows * g.k_tile8);
   }
 };

@@ -133,13 +133,14 @@ class unit_runner {
   void softmax(row_range rr, const row_state& st, std::int64_t j0);
 
   template <dtype T, int NR, int NE>
-  void values_block(std::int64_t r0, std::int64_t e0, std::int64_t kc, const row_state& st);
+  void values_block(std::int64_t r0, std::int64_t e0, std::int64_t k0, std::int64_t k1, const row_state& st);
 
   template <dtype T>
   void weighted_values(row_range rr, std::int64_t kpack, const row_state& st);
 
   template <dtype T>
-  void values_dispatch(std::int64_t nr, std::int64_t ne, std::int64_t r0, std::int64_t e0, std::int64_t kc, const row_state& st);
+  void values_dispatch(std::int64_t nr, std::int64_t ne, std::int64_t r0, std::int64_t e0, std::int64_t k0, std::int64_t kc,
+                       const row_state& st);
 
   const problem& p_;
   const geometry& g_;
