@@ -10,6 +10,7 @@
 
 #include "attnimpl/attention.hpp"
 #include "attnimpl/exp.hpp"
+#include "pattern_sweep.hpp"
 
 namespace {
 
@@ -17,14 +18,7 @@ using attnimpl::isa;
 
 double ulp_error(float x, float y) {
   const long double exact = std::tanh(static_cast<long double>(x));
-  const double mag = std::fabs(static_cast<double>(exact));
-  double ulp = 0x1p-149;  // subnormal results: absolute spacing
-  if (mag >= 0x1p-126) {
-    int ex = 0;
-    std::frexp(mag, &ex);
-    ulp = std::ldexp(1.0, ex - 24);
-  }
-  return static_cast<double>(std::fabs(static_cast<long double>(y) - exact)) / ulp;
+  return static_cast<double>(std::fabs(static_cast<long double>(y) - exact)) / attnimpl_test::f32_ulp(static_cast<double>(exact));
 }
 
 struct sweep_result {
@@ -37,32 +31,25 @@ struct sweep_result {
 /// and (where the CPU has AVX2) how many inputs the two paths disagree on.
 sweep_result sweep(std::uint32_t first, std::uint32_t last, std::uint32_t step) {
   sweep_result out;
-  std::vector<float> x, y, yp;
+  std::vector<float> y, yp;
   const bool both = attnimpl::isa_supported(isa::avx2);
-  for (std::uint64_t b = first; b <= last; b += step) {
-    float f;
-    const std::uint32_t u = static_cast<std::uint32_t>(b);
-    std::memcpy(&f, &u, 4);
-    x.push_back(f);
-    if (x.size() == 4096 || b + step > last) {
-      y.resize(x.size());
-      yp.resize(x.size());
-      EXPECT_TRUE(attnimpl::tanh_kernel(x.data(), yp.data(), x.size(), isa::portable));
-      if (both) {
-        EXPECT_TRUE(attnimpl::tanh_kernel(x.data(), y.data(), x.size(), isa::avx2));
-      }
-      for (std::size_t i = 0; i < x.size(); ++i) {
-        if (both && std::memcmp(&y[i], &yp[i], 4) != 0) ++out.isa_differences;
-        const double e = ulp_error(x[i], yp[i]);
-        if (e > out.worst) {
-          out.worst = e;
-          out.where = x[i];
-        }
-      }
-      out.count += x.size();
-      x.clear();
+  attnimpl_test::sweep_patterns(first, last, step, [&](const std::vector<float>& x) {
+    y.resize(x.size());
+    yp.resize(x.size());
+    EXPECT_TRUE(attnimpl::tanh_kernel(x.data(), yp.data(), x.size(), isa::portable));
+    if (both) {
+      EXPECT_TRUE(attnimpl::tanh_kernel(x.data(), y.data(), x.size(), isa::avx2));
     }
-  }
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (both && std::memcmp(&y[i], &yp[i], 4) != 0) ++out.isa_differences;
+      const double e = ulp_error(x[i], yp[i]);
+      if (e > out.worst) {
+        out.worst = e;
+        out.where = x[i];
+      }
+    }
+    out.count += x.size();
+  });
   return out;
 }
 

@@ -40,22 +40,8 @@ struct variant_case {
 
 struct variant_data {
   std::vector<float> alibi, sinks;
-  std::vector<unsigned char> bias;
-  dtype bias_type = dtype::f32;
-  attnimpl::strides4 bias_stride{};
+  buffer bias;  // over (b, h, i, j); zero strides on broadcast axes
   attnimpl::variants var;
-
-  float bias_at(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
-    const std::int64_t at = b * bias_stride[0] + h * bias_stride[1] + i * bias_stride[2] + j * bias_stride[3];
-    if (bias_type == dtype::f32) {
-      float f;
-      std::memcpy(&f, bias.data() + at * 4, 4);
-      return f;
-    }
-    std::uint16_t u;
-    std::memcpy(&u, bias.data() + at * 2, 2);
-    return from_bits16(bias_type, u);
-  }
 };
 
 variant_data make_variants(const variant_case& vc, const attnimpl::shape& s, std::uint64_t seed) {
@@ -80,30 +66,22 @@ variant_data make_variants(const variant_case& vc, const attnimpl::shape& s, std
   }
   if (vc.bias) {
     std::array<std::int64_t, 4> dims{s.b, s.hq, s.lq, s.lk};
-    if (vc.bias == 1) vd.bias_type = dtype::f32;
-    if (vc.bias == 2) vd.bias_type = dtype::bf16, dims = {1, 1, s.lq, s.lk};
-    if (vc.bias == 3) vd.bias_type = dtype::f16, dims = {1, 1, 1, s.lk};
+    buffer& bias = vd.bias;
+    bias.type = vc.bias == 1 ? dtype::f32 : vc.bias == 2 ? dtype::bf16 : dtype::f16;
+    if (vc.bias == 2) dims = {1, 1, s.lq, s.lk};
+    if (vc.bias == 3) dims = {1, 1, 1, s.lk};
     // Strided: a gap of 3 elements after each key row, zero strides on broadcast axes.
     const std::int64_t sj = 1, si = dims[3] + 3, sh = si * dims[2], sb = sh * dims[1];
-    vd.bias_stride = {dims[0] == 1 ? 0 : sb, dims[1] == 1 ? 0 : sh, dims[2] == 1 ? 0 : si, sj};
-    const std::int64_t es = vd.bias_type == dtype::f32 ? 4 : 2;
-    vd.bias.assign(static_cast<std::size_t>(sb * dims[0] * es), 0);
+    bias.dims = dims;
+    bias.stride = {dims[0] == 1 ? 0 : sb, dims[1] == 1 ? 0 : sh, dims[2] == 1 ? 0 : si, sj};
+    bias.bytes.assign(static_cast<std::size_t>(sb * dims[0] * bias.elem()), 0);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::bernoulli_distribution masked(vc.bias_masked);
     for (std::int64_t b = 0; b < dims[0]; ++b)
       for (std::int64_t h = 0; h < dims[1]; ++h)
         for (std::int64_t i = 0; i < dims[2]; ++i)
-          for (std::int64_t j = 0; j < dims[3]; ++j) {
-            const float x = masked(rng) ? -inf : round_to(vd.bias_type, normal(rng));
-            const std::int64_t at = b * sb + h * sh + i * si + j * sj;
-            if (es == 4)
-              std::memcpy(vd.bias.data() + at * 4, &x, 4);
-            else {
-              const std::uint16_t u = bits16(vd.bias_type, x);
-              std::memcpy(vd.bias.data() + at * 2, &u, 2);
-            }
-          }
-    vd.var.bias = {vd.bias.data(), vd.bias_type, vd.bias_stride};
+          for (std::int64_t j = 0; j < dims[3]; ++j) bias.set(b, h, i, j, masked(rng) ? -inf : round_to(bias.type, normal(rng)));
+    vd.var.bias = {bias.data(), bias.type, bias.stride};
   }
   return vd;
 }
@@ -135,7 +113,7 @@ reference reference_of(const problem& p, const variant_data& vd) {
           if (v.window_left >= 0 && j < pos - v.window_left) continue;
           if (v.window_right >= 0 && j > pos + v.window_right) continue;
           if (v.chunk > 0 && floor_div(j, v.chunk) != floor_div(pos, v.chunk)) continue;
-          const double bias = v.bias.data ? static_cast<double>(vd.bias_at(b, h, i, j)) : 0.0;
+          const double bias = v.bias.data ? static_cast<double>(vd.bias.get(b, h, i, j)) : 0.0;
           if (bias == -static_cast<double>(inf)) continue;
           double x = 0;
           for (std::int64_t e = 0; e < d.d; ++e)
