@@ -41,6 +41,35 @@ __attribute__((target("avx2,fma"))) float fma_chains(int id, long iters) {
   return s;
 }
 
+// The same at 16 lanes, where the CPU has AVX-512F (probe_isa()).
+__attribute__((target("avx512f"))) float fma_chains_avx512(int id, long iters) {
+  __m512 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(0.001f * static_cast<float>(i + id));
+  const __m512 b = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-4f);
+  for (long k = 0; k < iters; ++k)
+    for (int i = 0; i < 12; ++i) a[i] = _mm512_fmadd_ps(a[i], b, c);
+  float s = 0;
+  for (int i = 0; i < 12; ++i) s += _mm512_cvtss_f32(a[i]);
+  return s;
+}
+
+__attribute__((target("avx512f"))) float sum_avx512(const float* p, std::size_t n) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (std::size_t i = 0; i + 64 <= n; i += 64) {
+    s0 = _mm512_add_ps(s0, _mm512_loadu_ps(p + i));
+    s1 = _mm512_add_ps(s1, _mm512_loadu_ps(p + i + 16));
+    s2 = _mm512_add_ps(s2, _mm512_loadu_ps(p + i + 32));
+    s3 = _mm512_add_ps(s3, _mm512_loadu_ps(p + i + 48));
+  }
+  return _mm512_cvtss_f32(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+
+bool cpu_has_avx512() {
+  // libgcc/compiler-rt count AVX-512 only where the OS saves the ZMM state.
+  static const bool has = __builtin_cpu_supports("avx512f") && isa_supported(isa::avx2);
+  return has;
+}
+
 /// Sum of p[0 .. n); with next, the lines of next[0 .. 4n) are requested
 /// while it sums, two per 128 bytes summed (the page-walk probe's request
 /// ahead).
@@ -72,6 +101,9 @@ float sum_sse2(const float* p, std::size_t n) {
 
 #else
 // Elsewhere: no FMA probe (fma_peak_gflops returns 0), a plain sum for bandwidth.
+bool cpu_has_avx512() { return false; }
+float fma_chains_avx512(int, long) { return 0; }
+float sum_avx512(const float*, std::size_t) { return 0; }
 float fma_chains(int, long) { return 0; }
 float sum_avx2(const float*, std::size_t, const char* = nullptr) { return 0; }
 float sum_sse2(const float* p, std::size_t n) {
@@ -86,15 +118,27 @@ float sum_sse2(const float* p, std::size_t n) {
 
 }  // namespace
 
+const char* probe_isa() {
+#if defined(__x86_64__)
+  return cpu_has_avx512() ? "avx512" : isa_supported(isa::avx2) ? "avx2" : "sse2";
+#else
+  return "scalar";
+#endif
+}
+
 double fma_peak_gflops(int threads) {
   if (!isa_supported(isa::avx2)) return 0;  // no FMA unit to measure
   // 12 independent chains hide the FMA latency on 2 ports (latency <= 6).
   constexpr long iters = 50'000'000;
+  const bool wide = cpu_has_avx512();
+  const double flops_per_fma = wide ? 32 : 16;
   std::vector<float> sink(static_cast<std::size_t>(threads));
   double best = 0;
   for (int rep = 0; rep < 2; ++rep) {
-    const double t = run_threads(threads, [&](int id) { sink[static_cast<std::size_t>(id)] = fma_chains(id, iters); });
-    best = std::max(best, static_cast<double>(threads) * iters * 12 * 16 / t / 1e9);
+    const double t = run_threads(threads, [&](int id) {
+      sink[static_cast<std::size_t>(id)] = wide ? fma_chains_avx512(id, iters) : fma_chains(id, iters);
+    });
+    best = std::max(best, static_cast<double>(threads) * iters * 12 * flops_per_fma / t / 1e9);
   }
   return best;
 }
@@ -135,12 +179,12 @@ std::vector<double> read_bandwidth_samples(int threads, int reps) {
   std::vector<float>& buf = probe_buffer();
   std::vector<float> sink(static_cast<std::size_t>(threads));
   std::vector<double> samples;
-  const bool avx2 = isa_supported(isa::avx2);
+  const bool avx2 = isa_supported(isa::avx2), avx512 = cpu_has_avx512();
   for (int rep = 0; rep < reps; ++rep) {
     const double t = run_threads(threads, [&](int id) {
       const std::size_t per = floats / static_cast<std::size_t>(threads);
       const float* p = buf.data() + per * static_cast<std::size_t>(id);
-      sink[static_cast<std::size_t>(id)] = avx2 ? sum_avx2(p, per) : sum_sse2(p, per);
+      sink[static_cast<std::size_t>(id)] = avx512 ? sum_avx512(p, per) : avx2 ? sum_avx2(p, per) : sum_sse2(p, per);
     });
     samples.push_back(static_cast<double>(floats) * 4 / t / 1e9);
   }
