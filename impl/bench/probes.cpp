@@ -28,41 +28,47 @@ double run_threads(int threads, F&& body) {
 }
 
 #if defined(__x86_64__)
-// The probes' loops use AVX2/FMA through target attributes (the project is
-// built for the baseline); they run only where isa_supported(isa::avx2).
-__attribute__((target("avx2,fma"))) float fma_chains(int id, long iters) {
-  __m256 a[12];
-  for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(0.001f * static_cast<float>(i + id));
-  const __m256 b = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-4f);
-  for (long k = 0; k < iters; ++k)
-    for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], b, c);
-  float s = 0;
-  for (int i = 0; i < 12; ++i) s += _mm256_cvtss_f32(a[i]);
-  return s;
-}
+// The probes' loops use AVX2/FMA or AVX-512F through target attributes (the
+// project is built for the baseline); they run only where the CPU has them
+// (isa_supported(isa::avx2), cpu_has_avx512()). One body per probe, stamped
+// out per width (a target attribute cannot depend on a template parameter).
 
-// The same at 16 lanes, where the CPU has AVX-512F (probe_isa()).
-__attribute__((target("avx512f"))) float fma_chains_avx512(int id, long iters) {
-  __m512 a[12];
-  for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(0.001f * static_cast<float>(i + id));
-  const __m512 b = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-4f);
-  for (long k = 0; k < iters; ++k)
-    for (int i = 0; i < 12; ++i) a[i] = _mm512_fmadd_ps(a[i], b, c);
-  float s = 0;
-  for (int i = 0; i < 12; ++i) s += _mm512_cvtss_f32(a[i]);
-  return s;
-}
-
-__attribute__((target("avx512f"))) float sum_avx512(const float* p, std::size_t n) {
-  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  for (std::size_t i = 0; i + 64 <= n; i += 64) {
-    s0 = _mm512_add_ps(s0, _mm512_loadu_ps(p + i));
-    s1 = _mm512_add_ps(s1, _mm512_loadu_ps(p + i + 16));
-    s2 = _mm512_add_ps(s2, _mm512_loadu_ps(p + i + 32));
-    s3 = _mm512_add_ps(s3, _mm512_loadu_ps(p + i + 48));
+/// 12 independent FMA chains of vector type V, iters steps each.
+#define ATTNIMPL_FMA_CHAINS(NAME, TARGET, V, SET1, FMADD, FIRST)                  \
+  __attribute__((target(TARGET))) float NAME(int id, long iters) {              \
+    V a[12];                                                                     \
+    for (int i = 0; i < 12; ++i) a[i] = SET1(0.001f * static_cast<float>(i + id)); \
+    const V b = SET1(0.999f), c = SET1(1e-4f);                                   \
+    for (long k = 0; k < iters; ++k)                                             \
+      for (int i = 0; i < 12; ++i) a[i] = FMADD(a[i], b, c);                     \
+    float s = 0;                                                                 \
+    for (int i = 0; i < 12; ++i) s += FIRST(a[i]);                               \
+    return s;                                                                    \
   }
-  return _mm512_cvtss_f32(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
-}
+ATTNIMPL_FMA_CHAINS(fma_chains, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_cvtss_f32)
+ATTNIMPL_FMA_CHAINS(fma_chains_avx512, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_cvtss_f32)
+#undef ATTNIMPL_FMA_CHAINS
+
+/// Sum of p[0 .. n) in 4 accumulators of W lanes; with next, the lines of
+/// next[0 .. 4n) are requested while it sums, one per 64 bytes summed (the
+/// page-walk probe's request ahead).
+#define ATTNIMPL_SUM(NAME, TARGET, V, W, SETZERO, ADD, LOADU, FIRST)                              \
+  __attribute__((target(TARGET))) float NAME(const float* p, std::size_t n, const char* next = nullptr) { \
+    V s0 = SETZERO(), s1 = s0, s2 = s0, s3 = s0;                                                  \
+    for (std::size_t i = 0; i + 4 * W <= n; i += 4 * W) {                                         \
+      if (next)                                                                                   \
+        for (std::size_t x = 0; x < 16 * W; x += 64) _mm_prefetch(next + i * 4 + x, _MM_HINT_T0); \
+      s0 = ADD(s0, LOADU(p + i));                                                                 \
+      s1 = ADD(s1, LOADU(p + i + W));                                                             \
+      s2 = ADD(s2, LOADU(p + i + 2 * W));                                                         \
+      s3 = ADD(s3, LOADU(p + i + 3 * W));                                                         \
+    }                                                                                             \
+    return FIRST(ADD(ADD(s0, s1), ADD(s2, s3)));                                                  \
+  }
+ATTNIMPL_SUM(sum_sse2, "sse2", __m128, 4, _mm_setzero_ps, _mm_add_ps, _mm_loadu_ps, _mm_cvtss_f32)
+ATTNIMPL_SUM(sum_avx2, "avx2", __m256, 8, _mm256_setzero_ps, _mm256_add_ps, _mm256_loadu_ps, _mm256_cvtss_f32)
+ATTNIMPL_SUM(sum_avx512, "avx512f", __m512, 16, _mm512_setzero_ps, _mm512_add_ps, _mm512_loadu_ps, _mm512_cvtss_f32)
+#undef ATTNIMPL_SUM
 
 bool cpu_has_avx512() {
   // libgcc/compiler-rt count AVX-512 only where the OS saves the ZMM state.
@@ -70,40 +76,11 @@ bool cpu_has_avx512() {
   return has;
 }
 
-/// Sum of p[0 .. n); with next, the lines of next[0 .. 4n) are requested
-/// while it sums, two per 128 bytes summed (the page-walk probe's request
-/// ahead).
-__attribute__((target("avx2"))) float sum_avx2(const float* p, std::size_t n, const char* next = nullptr) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  for (std::size_t i = 0; i + 32 <= n; i += 32) {
-    if (next) {
-      _mm_prefetch(next + i * 4, _MM_HINT_T0);
-      _mm_prefetch(next + i * 4 + 64, _MM_HINT_T0);
-    }
-    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(p + i));
-    s1 = _mm256_add_ps(s1, _mm256_loadu_ps(p + i + 8));
-    s2 = _mm256_add_ps(s2, _mm256_loadu_ps(p + i + 16));
-    s3 = _mm256_add_ps(s3, _mm256_loadu_ps(p + i + 24));
-  }
-  return _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-}
-
-float sum_sse2(const float* p, std::size_t n) {
-  __m128 s0 = _mm_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  for (std::size_t i = 0; i + 16 <= n; i += 16) {
-    s0 = _mm_add_ps(s0, _mm_loadu_ps(p + i));
-    s1 = _mm_add_ps(s1, _mm_loadu_ps(p + i + 4));
-    s2 = _mm_add_ps(s2, _mm_loadu_ps(p + i + 8));
-    s3 = _mm_add_ps(s3, _mm_loadu_ps(p + i + 12));
-  }
-  return _mm_cvtss_f32(_mm_add_ps(_mm_add_ps(s0, s1), _mm_add_ps(s2, s3)));
-}
-
 #else
 // Elsewhere: no FMA probe (fma_peak_gflops returns 0), a plain sum for bandwidth.
 bool cpu_has_avx512() { return false; }
 float fma_chains_avx512(int, long) { return 0; }
-float sum_avx512(const float*, std::size_t) { return 0; }
+float sum_avx512(const float*, std::size_t, const char* = nullptr) { return 0; }
 float fma_chains(int, long) { return 0; }
 float sum_avx2(const float*, std::size_t, const char* = nullptr) { return 0; }
 float sum_sse2(const float* p, std::size_t n) {
