@@ -271,11 +271,12 @@ int run(int argc, char** argv) {
   peaks pk{fma_peak_gflops(1), fma_peak_gflops(threads), *std::max_element(bw1.begin(), bw1.end()),
            *std::max_element(bw_all.begin(), bw_all.end())};
   if (pk.fma1 > 0)
-    std::printf("probe: f32 FMA peak %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads)\n", pk.fma1, pk.fma_all, threads);
+    std::printf("probe: f32 FMA peak %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads), %s\n", pk.fma1, pk.fma_all, threads,
+                probe_isa());
   else
     std::printf("probe: f32 FMA peak not measured (the CPU has no AVX2+FMA); %%peak shows -\n");
-  std::printf("probe: memory read bandwidth, 256 MiB: 1 thread %s; %d threads %s\n", spread(bw1).c_str(), threads,
-              spread(bw_all).c_str());
+  std::printf("probe: memory read bandwidth, 256 MiB: 1 thread %s; %d threads %s; %s loads\n", spread(bw1).c_str(), threads,
+              spread(bw_all).c_str(), probe_isa());
   // What the decode rows' page walk gets from memory with nothing computed:
   // 8 KiB runs (one KV head's K or V of a 16-token f32 page), descending.
   const auto runs_hw = read_runs_bandwidth_samples(threads, probe_reps, 8192, false);

@@ -7,10 +7,17 @@
 
 namespace attnimpl::bench {
 
-/// f32 FMA throughput of `threads` threads running independent FMA chains, GFLOP/s.
+/// The widest vector instruction set the probes use on this CPU: "avx512"
+/// (AVX-512F, where the OS saves its state), "avx2" (AVX2+FMA+F16C), else
+/// "sse2" (x86-64's baseline; no FMA probe) or "scalar" (not x86-64). The
+/// FMA and read probes run at this width, so "% of peak" is of the machine.
+const char* probe_isa();
+
+/// f32 FMA throughput of `threads` threads running independent FMA chains at
+/// probe_isa()'s width, GFLOP/s (0 without FMA).
 double fma_peak_gflops(int threads);
 
-/// Read bandwidth of `threads` threads summing a 256 MiB buffer (far larger
+/// Read bandwidth of `threads` threads summing (at probe_isa()'s width) a 256 MiB buffer (far larger
 /// than a core's share of the last-level cache), GB/s, one figure per rep
 /// (reps >= 1), in the order measured.
 std::vector<double> read_bandwidth_samples(int threads, int reps);

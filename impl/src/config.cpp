@@ -46,4 +46,8 @@ std::int64_t key_blocks(std::int64_t lk, const config& cfg) {
   return blocks + (chunks - 1);
 }
 
+std::int64_t key_blocks(std::int64_t lk, const config& cfg, const variants& var) {
+  return key_blocks(lk, cfg) + (var.sinks ? 1 : 0);
+}
+
 }  // namespace attnimpl

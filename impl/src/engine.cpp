@@ -73,6 +73,13 @@ bool exp_kernel(const float* x, float* y, std::size_t n, isa which) {
   return true;
 }
 
+bool tanh_kernel(const float* x, float* y, std::size_t n, isa which) {
+  which = resolve_isa(which);
+  if (!isa_supported(which)) return false;
+  engine::tanh_array(x, y, n, which);
+  return true;
+}
+
 bool fma_kernel(const float* a, const float* b, const float* c, float* out, std::size_t n, isa which) {
   which = resolve_isa(which);
   if (!isa_supported(which)) return false;
@@ -97,6 +104,13 @@ void exp_array(const float* x, float* y, std::size_t n, [[maybe_unused]] isa whi
   if (which == isa::avx2) return avx2::exp_array(x, y, n);
 #endif
   portable::exp_array(x, y, n);
+}
+
+void tanh_array(const float* x, float* y, std::size_t n, [[maybe_unused]] isa which) {
+#if defined(__x86_64__)
+  if (which == isa::avx2) return avx2::tanh_array(x, y, n);
+#endif
+  portable::tanh_array(x, y, n);
 }
 
 }  // namespace engine

@@ -47,6 +47,7 @@ struct problem {
   bool causal = false;
   const std::int64_t* key_len = nullptr;
   mask_in mask;
+  variants var;  ///< validated (check_variants)
 };
 
 /// Computes the problem with a resolved config (every field > 0, simd
@@ -56,15 +57,20 @@ void run(const problem& p, const config& cfg);
 /// The kernel's exp on n floats (the accuracy test's view of it).
 void exp_array(const float* x, float* y, std::size_t n, isa which);
 
+/// The kernel's tanh on n floats (the softcap's, for its accuracy test).
+void tanh_array(const float* x, float* y, std::size_t n, isa which);
+
 /// The two builds of the kernel (kernel_avx2.cpp, kernel_portable.cpp).
 namespace avx2 {
 void run(const problem& p, const config& cfg);
 void exp_array(const float* x, float* y, std::size_t n);
+void tanh_array(const float* x, float* y, std::size_t n);
 void fma_array(const float* a, const float* b, const float* c, float* out, std::size_t n);
 }  // namespace avx2
 namespace portable {
 void run(const problem& p, const config& cfg);
 void exp_array(const float* x, float* y, std::size_t n);
+void tanh_array(const float* x, float* y, std::size_t n);
 void fma_array(const float* a, const float* b, const float* c, float* out, std::size_t n);
 }  // namespace portable
 

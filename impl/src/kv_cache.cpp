@@ -131,6 +131,7 @@ status paged_kv_cache::attend(const cache_attention_args& a, const config& cfg) 
   s.d = cfg_.d;
   s.dv = cfg_.dv;
   if (status st = detail::check_common(s, cfg); !st.ok()) return st;
+  if (status st = check_variants(a.var, s.hq); !st.ok()) return st;
   if (a.lq == 0) return status::success();
   if (!a.q.data || !a.o.data) return status::invalid("q and o must not be null");
   for (dtype t : {a.q.type, a.o.type})
@@ -155,6 +156,7 @@ status paged_kv_cache::attend(const cache_attention_args& a, const config& cfg) 
   p.causal = a.causal;
   p.key_len = lengths_.data();
   p.mask = a.mask;
+  p.var = a.var;
   engine::run(p, resolve(cfg));
   return status::success();
 }

@@ -66,6 +66,17 @@ ATTNIMPL_SIMD_INLINE vf select_flagged(const std::uint8_t* flags, vf v, vf other
   return _mm256_blendv_ps(other, v, m);
 }
 ATTNIMPL_SIMD_INLINE void prefetch(const char* p) { _mm_prefetch(p, _MM_HINT_T0); }
+/// |v| per lane (the sign bit cleared; NaN stays NaN).
+ATTNIMPL_SIMD_INLINE vf abs(vf v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+/// mag with the sign bit of sgn per lane (mag's own sign bit ignored).
+ATTNIMPL_SIMD_INLINE vf copysign(vf mag, vf sgn) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  return _mm256_or_ps(_mm256_andnot_ps(sign, mag), _mm256_and_ps(sign, sgn));
+}
+/// Lanes where a < b (false for NaN) take x, the others y.
+ATTNIMPL_SIMD_INLINE vf select_less(vf a, vf b, vf x, vf y) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
+/// Bit i set where lane i has a < b (false for NaN).
+ATTNIMPL_SIMD_INLINE int less_mask(vf a, vf b) { return _mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
 
 /// f32 a * b + c rounded once.
 ATTNIMPL_SIMD_INLINE float fma1(float a, float b, float c) {
@@ -233,6 +244,16 @@ ATTNIMPL_SIMD_INLINE vf select_flagged(const std::uint8_t* flags, vf v, vf other
   ATTNIMPL_LANES(flags[i] ? v.x[i] : other.x[i]);
 }
 ATTNIMPL_SIMD_INLINE void prefetch(const char* p) { __builtin_prefetch(p, 0, 3); }
+ATTNIMPL_SIMD_INLINE vf abs(vf v) { ATTNIMPL_LANES(from_bits(bits(v.x[i]) & 0x7fffffffu)); }
+ATTNIMPL_SIMD_INLINE vf copysign(vf mag, vf sgn) {
+  ATTNIMPL_LANES(from_bits((bits(mag.x[i]) & 0x7fffffffu) | (bits(sgn.x[i]) & 0x80000000u)));
+}
+ATTNIMPL_SIMD_INLINE vf select_less(vf a, vf b, vf x, vf y) { ATTNIMPL_LANES(a.x[i] < b.x[i] ? x.x[i] : y.x[i]); }
+ATTNIMPL_SIMD_INLINE int less_mask(vf a, vf b) {
+  int m = 0;
+  for (int i = 0; i < 8; ++i) m |= (a.x[i] < b.x[i] ? 1 : 0) << i;
+  return m;
+}
 
 /// One lane of the AVX2 exp8, operation for operation.
 ATTNIMPL_SIMD_INLINE float exp_lane(float x) {
@@ -303,6 +324,40 @@ ATTNIMPL_SIMD_INLINE void transpose8(vf r[8]) {
 #undef ATTNIMPL_LANES
 
 #endif
+
+/// tanh(x) on 8 lanes (the softcap's), built from the operations above so
+/// both builds give the same bits. |x| < 0.5: the odd Taylor series to x^19
+/// (the next term is below 2^-27 relative); otherwise (1 - e) / (1 + e) with
+/// e = exp(-2|x|), |x| clamped to 10 (tanh(10) rounds to 1). The sign is
+/// copied back, so tanh(-0) = -0; NaN propagates. Accuracy: tanh_ulps().
+ATTNIMPL_SIMD_INLINE vf tanh8(vf x) {
+  vf a = abs(x);
+  a = min(set1(10.0f), a);  // NaN: a stays NaN (min returns its second operand)
+  const vf threshold = set1(0.5f);
+  // Each lane's result is that of its own branch: a branch no lane takes is
+  // skipped (softcap inputs are mostly small), the bits are the same.
+  const int small_lanes = less_mask(a, threshold);
+  vf small = a, large = a;
+  if (small_lanes != 0) {
+    const vf z = mul(a, a);
+    vf poly = set1(-2.3912911424e-4f);
+    poly = fmadd(poly, z, set1(5.9002744095e-04f));
+    poly = fmadd(poly, z, set1(-1.4558343871e-03f));
+    poly = fmadd(poly, z, set1(3.5921280366e-03f));
+    poly = fmadd(poly, z, set1(-8.8632355299e-03f));
+    poly = fmadd(poly, z, set1(2.1869488536e-02f));
+    poly = fmadd(poly, z, set1(-5.3968253968e-02f));
+    poly = fmadd(poly, z, set1(1.3333333333e-01f));
+    poly = fmadd(poly, z, set1(-3.3333333333e-01f));
+    small = fmadd(mul(a, z), poly, a);
+  }
+  if (small_lanes != 0xff) {
+    const vf e = exp8(mul(set1(-2.0f), a));
+    const vf one = set1(1.0f);
+    large = div(sub(one, e), add(one, e));
+  }
+  return copysign(select_less(a, threshold, small, large), x);
+}
 
 }  // namespace
 }  // namespace attnimpl::simd

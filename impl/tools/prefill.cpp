@@ -1,12 +1,19 @@
 // attnimpl_prefill: times a prefill of the bench's shape (B = 1, H = 16,
 // D = 128, f32, dense (b, s, h, d) layout) and prints GFLOP/s by wall and by
 // process-CPU time, so that a profile (perf record) sees the kernel alone.
-// Usage: attnimpl_prefill THREADS L [causal [REPS [Q_TILE [K_TILE]]]]
+// Usage: attnimpl_prefill THREADS L [causal [REPS [Q_TILE [K_TILE [VARIANT]]]]]
+// VARIANT (contract 1.1): window=W (left W - 1, right 0), chunk=C,
+// softcap=C, alibi, sinks, bias (f32, one (L, L) tensor broadcast over
+// heads). With a variant the plain call (same causal) and the variant call
+// alternate rep by rep and the line gives both, counting visible FLOPs, and
+// their ratio: one run, the same load on both.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "cpu_time.hpp"
@@ -16,7 +23,7 @@ int main(int argc, char** argv) {
   using attnimpl::dtype;
   using attnimpl::tools::cpu_seconds;
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s THREADS L [causal [REPS [Q_TILE [K_TILE]]]]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s THREADS L [causal [REPS [Q_TILE [K_TILE [VARIANT]]]]]\n", argv[0]);
     return 2;
   }
   const int threads = std::atoi(argv[1]);
@@ -47,11 +54,54 @@ int main(int argc, char** argv) {
   a.v = {v.data(), dtype::f32, {l * h * d, h * d, d, 1}};
   a.o = {o.data(), dtype::f32, {l * h * d, h * d, d, 1}};
   a.causal = causal;
-  double wall = 1e300, cpu = 1e300;
+  const std::string variant = argc > 7 ? argv[7] : "";
+  attnimpl::variants var;
+  std::vector<float> per_head(static_cast<std::size_t>(h)), bias;
+  const auto number = [&](const char* prefix) { return std::atol(variant.c_str() + std::strlen(prefix)); };
+  if (variant.rfind("window=", 0) == 0) {
+    var.window_left = number("window=") - 1;
+    var.window_right = 0;
+  } else if (variant.rfind("chunk=", 0) == 0) {
+    var.chunk = number("chunk=");
+  } else if (variant.rfind("softcap=", 0) == 0) {
+    var.softcap = static_cast<float>(number("softcap="));
+  } else if (variant == "alibi" || variant == "sinks") {
+    for (std::int64_t x = 0; x < h; ++x)
+      per_head[static_cast<std::size_t>(x)] = static_cast<float>(std::exp2(-8.0 * static_cast<double>(x + 1) / static_cast<double>(h)));
+    (variant == "alibi" ? var.alibi : var.sinks) = per_head.data();
+  } else if (variant == "bias") {
+    bias.resize(static_cast<std::size_t>(l * l));
+    for (std::size_t x = 0; x < bias.size(); ++x) bias[x] = static_cast<float>(x % 7) * 0.125f - 0.375f;
+    var.bias = {bias.data(), dtype::f32, {0, 0, l, 1}};
+  } else if (!variant.empty()) {
+    std::fprintf(stderr, "VARIANT must be window=W, chunk=C, softcap=C, alibi, sinks or bias\n");
+    return 2;
+  }
+  // Visible (query, key) pairs of a row at position p (lq = lk: p = i).
+  double pairs = 0, plain_pairs = 0;
+  for (std::int64_t p = 0; p < l; ++p) {
+    std::int64_t lo = 0, hi = causal ? p + 1 : l;
+    if (var.window_left >= 0) lo = std::max(lo, p - var.window_left);
+    if (var.window_right >= 0) hi = std::min(hi, p + var.window_right + 1);
+    if (var.chunk > 0) lo = std::max(lo, p / var.chunk * var.chunk), hi = std::min(hi, (p / var.chunk + 1) * var.chunk);
+    pairs += static_cast<double>(std::max<std::int64_t>(0, hi - lo));
+    plain_pairs += static_cast<double>(causal ? p + 1 : l);
+  }
+  const attnimpl::config cfg{.threads = threads, .q_tile = q_tile, .k_tile = k_tile};
+  double wall = 1e300, cpu = 1e300, plain_wall = 1e300, plain_cpu = 1e300;
+  const attnimpl::attention_args plain = a;
+  a.var = var;
   for (int i = 0; i < reps; ++i) {
+    if (!variant.empty()) {
+      const double c0 = cpu_seconds();
+      const auto t0 = std::chrono::steady_clock::now();
+      if (!attnimpl::attention(plain, cfg).ok()) return 1;
+      plain_wall = std::min(plain_wall, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      plain_cpu = std::min(plain_cpu, cpu_seconds() - c0);
+    }
     const double c0 = cpu_seconds();
     const auto t0 = std::chrono::steady_clock::now();
-    const attnimpl::status s = attnimpl::attention(a, {.threads = threads, .q_tile = q_tile, .k_tile = k_tile});
+    const attnimpl::status s = attnimpl::attention(a, cfg);
     if (!s.ok()) {
       std::fprintf(stderr, "%s\n", s.message.c_str());
       return 1;
@@ -60,11 +110,16 @@ int main(int argc, char** argv) {
     cpu = std::min(cpu, cpu_seconds() - c0);
   }
   // 4 * H * D FLOPs per visible (query, key) pair, as the bench counts them.
-  const double pairs =
-      causal ? static_cast<double>(l) * static_cast<double>(l + 1) / 2 : static_cast<double>(l) * static_cast<double>(l);
   const double flops = 4.0 * static_cast<double>(h * d) * pairs;
-  std::printf("prefill%s threads=%d L=%lld: best wall %.2f ms (%.1f GFLOP/s), best CPU %.2f ms (%.1f GFLOP/s per CPU-second)\n",
-              causal ? " causal" : "", threads, static_cast<long long>(l), wall * 1e3, flops / wall / 1e9, cpu * 1e3,
-              flops / cpu / 1e9);
+  std::printf("prefill%s%s%s threads=%d L=%lld: best wall %.2f ms (%.1f GFLOP/s), best CPU %.2f ms (%.1f GFLOP/s per CPU-second)\n",
+              causal ? " causal" : "", variant.empty() ? "" : " ", variant.c_str(), threads, static_cast<long long>(l),
+              wall * 1e3, flops / wall / 1e9, cpu * 1e3, flops / cpu / 1e9);
+  if (!variant.empty()) {
+    // By CPU time too: on a shared machine the wall clock counts other work.
+    const double plain_flops = 4.0 * static_cast<double>(h * d) * plain_pairs;
+    std::printf("  plain%s in the same run: %.1f GFLOP/s (%.1f per CPU-second); %s / plain = %.2f by wall, %.2f by CPU (visible FLOPs)\n",
+                causal ? " causal" : "", plain_flops / plain_wall / 1e9, plain_flops / plain_cpu / 1e9, variant.c_str(),
+                flops / wall / (plain_flops / plain_wall), flops / cpu / (plain_flops / plain_cpu));
+  }
   return 0;
 }

@@ -10,42 +10,30 @@
 
 #include "attnimpl/attention.hpp"
 #include "attnimpl/exp.hpp"
+#include "pattern_sweep.hpp"
 
 namespace {
 
 double ulp_error(float x, float y) {
   const double exact = std::exp(static_cast<double>(x));
-  double ulp = 0x1p-149;  // subnormal results: absolute spacing
-  if (exact >= 0x1p-126) {
-    int ex = 0;
-    std::frexp(exact, &ex);
-    ulp = std::ldexp(1.0, ex - 24);
-  }
-  return std::fabs(static_cast<double>(y) - exact) / ulp;
+  return std::fabs(static_cast<double>(y) - exact) / attnimpl_test::f32_ulp(exact);
 }
 
 /// Worst error over the f32 bit patterns [first, last] taken every `step`.
 double worst_over(std::uint32_t first, std::uint32_t last, std::uint32_t step, float* where) {
-  std::vector<float> x, y;
+  std::vector<float> y;
   double worst = 0;
-  for (std::uint64_t b = first; b <= last; b += step) {
-    float f;
-    const std::uint32_t u = static_cast<std::uint32_t>(b);
-    std::memcpy(&f, &u, 4);
-    x.push_back(f);
-    if (x.size() == 4096 || b + step > last) {
-      y.resize(x.size());
-      attnimpl::exp_kernel(x.data(), y.data(), x.size());
-      for (std::size_t i = 0; i < x.size(); ++i) {
-        const double e = ulp_error(x[i], y[i]);
-        if (e > worst) {
-          worst = e;
-          *where = x[i];
-        }
+  attnimpl_test::sweep_patterns(first, last, step, [&](const std::vector<float>& x) {
+    y.resize(x.size());
+    attnimpl::exp_kernel(x.data(), y.data(), x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double e = ulp_error(x[i], y[i]);
+      if (e > worst) {
+        worst = e;
+        *where = x[i];
       }
-      x.clear();
     }
-  }
+  });
   return worst;
 }
 

@@ -57,6 +57,39 @@ struct mask_in {
   strides4 stride{};  ///< over (b, h, i, j)
 };
 
+/// Optional additive bias Bias[b, h, i, j] (contract 1.1): its own storage
+/// type, any element strides over (b, h, i, j), 0 broadcasting an axis; h is
+/// the query head, i the query index (0 .. lq - 1), j the key. An entry of
+/// -inf masks its key exactly as a false mask entry; +inf and NaN are not
+/// legal entries (not checked: the kernel does not scan the tensor).
+struct bias_in {
+  const void* data = nullptr;  ///< null: no bias
+  dtype type = dtype::f32;
+  strides4 stride{};
+};
+
+/// The score variants of contract 1.1 (docs/spec.md "Variants"), every one
+/// off by default. With p = n[b] - lq + i the aligned position of query i and
+/// x = scale * q.k:
+///   S = softcap(x) + alibi[h] * (j - p) + Bias[b, h, i, j]
+/// then the masks (padding, causal, mask, window, chunk, Bias != -inf), then
+/// the softmax with the sink in the denominator:
+///   O = sum_j exp(S_j) V_j / (exp(sinks[h]) + sum_j exp(S_j)).
+/// A row with no visible key gives O = 0 and LSE = sinks[h] (-inf without sinks).
+struct variants {
+  std::int64_t window_left = -1;   ///< key j visible only if j >= p - window_left; -1: unbounded
+  std::int64_t window_right = -1;  ///< key j visible only if j <= p + window_right; -1: unbounded
+  std::int64_t chunk = 0;          ///< C >= 1: visible only if floor(j / C) == floor(p / C); 0: off
+  float softcap = 0.0f;            ///< c > 0 (finite): x becomes c * tanh(x / c); 0: off
+  const float* alibi = nullptr;    ///< hq finite slopes m_h (query head h); null: off
+  bias_in bias;                    ///< optional additive bias
+  const float* sinks = nullptr;    ///< hq sink logits sigma_h (-inf: none; NaN, +inf invalid); null: off
+
+  bool any() const {
+    return window_left >= 0 || window_right >= 0 || chunk > 0 || softcap > 0.0f || alibi || bias.data || sinks;
+  }
+};
+
 /// Problem sizes (docs/spec.md): Q (b, lq, hq, d), K (b, lk, hkv, d), V (b, lk, hkv, dv),
 /// O (b, lq, hq, dv). hq % hkv == 0; query head h uses KV head h / (hq / hkv).
 struct shape {
@@ -92,11 +125,13 @@ struct attention_args {
   bool causal = false;
   const std::int64_t* key_len = nullptr;  ///< optional, b entries
   mask_in mask;                           ///< optional
+  variants var;                           ///< optional (contract 1.1), all off by default
 };
 
 /// Computes O (and LSE) per docs/spec.md. Fully masked rows give O = 0, LSE = -inf.
 /// Returns invalid_argument (and writes nothing) for bad shapes, null
-/// pointers, hq % hkv != 0, key_len out of range or a bad config.
+/// pointers, hq % hkv != 0, key_len out of range, a bad variants field
+/// (named in the message) or a bad config.
 status attention(const attention_args& args, const config& cfg = {});
 
 /// False only for isa::avx2 on a CPU without AVX2, FMA and F16C.
@@ -133,8 +168,21 @@ std::int64_t q_tile_for(const shape& s, const config& cfg);
 /// the f32 result (ulp of a subnormal result: 2^-149). Measured in tests/impl.
 double exp_ulps();
 
+/// Declared accuracy of the kernel's tanh (softcap; c_t of docs/bound.md), in
+/// ulps of the f32 result. Measured in tests/impl/tanh_accuracy_test.cpp.
+double tanh_ulps();
+
 /// nb of the bound of docs/bound.md for rows over lk keys: online-softmax blocks
 /// ceil(lk / k_tile) plus split-KV merges ceil(lk / split_keys) - 1.
 std::int64_t key_blocks(std::int64_t lk, const config& cfg = {});
+
+/// nb with variants: the above plus 1 when sinks are set (the sink is merged
+/// after the keys, one more merge). Windows and chunks only skip blocks, so
+/// the count over lk stays an upper bound.
+std::int64_t key_blocks(std::int64_t lk, const config& cfg, const variants& var);
+
+/// invalid_argument naming the field when var breaks a rule of `variants`
+/// (hq: the length of alibi and sinks).
+status check_variants(const variants& var, std::int64_t hq);
 
 }  // namespace attnimpl

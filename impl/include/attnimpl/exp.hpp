@@ -14,6 +14,10 @@ namespace attnimpl {
 /// CPU cannot run `which`.
 bool exp_kernel(const float* x, float* y, std::size_t n, isa which = isa::automatic);
 
+/// y[i] = the kernel's tanh(x[i]) (the softcap's), bit for bit as on `which`.
+/// Returns false (and writes nothing) where this CPU cannot run `which`.
+bool tanh_kernel(const float* x, float* y, std::size_t n, isa which = isa::automatic);
+
 /// out[i] = a[i] * b[i] + c[i] rounded once, as the kernel computes it on
 /// `which` (an FMA instruction, or its exact emulation on the portable path).
 /// Returns false (and writes nothing) where this CPU cannot run `which`.

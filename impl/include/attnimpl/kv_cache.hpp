@@ -65,6 +65,7 @@ struct cache_attention_args {
   std::optional<float> scale;  ///< nullopt: default_scale(d)
   bool causal = true;
   mask_in mask;  ///< optional, over (b, h, i, j), j the absolute key position
+  variants var;  ///< optional (contract 1.1); bias over (b, h, i, j), j absolute
 };
 
 class paged_kv_cache {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "../convert.hpp"
 #include "../micro_kernels.hpp"
@@ -130,6 +131,7 @@ inline unit_rows unit_runner::setup(std::int64_t u) {
   if (ATTNIMPL_MUTANT(padding_off_by_one) && p_.key_len) ur.keys = std::min(ur.keys + 1, p_.dims.lk);  // j <= n[b]
   if (ATTNIMPL_MUTANT(padding_uses_first_length) && p_.key_len) ur.keys = p_.key_len[0];
   const std::int64_t qsize = convert::size_of(p_.q.type);
+  std::int64_t min_lo = std::numeric_limits<std::int64_t>::max();
   for (std::int64_t r = 0; r < ur.rows; ++r) {
     // Rows of one position are adjacent: in decode and on the causal
     // diagonal they share visibility, which keeps the fast paths busy.
@@ -144,6 +146,21 @@ inline unit_rows unit_runner::setup(std::int64_t u) {
     std::int64_t hi = causal ? std::min(ur.keys, pos + 1) : ur.keys;
     if (ATTNIMPL_MUTANT(causal_no_diagonal)) hi = causal ? std::min(ur.keys, pos) : ur.keys;
     hi = std::max<std::int64_t>(hi, 0);
+    // Windows and chunks (contract 1.1): keys [lo, hi) at most; none when empty.
+    std::int64_t lo = 0;
+    const variants& var = p_.var;
+    if (var.window_left >= 0) lo = std::max(lo, pos - var.window_left);
+    if (var.window_right >= 0) hi = std::min(hi, pos + var.window_right + 1);
+    if (var.chunk > 0) {
+      const std::int64_t c = var.chunk;
+      const std::int64_t start = (pos >= 0 ? pos / c : -((-pos + c - 1) / c)) * c;  // floor(pos / c) * c
+      lo = std::max(lo, start);
+      hi = std::min(hi, start + c);
+    }
+    if (hi <= lo) hi = lo = 0;
+    ws_.lo[r] = lo;
+    ws_.apos[r] = pos;
+    if (hi > 0) min_lo = std::min(min_lo, lo);
     ws_.hi[r] = hi;
     ws_.head[r] = h;
     ws_.pos[r] = i;
@@ -160,6 +177,7 @@ inline unit_rows unit_runner::setup(std::int64_t u) {
       for (std::int64_t dd = 0; dd < p_.dims.d; ++dd) qrow[dd] /= std::sqrt(static_cast<float>(p_.dims.hq));
     if (ATTNIMPL_MUTANT(head_dim_tail)) std::fill(qrow + p_.dims.d / 8 * 8, qrow + p_.dims.d, 0.0f);  // dims past the last 8
   }
+  ur.min_lo = min_lo == std::numeric_limits<std::int64_t>::max() ? 0 : min_lo;
   return ur;
 }
 
@@ -171,20 +189,25 @@ inline std::int64_t unit_runner::classify(const unit_rows& ur, std::int64_t j0, 
     std::uint8_t* vis = ws_.vis.data() + r * g_.k_tile8;
     std::fill(vis, vis + g_.k_tile8, std::uint8_t{0});
     const std::int64_t cnt = std::clamp<std::int64_t>(ws_.hi[r] - j0, 0, kc);
+    const std::int64_t from = std::clamp<std::int64_t>(ws_.lo[r] - j0, 0, cnt);  // window, chunk
     std::int64_t allowed = 0, last = 0;
-    if (!p_.mask.data) {
-      std::fill(vis, vis + cnt, std::uint8_t{1});
-      allowed = last = cnt;
+    if (!p_.mask.data && !p_.var.bias.data) {
+      std::fill(vis + from, vis + cnt, std::uint8_t{1});
+      allowed = cnt - from;
+      last = allowed > 0 ? cnt : 0;
     } else {
-      const std::uint8_t* mrow = p_.mask.data + ur.b * p_.mask.stride[0] +
-                                 (ATTNIMPL_MUTANT(mask_head_uses_kv_head) ? ur.kv_head : ws_.head[r]) * p_.mask.stride[1] +
-                                 ws_.pos[r] * p_.mask.stride[2];
-      for (std::int64_t jj = 0; jj < cnt; ++jj) {
-        if ((mrow[(j0 + jj) * p_.mask.stride[3]] != 0) != ATTNIMPL_MUTANT(mask_polarity)) {
-          vis[jj] = 1;
-          ++allowed;
-          last = jj + 1;
-        }
+      const std::uint8_t* mrow = nullptr;
+      if (p_.mask.data)
+        mrow = p_.mask.data + ur.b * p_.mask.stride[0] +
+               (ATTNIMPL_MUTANT(mask_head_uses_kv_head) ? ur.kv_head : ws_.head[r]) * p_.mask.stride[1] +
+               ws_.pos[r] * p_.mask.stride[2];
+      float* bias = bias_of(ur, r, j0, from, cnt);
+      for (std::int64_t jj = from; jj < cnt; ++jj) {
+        if (mrow && (mrow[(j0 + jj) * p_.mask.stride[3]] != 0) == ATTNIMPL_MUTANT(mask_polarity)) continue;
+        if (bias && bias[jj] == neg_inf) continue;  // a -inf bias entry masks its key, as a false mask entry does
+        vis[jj] = 1;
+        ++allowed;
+        last = jj + 1;
       }
     }
     std::int64_t reach = last;  // lanes [0, reach) hold every key the row sees
@@ -200,9 +223,52 @@ inline std::int64_t unit_runner::classify(const unit_rows& ur, std::int64_t j0, 
       while (prefix < cnt && vis[prefix]) ++prefix;
     if (ATTNIMPL_MUTANT(prefix_ignores_holes)) prefix = allowed;
     ws_.prefix[r] = prefix;
+    if (prefix == 0 && allowed > 0) {
+      std::int64_t first = from;
+      while (!vis[first]) ++first;
+      std::int64_t run = first;
+      while (run < cnt && vis[run]) ++run;
+      ws_.first[r] = first;
+      ws_.run[r] = run;
+    }
     kpack = std::max(kpack, ATTNIMPL_MUTANT(kpack_counts_visible) ? allowed : last);
   }
   return kpack;
+}
+
+/// Row r's bias entries of block j0, lanes [from, to), as f32 in the row's
+/// lane buffer (returned; null without a bias).
+inline float* unit_runner::bias_of(const unit_rows& ur, std::int64_t r, std::int64_t j0, std::int64_t from, std::int64_t to) {
+  const bias_in& bias = p_.var.bias;
+  if (!bias.data) return nullptr;
+  const std::int64_t es = convert::size_of(bias.type);
+  const char* at = static_cast<const char*>(bias.data) + (ur.b * bias.stride[0] + ws_.head[r] * bias.stride[1] +
+                                                           ws_.pos[r] * bias.stride[2] + (j0 + from) * bias.stride[3]) *
+                                                              es;
+  float* out = ws_.bias.data() + r * g_.k_tile8;
+  if (to > from) convert::load_row(out + from, at, bias.type, bias.stride[3], to - from);
+  return out;
+}
+
+/// Softcap, ALiBi and bias on row r's scores of block j0 (contract 1.1:
+/// S = softcap(x) + m_h (j - p) + Bias), lanes [0, reach): the lanes past it
+/// are masked anyway. The same vector operations on both instruction sets.
+inline void unit_runner::score_variants(std::int64_t r, float* s, std::int64_t j0) {
+  const variants& var = p_.var;
+  const std::int64_t cols = round8(ws_.reach[r]);
+  const simd::vf cap = simd::set1(var.softcap);
+  const simd::vf slope = simd::set1(var.alibi ? var.alibi[ws_.head[r]] : 0.0f);
+  const simd::vf lane = simd::setr(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f);
+  const float* bias = var.bias.data ? ws_.bias.data() + r * g_.k_tile8 : nullptr;
+  const std::int64_t rel = j0 - ws_.apos[r];  // j - p of lane 0
+  for (std::int64_t c = 0; c < cols; c += 8) {
+    simd::vf x = simd::load(s + c);
+    if (var.softcap > 0.0f) x = simd::mul(cap, simd::tanh8(simd::div(x, cap)));
+    // j - p exact: lane offsets below 8 added to an integer below 2^24 in magnitude.
+    if (var.alibi) x = simd::add(x, simd::mul(slope, simd::add(simd::set1(static_cast<float>(rel + c)), lane)));
+    if (bias) x = simd::add(x, simd::load(bias + c));
+    simd::store(s + c, x);
+  }
 }
 
 /// Addresses of K and V rows j0 .. j0 + count - 1 of the unit's KV head.

@@ -69,6 +69,16 @@ void exp_array(const float* x, float* y, std::size_t n) {
   for (; i < n; ++i) y[i] = simd::exp1(x[i]);
 }
 
+void tanh_array(const float* x, float* y, std::size_t n) {
+  float in[8] = {}, out[8];
+  for (std::size_t i = 0; i < n; i += 8) {
+    const std::size_t m = std::min<std::size_t>(8, n - i);
+    std::copy(x + i, x + i + m, in);
+    simd::store(out, simd::tanh8(simd::load(in)));
+    std::copy(out, out + m, y + i);
+  }
+}
+
 void run(const problem& p, const config& cfg) {
   const geometry g = plan(p, cfg);
   auto& pool = thread_pool::instance();

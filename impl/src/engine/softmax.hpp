@@ -21,7 +21,10 @@ inline void unit_runner::chunk(const unit_rows& ur, std::int64_t c0, std::int64_
   reset_state(st, g_, ur.rows);
   std::int64_t end = std::min({c1, ur.max_hi, ur.keys});
   if (ATTNIMPL_MUTANT(split_boundary_key_dropped)) end = std::min({c1 - 1, ur.max_hi, ur.keys});
-  for (std::int64_t j0 = c0; j0 < end; j0 += g_.k_tile) {
+  // Blocks wholly before every row's window or chunk are never visited (nor
+  // loaded): the walk starts at the block holding the first key any row sees.
+  const std::int64_t start = ur.min_lo > c0 ? c0 + (ur.min_lo - c0) / g_.k_tile * g_.k_tile : c0;
+  for (std::int64_t j0 = start; j0 < end; j0 += g_.k_tile) {
     const std::int64_t kc = std::min(g_.k_tile, end - j0);
     const std::int64_t kpack = classify(ur, j0, kc);
     if (kpack == 0) continue;
@@ -47,7 +50,7 @@ inline void unit_runner::chunk(const unit_rows& ur, std::int64_t c0, std::int64_
     for (std::int64_t rb = 0; rb < ur.rows; rb += slice_rows) {
       const row_range rr{rb, std::min(ur.rows, rb + slice_rows)};
       if (packed) scores(rr);
-      softmax(rr, st);
+      softmax(rr, st, j0);
       switch (vt) {
         case dtype::f32: weighted_values<dtype::f32>(rr, kpack, st); break;
         case dtype::f16: weighted_values<dtype::f16>(rr, kpack, st); break;
@@ -61,12 +64,14 @@ inline void unit_runner::chunk(const unit_rows& ur, std::int64_t c0, std::int64_
 
 /// Masks scores by selection (never arithmetic), updates max and sum,
 /// rescales on a rising max, leaves P in the score buffer.
-inline void unit_runner::softmax(row_range rr, const row_state& st) {
+inline void unit_runner::softmax(row_range rr, const row_state& st, std::int64_t j0) {
   const std::int64_t ld = g_.k_tile8;
   const simd::vf ninf = simd::set1(neg_inf);
+  const bool variant_scores = p_.var.softcap > 0.0f || p_.var.alibi || p_.var.bias.data;
   for (std::int64_t r = rr.begin; r < rr.end; ++r) {
     if (ws_.kind[r] == row_kind::none) continue;
     float* s = score_row(r);
+    if (variant_scores) score_variants(r, s, j0);
     const std::uint8_t* vis = ws_.vis.data() + r * ld;
     simd::vf mx = ninf;
     // Rows that see keys [0, prefix) need no per-lane mask there; lanes past
@@ -163,8 +168,18 @@ inline void unit_runner::finish(const unit_rows& ur, const row_state& st) {
   float* out = ws_.tmp.data();
   for (std::int64_t r = 0; r < ur.rows; ++r) {
     const std::int64_t h = ws_.head[r], i = ws_.pos[r];
-    const float m = st.m[r];
+    float m = st.m[r];
     float lse = neg_inf;
+    // The sink (contract 1.1) joins the denominator once, merged after every
+    // key as one more block with no value: the bound's nb + 1.
+    const float sink = p_.var.sinks ? p_.var.sinks[h] : neg_inf;
+    float l_sink = st.l[r], a_sink = 1.0f;
+    if (sink != neg_inf && m != neg_inf) {
+      const float mn = sink > m ? sink : m;  // m NaN: stays NaN
+      a_sink = simd::exp1(m - mn);
+      l_sink = simd::fma1(st.l[r], a_sink, simd::exp1(sink - mn));
+      m = mn;
+    }
     if (m == neg_inf && std::isnan(st.l[r])) {
       // Visible keys, every score -inf: exp(-inf - -inf) is NaN, so is the row.
       std::fill(out, out + dv, std::numeric_limits<float>::quiet_NaN());
@@ -173,14 +188,20 @@ inline void unit_runner::finish(const unit_rows& ur, const row_state& st) {
       std::fill(out, out + dv, 0.0f);                              // no visible key: O = 0, LSE = -inf
       if (ATTNIMPL_MUTANT(masked_row_mean)) mean_values(ur, out);  // what a finite -1e9 fill gives
       if (ATTNIMPL_MUTANT(empty_row_lse_zero)) lse = 0.0f;
+      lse = sink == neg_inf ? lse : sink;  // only the sink: LSE = sigma
     } else {
       const float* acc = st.acc + r * g_.dv8;
-      float l_row = st.l[r];
+      float l_row = l_sink;
       if (ATTNIMPL_MUTANT(softmax_wrong_axis)) l_row = query_axis_sum(ur, st, r);
       const simd::vf l = simd::set1(l_row);
-      for (std::int64_t e = 0; e < g_.dv8; e += 8) simd::store(out + e, simd::div(simd::load(acc + e), l));
-      lse = m + std::log(st.l[r]);
-      if (ATTNIMPL_MUTANT(lse_missing_max)) lse = std::log(st.l[r]);
+      if (a_sink != 1.0f) {
+        const simd::vf av = simd::set1(a_sink);
+        for (std::int64_t e = 0; e < g_.dv8; e += 8) simd::store(out + e, simd::div(simd::mul(simd::load(acc + e), av), l));
+      } else {
+        for (std::int64_t e = 0; e < g_.dv8; e += 8) simd::store(out + e, simd::div(simd::load(acc + e), l));
+      }
+      lse = m + std::log(l_sink);
+      if (ATTNIMPL_MUTANT(lse_missing_max)) lse = std::log(l_sink);
     }
     char* dst = static_cast<char*>(p_.o.data) + (ur.b * p_.o.stride[0] + i * p_.o.stride[1] + h * p_.o.stride[2]) * osize;
     convert::store_row(dst, p_.o.type, p_.o.stride[3], out, dv);

@@ -66,6 +66,12 @@ struct workspace {
   std::vector<std::uint8_t> vis;
   std::vector<row_kind> kind;
   std::vector<std::int64_t> hi, head, pos, prefix, reach, group_keys;
+  // Variants: a row's first visible key (window, chunk), its aligned
+  // position p (ALiBi), and the bias of the block's lanes (rows x k_tile8).
+  // first/run: a row's first visible lane of the block and the end of the
+  // visible run from it (P.V's register kernel over a window's first block).
+  std::vector<std::int64_t> lo, apos, first, run, group_first;
+  std::vector<float> bias;
 
   void ensure(const problem& p, const geometry& g) {
     const auto grow = [](auto& v, std::int64_t n) {
@@ -93,6 +99,12 @@ struct workspace {
     grow(prefix, g.rows);
     grow(reach, g.rows);
     grow(group_keys, g.rows / 4 + 1);
+    grow(lo, g.rows);
+    grow(apos, g.rows);
+    grow(first, g.rows);
+    grow(run, g.rows);
+    grow(group_first, g.rows / 4 + 1);
+    if (p.var.bias.data) grow(bias, g.rows * g.k_tile8);
   }
 };
 
@@ -101,6 +113,7 @@ struct unit_rows {
   std::int64_t b = 0, kv_head = 0, i0 = 0, rows = 0;
   std::int64_t keys = 0;    // keys that exist for this batch element (n[b])
   std::int64_t max_hi = 0;  // no row sees a key at or beyond this
+  std::int64_t min_lo = 0;  // nor a key below this (windows, chunks)
 };
 
 }  // namespace

@@ -62,6 +62,10 @@ class unit_runner {
 
   std::int64_t classify(const unit_rows& ur, std::int64_t j0, std::int64_t kc);
 
+  float* bias_of(const unit_rows& ur, std::int64_t r, std::int64_t j0, std::int64_t from, std::int64_t to);
+
+  void score_variants(std::int64_t r, float* s, std::int64_t j0);
+
   bool sees_any(std::int64_t r0, std::int64_t nr) const;
 
   /// Rows of at most this many (decode: the G heads of one position) take
@@ -126,16 +130,17 @@ class unit_runner {
 
   void scores(row_range rr);
 
-  void softmax(row_range rr, const row_state& st);
+  void softmax(row_range rr, const row_state& st, std::int64_t j0);
 
   template <dtype T, int NR, int NE>
-  void values_block(std::int64_t r0, std::int64_t e0, std::int64_t kc, const row_state& st);
+  void values_block(std::int64_t r0, std::int64_t e0, std::int64_t k0, std::int64_t k1, const row_state& st);
 
   template <dtype T>
   void weighted_values(row_range rr, std::int64_t kpack, const row_state& st);
 
   template <dtype T>
-  void values_dispatch(std::int64_t nr, std::int64_t ne, std::int64_t r0, std::int64_t e0, std::int64_t kc, const row_state& st);
+  void values_dispatch(std::int64_t nr, std::int64_t ne, std::int64_t r0, std::int64_t e0, std::int64_t k0, std::int64_t kc,
+                       const row_state& st);
 
   const problem& p_;
   const geometry& g_;
