@@ -60,6 +60,16 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
   const double g_exp = gamma_n(s.c_exp, u); // exp's own error as a log-perturbation
   // The handed-in O and LSE: the oracle's, rounded once to the storage type and to f32.
   const auto o_in_error = [&](double o) { return s.u_out * std::fabs(o) + s.eta_out / 2; };
+  // The element's bound from its compute-type error ec: F ec, then the one
+  // rounding to the storage type (exact, not multiplied by F). Where the
+  // interval reaches the storage type's overflow, the subject may return an
+  // infinity of either sign (a gradient's sign is not fixed near 0, unlike O's):
+  // +inf, out of the judged domain, so that no comparison demands a sign.
+  const double out_max = largest_finite(c.type);
+  const auto element_bound = [&](double ec, double value) {
+    const double b = f * ec + s.u_out * (std::fabs(value) + f * ec) + s.eta_out / 2;
+    return std::fabs(value) + b >= out_max ? inf : b;
+  };
 
   r.dq_bound.assign(r.dq.size(), 0.0);
   r.dk_bound.assign(r.dk.size(), 0.0);
@@ -205,7 +215,7 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
             continue;
           }
           const double ec = scale * (err + g_q * mag) + half_eta * (n * (scale + 1) + 1 + k_sum + ds_sum);
-          dq_b[d] = f * ec + s.u_out * (std::fabs(dq_v[d]) + f * ec) + s.eta_out / 2;
+          dq_b[d] = element_bound(ec, dq_v[d]);
         }
 
         // dK and dV (steps 6, 7): this row's terms of every key it sees.
@@ -256,7 +266,7 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
           }
           const double ec =
               scale * (dk_err[at] + g_k * dk_mag[at]) + half_eta * (t.m * (scale + 1) + 1 + dk_qsum[at] + t.ds_abs_sum);
-          dk_b[d] = f * ec + s.u_out * (std::fabs(dk_v[d]) + f * ec) + s.eta_out / 2;
+          dk_b[d] = element_bound(ec, dk_v[d]);
         }
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const std::size_t at = key * z(c.dv) + z(e);
@@ -265,7 +275,7 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
             continue;
           }
           const double ec = dv_err[at] + g_v * dv_mag[at] + t.m * half_eta;
-          dv_b[e] = f * ec + s.u_out * (std::fabs(dv_v[e]) + f * ec) + s.eta_out / 2;
+          dv_b[e] = element_bound(ec, dv_v[e]);
         }
       }
     }
