@@ -201,7 +201,7 @@ struct judged {
   std::int64_t elements = 0, outside = 0, unjudged = 0, overflow_accepted = 0;
   std::int64_t changed = 0, changed_outside = 0;  ///< elements where a mutant's value differs from the correct subject's
   double worst_ratio = 0, worst_ratio_f32 = 0;  ///< max observed/bound; over f32-stored cases only
-  std::string worst_case;
+  std::string worst_case, worst_case_f32;
   std::string first_outside;  ///< the first element outside: index, value, oracle, bound
 };
 
@@ -228,7 +228,12 @@ void judge(const std::vector<double>& got, const std::vector<double>& exact, con
       }
     } else {
       outside = err > bound[x];
-      if (bound[x] > 0 && t == dtype::f32) j.worst_ratio_f32 = std::max(j.worst_ratio_f32, err / bound[x]);
+      if (bound[x] > 0 && t == dtype::f32 && err / bound[x] > j.worst_ratio_f32) {
+        j.worst_ratio_f32 = err / bound[x];
+        char buf[120];
+        std::snprintf(buf, sizeof buf, " [%zu] got %.9g oracle %.9g bound %.9g", x, got[x], exact[x], bound[x]);
+        j.worst_case_f32 = line + buf;
+      }
       if (bound[x] > 0 && err / bound[x] > j.worst_ratio) {
         j.worst_ratio = err / bound[x];
         j.worst_case = line;
@@ -403,6 +408,8 @@ std::array<tally, 5> run_cases(int cases, bound_case (*make)(std::uint64_t)) {
               ok.dk.worst_ratio_f32, ok.dv.worst_ratio_f32);
   std::printf("worst: dQ %s\n       dK %s\n       dV %s\n", ok.dq.worst_case.c_str(), ok.dk.worst_case.c_str(),
               ok.dv.worst_case.c_str());
+  std::printf("worst in f32: dQ %s\n              dK %s\n              dV %s\n", ok.dq.worst_case_f32.c_str(),
+              ok.dk.worst_case_f32.c_str(), ok.dv.worst_case_f32.c_str());
   return t;
 }
 
