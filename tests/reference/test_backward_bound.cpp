@@ -413,7 +413,7 @@ std::array<tally, 5> run_cases(int cases, bound_case (*make)(std::uint64_t)) {
   return t;
 }
 
-TEST(BackwardBound, F32SubjectStaysWithinAndMutantsFallOutside) {
+TEST(backward_bound, f32_subject_stays_within_and_mutants_fall_outside) {
   const std::array<tally, 5> t = run_cases(ATTNCHECK_BACKWARD_BOUND_CASES, any_bound_case);
   const tally& ok = t[0];
   EXPECT_EQ(ok.dq.outside + ok.dk.outside + ok.dv.outside, 0);
@@ -434,13 +434,97 @@ TEST(BackwardBound, F32SubjectStaysWithinAndMutantsFallOutside) {
 }
 
 // The same on longer rows and wider heads, where the gamma_n terms grow with n.
-TEST(BackwardBound, LongRowsStayWithin) {
+TEST(backward_bound, long_rows_stay_within) {
   const std::array<tally, 5> t = run_cases(ATTNCHECK_BACKWARD_BOUND_CASES / 10, any_long_case);
   const tally& ok = t[0];
   EXPECT_EQ(ok.dq.outside + ok.dk.outside + ok.dv.outside, 0);
   EXPECT_GT(ok.dq.elements, 0);
   EXPECT_GT(ok.dk.elements, 0);
   EXPECT_GT(ok.dv.elements, 0);
+}
+
+TEST(backward_bound, rejects_invalid_declarations_naming_the_field) {
+  const bound_case f = any_bound_case(oracle_testing::base_seed());
+  const auto field_of = [&](const backward_bound_params& bp) -> std::string {
+    try {
+      (void)reference_backward(f.c, f.d_o, bp);
+    } catch (const input_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  backward_bound_params bp;
+  bp.u_compute = 1.0;
+  EXPECT_NE(field_of(bp).find("bound.u_compute"), std::string::npos);
+  bp = {};
+  bp.exp_ulps = -1;
+  EXPECT_NE(field_of(bp).find("bound.exp_ulps"), std::string::npos);
+  bp = {};
+  bp.dq_blocks = 0;
+  EXPECT_NE(field_of(bp).find("bound.dq_blocks"), std::string::npos);
+  bp = {};
+  bp.dkv_blocks = 0;
+  EXPECT_NE(field_of(bp).find("bound.dkv_blocks"), std::string::npos);
+  // The bound-free entry is unchanged: no bounds returned.
+  const backward_result plain = reference_backward(f.c, f.d_o);
+  EXPECT_TRUE(plain.dq_bound.empty() && plain.dk_bound.empty() && plain.dv_bound.empty());
+  const backward_result bounded = reference_backward(f.c, f.d_o, backward_bound_params{});
+  EXPECT_EQ(bounded.dq, plain.dq);
+  EXPECT_EQ(bounded.dk, plain.dk);
+  EXPECT_EQ(bounded.dv, plain.dv);
+  EXPECT_EQ(bounded.dq_bound.size(), plain.dq.size());
+}
+
+// Rows with no visible key and keys no row sees: bound exactly 0 (the gradient
+// must be exactly 0); elsewhere with finite inputs a bound > 0 or +inf.
+TEST(backward_bound, zero_exactly_where_the_gradient_must_be_zero) {
+  std::int64_t empty_rows = 0, unseen_keys = 0, seen = 0;
+  for (std::uint64_t n = 0; n < 400; ++n) {
+    const bound_case f = any_bound_case(oracle_testing::base_seed() + n);
+    const attn_case& c = f.c;
+    const backward_result r = reference_backward(c, f.d_o, backward_bound_params{});
+    for (std::int64_t bi = 0; bi < c.b; ++bi)
+      for (std::int64_t h = 0; h < c.hq; ++h)
+        for (std::int64_t i = 0; i < c.lq; ++i) {
+          bool any = false;
+          for (std::int64_t j = 0; j < c.lk; ++j) any = any || c.visible(bi, h, i, j);
+          if (any) continue;
+          ++empty_rows;
+          for (std::int64_t d = 0; d < c.d; ++d) {
+            const std::size_t x = backward_result::index(r.dq_shape, bi, i, h, d);
+            ASSERT_EQ(r.dq_bound[x], 0.0) << to_line(c);
+            ASSERT_EQ(r.dq[x], 0.0) << to_line(c);
+          }
+        }
+    for (std::int64_t bi = 0; bi < c.b; ++bi)
+      for (std::int64_t g = 0; g < c.hkv; ++g)
+        for (std::int64_t j = 0; j < c.lk; ++j) {
+          bool any = false;
+          for (std::int64_t h = g * c.group(); h < (g + 1) * c.group(); ++h)
+            for (std::int64_t i = 0; i < c.lq; ++i) any = any || c.visible(bi, h, i, j);
+          for (std::int64_t d = 0; d < c.d; ++d) {
+            const double b = r.dk_bound[backward_result::index(r.dk_shape, bi, j, g, d)];
+            if (any) {
+              EXPECT_TRUE(std::isnan(b) || b > 0) << to_line(c);
+            } else {
+              ASSERT_EQ(b, 0.0) << to_line(c);
+            }
+          }
+          for (std::int64_t e = 0; e < c.dv; ++e) {
+            const double b = r.dv_bound[backward_result::index(r.dv_shape, bi, j, g, e)];
+            if (any) {
+              EXPECT_TRUE(std::isnan(b) || b > 0) << to_line(c);
+            } else {
+              ASSERT_EQ(b, 0.0) << to_line(c);
+            }
+          }
+          (any ? seen : unseen_keys) += 1;
+        }
+  }
+  std::printf("%lld rows with no visible key, %lld keys no row sees, %lld keys seen\n", static_cast<long long>(empty_rows),
+              static_cast<long long>(unseen_keys), static_cast<long long>(seen));
+  EXPECT_GT(empty_rows, 0);
+  EXPECT_GT(unseen_keys, 0);
 }
 
 }  // namespace
