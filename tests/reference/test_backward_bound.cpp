@@ -16,10 +16,12 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attncheck/backward_oracle.hpp"
 #include "attncheck/oracle.hpp"
+#include "backward_test_support.hpp"
 #include "oracle_test_support.hpp"
 
 // Cases: a CMake cache variable (-DATTNCHECK_BACKWARD_BOUND_CASES=N) sets it for a longer run.
@@ -31,6 +33,7 @@ namespace attncheck {
 namespace {
 
 std::size_t z(std::int64_t x) { return static_cast<std::size_t>(x); }
+using oracle_testing::grad_draw;
 double stored(dtype t, double x) { return decode(t, encode(t, x)); }
 
 /// The subject's planted bugs (issue 26's public mutants that a value check can see).
@@ -182,12 +185,9 @@ bound_case any_bound_case(std::uint64_t seed) {
   f.c = oracle_testing::any_small_case(seed);
   std::mt19937_64 rng(seed ^ 0x62776462ull);
   const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
-  f.c.values = static_cast<value_kind>(below(static_cast<std::int64_t>(value_kind::max_v) + 1));
-  constexpr std::array<float, 4> scales{-0.5f, 2.0f, 0.125f, -3.0f};
-  if (below(4) == 0) f.c.scale = scales[z(below(4))];
-  materialize(f.c);
-  f.grad = static_cast<grad_kind>(below(3));
-  f.d_o = draw_grad_output(f.c, f.grad);
+  grad_draw g = oracle_testing::with_random_values_and_grad(f.c, below);
+  f.grad = g.grad;
+  f.d_o = std::move(g.d_o);
   f.cfg.bk = 1 + below(3);
   f.cfg.bq = 1 + below(2);
   f.cfg.d_from_p = below(2) == 0;
@@ -312,10 +312,9 @@ bound_case any_long_case(std::uint64_t seed) {
   c.causal = below(2) == 0;
   if (below(3) == 0) c.key_len = {below(c.lk + 1)};
   c = oracle_testing::with_random_storage(c, below, rng);
-  c.values = static_cast<value_kind>(below(static_cast<std::int64_t>(value_kind::max_v) + 1));
-  materialize(c);
-  f.grad = static_cast<grad_kind>(below(3));
-  f.d_o = draw_grad_output(c, f.grad);
+  grad_draw g = oracle_testing::with_random_values_and_grad(c, below);
+  f.grad = g.grad;
+  f.d_o = std::move(g.d_o);
   f.cfg.bk = 1 + below(16);
   f.cfg.bq = 1 + below(8);
   f.cfg.d_from_p = below(2) == 0;
@@ -502,22 +501,10 @@ TEST(backward_bound, zero_exactly_where_the_gradient_must_be_zero) {
           bool any = false;
           for (std::int64_t h = g * c.group(); h < (g + 1) * c.group(); ++h)
             for (std::int64_t i = 0; i < c.lq; ++i) any = any || c.visible(bi, h, i, j);
-          for (std::int64_t d = 0; d < c.d; ++d) {
-            const double b = r.dk_bound[backward_result::index(r.dk_shape, bi, j, g, d)];
-            if (any) {
-              EXPECT_TRUE(std::isnan(b) || b > 0) << to_line(c);
-            } else {
-              ASSERT_EQ(b, 0.0) << to_line(c);
-            }
-          }
-          for (std::int64_t e = 0; e < c.dv; ++e) {
-            const double b = r.dv_bound[backward_result::index(r.dv_shape, bi, j, g, e)];
-            if (any) {
-              EXPECT_TRUE(std::isnan(b) || b > 0) << to_line(c);
-            } else {
-              ASSERT_EQ(b, 0.0) << to_line(c);
-            }
-          }
+          // A seen key: NaN (a non-finite input) or > 0 (+inf included); unseen: exactly 0.
+          const auto check = [&](double b) { EXPECT_TRUE(any ? std::isnan(b) || b > 0 : b == 0.0) << to_line(c); };
+          for (std::int64_t d = 0; d < c.d; ++d) check(r.dk_bound[backward_result::index(r.dk_shape, bi, j, g, d)]);
+          for (std::int64_t e = 0; e < c.dv; ++e) check(r.dv_bound[backward_result::index(r.dv_shape, bi, j, g, e)]);
           (any ? seen : unseen_keys) += 1;
         }
   }
