@@ -180,17 +180,25 @@ struct bound_case {
   subject_config cfg;
 };
 
+/// After f.c's shape and storage: its value kind, scale and dO
+/// (with_random_values_and_grad), then the subject's key blocks of 1 to
+/// bk_max, query blocks of 1 to bq_max and its D variant.
+template <class Below>
+void draw_the_rest(bound_case& f, const Below& below, std::int64_t bk_max, std::int64_t bq_max) {
+  grad_draw g = oracle_testing::with_random_values_and_grad(f.c, below);
+  f.grad = g.grad;
+  f.d_o = std::move(g.d_o);
+  f.cfg.bk = 1 + below(bk_max);
+  f.cfg.bq = 1 + below(bq_max);
+  f.cfg.d_from_p = below(2) == 0;
+}
+
 bound_case any_bound_case(std::uint64_t seed) {
   bound_case f;
   f.c = oracle_testing::any_small_case(seed);
   std::mt19937_64 rng(seed ^ 0x62776462ull);
   const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
-  grad_draw g = oracle_testing::with_random_values_and_grad(f.c, below);
-  f.grad = g.grad;
-  f.d_o = std::move(g.d_o);
-  f.cfg.bk = 1 + below(3);
-  f.cfg.bq = 1 + below(2);
-  f.cfg.d_from_p = below(2) == 0;
+  draw_the_rest(f, below, 3, 2);
   return f;
 }
 
@@ -312,12 +320,7 @@ bound_case any_long_case(std::uint64_t seed) {
   c.causal = below(2) == 0;
   if (below(3) == 0) c.key_len = {below(c.lk + 1)};
   c = oracle_testing::with_random_storage(c, below, rng);
-  grad_draw g = oracle_testing::with_random_values_and_grad(c, below);
-  f.grad = g.grad;
-  f.d_o = std::move(g.d_o);
-  f.cfg.bk = 1 + below(16);
-  f.cfg.bq = 1 + below(8);
-  f.cfg.d_from_p = below(2) == 0;
+  draw_the_rest(f, below, 16, 8);
   return f;
 }
 

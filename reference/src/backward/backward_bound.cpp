@@ -183,15 +183,19 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
         const double e_d = std::max(e_d_a, e_d_b);
         worst = std::max({worst, do_o_in, pdp_sum});
         // dS (step 4).
+        bool terms_finite = true;
         for (std::size_t kk = 0; kk < nkeys; ++kk) {
           const double e_delta = (1 + u) * (e_dp[kk] + e_d) + u * std::fabs(delta[kk]);
           const double a = std::fabs(delta[kk]) + e_delta;  // >= |fl(dP_hat - D_hat)|
           worst = std::max(worst, a);
           e_ds[kk] = e_p[kk] * a + p[kk] * e_delta + u * p_hi[kk] * a + half_eta;
           ds_hi[kk] = std::fabs(ds[kk]) + e_ds[kk];
+          // A weight's error that is not finite (Psi_j huge: |LSE| near 1e38) bounds nothing,
+          // and would turn 0 * inf into NaN below: the row is unbounded, not unboundable.
+          terms_finite = terms_finite && std::isfinite(e_ds[kk]) && std::isfinite(p_hi[kk]);
         }
-        const bool row_unbounded = worst > big || !std::isfinite(g_dot) || !std::isfinite(g_dv) || !std::isfinite(g_n) ||
-                                   !std::isfinite(g_exp) || !std::isfinite(e_d);
+        const bool row_unbounded = worst > big || !terms_finite || !std::isfinite(g_dot) || !std::isfinite(g_dv) ||
+                                   !std::isfinite(g_n) || !std::isfinite(g_exp) || !std::isfinite(e_d);
         if (row_unbounded) {
           for (std::int64_t d = 0; d < c.d; ++d) dq_b[d] = inf;
           for (const std::int64_t j : keys) ks[kb + z(j)].unbounded = true;
