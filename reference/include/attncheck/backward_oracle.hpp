@@ -33,6 +33,14 @@ tensor draw_grad_output(const attn_case& c, grad_kind kind);
 struct backward_result {
   dims4 dq_shape{}, dk_shape{}, dv_shape{};
   std::vector<double> dq, dk, dv;
+  /// A-priori bounds on |subject - oracle| per element (docs/bound.md,
+  /// "Backward"), same shapes; empty unless reference_backward() was given a
+  /// backward_bound_params. Finite >= 0 where judged; 0 where the gradient
+  /// must be exactly 0 (rows with no visible key, keys no row sees); NaN where
+  /// a visible input of the element is not finite (no bound exists); +inf
+  /// where an intermediate may overflow the compute type or the declared u is
+  /// too coarse for the lengths. A non-finite bound is never a pass.
+  std::vector<double> dq_bound, dk_bound, dv_bound;
 
   /// Position of element (i0, i1, i2, i3) in the dense row-major array of `shape`.
   static std::size_t index(const dims4& shape, std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t i3) {
@@ -49,5 +57,21 @@ struct backward_result {
 /// input_error ("d_o") when dO's shape or type is not the case's or its view
 /// leaves its storage, and ("variants") for a case with a contract 1.1 variant.
 backward_result reference_backward(const attn_case& c, const tensor& d_o);
+
+/// What a backward subject declares about its arithmetic, for the bound
+/// (docs/bound.md, "Backward"). The subject is handed the oracle's O rounded
+/// to the case's storage type and its LSE rounded to f32, and returns dQ, dK
+/// and dV rounded once to the case's storage type.
+struct backward_bound_params {
+  double u_compute = 0x1p-24;   ///< unit roundoff of the compute type (f32); a P or dS rounded to a narrower type declares that type's
+  double exp_ulps = 1.0;        ///< c_exp: the declared accuracy of exp, in ulps, as the forward bound counts it
+  std::int64_t dq_blocks = 1;   ///< key blocks whose partial sums are added into a row's dQ
+  std::int64_t dkv_blocks = 1;  ///< query blocks (over all G query heads of a KV head) added into one key's dK and dV
+};
+
+/// reference_backward(c, d_o) plus dq_bound, dk_bound and dv_bound. Throws
+/// input_error naming the field when the declaration is invalid (u_compute
+/// outside (0, 1), exp_ulps negative or not finite, a block count < 1).
+backward_result reference_backward(const attn_case& c, const tensor& d_o, const backward_bound_params& bound);
 
 }  // namespace attncheck

@@ -8,6 +8,7 @@
 
 #include "../contract/prng.hpp"
 #include "attncheck/enum_names.hpp"
+#include "backward_bound.hpp"
 #include "naive_backward.hpp"
 
 namespace attncheck {
@@ -88,7 +89,9 @@ tensor draw_grad_output(const attn_case& c, grad_kind kind) {
   return d_o;
 }
 
-backward_result reference_backward(const attn_case& c, const tensor& d_o) {
+namespace {
+
+backward_result run_backward(const attn_case& c, const tensor& d_o, const backward_bound_params* bound) {
   validate(c);
   // The gradients of softcap, sinks, ALiBi and bias are not derived here yet:
   // refuse rather than return the gradients of another function.
@@ -96,6 +99,7 @@ backward_result reference_backward(const attn_case& c, const tensor& d_o) {
     throw input_error("variants", "the backward oracle covers contract 1.0 cases only (no window, chunk, softcap, sinks, "
                                   "ALiBi or bias yet): " + to_line(c));
   check_grad_output(c, d_o);
+  if (bound) oracle_detail::check_backward_bound_params(*bound);
   using oracle_detail::mpfr50;
   const auto fwd = oracle_detail::naive_attention<mpfr50>(c);
   const auto g = oracle_detail::naive_backward<mpfr50>(c, d_o, fwd);
@@ -106,7 +110,16 @@ backward_result reference_backward(const attn_case& c, const tensor& d_o) {
   r.dq = rounded(g.dq);
   r.dk = rounded(g.dk);
   r.dv = rounded(g.dv);
+  if (bound) oracle_detail::fill_backward_bounds(c, d_o, fwd, *bound, r);
   return r;
+}
+
+}  // namespace
+
+backward_result reference_backward(const attn_case& c, const tensor& d_o) { return run_backward(c, d_o, nullptr); }
+
+backward_result reference_backward(const attn_case& c, const tensor& d_o, const backward_bound_params& bound) {
+  return run_backward(c, d_o, &bound);
 }
 
 }  // namespace attncheck
