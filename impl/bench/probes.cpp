@@ -34,16 +34,16 @@ double run_threads(int threads, F&& body) {
 // out per width (a target attribute cannot depend on a template parameter).
 
 /// 12 independent FMA chains of vector type V, iters steps each.
-#define ATTNIMPL_FMA_CHAINS(NAME, TARGET, V, SET1, FMADD, FIRST)                  \
-  __attribute__((target(TARGET))) float NAME(int id, long iters) {              \
-    V a[12];                                                                     \
+#define ATTNIMPL_FMA_CHAINS(NAME, TARGET, V, SET1, FMADD, FIRST)                   \
+  __attribute__((target(TARGET))) float NAME(int id, long iters) {                 \
+    V a[12];                                                                       \
     for (int i = 0; i < 12; ++i) a[i] = SET1(0.001f * static_cast<float>(i + id)); \
-    const V b = SET1(0.999f), c = SET1(1e-4f);                                   \
-    for (long k = 0; k < iters; ++k)                                             \
-      for (int i = 0; i < 12; ++i) a[i] = FMADD(a[i], b, c);                     \
-    float s = 0;                                                                 \
-    for (int i = 0; i < 12; ++i) s += FIRST(a[i]);                               \
-    return s;                                                                    \
+    const V b = SET1(0.999f), c = SET1(1e-4f);                                     \
+    for (long k = 0; k < iters; ++k)                                               \
+      for (int i = 0; i < 12; ++i) a[i] = FMADD(a[i], b, c);                       \
+    float s = 0;                                                                   \
+    for (int i = 0; i < 12; ++i) s += FIRST(a[i]);                                 \
+    return s;                                                                      \
   }
 ATTNIMPL_FMA_CHAINS(fma_chains, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_cvtss_f32)
 ATTNIMPL_FMA_CHAINS(fma_chains_avx512, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_cvtss_f32)
@@ -52,18 +52,18 @@ ATTNIMPL_FMA_CHAINS(fma_chains_avx512, "avx512f", __m512, _mm512_set1_ps, _mm512
 /// Sum of p[0 .. n) in 4 accumulators of W lanes; with next, the lines of
 /// next[0 .. 4n) are requested while it sums, one per 64 bytes summed (the
 /// page-walk probe's request ahead).
-#define ATTNIMPL_SUM(NAME, TARGET, V, W, SETZERO, ADD, LOADU, FIRST)                              \
+#define ATTNIMPL_SUM(NAME, TARGET, V, W, SETZERO, ADD, LOADU, FIRST)                                      \
   __attribute__((target(TARGET))) float NAME(const float* p, std::size_t n, const char* next = nullptr) { \
-    V s0 = SETZERO(), s1 = s0, s2 = s0, s3 = s0;                                                  \
-    for (std::size_t i = 0; i + 4 * W <= n; i += 4 * W) {                                         \
-      if (next)                                                                                   \
-        for (std::size_t x = 0; x < 16 * W; x += 64) _mm_prefetch(next + i * 4 + x, _MM_HINT_T0); \
-      s0 = ADD(s0, LOADU(p + i));                                                                 \
-      s1 = ADD(s1, LOADU(p + i + W));                                                             \
-      s2 = ADD(s2, LOADU(p + i + 2 * W));                                                         \
-      s3 = ADD(s3, LOADU(p + i + 3 * W));                                                         \
-    }                                                                                             \
-    return FIRST(ADD(ADD(s0, s1), ADD(s2, s3)));                                                  \
+    V s0 = SETZERO(), s1 = s0, s2 = s0, s3 = s0;                                                          \
+    for (std::size_t i = 0; i + 4 * W <= n; i += 4 * W) {                                                 \
+      if (next)                                                                                           \
+        for (std::size_t x = 0; x < 16 * W; x += 64) _mm_prefetch(next + i * 4 + x, _MM_HINT_T0);         \
+      s0 = ADD(s0, LOADU(p + i));                                                                         \
+      s1 = ADD(s1, LOADU(p + i + W));                                                                     \
+      s2 = ADD(s2, LOADU(p + i + 2 * W));                                                                 \
+      s3 = ADD(s3, LOADU(p + i + 3 * W));                                                                 \
+    }                                                                                                     \
+    return FIRST(ADD(ADD(s0, s1), ADD(s2, s3)));                                                          \
   }
 ATTNIMPL_SUM(sum_sse2, "sse2", __m128, 4, _mm_setzero_ps, _mm_add_ps, _mm_loadu_ps, _mm_cvtss_f32)
 ATTNIMPL_SUM(sum_avx2, "avx2", __m256, 8, _mm256_setzero_ps, _mm256_add_ps, _mm256_loadu_ps, _mm256_cvtss_f32)

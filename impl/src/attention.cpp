@@ -49,7 +49,8 @@ status check_common(const shape& s, const config& cfg) {
 
 status check_variants(const variants& v, std::int64_t hq) {
   constexpr std::int64_t max_dim = std::int64_t{1} << 30;
-  if (v.window_left < -1 || v.window_left > max_dim) return status::invalid("variants.window_left must be -1 (unbounded) or in [0, 2^30]");
+  if (v.window_left < -1 || v.window_left > max_dim)
+    return status::invalid("variants.window_left must be -1 (unbounded) or in [0, 2^30]");
   if (v.window_right < -1 || v.window_right > max_dim)
     return status::invalid("variants.window_right must be -1 (unbounded) or in [0, 2^30]");
   if (v.chunk < 0 || v.chunk > max_dim) return status::invalid("variants.chunk must be 0 (off) or in [1, 2^30]");
@@ -57,8 +58,7 @@ status check_variants(const variants& v, std::int64_t hq) {
     return status::invalid("variants.softcap must be 0 (off) or a finite value > 0");
   if (v.bias.data && !valid_type(v.bias.type)) return status::invalid("variants.bias.type is not f32, f16 or bf16");
   for (std::int64_t h = 0; h < hq; ++h) {
-    if (v.alibi && !std::isfinite(v.alibi[h]))
-      return status::invalid("variants.alibi[" + std::to_string(h) + "] must be finite");
+    if (v.alibi && !std::isfinite(v.alibi[h])) return status::invalid("variants.alibi[" + std::to_string(h) + "] must be finite");
     if (v.sinks && (std::isnan(v.sinks[h]) || v.sinks[h] == std::numeric_limits<float>::infinity()))
       return status::invalid("variants.sinks[" + std::to_string(h) + "] must be finite or -inf");
   }

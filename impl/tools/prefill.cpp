@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
     var.softcap = static_cast<float>(number("softcap="));
   } else if (variant == "alibi" || variant == "sinks") {
     for (std::int64_t x = 0; x < h; ++x)
-      per_head[static_cast<std::size_t>(x)] = static_cast<float>(std::exp2(-8.0 * static_cast<double>(x + 1) / static_cast<double>(h)));
+      per_head[static_cast<std::size_t>(x)] =
+          static_cast<float>(std::exp2(-8.0 * static_cast<double>(x + 1) / static_cast<double>(h)));
     (variant == "alibi" ? var.alibi : var.sinks) = per_head.data();
   } else if (variant == "bias") {
     bias.resize(static_cast<std::size_t>(l * l));
@@ -111,15 +112,17 @@ int main(int argc, char** argv) {
   }
   // 4 * H * D FLOPs per visible (query, key) pair, as the bench counts them.
   const double flops = 4.0 * static_cast<double>(h * d) * pairs;
-  std::printf("prefill%s%s%s threads=%d L=%lld: best wall %.2f ms (%.1f GFLOP/s), best CPU %.2f ms (%.1f GFLOP/s per CPU-second)\n",
-              causal ? " causal" : "", variant.empty() ? "" : " ", variant.c_str(), threads, static_cast<long long>(l),
-              wall * 1e3, flops / wall / 1e9, cpu * 1e3, flops / cpu / 1e9);
+  std::printf(
+      "prefill%s%s%s threads=%d L=%lld: best wall %.2f ms (%.1f GFLOP/s), best CPU %.2f ms (%.1f GFLOP/s per CPU-second)\n",
+      causal ? " causal" : "", variant.empty() ? "" : " ", variant.c_str(), threads, static_cast<long long>(l), wall * 1e3,
+      flops / wall / 1e9, cpu * 1e3, flops / cpu / 1e9);
   if (!variant.empty()) {
     // By CPU time too: on a shared machine the wall clock counts other work.
     const double plain_flops = 4.0 * static_cast<double>(h * d) * plain_pairs;
-    std::printf("  plain%s in the same run: %.1f GFLOP/s (%.1f per CPU-second); %s / plain = %.2f by wall, %.2f by CPU (visible FLOPs)\n",
-                causal ? " causal" : "", plain_flops / plain_wall / 1e9, plain_flops / plain_cpu / 1e9, variant.c_str(),
-                flops / wall / (plain_flops / plain_wall), flops / cpu / (plain_flops / plain_cpu));
+    std::printf(
+        "  plain%s in the same run: %.1f GFLOP/s (%.1f per CPU-second); %s / plain = %.2f by wall, %.2f by CPU (visible FLOPs)\n",
+        causal ? " causal" : "", plain_flops / plain_wall / 1e9, plain_flops / plain_cpu / 1e9, variant.c_str(),
+        flops / wall / (plain_flops / plain_wall), flops / cpu / (plain_flops / plain_cpu));
   }
   return 0;
 }

@@ -63,7 +63,8 @@ TEST(tanh_kernel, within_declared_ulps_on_a_dense_sweep) {
   for (std::uint32_t s : {0u, sign}) {
     const sweep_result r = sweep(s, s | plus_ten, s ? 163 : 41);
     EXPECT_LE(r.worst, attnimpl::tanh_ulps()) << "at x = " << r.where;
-    EXPECT_EQ(r.isa_differences, 0u) << "AVX2 and portable tanh differ on " << r.isa_differences << " of " << r.count << " inputs";
+    EXPECT_EQ(r.isa_differences, 0u) << "AVX2 and portable tanh differ on " << r.isa_differences << " of " << r.count
+                                     << " inputs";
     std::printf("tanh sweep sign %u: worst %.4f ulps at x = %.9g over %llu inputs\n", s >> 31, r.worst, r.where,
                 static_cast<unsigned long long>(r.count));
   }

@@ -34,7 +34,7 @@ struct variant_case {
   std::int64_t window_left = -1, window_right = -1, chunk = 0;
   float softcap = 0.0f;
   bool alibi = false, sinks = false;
-  int bias = 0;  // 0 none; 1 f32 full (b,h,i,j); 2 bf16 over (i,j) only; 3 f16 per key, with -inf entries
+  int bias = 0;              // 0 none; 1 f32 full (b,h,i,j); 2 bf16 over (i,j) only; 3 f16 per key, with -inf entries
   double bias_masked = 0.0;  // share of -inf bias entries
 };
 
@@ -181,7 +181,8 @@ void expect_close(const problem& p, const reference& ref, const std::string& wha
         const std::size_t li = static_cast<std::size_t>((b * d.hq + h) * d.lq + i);
         const double want = ref.lse[li], got = p.lse[li];
         const bool ok = std::isinf(want) ? got == want : std::fabs(got - want) <= 1e-4 * (1 + std::fabs(want));
-        if (!ok && bad++ < 5) ADD_FAILURE() << what << ": LSE[" << b << "," << h << "," << i << "] = " << got << ", want " << want;
+        if (!ok && bad++ < 5)
+          ADD_FAILURE() << what << ": LSE[" << b << "," << h << "," << i << "] = " << got << ", want " << want;
       }
   EXPECT_EQ(bad, 0) << what;
 }

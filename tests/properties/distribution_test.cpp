@@ -7,6 +7,7 @@
 
 #include <set>
 
+#include "attncheck/bundled_subjects.hpp"
 #include "attncheck/generators.hpp"
 #include "attncheck/runner.hpp"
 #include "attncheck/subject_host.hpp"
@@ -56,8 +57,8 @@ TEST(distribution, every_variant_and_pair_holds_its_floor_where_declared) {
   const case_stats st = sample(*s, 3000, 11, opt);
   expect_floors(*s, st, true, true);
   expect_floors(*s, st, true, false);  // the contract 1.0 shares keep theirs
-  // And a subject without them never gets one.
-  const auto b = subject::load("builtin");
+  // And a subject without them (the naive kernel's version 1 descriptor) never gets one.
+  const auto b = subject::wrap(naive_subject(), "naive-v1");
   const case_stats none = sample(*b, 500, 11, opt);
   for (const auto& f : distribution_floors()) {
     if (f.variant) {

@@ -4,7 +4,7 @@
 // query blocks inside, dQ, dK, dV accumulated block by block in f32, outputs
 // rounded once to the case's storage type). On thousands of small random cases
 // the subject stays within the bound on every judged element; four planted
-// bugs fall outside it. Beside it, what the two fudge-factor rules of issue 26
+// bugs fall outside it. Beside it, what the two fudge-factor rules in use
 // (PyTorch: 180x, FlashAttention: 2x the error of a same-precision reference)
 // accept on the same cases.
 #include <gtest/gtest.h>
@@ -36,7 +36,7 @@ std::size_t z(std::int64_t x) { return static_cast<std::size_t>(x); }
 using oracle_testing::grad_draw;
 double stored(dtype t, double x) { return decode(t, encode(t, x)); }
 
-/// The subject's planted bugs (issue 26's public mutants that a value check can see).
+/// The subject's planted bugs (the backward mutants a value check can see).
 enum class mutant : std::uint8_t { none, dq_without_scale, d_from_do_squared, ds_without_p, dv_unnormalized };
 constexpr std::array<mutant, 4> mutants{mutant::dq_without_scale, mutant::d_from_do_squared, mutant::ds_without_p,
                                         mutant::dv_unnormalized};
@@ -71,10 +71,18 @@ grads subject(const attn_case& c, const tensor& d_o, const std::vector<float>& o
   out.dq.assign(z(c.b * c.lq * c.hq * c.d), 0.0);
   out.dk.assign(z(c.b * c.lk * c.hkv * c.d), 0.0);
   out.dv.assign(z(c.b * c.lk * c.hkv * c.dv), 0.0);
-  const auto q = [&](std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t d) { return static_cast<float>(c.q.at(bi, i, h, d)); };
-  const auto k = [&](std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t d) { return static_cast<float>(c.k.at(bi, j, g, d)); };
-  const auto v = [&](std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t e) { return static_cast<float>(c.v.at(bi, j, g, e)); };
-  const auto dov = [&](std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t e) { return static_cast<float>(d_o.at(bi, i, h, e)); };
+  const auto q = [&](std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t d) {
+    return static_cast<float>(c.q.at(bi, i, h, d));
+  };
+  const auto k = [&](std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t d) {
+    return static_cast<float>(c.k.at(bi, j, g, d));
+  };
+  const auto v = [&](std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t e) {
+    return static_cast<float>(c.v.at(bi, j, g, e));
+  };
+  const auto dov = [&](std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t e) {
+    return static_cast<float>(d_o.at(bi, i, h, e));
+  };
   const auto score = [&](std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) {
     float s = 0;
     for (std::int64_t d = 0; d < c.d; ++d) s += q(bi, i, h, d) * k(bi, j, c.kv_head(h), d);
@@ -116,8 +124,8 @@ grads subject(const attn_case& c, const tensor& d_o, const std::vector<float>& o
             if (c.visible(bi, h, i, j)) dd += weight(bi, h, i, score(bi, h, i, j)) * dot_dp(bi, h, i, j);
         } else {
           for (std::int64_t e = 0; e < c.dv; ++e) {
-            const float o = cfg.bug == mutant::d_from_do_squared ? dov(bi, i, h, e)
-                                                                 : o_in[z(((bi * c.lq + i) * c.hq + h) * c.dv + e)];
+            const float o =
+                cfg.bug == mutant::d_from_do_squared ? dov(bi, i, h, e) : o_in[z(((bi * c.lq + i) * c.hq + h) * c.dv + e)];
             dd += dov(bi, i, h, e) * o;
           }
         }
@@ -208,7 +216,7 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 struct judged {
   std::int64_t elements = 0, outside = 0, unjudged = 0, overflow_accepted = 0;
   std::int64_t changed = 0, changed_outside = 0;  ///< elements where a mutant's value differs from the correct subject's
-  double worst_ratio = 0, worst_ratio_f32 = 0;  ///< max observed/bound; over f32-stored cases only
+  double worst_ratio = 0, worst_ratio_f32 = 0;    ///< max observed/bound; over f32-stored cases only
   std::string worst_case, worst_case_f32;
   std::string first_outside;  ///< the first element outside: index, value, oracle, bound
 };
@@ -296,8 +304,8 @@ bool all_finite(const std::vector<double>& b) {
 
 struct tally {
   judged dq, dk, dv;
-  std::int64_t cases_outside = 0;       // cases with an element outside the bound
-  std::int64_t fudge_cases = 0;         // cases every element of which is judged: the fudge comparison's
+  std::int64_t cases_outside = 0;  // cases with an element outside the bound
+  std::int64_t fudge_cases = 0;    // cases every element of which is judged: the fudge comparison's
   std::int64_t bound_accepts = 0, pytorch_accepts = 0, flash_accepts = 0;  // of fudge_cases
 };
 
@@ -381,33 +389,35 @@ std::array<tally, 5> run_cases(int cases, bound_case (*make)(std::uint64_t)) {
   }
   std::printf("%d cases, %lld with an element the bound does not judge (NaN or +inf bound)\n", cases,
               static_cast<long long>(unjudged_cases));
-  std::printf("judged elements outside the bound (in brackets: of those the bug changes); cases with one outside;\n"
-              "of the fully judged cases, how many the bound / PyTorch 180x / FlashAttention 2x accept\n");
+  std::printf(
+      "judged elements outside the bound (in brackets: of those the bug changes); cases with one outside;\n"
+      "of the fully judged cases, how many the bound / PyTorch 180x / FlashAttention 2x accept\n");
   std::printf("%-18s %16s %16s %16s  %-12s  %s\n", "subject", "dQ", "dK", "dV", "cases", "bound / PyTorch / FA");
   for (std::size_t m = 0; m < t.size(); ++m) {
     const tally& s = t[m];
-    const auto pct = [](std::int64_t a, std::int64_t b) { return b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+    const auto pct = [](std::int64_t a, std::int64_t b) {
+      return b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 0.0;
+    };
     const auto share = [&](const judged& j) {
       static thread_local char buf[40];
       std::snprintf(buf, sizeof buf, "%5.1f%% (%5.1f%%)", pct(j.outside, j.elements), pct(j.changed_outside, j.changed));
       return std::string(buf);
     };
-    std::printf("%-18s %16s %16s %16s  %5lld/%-6d  %lld: %lld / %lld / %lld\n",
-                name(m == 0 ? mutant::none : mutants[m - 1]), share(s.dq).c_str(), share(s.dk).c_str(), share(s.dv).c_str(),
-                static_cast<long long>(s.cases_outside), cases, static_cast<long long>(s.fudge_cases),
-                static_cast<long long>(s.bound_accepts), static_cast<long long>(s.pytorch_accepts),
-                static_cast<long long>(s.flash_accepts));
+    std::printf("%-18s %16s %16s %16s  %5lld/%-6d  %lld: %lld / %lld / %lld\n", name(m == 0 ? mutant::none : mutants[m - 1]),
+                share(s.dq).c_str(), share(s.dk).c_str(), share(s.dv).c_str(), static_cast<long long>(s.cases_outside), cases,
+                static_cast<long long>(s.fudge_cases), static_cast<long long>(s.bound_accepts),
+                static_cast<long long>(s.pytorch_accepts), static_cast<long long>(s.flash_accepts));
   }
   const tally& ok = t[0];
-  std::printf("correct subject: judged elements dQ %lld, dK %lld, dV %lld; unjudged %lld; overflow accepted %lld;\n"
-              "max observed/bound dQ %.3g, dK %.3g, dV %.3g\n",
-              static_cast<long long>(ok.dq.elements), static_cast<long long>(ok.dk.elements),
-              static_cast<long long>(ok.dv.elements),
-              static_cast<long long>(ok.dq.unjudged + ok.dk.unjudged + ok.dv.unjudged),
-              static_cast<long long>(ok.dq.overflow_accepted + ok.dk.overflow_accepted + ok.dv.overflow_accepted),
-              ok.dq.worst_ratio, ok.dk.worst_ratio, ok.dv.worst_ratio);
-  std::printf("max observed/bound, f32 storage only: dQ %.3g, dK %.3g, dV %.3g\n", ok.dq.worst_ratio_f32,
-              ok.dk.worst_ratio_f32, ok.dv.worst_ratio_f32);
+  std::printf(
+      "correct subject: judged elements dQ %lld, dK %lld, dV %lld; unjudged %lld; overflow accepted %lld;\n"
+      "max observed/bound dQ %.3g, dK %.3g, dV %.3g\n",
+      static_cast<long long>(ok.dq.elements), static_cast<long long>(ok.dk.elements), static_cast<long long>(ok.dv.elements),
+      static_cast<long long>(ok.dq.unjudged + ok.dk.unjudged + ok.dv.unjudged),
+      static_cast<long long>(ok.dq.overflow_accepted + ok.dk.overflow_accepted + ok.dv.overflow_accepted), ok.dq.worst_ratio,
+      ok.dk.worst_ratio, ok.dv.worst_ratio);
+  std::printf("max observed/bound, f32 storage only: dQ %.3g, dK %.3g, dV %.3g\n", ok.dq.worst_ratio_f32, ok.dk.worst_ratio_f32,
+              ok.dv.worst_ratio_f32);
   std::printf("worst: dQ %s\n       dK %s\n       dV %s\n", ok.dq.worst_case.c_str(), ok.dk.worst_case.c_str(),
               ok.dv.worst_case.c_str());
   std::printf("worst in f32: dQ %s\n              dK %s\n              dV %s\n", ok.dq.worst_case_f32.c_str(),

@@ -378,8 +378,7 @@ subject_result f32_variant_attention(const attn_case& c, std::int64_t block, boo
             const float bias = static_cast<float>(c.bias_at(bi, h, i, j));
             if (bug == variant_bug::cap_after_bias) x += bias;
             if (w.has_softcap()) x = w.softcap * std::tanh(x / w.softcap);
-            if (w.has_alibi())
-              x += w.alibi_slopes[n(h)] * static_cast<float>(j - c.position(bi, i));
+            if (w.has_alibi()) x += w.alibi_slopes[n(h)] * static_cast<float>(j - c.position(bi, i));
             if (bug != variant_bug::cap_after_bias) x += bias;
             s.emplace_back(j, x);
             bm = std::max(bm, x);
@@ -458,8 +457,8 @@ TEST(variants_bound, holds_for_f32_subjects_of_the_class) {
     compare(c, reference(c, options_for(c, blocks)), f32_variant_attention(c, block, true, variant_bug::none), first, true);
     compare(c, reference(c, options_for(c, blocks)), f32_variant_attention(c, block, false, variant_bug::none), merged, true);
   }
-  std::printf("sink first: %ld elements, worst error/bound %.3g at %s\nsink merged last: %ld, worst %.3g at %s\n",
-              first.elements, first.worst, first.where.c_str(), merged.elements, merged.worst, merged.where.c_str());
+  std::printf("sink first: %ld elements, worst error/bound %.3g at %s\nsink merged last: %ld, worst %.3g at %s\n", first.elements,
+              first.worst, first.where.c_str(), merged.elements, merged.worst, merged.where.c_str());
   EXPECT_GT(first.elements, 2000);
 }
 
@@ -481,7 +480,8 @@ TEST(variants_bound, catches_a_variant_done_wrong) {
       ++relevant;
       compare(c, reference(c, options_for(c, (c.lk + 1) / 2)), f32_variant_attention(c, 2, true, bug), t, false);
     }
-    std::printf("bug %d: %d cases, %ld of %ld elements outside the bound\n", static_cast<int>(bug), relevant, t.outside, t.elements);
+    std::printf("bug %d: %d cases, %ld of %ld elements outside the bound\n", static_cast<int>(bug), relevant, t.outside,
+                t.elements);
     EXPECT_GT(relevant, 20);
     EXPECT_GT(t.outside, t.elements / 20) << "bug " << static_cast<int>(bug) << " passes the bound too often";
   }

@@ -85,9 +85,7 @@ struct variants {
   bias_in bias;                    ///< optional additive bias
   const float* sinks = nullptr;    ///< hq sink logits sigma_h (-inf: none; NaN, +inf invalid); null: off
 
-  bool any() const {
-    return window_left >= 0 || window_right >= 0 || chunk > 0 || softcap > 0.0f || alibi || bias.data || sinks;
-  }
+  bool any() const { return window_left >= 0 || window_right >= 0 || chunk > 0 || softcap > 0.0f || alibi || bias.data || sinks; }
 };
 
 /// Problem sizes (docs/spec.md): Q (b, lq, hq, d), K (b, lk, hkv, d), V (b, lk, hkv, dv),

@@ -242,9 +242,9 @@ inline float* unit_runner::bias_of(const unit_rows& ur, std::int64_t r, std::int
   const bias_in& bias = p_.var.bias;
   if (!bias.data) return nullptr;
   const std::int64_t es = convert::size_of(bias.type);
-  const char* at = static_cast<const char*>(bias.data) + (ur.b * bias.stride[0] + ws_.head[r] * bias.stride[1] +
-                                                           ws_.pos[r] * bias.stride[2] + (j0 + from) * bias.stride[3]) *
-                                                              es;
+  const char* at =
+      static_cast<const char*>(bias.data) +
+      (ur.b * bias.stride[0] + ws_.head[r] * bias.stride[1] + ws_.pos[r] * bias.stride[2] + (j0 + from) * bias.stride[3]) * es;
   float* out = ws_.bias.data() + r * g_.k_tile8;
   if (to > from) convert::load_row(out + from, at, bias.type, bias.stride[3], to - from);
   return out;

@@ -16,8 +16,8 @@ namespace {
 
 template <dtype T, int NR, int NE>
 inline void unit_runner::values_block(std::int64_t r0, std::int64_t e0, std::int64_t k0, std::int64_t k1, const row_state& st) {
-  micro::weighted_values<NR, NE, T>(score_row(r0) + k0, g_.k_tile8, ws_.vrows.data() + k0, e0, k1 - k0,
-                                    st.acc + r0 * g_.dv8 + e0, g_.dv8);
+  micro::weighted_values<NR, NE, T>(score_row(r0) + k0, g_.k_tile8, ws_.vrows.data() + k0, e0, k1 - k0, st.acc + r0 * g_.dv8 + e0,
+                                    g_.dv8);
 }
 
 /// acc += P V. Each group of 4 rows runs the register kernel over the keys

@@ -393,20 +393,22 @@ void check_v3_declaration(const v3_declaration& v, const std::string& spec) {
     return std::string(buf);
   };
   if (const std::uint32_t unknown = v.features & ~ATTNCHECK_FEATURE3_KNOWN)
-    throw input_error("subject.features_v3", spec + " declares unknown bit(s) " + hex(unknown) +
-                                                 " (this attncheck knows " + hex(ATTNCHECK_FEATURE3_KNOWN) +
+    throw input_error("subject.features_v3", spec + " declares unknown bit(s) " + hex(unknown) + " (this attncheck knows " +
+                                                 hex(ATTNCHECK_FEATURE3_KNOWN) +
                                                  "): a feature it cannot judge is refused, never silently passed");
   if (const std::uint32_t unknown = v.invariances & ~ATTNCHECK_CLAIM3_KNOWN)
-    throw input_error("subject.invariances_v3", spec + " declares unknown claim bit(s) " + hex(unknown) + " (this attncheck knows " +
-                                                    hex(ATTNCHECK_CLAIM3_KNOWN) + ")");
+    throw input_error("subject.invariances_v3", spec + " declares unknown claim bit(s) " + hex(unknown) +
+                                                    " (this attncheck knows " + hex(ATTNCHECK_CLAIM3_KNOWN) + ")");
   if (v.backward != ((v.features & ATTNCHECK_FEATURE3_BACKWARD) != 0))
     throw input_error("subject.attend_backward", spec + (v.backward ? " sets attend_backward without FEATURE3_BACKWARD"
                                                                     : " declares FEATURE3_BACKWARD without attend_backward"));
-  if ((v.features & ATTNCHECK_FEATURE3_BIAS_GRAD) &&
-      (v.features & (ATTNCHECK_FEATURE3_BIAS | ATTNCHECK_FEATURE3_BACKWARD)) != (ATTNCHECK_FEATURE3_BIAS | ATTNCHECK_FEATURE3_BACKWARD))
-    throw input_error("subject.features_v3", spec + " declares FEATURE3_BIAS_GRAD without both FEATURE3_BIAS and FEATURE3_BACKWARD");
+  if ((v.features & ATTNCHECK_FEATURE3_BIAS_GRAD) && (v.features & (ATTNCHECK_FEATURE3_BIAS | ATTNCHECK_FEATURE3_BACKWARD)) !=
+                                                         (ATTNCHECK_FEATURE3_BIAS | ATTNCHECK_FEATURE3_BACKWARD))
+    throw input_error("subject.features_v3",
+                      spec + " declares FEATURE3_BIAS_GRAD without both FEATURE3_BIAS and FEATURE3_BACKWARD");
   if ((v.features & ATTNCHECK_FEATURE3_SOFTCAP) && !(v.tanh_ulps >= 0 && v.tanh_ulps <= ATTNCHECK_MAX_TANH_ULPS))
-    throw input_error("subject.tanh_ulps", spec + " declares tanh_ulps = " + std::to_string(v.tanh_ulps) + "; it must lie in [0, " +
+    throw input_error("subject.tanh_ulps", spec + " declares tanh_ulps = " + std::to_string(v.tanh_ulps) +
+                                               "; it must lie in [0, " +
                                                std::to_string(static_cast<long long>(ATTNCHECK_MAX_TANH_ULPS)) + "] ulps");
   const std::pair<std::uint32_t, std::uint32_t> claim_needs[] = {
       {ATTNCHECK_CLAIM3_PAGE_PLACEMENT, ATTNCHECK_FEATURE3_PAGED},
@@ -416,7 +418,8 @@ void check_v3_declaration(const v3_declaration& v, const std::string& spec) {
   };
   for (const auto& [claim, feature] : claim_needs)
     if ((v.invariances & claim) && !(v.features & feature))
-      throw input_error("subject.invariances_v3", spec + " claims " + hex(claim) + " without the feature " + hex(feature) + " it is about");
+      throw input_error("subject.invariances_v3",
+                        spec + " claims " + hex(claim) + " without the feature " + hex(feature) + " it is about");
 }
 
 // Splits NAME|PATH[:options]: options start at the first ':' followed by key=...

@@ -47,8 +47,11 @@ law_outcome output_within_bound(const subject& s, const attn_case& c) {
   std::snprintf(what, sizeof what, "exp edge probe (one row, scores 0 and %.9g, V = -1 and 1)", p.k.at(0, 1, 0, 0));
   const auto pout = s.attend(p);
   if (run_failed(pout, o, what)) return o;
-  o.add(std::string(what) + " against the oracle",
-        compare_with_reference(p, pout, reference(p, oracle_options_for(s, p, law_oracle))));
+  // Its elements are the probe's, not the case's: a replay's worst line says so.
+  comparison probe = compare_with_reference(p, pout, reference(p, oracle_options_for(s, p, law_oracle)));
+  for (worst_element* w : {&probe.worst, &probe.prob_worst})
+    if (!w->where.empty()) w->where = "exp edge probe " + w->where;
+  o.add(std::string(what) + " against the oracle", probe);
   return o;
 }
 

@@ -202,7 +202,8 @@ template <std::size_t... I>
 rc::Gen<variant_choice> build_variant(std::index_sequence<I...>) {
   using rc::gen::inRange;
   using rc::gen::set;
-  return rc::gen::resize(full_size, rc::gen::build<variant_choice>(set(variant_choices[I].field, inRange(0, variant_choices[I].n))...));
+  return rc::gen::resize(full_size,
+                         rc::gen::build<variant_choice>(set(variant_choices[I].field, inRange(0, variant_choices[I].n))...));
 }
 
 // A length of a window or chunk from its raw choice: 0..3 first (what
@@ -226,6 +227,7 @@ variant_choice read_variant_choices(choices& in) {
 }
 
 void apply_variants(attn_case& c, const variant_choice& v, std::uint32_t features, const std::vector<std::int64_t>& hints) {
+  if (v.any == 0) return;
   score_variants& w = c.variants;
   if ((features & ATTNCHECK_FEATURE3_WINDOW) && v.window > 0) {
     const std::int64_t left = variant_length(v.window_left, hints, c.lk), right = variant_length(v.window_right, hints, c.lk);

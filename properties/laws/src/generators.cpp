@@ -27,7 +27,8 @@ rc::Gen<attn_case> any_case(const subject& s, const gen_options& opt) {
     return cap;
   };
   if (!opt.variants || ctx.variants == 0)  // the contract 1.0 stream, unchanged
-    return rc::gen::map(any_raw_choice(), [ctx, opt, cap_now](const raw_choice& r) { return case_of(r, ctx, cap_now(opt.max_work)); });
+    return rc::gen::map(any_raw_choice(),
+                        [ctx, opt, cap_now](const raw_choice& r) { return case_of(r, ctx, cap_now(opt.max_work)); });
   // The variant choices after the header's: a case with a variant is capped
   // for the MPFR oracle that judges it.
   return rc::gen::map(rc::gen::pair(any_raw_choice(), any_variant_choice()),
@@ -96,8 +97,8 @@ void case_stats::add(const attn_case& c, const subject& s) {
   count("at a size hint", near);
   // Contract 1.1 variants (docs/distribution.md): each, and each pair.
   const score_variants& w = c.variants;
-  const std::pair<const char*, bool> on[] = {{"window", w.has_window()}, {"chunk", w.has_chunk()},   {"softcap", w.has_softcap()},
-                                             {"sinks", w.has_sinks()},   {"alibi", w.has_alibi()},   {"bias", w.has_bias()}};
+  const std::pair<const char*, bool> on[] = {{"window", w.has_window()}, {"chunk", w.has_chunk()}, {"softcap", w.has_softcap()},
+                                             {"sinks", w.has_sinks()},   {"alibi", w.has_alibi()}, {"bias", w.has_bias()}};
   for (std::size_t a = 0; a < std::size(on); ++a) {
     count(std::string("variant ") + on[a].first, on[a].second);
     for (std::size_t b = a + 1; b < std::size(on); ++b)
@@ -139,9 +140,9 @@ const std::vector<share_floor>& distribution_floors() {
       {"mask", "boolean mask", 0.15, true},
       {"no mask", "no mask at all", 0.05, true},
   };
-  // The variants, each and each pair (drawn independently: window 4/5 of the
-  // cases, chunk 1/4, softcap 7/8, sinks 5/6, ALiBi 3/4, bias 3/4), floors
-  // at about half the expected share.
+  // The variants, each and each pair: half the cases draw variants, and
+  // those draw each independently (window 4/5, chunk 1/4, softcap 7/8, sinks
+  // 5/6, ALiBi 3/4, bias 3/4); floors at half the expected share.
   static const std::vector<share_floor> all = [] {
     std::vector<share_floor> f = v;
     static const std::vector<std::pair<std::string, double>> expected = {{"window", 0.8}, {"chunk", 0.25}, {"softcap", 0.875},
@@ -153,11 +154,13 @@ const std::vector<share_floor>& distribution_floors() {
       text.push_back(what);
       f.push_back({k, text.back().c_str(), share / 2, false, true});
     };
-    for (std::size_t a = 0; a < expected.size(); ++a) add("variant " + expected[a].first, expected[a].first, expected[a].second);
+    constexpr double drawn = 0.5;  // variant_choice::any
+    for (std::size_t a = 0; a < expected.size(); ++a)
+      add("variant " + expected[a].first, expected[a].first, drawn * expected[a].second);
     for (std::size_t a = 0; a < expected.size(); ++a)
       for (std::size_t b = a + 1; b < expected.size(); ++b)
         add("variants " + expected[a].first + "+" + expected[b].first, expected[a].first + " with " + expected[b].first,
-            expected[a].second * expected[b].second);
+            drawn * expected[a].second * expected[b].second);
     return f;
   }();
   return all;

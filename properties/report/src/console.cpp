@@ -182,7 +182,7 @@ void print_stats(const gate_result& g, std::ostream& out) {
   for (const auto& r : g.reports)
     if (const law* l = find_law(r.law); l && l->variants) with_variants.merge(r.stats);
   constexpr std::uint32_t score_bits = ATTNCHECK_FEATURE3_WINDOW | ATTNCHECK_FEATURE3_CHUNK | ATTNCHECK_FEATURE3_SOFTCAP |
-                                           ATTNCHECK_FEATURE3_SINKS | ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS;
+                                       ATTNCHECK_FEATURE3_SINKS | ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS;
   const bool declares_variants = (g.declared.features_v3 & score_bits) == score_bits;
   bool variant_header = false;
   for (const auto& f : distribution_floors()) {
@@ -217,6 +217,24 @@ void print_declaration(const gate_result& g, std::ostream& out) {
   if (!lengths.empty()) out << " lengths " << lengths;
   if (!dims.empty()) out << " head dims " << dims;
   out << "\n";
+  // ABI v3: the variants the laws hand out, and what this version declares but does not judge yet.
+  static const std::pair<std::uint32_t, const char*> judged[] = {
+      {ATTNCHECK_FEATURE3_WINDOW, "window"}, {ATTNCHECK_FEATURE3_CHUNK, "chunk"}, {ATTNCHECK_FEATURE3_SOFTCAP, "softcap"},
+      {ATTNCHECK_FEATURE3_SINKS, "sinks"},   {ATTNCHECK_FEATURE3_ALIBI, "alibi"}, {ATTNCHECK_FEATURE3_BIAS, "bias"}};
+  static const std::pair<std::uint32_t, const char*> not_judged[] = {{ATTNCHECK_FEATURE3_PAGED, "paged K/V"},
+                                                                     {ATTNCHECK_FEATURE3_RAGGED, "ragged batches"},
+                                                                     {ATTNCHECK_FEATURE3_BACKWARD, "backward"},
+                                                                     {ATTNCHECK_FEATURE3_BIAS_GRAD, "bias gradient"}};
+  std::string on, off;
+  for (const auto& [bit, what] : judged)
+    if (d.features_v3 & bit) on += (on.empty() ? "" : ", ") + std::string(what);
+  for (const auto& [bit, what] : not_judged)
+    if (d.features_v3 & bit) off += (off.empty() ? "" : ", ") + std::string(what);
+  if (!on.empty())
+    out << "  variants (contract 1.1): " << on
+        << ((d.features_v3 & ATTNCHECK_FEATURE3_SOFTCAP) ? ", tanh " + number_text(d.tanh_ulps) + " ulps" : std::string())
+        << "; drawn by the laws that take variants (differential)\n";
+  if (!off.empty()) out << "  declared, NOT JUDGED by this version of attncheck: " << off << "\n";
 }
 
 }  // namespace attncheck

@@ -1,8 +1,9 @@
-// The bundled kernel (impl/) behind the subject ABI (version 2): the gate
+// The bundled kernel (impl/) behind the subject ABI (version 3): the gate
 // checks it through exactly the interface a plugin uses. Each instance keeps
 // its own tile sizes, parsed from its option string.
 #include <algorithm>
 #include <charconv>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <iterator>
@@ -104,6 +105,24 @@ bool parse_options(const char* options, attnimpl::config& tiles, std::string& wh
 
 namespace {
 
+// The contract 1.1 variants of a version 3 problem (none where the host's
+// problem is too short to hold the pointer, or it is NULL).
+attnimpl::variants variants_of(const attncheck_problem* p) {
+  attnimpl::variants var;
+  const bool holds = p->struct_size >= offsetof(attncheck_problem, variants) + sizeof p->variants;
+  const attncheck_variants* v = holds ? p->variants : nullptr;
+  if (!v) return var;
+  var.window_left = v->window_left;
+  var.window_right = v->window_right;
+  var.chunk = v->chunk;
+  var.softcap = v->softcap;
+  var.alibi = v->alibi;
+  var.sinks = v->sinks;
+  if (v->bias)
+    var.bias = {v->bias, to_impl(v->bias_dtype), {v->bias_stride[0], v->bias_stride[1], v->bias_stride[2], v->bias_stride[3]}};
+  return var;
+}
+
 int attend(void* state, const attncheck_problem* p, char* err, std::size_t err_len) {
   attnimpl::attention_args a;
   a.dims = {p->b, p->hq, p->hkv, p->lq, p->lk, p->d, p->dv};
@@ -117,6 +136,7 @@ int attend(void* state, const attncheck_problem* p, char* err, std::size_t err_l
   a.causal = p->causal != 0;
   a.key_len = p->key_len;
   if (p->mask) a.mask = {p->mask, {p->mask_stride[0], p->mask_stride[1], p->mask_stride[2], p->mask_stride[3]}};
+  a.var = variants_of(p);
   const auto st = attnimpl::attention(a, config_for(static_cast<instance*>(state), p));
   if (!st.ok()) {
     write_err(err, err_len, st.message);
@@ -126,7 +146,7 @@ int attend(void* state, const attncheck_problem* p, char* err, std::size_t err_l
 }
 
 std::int64_t key_blocks(void* state, const attncheck_problem* p) {
-  return attnimpl::key_blocks(p->lk, config_for(static_cast<instance*>(state), p));
+  return attnimpl::key_blocks(p->lk, config_for(static_cast<instance*>(state), p), variants_of(p));
 }
 
 void destroy(attncheck_instance* self) { delete static_cast<instance*>(self->state); }
@@ -135,8 +155,12 @@ void destroy(attncheck_instance* self) { delete static_cast<instance*>(self->sta
 
 void describe(instance& in, const char* name) {
   attncheck_instance& d = in.desc;
-  d.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_2;
+  d.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_3;
   d.struct_size = sizeof d;
+  // Every contract 1.1 score variant, in the one-shot call (docs/impl.md); the cache path takes none.
+  d.features_v3 = ATTNCHECK_FEATURE3_WINDOW | ATTNCHECK_FEATURE3_CHUNK | ATTNCHECK_FEATURE3_SOFTCAP | ATTNCHECK_FEATURE3_SINKS |
+                  ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS;
+  d.tanh_ulps = attnimpl::tanh_ulps();
   const attnimpl::config& t = in.tiles;
   in.name = name;
   if (t.q_tile || t.k_tile || t.split_keys)

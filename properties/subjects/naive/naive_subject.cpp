@@ -89,9 +89,7 @@ struct row_variants {
     }
     return !bias_row || bias(j) != -std::numeric_limits<float>::infinity();
   }
-  float bias(std::int64_t j) const {
-    return bias_row ? load(v->bias_dtype, bias_row, j * v->bias_stride[3]) : 0.0f;
-  }
+  float bias(std::int64_t j) const { return bias_row ? load(v->bias_dtype, bias_row, j * v->bias_stride[3]) : 0.0f; }
   float score(float x, std::int64_t j) const {
     if (!v) return x;
     if (v->softcap != 0) x = v->softcap * std::tanh(x / v->softcap);
@@ -287,7 +285,9 @@ int naive_cache_attend(void* cache, const attncheck_problem* p, char* err, std::
 
 void naive_cache_free(void* cache) { delete static_cast<naive_cache*>(cache); }
 
-int naive_attend(const attncheck_problem* p, char* err, std::size_t err_len) { return naive_attend_variants(p, nullptr, err, err_len); }
+int naive_attend(const attncheck_problem* p, char* err, std::size_t err_len) {
+  return naive_attend_variants(p, nullptr, err, err_len);
+}
 
 const attncheck_subject naive_desc = {
     ATTNCHECK_SUBJECT_ABI_VERSION,
@@ -318,8 +318,8 @@ int v3_attend(void*, const attncheck_problem* p, char* err, std::size_t err_len)
 void* v3_cache_create(void*, const attncheck_cache_config* cfg, char* err, std::size_t err_len) {
   return naive_cache_create(cfg, err, err_len);
 }
-int v3_cache_append(void*, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, std::int64_t c, const std::int64_t* count,
-                    char* err, std::size_t err_len) {
+int v3_cache_append(void*, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, std::int64_t c,
+                    const std::int64_t* count, char* err, std::size_t err_len) {
   return naive_cache_append(cache, k, v, c, count, err, err_len);
 }
 int v3_cache_attend(void*, void* cache, const attncheck_problem* p, char* err, std::size_t err_len) {
@@ -364,12 +364,14 @@ attncheck_instance* naive_v3(const char* options, char* err, std::size_t err_len
 #ifdef ATTNCHECK_PLUGIN
 extern "C" __attribute__((visibility("default"))) const attncheck_subject* attncheck_subject_v1(void) { return &naive_desc; }
 extern "C" __attribute__((visibility("default"))) attncheck_instance* attncheck_subject_v3(const char* options, char* err,
-                                                                                            std::size_t err_len) {
+                                                                                           std::size_t err_len) {
   return naive_v3(options, err, err_len);
 }
 #else
 namespace attncheck {
 const attncheck_subject* naive_subject() { return &naive_desc; }
-attncheck_instance* naive_instance_v3(const char* options, char* err, std::size_t err_len) { return naive_v3(options, err, err_len); }
+attncheck_instance* naive_instance_v3(const char* options, char* err, std::size_t err_len) {
+  return naive_v3(options, err, err_len);
+}
 }  // namespace attncheck
 #endif

@@ -63,8 +63,9 @@ backward_result reference_backward(const attn_case& c, const tensor& d_o);
 /// to the case's storage type and its LSE rounded to f32, and returns dQ, dK
 /// and dV rounded once to the case's storage type.
 struct backward_bound_params {
-  double u_compute = 0x1p-24;   ///< unit roundoff of the compute type (f32); a P or dS rounded to a narrower type declares that type's
-  double exp_ulps = 1.0;        ///< c_exp: the declared accuracy of exp, in ulps, as the forward bound counts it
+  double u_compute =
+      0x1p-24;            ///< unit roundoff of the compute type (f32); a P or dS rounded to a narrower type declares that type's
+  double exp_ulps = 1.0;  ///< c_exp: the declared accuracy of exp, in ulps, as the forward bound counts it
   std::int64_t dq_blocks = 1;   ///< key blocks whose partial sums are added into a row's dQ
   std::int64_t dkv_blocks = 1;  ///< query blocks (over all G query heads of a KV head) added into one key's dK and dV
 };

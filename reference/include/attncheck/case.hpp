@@ -62,12 +62,12 @@ std::optional<poison_kind> parse_poison_kind(std::string_view s);
 
 /// How materialize() draws the sink logits sigma_h (docs/spec.md "Attention sinks").
 enum class sink_kind : std::uint8_t {
-  none,     ///< no sink (sigma = -inf for every head, and the feature is off)
-  normal,   ///< sigma_h ~ N(0, 4): comparable to the scores of unit-scale values
-  high,     ///< sigma_h in [8, 64]: the sink dominates rows of ordinary scores
-  low,      ///< sigma_h in [-64, -8]: the sink vanishes against ordinary scores
-  neginf,   ///< sigma_h = -inf for every head: equals no sink
-  mixed,    ///< each head draws one of normal, high, low, -inf
+  none,    ///< no sink (sigma = -inf for every head, and the feature is off)
+  normal,  ///< sigma_h ~ N(0, 4): comparable to the scores of unit-scale values
+  high,    ///< sigma_h in [8, 64]: the sink dominates rows of ordinary scores
+  low,     ///< sigma_h in [-64, -8]: the sink vanishes against ordinary scores
+  neginf,  ///< sigma_h = -inf for every head: equals no sink
+  mixed,   ///< each head draws one of normal, high, low, -inf
 };
 std::string_view name(sink_kind k);
 std::optional<sink_kind> parse_sink_kind(std::string_view s);

@@ -25,10 +25,10 @@ std::size_t z(std::int64_t x) { return static_cast<std::size_t>(x); }
 
 // What the rows that see one key (b, KV head, j) add to its dK and dV terms.
 struct key_sums {
-  double m = 0;           // rows (over the KV head's G query heads) that see the key
-  double ds_abs_sum = 0;  // sum_r |dS_hat_rj| (upper bound)
-  bool no_bound = false;  // a row that sees it has a non-finite input: NaN
-  bool unbounded = false; // a row that sees it may overflow: +inf
+  double m = 0;            // rows (over the KV head's G query heads) that see the key
+  double ds_abs_sum = 0;   // sum_r |dS_hat_rj| (upper bound)
+  bool no_bound = false;   // a row that sees it has a non-finite input: NaN
+  bool unbounded = false;  // a row that sees it may overflow: +inf
 };
 
 }  // namespace
@@ -40,8 +40,8 @@ void check_backward_bound_params(const backward_bound_params& bp) {
   if (bp.dkv_blocks < 1) throw input_error("bound.dkv_blocks", "must be >= 1 (the query blocks summed into dK and dV)");
 }
 
-void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_result<mpfr50>& fwd,
-                          const backward_bound_params& bp, backward_result& r) {
+void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_result<mpfr50>& fwd, const backward_bound_params& bp,
+                          backward_result& r) {
   check_backward_bound_params(bp);
   oracle_options opt;
   opt.bound.u_compute = bp.u_compute;
@@ -54,10 +54,10 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
   const double big = s.largest_c / bound_constants::overflow_headroom;
   const double dd = static_cast<double>(c.d), dv = static_cast<double>(c.dv);
   const double nk = static_cast<double>(bp.dq_blocks), nq = static_cast<double>(bp.dkv_blocks);
-  const double g_dot = gamma_n(dd + 2, u);  // the score, as the forward's step 1
-  const double g_dv = gamma_n(dv, u);       // dP_j and D = rowsum(dO O_in): Dv products and Dv - 1 additions
-  const double g_sub = gamma_n(2, u);       // S_hat - LSE_in: the subtraction, and a log2(e) multiply of it
-  const double g_exp = gamma_n(s.c_exp, u); // exp's own error as a log-perturbation
+  const double g_dot = gamma_n(dd + 2, u);   // the score, as the forward's step 1
+  const double g_dv = gamma_n(dv, u);        // dP_j and D = rowsum(dO O_in): Dv products and Dv - 1 additions
+  const double g_sub = gamma_n(2, u);        // S_hat - LSE_in: the subtraction, and a log2(e) multiply of it
+  const double g_exp = gamma_n(s.c_exp, u);  // exp's own error as a log-perturbation
   // The handed-in O and LSE: the oracle's, rounded once to the storage type and to f32.
   const auto o_in_error = [&](double o) { return s.u_out * std::fabs(o) + s.eta_out / 2; };
   // The element's bound from its compute-type error ec: F ec, then the one
@@ -152,7 +152,7 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
           const double t_j = scale * raw;
           worst = std::max({worst, raw, t_j, scale * std::max(q_abs_max, x.k_abs_max[key])});
           const double zeta = half_eta * ((dd + 1) * scale + 1 + q_abs_sum + x.k_abs_sum[key]);
-          const double sigma = g_dot * t_j + zeta;             // |S_hat_j - S_j|
+          const double sigma = g_dot * t_j + zeta;                      // |S_hat_j - S_j|
           const double dist = fwd.gap[row * z(c.lk) + z(j)] + log_sum;  // |S_j - LSE| = (m - S_j) + log L
           const double psi = sigma + e_l + g_sub * (dist + sigma + e_l) + g_exp;
           const mpfr50& p_m = fwd.p[row * z(c.lk) + z(j)];

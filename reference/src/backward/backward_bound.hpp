@@ -15,7 +15,7 @@ void check_backward_bound_params(const backward_bound_params& bp);
 /// for a validated contract 1.0 case, its dO and the forward oracle's mpfr50
 /// result `fwd` (naive_attention(c)), for a subject of the class of
 /// docs/bound.md "Backward" declaring bp. r.dq, r.dk and r.dv must be filled.
-void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_result<mpfr50>& fwd,
-                          const backward_bound_params& bp, backward_result& r);
+void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_result<mpfr50>& fwd, const backward_bound_params& bp,
+                          backward_result& r);
 
 }  // namespace attncheck::oracle_detail

@@ -96,8 +96,10 @@ backward_result run_backward(const attn_case& c, const tensor& d_o, const backwa
   // The gradients of softcap, sinks, ALiBi and bias are not derived here yet:
   // refuse rather than return the gradients of another function.
   if (c.variants.any())
-    throw input_error("variants", "the backward oracle covers contract 1.0 cases only (no window, chunk, softcap, sinks, "
-                                  "ALiBi or bias yet): " + to_line(c));
+    throw input_error("variants",
+                      "the backward oracle covers contract 1.0 cases only (no window, chunk, softcap, sinks, "
+                      "ALiBi or bias yet): " +
+                          to_line(c));
   check_grad_output(c, d_o);
   if (bound) oracle_detail::check_backward_bound_params(*bound);
   using oracle_detail::mpfr50;

@@ -126,11 +126,13 @@ dims4 as_dims4(const json& v, const std::string& field) {
 }
 
 const std::set<std::string>& top_level_fields() {
-  static const std::set<std::string> known = {
-      "format", "version", "line",    "law",        "subject", "note",  "b",      "hq",     "hkv",    "lq",   "lk", "d", "dv",
-      "scale",  "causal",  "key_len", "mask_shape", "mask",    "dtype", "values", "layout", "poison", "seed", "q",  "k", "v",
-      "window", "chunk",   "softcap", "sinks",      "sink_logits", "alibi", "alibi_slopes", "bias_shape", "bias_type",
-      "bias_values", "bias"};
+  static const std::set<std::string> known = {"format",      "version", "line",         "law",        "subject",    "note",
+                                              "b",           "hq",      "hkv",          "lq",         "lk",         "d",
+                                              "dv",          "scale",   "causal",       "key_len",    "mask_shape", "mask",
+                                              "dtype",       "values",  "layout",       "poison",     "seed",       "q",
+                                              "k",           "v",       "window",       "chunk",      "softcap",    "sinks",
+                                              "sink_logits", "alibi",   "alibi_slopes", "bias_shape", "bias_type",  "bias_values",
+                                              "bias"};
   return known;
 }
 
@@ -325,8 +327,22 @@ case_record parse_checked(std::string_view text, const case_limits& limits) {
   case_record r;
   for (auto [key, dst] : {std::pair{"law", &r.law}, std::pair{"subject", &r.subject}, std::pair{"note", &r.note}})
     if (const json* v = find(j, key)) *dst = as_string(*v, key);
-  if (const json* v = find(j, "line")) as_string(*v, "line");  // informational: the header fields rule
+  const json* line = find(j, "line");
+  if (line) as_string(*line, "line");
   read_header(j, r.c, limits);
+  // The header fields rule; a "line" that says otherwise (edited by hand, or
+  // pasted from another case) is refused rather than silently ignored.
+  if (line) {
+    const std::string& given = line->get_ref<const std::string&>();
+    attn_case said;
+    try {
+      said = parse_line(given, limits);
+    } catch (const input_error& e) {
+      fail("line", std::string("is not a one-line form (") + e.what() + ")");
+    }
+    if (to_line(said) != to_line(r.c))
+      fail("line", "says " + given + " but the fields say " + to_line(r.c) + ": fix the fields, or delete \"line\"");
+  }
   r.c.q = read_tensor(j, "q", r.c.type, limits);
   r.c.k = read_tensor(j, "k", r.c.type, limits);
   r.c.v = read_tensor(j, "v", r.c.type, limits);

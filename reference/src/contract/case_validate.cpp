@@ -151,8 +151,8 @@ std::int64_t validate_variants(const attn_case& c, bool tensors_required, const 
   for (std::size_t e = 0; e < w.bias.bits.size(); ++e) {
     const double x = decode(w.bias_type, w.bias.bits[e]);
     if (std::isnan(x) || x == std::numeric_limits<double>::infinity())
-      fail("bias[" + std::to_string(e) + "]", "is " + std::string(std::isnan(x) ? "NaN" : "+inf") +
-                                                  ": a bias entry is finite, or -inf to mask its key");
+      fail("bias[" + std::to_string(e) + "]",
+           "is " + std::string(std::isnan(x) ? "NaN" : "+inf") + ": a bias entry is finite, or -inf to mask its key");
   }
   return entries;
 }

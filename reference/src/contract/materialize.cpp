@@ -16,7 +16,18 @@ namespace {
 using detail::random_stream;
 
 // Stream tags: one per consumer, so adding a draw to one never shifts another.
-enum stream_tag : std::uint64_t { tag_q = 1, tag_k, tag_v, tag_mask, tag_dominant, tag_poison, tag_offset, tag_sinks, tag_alibi, tag_bias };
+enum stream_tag : std::uint64_t {
+  tag_q = 1,
+  tag_k,
+  tag_v,
+  tag_mask,
+  tag_dominant,
+  tag_poison,
+  tag_offset,
+  tag_sinks,
+  tag_alibi,
+  tag_bias
+};
 
 // Largest |score| large_logits aims for: ~1e4 in f32 and bf16 (exp(s)
 // overflows f32 beyond 88, so any kernel without the max shift breaks, while
@@ -303,7 +314,8 @@ void fill_bias(attn_case& c) {
           double x = r.normal(row, j, 0, 0);
           if (w.bias_values == bias_kind::huge) {
             const std::uint64_t bits = r.bits({row, j, 1});
-            x = sign_of(bits) * std::ldexp(1.0 + static_cast<double>(bits >> 12) * 0x1p-52, 10 + static_cast<int>(r.below(5, {row, j, 2})));
+            x = sign_of(bits) *
+                std::ldexp(1.0 + static_cast<double>(bits >> 12) * 0x1p-52, 10 + static_cast<int>(r.below(5, {row, j, 2})));
           } else if (w.bias_values == bias_kind::masking &&
                      (r.below(8, {row, -1}) == 0 || r.below(8, {-1, j}) == 0 || r.below(8, {row, j, 3}) == 0)) {
             x = neg_inf;
@@ -320,7 +332,8 @@ void fill_variants(attn_case& c) {
   if (w.has_sinks()) {
     const random_stream r(c.seed, tag_sinks);
     w.sink_logits.resize(hq);
-    for (std::size_t h = 0; h < hq; ++h) w.sink_logits[h] = static_cast<float>(sink_value(w.sinks, r, static_cast<std::int64_t>(h)));
+    for (std::size_t h = 0; h < hq; ++h)
+      w.sink_logits[h] = static_cast<float>(sink_value(w.sinks, r, static_cast<std::int64_t>(h)));
   }
   if (w.has_alibi()) {
     const random_stream r(c.seed, tag_alibi);

@@ -87,10 +87,11 @@ variant_score variant_score_terms(const bound_setup& s, const attn_case& c, std:
   if (w.has_softcap()) {
     const double cap = static_cast<double>(w.softcap);
     capped = std::min(cap, t_j);
-    // x / c rounds (u |x / c|, times c and |tanh'| <= 1: u T_j), tanh is
-    // c_tanh ulps of its result (<= 2 c_tanh u relative), c * tanh rounds
-    // (u |s|); each of the three may underflow (eta_c / 2).
-    v.error += s.u * t_j + (2 * s.c_tanh + 1) * s.u * capped + 1.5 * s.eta_c;
+    // x / c rounds, or x times a rounded 1/c (scale / c) rounds twice (2u |x / c|,
+    // times c and |tanh'| <= 1: 2u T_j); tanh is c_tanh ulps of its result
+    // (<= 2 c_tanh u relative); c * tanh rounds (u |s|); each of the four
+    // operations may underflow (eta_c / 2).
+    v.error += 2 * s.u * t_j + (2 * s.c_tanh + 1) * s.u * capped + 2 * s.eta_c;
   }
   const double alibi = std::fabs(c.alibi_at(bi, h, i, j));
   const double bias = std::fabs(c.bias_at(bi, h, i, j));

@@ -95,8 +95,8 @@ typedef struct attncheck_problem {
   /* ---- version 3: read only by a version 3 subject, each NULL unless the
    * problem uses that part and the subject declared it (docs/abi.md) ---- */
   const attncheck_variants* variants; /* window, chunk, softcap, sinks, ALiBi, bias */
-  const attncheck_paged_kv* paged;    /* K and V through a block table (issue 24) */
-  const attncheck_ragged* ragged;     /* packed sequences (issue 24) */
+  const attncheck_paged_kv* paged;    /* K and V through a block table (docs/abi.md) */
+  const attncheck_ragged* ragged;     /* packed sequences (docs/abi.md) */
 } attncheck_problem;
 
 /* A KV cache for cache_* entry points: b sequences of hkv heads. */
@@ -203,7 +203,7 @@ typedef struct attncheck_instance {
   uint32_t features_v3;    /* ATTNCHECK_FEATURE3_* */
   uint32_t invariances_v3; /* ATTNCHECK_CLAIM3_* */
   double tanh_ulps;        /* c_tanh, in ulps, with FEATURE3_SOFTCAP: in [0, ATTNCHECK_MAX_TANH_ULPS] */
-  /* Backward: set iff FEATURE3_BACKWARD, else NULL (issue 26). */
+  /* Backward: set iff FEATURE3_BACKWARD, else NULL (docs/abi.md). */
   int (*attend_backward)(void* state, const attncheck_backward_problem* p, char* err, size_t err_len);
   /* nb of the backward bound: dQ's key blocks of a row, and the query blocks summed
    * into one key's dK and dV. NULL: 1 each. */
@@ -237,24 +237,24 @@ typedef attncheck_instance* (*attncheck_subject_entry_v2)(const char* options, c
 #define ATTNCHECK_FEATURE3_SINKS 0x008u     /* one sink logit per query head */
 #define ATTNCHECK_FEATURE3_ALIBI 0x010u     /* ALiBi slopes per query head */
 #define ATTNCHECK_FEATURE3_BIAS 0x020u      /* additive bias tensor */
-#define ATTNCHECK_FEATURE3_PAGED 0x040u     /* K and V in a page arena through a block table (issue 24) */
-#define ATTNCHECK_FEATURE3_RAGGED 0x080u    /* packed sequences, cu_seqlens (issue 24) */
-#define ATTNCHECK_FEATURE3_BACKWARD 0x100u  /* attend_backward (issue 26) */
-#define ATTNCHECK_FEATURE3_BIAS_GRAD 0x200u /* d(bias) from the backward pass (issue 26) */
+#define ATTNCHECK_FEATURE3_PAGED 0x040u     /* K and V in a page arena through a block table (docs/abi.md) */
+#define ATTNCHECK_FEATURE3_RAGGED 0x080u    /* packed sequences, cu_seqlens (docs/abi.md) */
+#define ATTNCHECK_FEATURE3_BACKWARD 0x100u  /* attend_backward (docs/abi.md) */
+#define ATTNCHECK_FEATURE3_BIAS_GRAD 0x200u /* d(bias) from the backward pass (docs/abi.md) */
 /* The bits this header defines; a host refuses any other. */
 #define ATTNCHECK_FEATURE3_KNOWN 0x3ffu
 
 /* Claim bits of attncheck_instance.invariances_v3, checked bit for bit. */
-#define ATTNCHECK_CLAIM3_PAGE_PLACEMENT 0x01u        /* where pages sit in the arena changes no bit */
-#define ATTNCHECK_CLAIM3_PAGED_EQUALS_DENSE 0x02u    /* the paged form gives the dense form's bits */
-#define ATTNCHECK_CLAIM3_RAGGED_EQUALS_DENSE 0x04u   /* a packed sequence gives its batch-of-one bits */
+#define ATTNCHECK_CLAIM3_PAGE_PLACEMENT 0x01u         /* where pages sit in the arena changes no bit */
+#define ATTNCHECK_CLAIM3_PAGED_EQUALS_DENSE 0x02u     /* the paged form gives the dense form's bits */
+#define ATTNCHECK_CLAIM3_RAGGED_EQUALS_DENSE 0x04u    /* a packed sequence gives its batch-of-one bits */
 #define ATTNCHECK_CLAIM3_BACKWARD_DETERMINISTIC 0x08u /* backward: same call, any thread count, same bits */
 #define ATTNCHECK_CLAIM3_KNOWN 0x0fu
 
 /* Limits of version 3, enforced at load and on every problem the host builds. */
-#define ATTNCHECK_MAX_TANH_ULPS 4096.0         /* 0 <= tanh_ulps <= 4096, as exp_ulps */
-#define ATTNCHECK_MAX_PAGE_SIZE 512            /* page_size in [1, 512] (issue 24) */
-#define ATTNCHECK_MAX_RAGGED_SEQUENCES 4096    /* B of a packed batch (issue 24) */
+#define ATTNCHECK_MAX_TANH_ULPS 4096.0      /* 0 <= tanh_ulps <= 4096, as exp_ulps */
+#define ATTNCHECK_MAX_PAGE_SIZE 512         /* page_size in [1, 512] (docs/abi.md) */
+#define ATTNCHECK_MAX_RAGGED_SEQUENCES 4096 /* B of a packed batch (docs/abi.md) */
 
 /* problem->variants: the score variants of contract 1.1 (docs/spec.md "Variants"): per visible pair,
  * s = softcap(scale * q.k) + alibi[h] * (j - p) + bias[b,h,i,j], then the masks
@@ -262,14 +262,14 @@ typedef attncheck_instance* (*attncheck_subject_entry_v2)(const char* options, c
  * denominator; p = n[b] - lq + i. A row that sees no key gets O = 0 and
  * LSE = sinks[h] (-inf without a sink). */
 struct attncheck_variants {
-  uint32_t struct_size;  /* sizeof(attncheck_variants) of the host */
-  int64_t window_left;   /* -1: unbounded; else key j visible only if j >= p - window_left */
-  int64_t window_right;  /* -1: unbounded; else key j visible only if j <= p + window_right */
-  int64_t chunk;         /* 0: none; else key j visible only if floor(j / chunk) == floor(p / chunk) */
-  float softcap;         /* 0: none; else s = softcap * tanh(scale * q.k / softcap) */
-  const float* sinks;    /* NULL, or hq sink logits (f32; -inf allowed: no sink for that head) */
-  const float* alibi;    /* NULL, or hq slopes: s += alibi[h] * (j - p) */
-  const void* bias;      /* NULL, or bias[b,h,i,j] of bias_dtype, added to s; -inf masks the key */
+  uint32_t struct_size; /* sizeof(attncheck_variants) of the host */
+  int64_t window_left;  /* -1: unbounded; else key j visible only if j >= p - window_left */
+  int64_t window_right; /* -1: unbounded; else key j visible only if j <= p + window_right */
+  int64_t chunk;        /* 0: none; else key j visible only if floor(j / chunk) == floor(p / chunk) */
+  float softcap;        /* 0: none; else s = softcap * tanh(scale * q.k / softcap) */
+  const float* sinks;   /* NULL, or hq sink logits (f32; -inf allowed: no sink for that head) */
+  const float* alibi;   /* NULL, or hq slopes: s += alibi[h] * (j - p) */
+  const void* bias;     /* NULL, or bias[b,h,i,j] of bias_dtype, added to s; -inf masks the key */
   attncheck_dtype bias_dtype;
   int64_t bias_stride[4]; /* over (b, h, i, j), in elements; 0 broadcasts that dimension */
 };

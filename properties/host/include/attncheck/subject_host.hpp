@@ -50,8 +50,8 @@ struct call_layout {
 /// The tolerance a subject declares for itself, as the gate prints it.
 struct declared_numbers {
   double u = 0, exp_ulps = 0;
-  double tanh_ulps = 0;           ///< ABI v3 with FEATURE3_SOFTCAP: c_tanh; 0 otherwise
-  std::uint32_t features_v3 = 0;  ///< ABI v3 feature bits (ATTNCHECK_FEATURE3_*)
+  double tanh_ulps = 0;                                      ///< ABI v3 with FEATURE3_SOFTCAP: c_tanh; 0 otherwise
+  std::uint32_t features_v3 = 0;                             ///< ABI v3 feature bits (ATTNCHECK_FEATURE3_*)
   std::vector<std::pair<std::int64_t, std::int64_t>> nb_at;  ///< (Lk, nb) samples
 };
 

@@ -136,6 +136,7 @@ attn_case case_of(const raw_choice& r, const case_context& ctx, std::int64_t cap
 /// that declares some (so every other law and subject keeps its stream).
 /// Each shrinks toward 0 = that variant off.
 struct variant_choice {
+  int any = 0;  ///< 0: no variant at all (half the cases: large contract 1.0 cases stay in the law's reach)
   int window = 0, window_left = 0, window_right = 0, chunk = 0, chunk_size = 0, softcap = 0, sinks = 0, alibi = 0, bias = 0,
       bias_dims = 0, bias_type = 0;
   bool operator==(const variant_choice&) const = default;
@@ -147,6 +148,7 @@ struct variant_choice_spec {
 };
 /// In the order every backend draws them: append only.
 inline constexpr variant_choice_spec variant_choices[] = {
+    {"any", 2, &variant_choice::any},
     {"window", 5, &variant_choice::window},  // off, left only, right only, both, (left, 0)
     {"window_left", 40, &variant_choice::window_left},
     {"window_right", 40, &variant_choice::window_right},
