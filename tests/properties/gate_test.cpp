@@ -7,6 +7,7 @@
 #include <limits>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "attncheck/bundled_subjects.hpp"
 #include "attncheck/case_file.hpp"
@@ -198,6 +199,107 @@ TEST(subject_instances, absurd_declarations_are_refused_naming_the_field) {
       EXPECT_NE(std::string(err.what()).find(field), std::string::npos) << err.what();
     }
   }
+}
+
+// ABI version 3 (docs/abi.md, "Compatibility tests"). Each instance records
+// what the host handed its attend in `seen` (through state).
+struct seen_problem {
+  bool called = false;
+  const attncheck_variants* variants = nullptr;
+  const void* paged = nullptr;
+  const void* ragged = nullptr;
+};
+
+attncheck_instance recording_instance(std::uint32_t abi, std::uint32_t features_v3, seen_problem& seen) {
+  attncheck_instance d = absurd_instance(0x1p-24, 1.0);
+  d.abi_version = abi;
+  d.dtypes = 1u << ATTNCHECK_F32;
+  d.state = &seen;
+  d.attend = [](void* st, const attncheck_problem* p, char*, size_t) {
+    auto& s = *static_cast<seen_problem*>(st);
+    s.called = true;
+    s.variants = p->variants;
+    s.paged = p->paged;
+    s.ragged = p->ragged;
+    return 0;
+  };
+  d.features_v3 = features_v3;
+  d.tanh_ulps = 2;
+  return d;
+}
+
+attn_case sink_case() {
+  attn_case c;
+  c.lk = 3;
+  c.variants.sinks = sink_kind::normal;
+  c.seed = 5;
+  materialize(c);
+  return c;
+}
+
+TEST(subject_abi_v3, unknown_feature_and_claim_bits_are_refused_naming_the_bit) {
+  seen_problem seen;
+  for (auto [features, claims, field] : {std::tuple{0x400u, 0u, "features_v3"}, std::tuple{0u, 0x10u, "invariances_v3"},
+                                         std::tuple{ATTNCHECK_FEATURE3_BACKWARD, 0u, "attend_backward"},
+                                         std::tuple{0u, ATTNCHECK_CLAIM3_PAGE_PLACEMENT, "invariances_v3"},
+                                         std::tuple{ATTNCHECK_FEATURE3_BIAS_GRAD, 0u, "features_v3"}}) {
+    attncheck_instance d = recording_instance(ATTNCHECK_SUBJECT_ABI_VERSION_3, features, seen);
+    d.invariances_v3 = claims;
+    try {
+      subject::adopt(&d, "v3");
+      ADD_FAILURE() << "accepted features_v3=" << features << " invariances_v3=" << claims;
+    } catch (const input_error& err) {
+      EXPECT_EQ(err.field(), std::string("subject.") + field) << err.what();
+    }
+  }
+  attncheck_instance d = recording_instance(ATTNCHECK_SUBJECT_ABI_VERSION_3, ATTNCHECK_FEATURE3_SOFTCAP, seen);
+  d.tanh_ulps = ATTNCHECK_MAX_TANH_ULPS * 2;
+  EXPECT_THROW(subject::adopt(&d, "v3"), input_error);
+}
+
+TEST(subject_abi_v3, a_version_2_instance_ignores_version_3_fields_and_gets_no_variant) {
+  seen_problem seen;
+  // Bits above FEATURE_THREADS and version 3 fields of a version 2 instance are ignored, as before version 3.
+  attncheck_instance d = recording_instance(ATTNCHECK_SUBJECT_ABI_VERSION_2, ATTNCHECK_FEATURE3_SINKS | 0x400u, seen);
+  d.features = 0x4000u;
+  const auto s = subject::adopt(&d, "v2");
+  EXPECT_EQ(s->abi(), 2u);
+  EXPECT_EQ(s->features_v3(), 0u);
+  EXPECT_EQ(s->cannot_take(sink_case()), "no attention sinks");
+  attn_case plain;
+  materialize(plain);
+  EXPECT_TRUE(s->attend(plain).ok());
+  EXPECT_TRUE(seen.called);
+  EXPECT_EQ(seen.variants, nullptr);
+  EXPECT_EQ(seen.paged, nullptr);
+  EXPECT_EQ(seen.ragged, nullptr);
+}
+
+TEST(subject_abi_v3, an_instance_shorter_than_version_3_loads_without_its_features) {
+  seen_problem seen;
+  attncheck_instance d = recording_instance(ATTNCHECK_SUBJECT_ABI_VERSION_3, ATTNCHECK_FEATURE3_SINKS, seen);
+  d.struct_size = static_cast<std::uint32_t>(ATTNCHECK_INSTANCE_V2_SIZE);  // built against an early version 3 header
+  const auto s = subject::adopt(&d, "short v3");
+  EXPECT_EQ(s->abi(), 3u);
+  EXPECT_EQ(s->features_v3(), 0u);
+  EXPECT_FALSE(s->cannot_take(sink_case()).empty());
+  d.struct_size = static_cast<std::uint32_t>(ATTNCHECK_INSTANCE_V2_SIZE) - 8;  // shorter than version 2: refused
+  EXPECT_THROW(subject::adopt(&d, "too short"), input_error);
+}
+
+TEST(subject_abi_v3, a_declared_variant_is_handed_over_and_others_stay_null) {
+  seen_problem seen;
+  attncheck_instance d = recording_instance(ATTNCHECK_SUBJECT_ABI_VERSION_3, ATTNCHECK_FEATURE3_SINKS, seen);
+  const auto s = subject::adopt(&d, "v3");
+  const attn_case c = sink_case();
+  ASSERT_EQ(s->cannot_take(c), "");
+  EXPECT_TRUE(s->attend(c).ok());
+  ASSERT_NE(seen.variants, nullptr);  // (dangling after the call: only compared)
+  EXPECT_EQ(seen.paged, nullptr);
+  EXPECT_EQ(seen.ragged, nullptr);
+  attn_case windowed = c;
+  windowed.variants.window_left = 1;
+  EXPECT_EQ(s->cannot_take(windowed), "no sliding window");
 }
 
 TEST(subject_instances, key_blocks_are_capped_near_the_key_count) {
