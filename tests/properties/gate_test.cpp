@@ -252,9 +252,17 @@ TEST(subject_abi_v3, unknown_feature_and_claim_bits_are_refused_naming_the_bit) 
       EXPECT_EQ(err.field(), std::string("subject.") + field) << err.what();
     }
   }
+  // tanh_ulps: accepted at ATTNCHECK_MAX_TANH_ULPS, refused one step past it (as abi_limits does for the others).
   attncheck_instance d = recording_instance(ATTNCHECK_SUBJECT_ABI_VERSION_3, ATTNCHECK_FEATURE3_SOFTCAP, seen);
-  d.tanh_ulps = ATTNCHECK_MAX_TANH_ULPS * 2;
-  EXPECT_THROW(subject::adopt(&d, "v3"), input_error);
+  d.tanh_ulps = ATTNCHECK_MAX_TANH_ULPS;
+  EXPECT_EQ(subject::adopt(&d, "v3")->tanh_ulps(), ATTNCHECK_MAX_TANH_ULPS);
+  d.tanh_ulps = std::nextafter(ATTNCHECK_MAX_TANH_ULPS, 1e300);
+  try {
+    subject::adopt(&d, "v3");
+    ADD_FAILURE() << "accepted tanh_ulps past the limit";
+  } catch (const input_error& err) {
+    EXPECT_EQ(err.field(), "subject.tanh_ulps");
+  }
 }
 
 TEST(subject_abi_v3, a_version_2_instance_ignores_version_3_fields_and_gets_no_variant) {
