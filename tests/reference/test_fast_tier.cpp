@@ -400,5 +400,29 @@ TEST(fast_tier, libm_exp_and_log_within_the_declared_ulps) {
   EXPECT_LE(worst_log, oracle_detail::fast_constants::exp_ulps);
 }
 
+// The softcap's libm assumption: glibc's double tanh within
+// fast_constants::tanh_ulps of the correctly rounded result (MPFR), over the
+// arguments x / c the fast tier passes it: both signs, magnitudes from 2^-60
+// (tanh(y) ~ y) through the transition near 1 to saturation past 20.
+TEST(fast_tier, libm_tanh_within_the_declared_ulps) {
+  using mp = oracle_detail::mpfr50;
+  std::mt19937_64 rng(base_seed() + 1);
+  std::uniform_real_distribution<double> near(-4, 4), wide(-40, 40), log_mag(-60, 6);
+  double worst = 0, worst_at = 0;
+  for (int t = 0; t < 30'000; ++t) {
+    double a = t % 3 == 0 ? near(rng) : t % 3 == 1 ? wide(rng) : std::exp2(log_mag(rng));
+    if (t % 2 == 1 && t % 3 == 2) a = -a;
+    const mp exact = tanh(mp(a));
+    const double y = static_cast<double>(exact);
+    int ex = 0;
+    std::frexp(y, &ex);
+    const double ulp = std::ldexp(1.0, std::max(ex - 53, -1074));
+    const double err = static_cast<double>(abs(mp(std::tanh(a)) - exact)) / ulp;
+    if (err > worst) worst = err, worst_at = a;
+  }
+  std::printf("glibc tanh: worst %.3f ulps at %.17g (declared %g)\n", worst, worst_at, oracle_detail::fast_constants::tanh_ulps);
+  EXPECT_LE(worst, oracle_detail::fast_constants::tanh_ulps);
+}
+
 }  // namespace
 }  // namespace attncheck
