@@ -501,6 +501,26 @@ TEST(fast_tier, a_row_without_keys_gives_zero_and_the_sink_exactly) {
   for (double e : f.lse_error) EXPECT_EQ(e, 0.0);
 }
 
+// mpfr50 states no accuracy for contract 1.1 cases (docs/oracle.md,
+// "Accuracy"), so auto_tier's fast result claims none either: NaN, while the
+// same case without its variant gets the fast tier's own error.
+TEST(fast_tier, variant_cases_claim_no_accuracy_as_mpfr50) {
+  attn_case c = oracle_testing::shaped_case({.lq = 2, .lk = 4, .d = 2, .dv = 2});
+  c.seed = 7;
+  materialize(c);
+  oracle_options opt;
+  opt.precision = oracle_precision::auto_tier;
+  opt.want_accuracy = true;
+  const oracle_result plain = reference(c, opt);
+  ASSERT_EQ(plain.tier, oracle_tier::fast_binary64);
+  for (double a : plain.o_accuracy) EXPECT_TRUE(std::isfinite(a));
+  c.variants.softcap = 5.0f;
+  const oracle_result capped = reference(c, opt);
+  ASSERT_EQ(capped.tier, oracle_tier::fast_binary64) << "a softcapped case of ordinary values is judged in binary64";
+  for (double a : capped.o_accuracy) EXPECT_TRUE(std::isnan(a));
+  for (double a : capped.lse_accuracy) EXPECT_TRUE(std::isnan(a));
+}
+
 // Wrong on purpose in each variant's own arithmetic: tanh 2^-40 off (about
 // 8000 ulps where 16 are declared) on every other key of softcapped cases,
 // the sink's weight 2^-40 off, exp 2^-40 off in variant cases, and fast values
