@@ -83,4 +83,24 @@ inline attn_case any_small_case(std::uint64_t seed) {
   return with_random_storage(c, below, rng);
 }
 
+/// Draws each contract 1.1 variant onto c with its own coin (each about half
+/// the time, the chunk a quarter; softcaps in [0.25, 0.25 + softcap_span]),
+/// from below(n), a uniform draw in [0, n).
+template <class Below>
+void draw_variants(attn_case& c, const Below& below, double softcap_span) {
+  score_variants& w = c.variants;
+  if (below(2)) w.window_left = below(4) - 1;
+  if (below(2)) w.window_right = below(4) - 1;
+  if (below(4) == 0) w.chunk = 1 + below(4);
+  if (below(2)) w.softcap = static_cast<float>(0.25 + softcap_span * static_cast<double>(below(1000)) / 1000.0);
+  if (below(2)) w.sinks = static_cast<sink_kind>(1 + below(5));
+  if (below(2)) w.alibi = static_cast<alibi_kind>(1 + below(3));
+  if (below(2)) {
+    const std::int64_t full[4] = {c.b, c.hq, c.lq, c.lk};
+    for (int a = 0; a < 4; ++a) w.bias_shape[static_cast<std::size_t>(a)] = below(2) ? full[a] : 1;
+    w.bias_type = static_cast<dtype>(below(3));
+    w.bias_values = static_cast<bias_kind>(below(3));
+  }
+}
+
 }  // namespace attncheck::oracle_testing

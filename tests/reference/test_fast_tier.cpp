@@ -347,21 +347,7 @@ constexpr int value_kinds = static_cast<int>(value_kind::max_v) + 1;
 // kind from all of them (the adversarial ones included).
 template <class Below>
 attn_case with_random_variants(attn_case c, const Below& below) {
-  score_variants& w = c.variants;
-  while (!w.any()) {
-    if (below(2)) w.window_left = below(4) - 1;
-    if (below(2)) w.window_right = below(4) - 1;
-    if (below(4) == 0) w.chunk = 1 + below(4);
-    if (below(2)) w.softcap = static_cast<float>(0.25 + 50.0 * static_cast<double>(below(1000)) / 1000.0);
-    if (below(2)) w.sinks = static_cast<sink_kind>(1 + below(5));
-    if (below(2)) w.alibi = static_cast<alibi_kind>(1 + below(3));
-    if (below(2)) {
-      const std::int64_t full[4] = {c.b, c.hq, c.lq, c.lk};
-      for (int a = 0; a < 4; ++a) w.bias_shape[static_cast<std::size_t>(a)] = below(2) ? full[a] : 1;
-      w.bias_type = static_cast<dtype>(below(3));
-      w.bias_values = static_cast<bias_kind>(below(3));
-    }
-  }
+  while (!c.variants.any()) oracle_testing::draw_variants(c, below, 50.0);
   c.values = static_cast<value_kind>(below(value_kinds));
   materialize(c);
   return c;
@@ -521,6 +507,25 @@ TEST(fast_tier, variant_cases_claim_no_accuracy_as_mpfr50) {
   for (double a : capped.lse_accuracy) EXPECT_TRUE(std::isnan(a));
 }
 
+// The fast tier's values, each element with a nonzero own error moved to twice
+// that error from the MPFR value m; the others (empty rows: exact) marked
+// non-finite so the own-error check skips them.
+fast_tier_result moved_by_twice_own_error(fast_tier_result f, const oracle_result& m) {
+  for (std::size_t x = 0; x < f.r.o.size(); ++x) {
+    if (std::isfinite(f.o_error[x]) && f.o_error[x] > 0)
+      f.r.o[x] = m.o[x] + 2 * f.o_error[x];
+    else
+      f.o_error[x] = inf;
+  }
+  for (std::size_t x = 0; x < f.r.lse.size(); ++x) {
+    if (std::isfinite(f.lse_error[x]) && f.lse_error[x] > 0)
+      f.r.lse[x] = m.lse[x] - 2 * f.lse_error[x];
+    else
+      f.lse_error[x] = inf;
+  }
+  return f;
+}
+
 // Wrong on purpose in each variant's own arithmetic: tanh 2^-40 off (about
 // 8000 ulps where 16 are declared) on every other key of softcapped cases,
 // the sink's weight 2^-40 off, exp 2^-40 off in variant cases, and fast values
@@ -540,20 +545,7 @@ TEST(fast_tier, a_deliberately_wrong_fast_tier_is_caught_on_variants) {
     if (c.variants.has_softcap()) check_own_error(c, fast_tier(c, opt, bad_tanh), m, wrong_tanh);
     if (c.variants.has_sinks()) check_own_error(c, fast_tier(c, opt, bad_sink), m, wrong_sink);
     check_own_error(c, fast_tier(c, opt, bad_exp), m, wrong_exp);
-    fast_tier_result f = fast_tier(c, opt);
-    for (std::size_t x = 0; x < f.r.o.size(); ++x) {
-      if (std::isfinite(f.o_error[x]) && f.o_error[x] > 0)
-        f.r.o[x] = m.o[x] + 2 * f.o_error[x];
-      else
-        f.o_error[x] = inf;
-    }
-    for (std::size_t x = 0; x < f.r.lse.size(); ++x) {
-      if (std::isfinite(f.lse_error[x]) && f.lse_error[x] > 0)
-        f.r.lse[x] = m.lse[x] - 2 * f.lse_error[x];
-      else
-        f.lse_error[x] = inf;
-    }
-    check_own_error(c, f, m, moved);
+    check_own_error(c, moved_by_twice_own_error(fast_tier(c, opt), m), m, moved);
   }
   std::printf("wrong tanh: %ld of %ld elements outside the own error (first: %s)\n", wrong_tanh.outside, wrong_tanh.elements,
               wrong_tanh.first.c_str());
@@ -584,20 +576,7 @@ TEST(fast_tier, a_deliberately_wrong_fast_tier_is_caught) {
     check_own_error(c, fast_tier(c, opt, bad), m, wrong_exp);
     // Each element with a nonzero own error moved to 2x that error from the
     // MPFR value; the others (empty rows: exact) marked non-finite so they are skipped.
-    fast_tier_result f = fast_tier(c, opt);
-    for (std::size_t x = 0; x < f.r.o.size(); ++x) {
-      if (std::isfinite(f.o_error[x]) && f.o_error[x] > 0)
-        f.r.o[x] = m.o[x] + 2 * f.o_error[x];
-      else
-        f.o_error[x] = inf;
-    }
-    for (std::size_t x = 0; x < f.r.lse.size(); ++x) {
-      if (std::isfinite(f.lse_error[x]) && f.lse_error[x] > 0)
-        f.r.lse[x] = m.lse[x] - 2 * f.lse_error[x];
-      else
-        f.lse_error[x] = inf;
-    }
-    check_own_error(c, f, m, moved);
+    check_own_error(c, moved_by_twice_own_error(fast_tier(c, opt), m), m, moved);
   }
   std::printf("wrong exp: %ld of %ld elements outside the own error (first: %s)\n", wrong_exp.outside, wrong_exp.elements,
               wrong_exp.first.c_str());

@@ -153,19 +153,7 @@ attn_case any_variant_case(std::uint64_t seed) {
   std::mt19937_64 rng(seed ^ 0x5a17c0de);
   const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
   attn_case c = oracle_testing::any_small_case(seed);
-  score_variants& w = c.variants;
-  if (below(2)) w.window_left = below(4) - 1;
-  if (below(2)) w.window_right = below(4) - 1;
-  if (below(4) == 0) w.chunk = 1 + below(4);
-  if (below(2)) w.softcap = static_cast<float>(0.25 + 8.0 * static_cast<double>(below(1000)) / 1000.0);
-  if (below(2)) w.sinks = static_cast<sink_kind>(1 + below(5));
-  if (below(2)) w.alibi = static_cast<alibi_kind>(1 + below(3));
-  if (below(2)) {
-    const std::int64_t full[4] = {c.b, c.hq, c.lq, c.lk};
-    for (int a = 0; a < 4; ++a) w.bias_shape[static_cast<std::size_t>(a)] = below(2) ? full[a] : 1;
-    w.bias_type = static_cast<dtype>(below(3));
-    w.bias_values = static_cast<bias_kind>(below(3));
-  }
+  oracle_testing::draw_variants(c, below, 8.0);
   materialize(c);
   return c;
 }

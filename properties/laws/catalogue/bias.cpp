@@ -227,35 +227,26 @@ std::string bias_and_mask(const subject& s) {
 }  // namespace
 
 std::vector<law> bias_laws() {
-  // Each case runs the subject twice and the bound twice: a tenth of --cases.
   return {law_entry("bias.alibi_equals_explicit_bias", alibi_equals_explicit_bias, 0.5,
                     "ALiBi equals the f32 bias of its terms m_h (j - p), and slope 0 equals no ALiBi, within the bound")
               .applies_when(alibi_and_bias)
               .prepared_by(prepare_alibi)
-              .with_variants()
-              .sampled(0.1)
-              .capped(run_default::variant_max_work),
+              .variant_identity(),
           law_entry("bias.row_constant_changes_nothing", row_constant_changes_nothing, 0.5,
                     "a constant (up to 1e4) added to a whole bias row leaves O within the bound and moves LSE by it")
               .applies_when(declares(ATTNCHECK_FEATURE3_BIAS, "bias"))
               .prepared_by(prepare_row_constant)
-              .with_variants()
-              .sampled(0.1)
-              .capped(run_default::variant_max_work),
+              .variant_identity(),
           law_entry("bias.minus_inf_equals_mask", minus_inf_equals_mask, 0.5,
                     "a -inf bias entry equals the boolean mask hiding that key (the entry made +4096), within the bound")
               .applies_when(bias_and_mask)
               .prepared_by(prepare_masking)
-              .with_variants()
-              .sampled(0.1)
-              .capped(run_default::variant_max_work),
+              .variant_identity(),
           law_entry("bias.broadcast_equals_materialized", broadcast_equals_materialized, 0.5,
                     "a bias broadcast over size-1 dims equals it materialized in full, within the bound")
               .applies_when(declares(ATTNCHECK_FEATURE3_BIAS, "bias"))
               .prepared_by(prepare_broadcast)
-              .with_variants()
-              .sampled(0.1)
-              .capped(run_default::variant_max_work)};
+              .variant_identity()};
 }
 
 }  // namespace attncheck::laws

@@ -177,6 +177,12 @@ class law_entry {
   law_entry&& sampled(double share) && { return set(&law::case_share, share); }
   /// Its cases stay at or below this work (case_work), whatever the run's max_work.
   law_entry&& capped(std::int64_t work) && { return set(&law::max_work, work); }
+  /// A law of the contract 1.1 variants: it draws them, checks a tenth of
+  /// --cases (each case runs the subject and the bound twice or more) on cases
+  /// of at most run_default::variant_max_work, so the gate's time stays budgeted.
+  law_entry&& variant_identity() && {
+    return std::move(*this).with_variants().sampled(0.1).capped(run_default::variant_max_work);
+  }
   /// The law counts variants_judged, each held to this floor (law::variant_floor).
   law_entry&& judges_variants(double floor) && { return set(&law::variant_floor, floor); }
   operator law() && { return std::move(l_); }

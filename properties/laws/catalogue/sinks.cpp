@@ -164,23 +164,18 @@ std::string sinks_and_lse(const subject& s) {
 }  // namespace
 
 std::vector<law> sinks_laws() {
-  // Each case runs the subject twice and the bound twice: a tenth of --cases.
   return {law_entry("sinks.sink_rescales_plain_output", sink_rescales_plain_output, 0.5,
                     "with a sink sigma, O = O_plain * sigmoid(LSE_plain - sigma) and LSE = logaddexp(LSE_plain, sigma) within "
                     "the bound (sigma = -inf: no sink; a row with no key: O = 0, LSE = sigma)")
               .applies_when(sinks_and_lse)
               .prepared_by(prepare_sinks)
-              .with_variants()
-              .sampled(0.1)
-              .capped(run_default::variant_max_work),
+              .variant_identity(),
           law_entry("sinks.common_shift_changes_nothing", common_shift_changes_nothing, 0.5,
                     "shifting every score and the sink logit by one constant (up to 1e4) leaves O within the bound and moves "
                     "LSE by it")
               .applies_when(declares(ATTNCHECK_FEATURE3_SINKS, "sinks"))
               .prepared_by(prepare_sink_shift)
-              .with_variants()
-              .sampled(0.1)
-              .capped(run_default::variant_max_work)};
+              .variant_identity()};
 }
 
 }  // namespace attncheck::laws

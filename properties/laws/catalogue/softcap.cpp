@@ -131,21 +131,16 @@ law_outcome far_cap_equals_none(const subject& s, const attn_case& c) {
 }  // namespace
 
 std::vector<law> softcap_laws() {
-  // Each case runs the subject once or twice: a tenth of --cases.
   return {law_entry("softcap.weights_within_capped_range", weights_within_capped_range, 0.5,
                     "with V = identity each weight lies, within the bound, between what scores capped at +-c allow (ALiBi, "
                     "bias and the sink counted exactly)")
               .applies_when(declares(ATTNCHECK_FEATURE3_SOFTCAP, "softcap"))
               .prepared_by(prepare_capped)
-              .with_variants()
-              .sampled(0.1)
-              .capped(run_default::variant_max_work),
+              .variant_identity(),
           law_entry("softcap.far_cap_equals_none", far_cap_equals_none, 0.5,
                     "a cap 2^20 above every |score| equals no cap within the bound")
               .applies_when(declares(ATTNCHECK_FEATURE3_SOFTCAP, "softcap"))
-              .with_variants()
-              .sampled(0.1)
-              .capped(run_default::variant_max_work)};
+              .variant_identity()};
 }
 
 }  // namespace attncheck::laws

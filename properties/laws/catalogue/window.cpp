@@ -192,22 +192,17 @@ std::string declares_window_or_chunk(const subject& s) {
 }  // namespace
 
 std::vector<law> window_laws() {
-  // Each case runs the subject twice and the bound twice: a tenth of --cases.
   return {law_entry("window.outside_keys_never_matter", outside_keys_never_matter, 0.5,
                     "keys outside a row's window or chunk never matter: perturbed (huge-logit canaries one past each edge, "
                     "the rest garbage or NaN), the rows clear of them stay within the bound")
               .applies_when(declares_window_or_chunk)
               .prepared_by(prepare_outside)
-              .with_variants()
-              .sampled(0.1)
-              .capped(run_default::variant_max_work),
+              .variant_identity(),
           law_entry("window.wide_window_equals_plain", degenerate_windows_equal_plain, 0.5,
                     "a window wider than Lk + Lq equals none, the window (-1, 0) equals causal, a chunk >= Lk + Lq equals none "
                     "(rows with p >= 0), within the bound")
               .applies_when(declares_window_or_chunk)
-              .with_variants()
-              .sampled(0.1)
-              .capped(run_default::variant_max_work)};
+              .variant_identity()};
 }
 
 }  // namespace attncheck::laws
