@@ -56,18 +56,23 @@ def _core_module():
 __all__ = ["declare", "bf16_bits", "bf16_values", "oracle", "Oracle", "gate", "Case", "GateFailure"]
 
 _DTYPES = ("f32", "f16", "bf16")
-_FEATURES = ("causal", "padding", "mask", "lse", "threads")
+_FEATURES = ("causal", "padding", "mask", "lse", "threads", "window", "chunk", "softcap", "sinks", "alibi", "bias")
 _CLAIMS = ("deterministic", "threads", "batch", "cache", "layout", "lq")
 
 
 def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), key_blocks=1, hints=None,
-            tensors="numpy", cache=None):
+            tensors="numpy", cache=None, tanh_ulps=None):
     """Marks a callable as an attncheck subject.
 
     u          unit roundoff of the compute type, in [2^-64, 2^-8] (2**-24 for f32 compute)
     exp_ulps   accuracy of the exp used, in ulps, in [0, 4096]
     dtypes     storage types taken: any of "f32", "f16", "bf16"
-    features   any of "causal", "padding", "mask", "lse", "threads"
+    features   any of "causal", "padding", "mask", "lse", "threads", and the
+               contract 1.1 variants "window", "chunk", "softcap", "sinks",
+               "alibi", "bias" (each reaches the callable as a keyword when a
+               case uses it: docs/python.md, "Variants")
+    tanh_ulps  accuracy of the tanh used, in ulps, in [0, 4096]: required with
+               "softcap", refused without it
     claims     invariances checked bit for bit: "deterministic", "threads",
                "batch", "cache", "layout", "lq"
     key_blocks online-softmax blocks per row (an int, or a function of Lk); 1
@@ -88,6 +93,8 @@ def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), 
         decl["name"] = name
     if cache is not None:
         decl["cache"] = cache
+    if tanh_ulps is not None:
+        decl["tanh_ulps"] = tanh_ulps
 
     def mark(fn):
         fn.__attncheck__ = decl
