@@ -107,3 +107,34 @@ def test_case_parses_prints_and_materializes_what_the_oracle_sees():
     np.testing.assert_array_equal(attncheck.oracle(case).lse, from_line.lse)
     # The materialized case drives a kernel directly.
     assert my_kernel(**m).shape == (2, 3, 4, 2)
+
+
+def test_gate_hands_variants_to_a_callable_that_declares_them(tmp_path):
+    from attncheck.subjects import numpy_variants
+
+    table = attncheck.gate(numpy_variants.attend_window, cases=20, seed=7, only=["differential"], out=tmp_path / "pass")
+    assert [row["verdict"] for row in table] == ["pass"]
+
+    # Declared and taken, then not applied: the law that draws the variant fails.
+    @attncheck.declare(u=2**-53, exp_ulps=1, features=["causal", "window"])
+    def window_ignored(q, k, v, *, window=None, **kw):
+        return numpy_variants.attention(q, k, v, **kw)[0]
+
+    with pytest.raises(attncheck.GateFailure) as failure:
+        attncheck.gate(window_ignored, cases=20, seed=7, only=["differential"], out=tmp_path / "fail")
+    assert "window=[" in next(row["counterexample"] for row in failure.value.result["laws"] if row["verdict"] == "fail")
+
+
+def test_materialize_gives_a_variant_case_as_the_keywords_a_subject_receives():
+    line = "ATTN(b=2,hq=2,hkv=1,lq=3,lk=5,d=2,dv=2,causal,window=[1,0],chunk=4,softcap=5,sinks=normal,alibi=standard,bias=1x2x1x5,f32,seed=3)"
+    m = attncheck.Case(line).materialize()
+    assert m["window"] == (1, 0) and m["chunk"] == 4 and m["softcap"] == 5.0
+    assert m["sinks"].dtype == np.float32 and m["sinks"].shape == (2,) and m["alibi_slopes"].shape == (2,)
+    assert m["bias"].shape == (2, 2, 3, 5) and m["bias"].strides[0] == 0
+    from attncheck.subjects import numpy_variants
+
+    o, lse = numpy_variants.attend(**m)
+    ref = attncheck.oracle(line, u=2**-53, exp_ulps=1)
+    assert np.all(np.abs(o.astype(np.float64) - ref.o) <= ref.bound)
+    # A case without variants has none of the keywords: today's signature.
+    assert "window" not in attncheck.Case("ATTN(b=1,hq=1,hkv=1,lq=1,lk=1,d=1,dv=1,f32)").materialize()

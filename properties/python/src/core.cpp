@@ -154,6 +154,17 @@ py::dict materialized(attn_case c) {
   } else {
     d["mask"] = py::none();
   }
+  // Contract 1.1 variants: the keywords a subject receives (docs/python.md,
+  // "Variants"), only those the case uses.
+  const score_variants& w = c.variants;
+  if (w.has_window()) d["window"] = py::make_tuple(w.window_left, w.window_right);
+  if (w.has_chunk()) d["chunk"] = w.chunk;
+  if (w.has_softcap()) d["softcap"] = static_cast<double>(w.softcap);
+  if (w.has_sinks()) d["sinks"] = py::array_t<float>(static_cast<py::ssize_t>(w.sink_logits.size()), w.sink_logits.data());
+  if (w.has_alibi())
+    d["alibi_slopes"] = py::array_t<float>(static_cast<py::ssize_t>(w.alibi_slopes.size()), w.alibi_slopes.data());
+  if (w.has_bias())
+    d["bias"] = py::module_::import("numpy").attr("broadcast_to")(array_of(w.bias), py::make_tuple(c.b, c.hq, c.lq, c.lk));
   return d;
 }
 
