@@ -134,8 +134,15 @@ def test_materialize_gives_a_variant_case_as_the_keywords_a_subject_receives():
     from attncheck.subjects import numpy_variants
 
     o, lse = numpy_variants.attend(**m)
-    ref = attncheck.oracle(line, u=2**-53, exp_ulps=1)
+    ref = attncheck.oracle(line, u=2**-53, exp_ulps=1, tanh_ulps=2)
     assert np.all(np.abs(o.astype(np.float64) - ref.o) <= ref.bound)
+    # The oracle on arrays takes the same keywords and computes the same.
+    from_arrays = attncheck.oracle(**{key: m[key] for key in m if key != "dtype"}, u=2**-53, exp_ulps=1, tanh_ulps=2)
+    np.testing.assert_array_equal(from_arrays.o, ref.o)
+    np.testing.assert_array_equal(from_arrays.lse, ref.lse)
+    np.testing.assert_array_equal(from_arrays.bound, ref.bound)
+    with pytest.raises(ValueError, match="sinks"):
+        attncheck.oracle(m["q"], m["k"], m["v"], sinks=np.zeros(3, np.float32))
     # A case without variants has none of the keywords: today's signature.
     assert "window" not in attncheck.Case("ATTN(b=1,hq=1,hkv=1,lq=1,lk=1,d=1,dv=1,f32)").materialize()
 
