@@ -1,7 +1,8 @@
 """Contract 1.1 variants through torch's float attn_mask (python3-torch 1.13).
 
     attncheck gate --subject python:attncheck.subjects.torch_variants:attend          (as users write it)
-    attncheck gate --subject python:attncheck.subjects.torch_variants:attend_guarded  (rows that see no key -> 0)
+    attncheck gate --subject python:attncheck.subjects.torch_variants:attend_guarded  (the contract's guards)
+    attncheck gate --subject python:attncheck.subjects.torch_variants:attend_key_guarded  (guards, P @ V one matmul)
     attncheck gate --subject python:attncheck.subjects.torch_variants:attend_alibi    (ALiBi alone)
 
 What an additive float mask can express is four of the six variants: the
@@ -20,8 +21,13 @@ declared, they fail on torch's NaN rows as torch_math's `attend` does
 chunk that hides every key of a row (or a bias row of -inf) gives
 softmax(-inf, ...) = NaN where the contract says 0, and a hidden key is
 weighted by zero, not skipped, so a NaN in its slots reaches O.
-`attend_guarded` adds the guards a kernel needs (hidden scores forced to
--inf, V slots no row sees zeroed, empty rows set to 0). `attend_alibi`
+`attend_guarded` adds the guards the contract needs: hidden scores forced to
+-inf, rows that see no key set to 0, and P @ V summed over each row's
+visible keys (masked_fill on the products, not one matmul).
+`attend_key_guarded` keeps the matmul and zeroes only the V slots of keys no
+row of the head sees: not enough, since a key one row sees and another does
+not may hold NaN for the other (docs/spec.md, "Non-finite inputs in visible
+slots"), and window.outside_keys_never_matter shows it. `attend_alibi`
 declares ALiBi alone, which never hides a key.
 
 f32 storage and compute (u = 2^-24), exp within 1 ulp (Sleef's expf).
@@ -54,8 +60,15 @@ def variant_mask(b, hq, lq, lk, *, key_len=None, window=None, chunk=None, alibi_
 
 
 def float_mask_attention(q, k, v, *, scale, key_len=None, window=None, chunk=None, alibi_slopes=None, bias=None,
-                         guard_empty_rows=False):
-    """BSHD in, BSHD out: softmax(scale * q k^T + float mask) v."""
+                         guard="none"):
+    """BSHD in, BSHD out: softmax(scale * q k^T + float mask) v.
+
+    guard="none":  the math path as users write it.
+    guard="keys":  hidden scores forced to -inf (NaN + -inf is NaN), the V slots of keys no row of
+                   the head sees zeroed, rows that see no key set to 0; P @ V stays one matmul.
+    guard="rows":  the same, with P @ V summed over each row's visible keys only (a hidden key is
+                   skipped per row, never weighted by zero), as docs/spec.md asks.
+    """
     b, lq, hq, _ = q.shape
     lk, hkv = k.shape[1], k.shape[2]
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
@@ -64,20 +77,20 @@ def float_mask_attention(q, k, v, *, scale, key_len=None, window=None, chunk=Non
         v = v.repeat_interleave(hq // hkv, dim=1)
     mask = variant_mask(b, hq, lq, lk, key_len=key_len, window=window, chunk=chunk, alibi_slopes=alibi_slopes, bias=bias)
     scores = torch.matmul(q, k.transpose(-1, -2)) * scale + mask
-    if not guard_empty_rows:
+    if guard == "none":
         return torch.matmul(torch.softmax(scores, dim=-1), v).transpose(1, 2)
-    # The guards a kernel needs for the contract (docs/spec.md, "Rows that see no key" and
-    # "Masked slots are ignored"): a hidden key's score is -inf even where its K slot held NaN
-    # or inf (NaN + -inf is NaN), the V slots of keys no row of the head sees are zeroed
-    # (a weight of 0 times NaN is NaN), and a row that sees no key is 0.
     hidden = mask == float("-inf")
     scores = scores.masked_fill(hidden, float("-inf"))
-    used = ~hidden.all(dim=2)  # (B, Hq, Lk): some row of the head sees the key
-    v = torch.where(used.unsqueeze(-1), v, torch.zeros((), dtype=v.dtype))
-    out = torch.matmul(torch.softmax(scores, dim=-1), v)
+    weights = torch.softmax(scores, dim=-1)
+    zero = torch.zeros((), dtype=v.dtype)
+    if guard == "keys":
+        used = ~hidden.all(dim=2)  # (B, Hq, Lk): some row of the head sees the key
+        out = torch.matmul(weights, torch.where(used.unsqueeze(-1), v, zero))
+    else:
+        terms = weights.unsqueeze(-1) * v.unsqueeze(2)  # (B, Hq, Lq, Lk, Dv)
+        out = terms.masked_fill(hidden.unsqueeze(-1), 0.0).sum(dim=3)
     seen = (~hidden).any(dim=-1, keepdim=True)
-    out = torch.where(seen, out, torch.zeros((), dtype=out.dtype))
-    return out.transpose(1, 2)
+    return torch.where(seen, out, zero).transpose(1, 2)
 
 
 def _declared(fn, name, features):
@@ -94,7 +107,11 @@ def attend(q, k, v, *, scale, causal, key_len, mask, dtype, **variants):
 
 
 def attend_guarded(q, k, v, *, scale, causal, key_len, mask, dtype, **variants):
-    return float_mask_attention(q, k, v, scale=scale, key_len=key_len, guard_empty_rows=True, **variants)
+    return float_mask_attention(q, k, v, scale=scale, key_len=key_len, guard="rows", **variants)
+
+
+def attend_key_guarded(q, k, v, *, scale, causal, key_len, mask, dtype, **variants):
+    return float_mask_attention(q, k, v, scale=scale, key_len=key_len, guard="keys", **variants)
 
 
 def attend_alibi(q, k, v, *, scale, causal, key_len, mask, dtype, alibi_slopes=None):
@@ -103,4 +120,5 @@ def attend_alibi(q, k, v, *, scale, causal, key_len, mask, dtype, alibi_slopes=N
 
 _declared(attend, "torch-float-mask f32", FEATURES)
 _declared(attend_guarded, "torch-float-mask f32 guarded", FEATURES)
+_declared(attend_key_guarded, "torch-float-mask f32 key-guarded", FEATURES)
 _declared(attend_alibi, "torch-float-mask f32 alibi", ("alibi",))
