@@ -168,3 +168,56 @@ class CountIgnoringCache(ReferenceCache):
 @attncheck.declare(name="numpy-cache-ignores-count", cache=CountIgnoringCache, **_everything)
 def cache_ignores_count(q, k, v, **kw):
     return attention64(q, k, v, **kw, lse=True)
+
+
+# ---- Contract 1.1 variants: accepted but not applied ------------------------
+# Each declares a variant, takes its keyword, and does not (fully) apply it:
+# the gate must fail them (python_gate.variant_*_ignored_fails). The kernel is
+# attncheck.subjects.numpy_variants, which passes with the variant applied.
+from attncheck.subjects import numpy_variants as _nv  # noqa: E402
+
+_variant_decl = dict(u=2**-53, exp_ulps=1, dtypes=("f32",), features=("causal", "padding", "mask", "lse"),
+                     claims=("deterministic",))
+
+
+@attncheck.declare(name="numpy-softcap-ignored", tanh_ulps=2, **{**_variant_decl,
+                                                                 "features": _variant_decl["features"] + ("softcap",)})
+def softcap_ignored(q, k, v, *, softcap=None, **kw):
+    """Declares the softcap and takes softcap=, then never caps a score."""
+    return _nv.attention(q, k, v, **kw)
+
+
+@attncheck.declare(name="numpy-window-right-ignored", **{**_variant_decl,
+                                                         "features": _variant_decl["features"] + ("window",)})
+def window_right_ignored(q, k, v, *, window=None, **kw):
+    """Declares the sliding window and applies its left end only: keys past p + right stay visible."""
+    if window is not None:
+        window = (window[0], -1)
+    return _nv.attention(q, k, v, window=window, **kw)
+
+
+@attncheck.declare(name="numpy-sinks-ignored", **{**_variant_decl, "features": _variant_decl["features"] + ("sinks",)})
+def sinks_ignored(q, k, v, *, sinks=None, **kw):
+    """Declares attention sinks and leaves the sink out of the denominator."""
+    return _nv.attention(q, k, v, **kw)
+
+
+def softcap_without_tanh(q, k, v, **kw):
+    return _nv.attention(q, k, v, **kw)
+
+
+softcap_without_tanh.__attncheck__ = dict(u=2**-53, exp_ulps=1, features=["softcap"])
+
+
+def tanh_without_softcap(q, k, v, **kw):
+    return _nv.attention(q, k, v, **kw)
+
+
+tanh_without_softcap.__attncheck__ = dict(u=2**-53, exp_ulps=1, tanh_ulps=2, features=["window"])
+
+
+def tanh_ulps_too_large(q, k, v, **kw):
+    return _nv.attention(q, k, v, **kw)
+
+
+tanh_ulps_too_large.__attncheck__ = dict(u=2**-53, exp_ulps=1, tanh_ulps=5000, features=["softcap"])

@@ -107,3 +107,94 @@ def test_case_parses_prints_and_materializes_what_the_oracle_sees():
     np.testing.assert_array_equal(attncheck.oracle(case).lse, from_line.lse)
     # The materialized case drives a kernel directly.
     assert my_kernel(**m).shape == (2, 3, 4, 2)
+
+
+def test_gate_hands_variants_to_a_callable_that_declares_them(tmp_path):
+    from attncheck.subjects import numpy_variants
+
+    table = attncheck.gate(numpy_variants.attend_window, cases=20, seed=7, only=["differential"], out=tmp_path / "pass")
+    assert [row["verdict"] for row in table] == ["pass"]
+
+    # Declared and taken, then not applied: the law that draws the variant fails.
+    @attncheck.declare(u=2**-53, exp_ulps=1, features=["causal", "window"])
+    def window_ignored(q, k, v, *, window=None, **kw):
+        return numpy_variants.attention(q, k, v, **kw)[0]
+
+    with pytest.raises(attncheck.GateFailure) as failure:
+        attncheck.gate(window_ignored, cases=20, seed=7, only=["differential"], out=tmp_path / "fail")
+    assert "window=[" in next(row["counterexample"] for row in failure.value.result["laws"] if row["verdict"] == "fail")
+
+
+def test_materialize_gives_a_variant_case_as_the_keywords_a_subject_receives():
+    line = "ATTN(b=2,hq=2,hkv=1,lq=3,lk=5,d=2,dv=2,causal,window=[1,0],chunk=4,softcap=5,sinks=normal,alibi=standard,bias=1x2x1x5,f32,seed=3)"
+    m = attncheck.Case(line).materialize()
+    assert m["window"] == (1, 0) and m["chunk"] == 4 and m["softcap"] == 5.0
+    assert m["sinks"].dtype == np.float32 and m["sinks"].shape == (2,) and m["alibi_slopes"].shape == (2,)
+    assert m["bias"].shape == (2, 2, 3, 5) and m["bias"].strides[0] == 0
+    from attncheck.subjects import numpy_variants
+
+    o, lse = numpy_variants.attend(**m)
+    ref = attncheck.oracle(line, u=2**-53, exp_ulps=1, tanh_ulps=2)
+    assert np.all(np.abs(o.astype(np.float64) - ref.o) <= ref.bound)
+    # The oracle on arrays takes the same keywords and computes the same.
+    from_arrays = attncheck.oracle(**{key: m[key] for key in m if key != "dtype"}, u=2**-53, exp_ulps=1, tanh_ulps=2)
+    np.testing.assert_array_equal(from_arrays.o, ref.o)
+    np.testing.assert_array_equal(from_arrays.lse, ref.lse)
+    np.testing.assert_array_equal(from_arrays.bound, ref.bound)
+    with pytest.raises(ValueError, match="sinks"):
+        attncheck.oracle(m["q"], m["k"], m["v"], sinks=np.zeros(3, np.float32))
+    # A case without variants has none of the keywords: today's signature.
+    assert "window" not in attncheck.Case("ATTN(b=1,hq=1,hkv=1,lq=1,lk=1,d=1,dv=1,f32)").materialize()
+
+
+def _check_variant_keywords(q, k, kw, torch_mode):
+    """The conventions of docs/python.md, "Variants": raises (failing the gate) on any other."""
+    b, lq, hq, _ = q.shape
+    array_type = __import__("torch").Tensor if torch_mode else np.ndarray
+    if "window" in kw:
+        left, right = kw["window"]
+        assert type(left) is int and type(right) is int and left >= -1 and right >= -1 and max(left, right) >= 0
+    if "chunk" in kw:
+        assert type(kw["chunk"]) is int and kw["chunk"] >= 1
+    if "softcap" in kw:
+        assert type(kw["softcap"]) is float and kw["softcap"] > 0 and float(np.float32(kw["softcap"])) == kw["softcap"]
+    for name in ("sinks", "alibi_slopes"):
+        if name in kw:
+            assert isinstance(kw[name], array_type) and tuple(kw[name].shape) == (hq,)
+            assert str(kw[name].dtype) in ("float32", "torch.float32")
+    if "bias" in kw:
+        bias = kw["bias"]
+        assert isinstance(bias, array_type) and tuple(bias.shape) == (b, hq, lq, k.shape[1])
+        assert str(bias.dtype) in ("float32", "float16", "uint16", "torch.float32", "torch.float16", "torch.bfloat16")
+    assert set(kw) <= {"scale", "causal", "key_len", "mask", "dtype", "window", "chunk", "softcap", "sinks", "alibi_slopes",
+                       "bias"}
+
+
+_ALL_VARIANTS = ["causal", "padding", "mask", "window", "chunk", "softcap", "sinks", "alibi", "bias"]
+
+
+@attncheck.declare(u=2**-53, exp_ulps=1, tanh_ulps=2, dtypes=["f32", "bf16"], features=_ALL_VARIANTS)
+def keyword_checker(q, k, v, **kw):
+    _check_variant_keywords(q, k, kw, torch_mode=False)
+    from attncheck.subjects import numpy_variants
+
+    return numpy_variants.attention(q, k, v, **kw)[0]
+
+
+@attncheck.declare(u=2**-53, exp_ulps=1, tanh_ulps=2, dtypes=["f32", "f16"], features=_ALL_VARIANTS, tensors="torch")
+def torch_keyword_checker(q, k, v, **kw):
+    _check_variant_keywords(q, k, kw, torch_mode=True)
+    from attncheck.subjects import numpy_variants
+
+    # A bf16 bias arrives as torch.bfloat16, which has no numpy form: widen it (exactly) to float32.
+    as_numpy = {key: (val.float().numpy() if key == "bias" else val.numpy() if hasattr(val, "numpy") else val)
+                for key, val in kw.items()}
+    return numpy_variants.attention(q.numpy(), k.numpy(), v.numpy(), **as_numpy)[0]
+
+
+@pytest.mark.parametrize("kernel", [keyword_checker, torch_keyword_checker], ids=["numpy", "torch"])
+def test_variant_keywords_follow_the_documented_conventions(kernel, tmp_path):
+    if kernel is torch_keyword_checker:
+        pytest.importorskip("torch")
+    table = attncheck.gate(kernel, cases=30, seed=5, only=["differential"], out=tmp_path)
+    assert [row["verdict"] for row in table] == ["pass"]

@@ -56,18 +56,23 @@ def _core_module():
 __all__ = ["declare", "bf16_bits", "bf16_values", "oracle", "Oracle", "gate", "Case", "GateFailure"]
 
 _DTYPES = ("f32", "f16", "bf16")
-_FEATURES = ("causal", "padding", "mask", "lse", "threads")
+_FEATURES = ("causal", "padding", "mask", "lse", "threads", "window", "chunk", "softcap", "sinks", "alibi", "bias")
 _CLAIMS = ("deterministic", "threads", "batch", "cache", "layout", "lq")
 
 
 def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), key_blocks=1, hints=None,
-            tensors="numpy", cache=None):
+            tensors="numpy", cache=None, tanh_ulps=None):
     """Marks a callable as an attncheck subject.
 
     u          unit roundoff of the compute type, in [2^-64, 2^-8] (2**-24 for f32 compute)
     exp_ulps   accuracy of the exp used, in ulps, in [0, 4096]
     dtypes     storage types taken: any of "f32", "f16", "bf16"
-    features   any of "causal", "padding", "mask", "lse", "threads"
+    features   any of "causal", "padding", "mask", "lse", "threads", and the
+               contract 1.1 variants "window", "chunk", "softcap", "sinks",
+               "alibi", "bias" (each reaches the callable as a keyword when a
+               case uses it: docs/python.md, "Variants")
+    tanh_ulps  accuracy of the tanh used, in ulps, in [0, 4096]: required with
+               "softcap", refused without it
     claims     invariances checked bit for bit: "deterministic", "threads",
                "batch", "cache", "layout", "lq"
     key_blocks online-softmax blocks per row (an int, or a function of Lk); 1
@@ -88,6 +93,8 @@ def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), 
         decl["name"] = name
     if cache is not None:
         decl["cache"] = cache
+    if tanh_ulps is not None:
+        decl["tanh_ulps"] = tanh_ulps
 
     def mark(fn):
         fn.__attncheck__ = decl
@@ -119,7 +126,7 @@ and the per-element bounds on |subject - oracle| for O and LSE (docs/bound.md)."
 
 
 def oracle(q, k=None, v=None, *, scale=None, causal=False, key_len=None, mask=None, dtype=None, u=2**-24, exp_ulps=1.0,
-           key_blocks=1):
+           key_blocks=1, window=None, chunk=None, softcap=None, sinks=None, alibi_slopes=None, bias=None, tanh_ulps=1.0):
     """The high-precision reference (MPFR, 50 digits) and its error bound.
 
     oracle(q, k, v, ...)  numpy arrays in BSHD order of a storage type: float32,
@@ -129,7 +136,9 @@ def oracle(q, k=None, v=None, *, scale=None, causal=False, key_len=None, mask=No
     oracle("ATTN(...)")   a one-line case (tensors drawn from its seed)
     oracle(path)          a case file saved by the gate or the fuzzers
     oracle(case)          an attncheck.Case
-    u, exp_ulps, key_blocks: the subject's declared numbers, for the bound.
+    window, chunk, softcap, sinks, alibi_slopes, bias: the contract 1.1 variants, as a
+                          subject receives them (docs/python.md, "Variants"; arrays only)
+    u, exp_ulps, key_blocks, tanh_ulps: the subject's declared numbers, for the bound.
     Returns Oracle(o, lse, bound, lse_bound). Bad input raises ValueError naming the field.
     """
     _np = _numpy()
@@ -138,15 +147,18 @@ def oracle(q, k=None, v=None, *, scale=None, causal=False, key_len=None, mask=No
     if isinstance(q, (str, _os.PathLike)) or isinstance(q, _core.Case):
         if k is not None or v is not None:
             raise TypeError("oracle(case) takes no k or v")
+        if any(x is not None for x in (window, chunk, softcap, sinks, alibi_slopes, bias)):
+            raise TypeError("oracle(case) takes its variants from the case, not as keywords")
         if isinstance(q, _core.Case):
-            r = _core.oracle_of(q, u, exp_ulps, key_blocks)
+            r = _core.oracle_of(q, u, exp_ulps, key_blocks, tanh_ulps)
         else:
-            r = _core.oracle_case(_os.fspath(q), u, exp_ulps, key_blocks)
+            r = _core.oracle_case(_os.fspath(q), u, exp_ulps, key_blocks, tanh_ulps)
     else:
         q, k, v = (_np.asarray(x) for x in (q, k, v))
         lengths = None if key_len is None else [int(n) for n in _np.asarray(key_len).reshape(-1)]
         r = _core.oracle_arrays(q, k, v, scale, causal, lengths, None if mask is None else _np.asarray(mask, dtype=bool),
-                                dtype or "", u, exp_ulps, key_blocks)
+                                dtype or "", u, exp_ulps, key_blocks, window, chunk, softcap, sinks, alibi_slopes,
+                                None if bias is None else _np.asarray(bias), tanh_ulps)
     return Oracle(r["o"], r["lse"], r["o_bound"], r["lse_bound"])
 
 

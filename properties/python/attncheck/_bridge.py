@@ -19,9 +19,17 @@ DTYPES = {"f32": 0, "f16": 1, "bf16": 2}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 FEATURES = {"causal": 0x01, "padding": 0x02, "mask": 0x04, "lse": 0x08, "threads": 0x20}
 FEATURE_CACHE = 0x10
+# Contract 1.1 variants: bits of attncheck_instance.features_v3 (ATTNCHECK_FEATURE3_*). A subject that
+# declares any of them is handed a version 3 instance; one that declares none stays version 2.
+FEATURES3 = {"window": 0x001, "chunk": 0x002, "softcap": 0x004, "sinks": 0x008, "alibi": 0x010, "bias": 0x020}
+# The keyword each variant reaches the callable as, only when the case uses it (docs/python.md).
+VARIANT_KEYWORDS = {"window": "window", "chunk": "chunk", "softcap": "softcap", "sinks": "sinks", "alibi": "alibi_slopes",
+                    "bias": "bias"}
+MAX_TANH_ULPS = 4096.0  # ATTNCHECK_MAX_TANH_ULPS
 CLAIMS = {"deterministic": 0x01, "threads": 0x02, "batch": 0x04, "cache": 0x08, "layout": 0x10, "lq": 0x20}
 HINT_SLOTS = 8
-DECLARATION_KEYS = {"name", "dtypes", "features", "claims", "u", "exp_ulps", "key_blocks", "hints", "tensors", "cache"}
+DECLARATION_KEYS = {"name", "dtypes", "features", "claims", "u", "exp_ulps", "tanh_ulps", "key_blocks", "hints", "tensors",
+                    "cache"}
 HINT_KEYS = {"q_tile", "k_tile", "split_keys", "lengths", "head_dims"}
 # numpy has no bfloat16: bf16 travels as its bits in uint16 (docs/python.md).
 NUMPY_STORAGE = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(np.uint16)}
@@ -108,7 +116,12 @@ class Subject:
             if d not in DTYPES:
                 raise DeclarationError(f"dtypes: unknown entry '{d}' (known: f32, f16, bf16)")
             self.dtype_bits |= 1 << DTYPES[d]
-        self.feature_bits = _names(decl, "features", FEATURES, [])
+        features = decl.get("features", [])
+        features = [features] if isinstance(features, str) else list(features)
+        self.feature_bits = _names({"features": [f for f in features if f not in FEATURES3]}, "features",
+                                   {**FEATURES, **FEATURES3}, [])
+        self.feature3_bits = _names({"features": [f for f in features if f in FEATURES3]}, "features", FEATURES3, [])
+        self.variants = [name for name in FEATURES3 if self.feature3_bits & FEATURES3[name]]
         self.claim_bits = _names(decl, "claims", CLAIMS, [])
         self.cache_class = decl.get("cache")
         if self.cache_class is not None:
@@ -118,6 +131,17 @@ class Subject:
             self.feature_bits |= FEATURE_CACHE
         self.u = _number(decl, "u")
         self.exp_ulps = _number(decl, "exp_ulps")
+        # tanh_ulps belongs to the softcap: required with it, refused without it (the host reads it
+        # only with FEATURE3_SOFTCAP, so a stray one would be a declaration nobody checks).
+        if "softcap" in self.variants:
+            if "tanh_ulps" not in decl:
+                raise DeclarationError("declares the softcap but no 'tanh_ulps' (the accuracy of its tanh, in ulps: "
+                                       "the bound needs it, docs/bound.md)")
+            self.tanh_ulps = _number(decl, "tanh_ulps")
+        elif "tanh_ulps" in decl:
+            raise DeclarationError("declares tanh_ulps without the softcap feature it is about")
+        else:
+            self.tanh_ulps = 0.0
         kb = decl.get("key_blocks", 1)
         if not callable(kb) and (isinstance(kb, bool) or not isinstance(kb, int)):
             raise DeclarationError("key_blocks must be an integer or a function of lk")
@@ -143,11 +167,13 @@ class Subject:
         kb = self._key_blocks
         return int(kb(lk)) if callable(kb) else int(kb)
 
-    def attend(self, dtype, q, k, v, scale, causal, key_len, mask, threads, o, lse):
+    def attend(self, dtype, q, k, v, scale, causal, key_len, mask, threads, o, lse, variants=None):
         name = DTYPE_NAMES[dtype]
         kwargs = {"scale": scale, "causal": bool(causal), "key_len": key_len, "mask": mask, "dtype": name}
         if self.wants_threads:
             kwargs["threads"] = threads
+        if variants:
+            kwargs.update(self._variant_kwargs(variants))
         q, k, v = (self._arg(x, name) for x in (q, k, v))
         if mask is not None and self.tensors == "torch":
             kwargs["mask"] = self._torch_of(mask)
@@ -171,6 +197,18 @@ class Subject:
         self._store(cache.attend(self._arg(q, name), **kwargs), name, o, lse)
 
     # ---- conversions ----
+
+    def _variant_kwargs(self, variants):
+        """The case's variants (a dict from the C++ half, only those the case uses) as keywords.
+        The host gives a subject only the variants it declared; a stray one here is a bridge bug."""
+        out = {}
+        for key, value in variants.items():
+            if key not in self.variants:
+                raise RuntimeError(f"python bridge: the case uses the {key} variant, which {self.name} did not declare")
+            if self.tensors == "torch" and key in ("sinks", "alibi", "bias"):
+                value = self._arg(value, DTYPE_NAMES[variants_dtype(value)]) if key == "bias" else self._torch_of(value)
+            out[VARIANT_KEYWORDS[key]] = value
+        return out
 
     def _torch_of(self, a):
         import torch
@@ -228,6 +266,11 @@ class Subject:
             if lse_out.shape != lse.shape:
                 raise ValueError(f"the subject returned LSE of shape {tuple(lse_out.shape)}; expected (B, Hq, Lq) = {lse.shape}")
             np.copyto(lse, lse_out, casting="no")
+
+
+def variants_dtype(a):
+    """The ABI dtype code of a numpy array holding f32, f16 or bf16 bits (uint16)."""
+    return {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(np.uint16): 2}[a.dtype]
 
 
 class CacheConfig:

@@ -1,5 +1,7 @@
-// The Python bridge plugin (libattncheck_python.so): an ABI v2 plugin that
-// embeds CPython and makes an instance of a Python subject. The host loads it
+// The Python bridge plugin (libattncheck_python.so): a plugin that embeds
+// CPython and makes an instance of a Python subject, of ABI version 3 when
+// the subject declares a contract 1.1 variant and version 2 otherwise (both
+// entry points return the same instance; the host accepts either version). The host loads it
 // for `--subject python:MODULE:CALLABLE[:options]` and passes
 // "module=MODULE,callable=CALLABLE[,options]". Everything after that is what
 // happens to a C plugin: the same declaration checks, the same isolation
@@ -56,8 +58,9 @@ void report(char* err, std::size_t len, const std::string& what) {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) attncheck_instance* attncheck_subject_v2(const char* options, char* err,
-                                                                                           std::size_t err_len) {
+namespace {
+
+attncheck_instance* make_subject(const char* options, char* err, std::size_t err_len) {
   std::string module, callable;
   std::vector<std::pair<std::string, std::string>> rest;
   const std::string all = options ? options : "";
@@ -102,4 +105,16 @@ extern "C" __attribute__((visibility("default"))) attncheck_instance* attncheck_
     report(err, err_len, e.what());
   }
   return nullptr;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) attncheck_instance* attncheck_subject_v3(const char* options, char* err,
+                                                                                           std::size_t err_len) {
+  return make_subject(options, err, err_len);
+}
+
+extern "C" __attribute__((visibility("default"))) attncheck_instance* attncheck_subject_v2(const char* options, char* err,
+                                                                                           std::size_t err_len) {
+  return make_subject(options, err, err_len);
 }

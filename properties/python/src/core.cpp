@@ -62,10 +62,11 @@ py::array_t<double> doubles(const std::vector<double>& v, std::vector<py::ssize_
   return out;
 }
 
-oracle_options options_for(const attn_case& c, double u, double exp_ulps, std::int64_t key_blocks) {
+oracle_options options_for(const attn_case& c, double u, double exp_ulps, std::int64_t key_blocks, double tanh_ulps = 1.0) {
   oracle_options opt;
   opt.bound.u_compute = u;
   opt.bound.exp_ulps = exp_ulps;
+  opt.bound.tanh_ulps = tanh_ulps;
   opt.bound.key_blocks = key_blocks;
   opt.out_type = c.type;
   return opt;
@@ -80,9 +81,44 @@ py::dict result_of(const attn_case& c, const oracle_result& r) {
   return d;
 }
 
+// Hq float32 values (sinks or ALiBi slopes) from a 1-d array.
+std::vector<float> per_head(const py::object& values, std::int64_t hq, const char* name) {
+  const auto a = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(values);
+  if (!a || a.ndim() != 1 || a.shape(0) != hq)
+    throw input_error(name, "expected a float32 array of Hq = " + std::to_string(hq) + " values");
+  return std::vector<float>(a.data(), a.data() + a.size());
+}
+
+// The contract 1.1 variants given as the keywords a subject receives (docs/python.md, "Variants").
+void set_variants(attn_case& c, const py::object& window, const py::object& chunk, const py::object& softcap,
+                  const py::object& sinks, const py::object& alibi_slopes, const py::object& bias) {
+  score_variants& w = c.variants;
+  if (!window.is_none()) {
+    const auto lr = window.cast<std::pair<std::int64_t, std::int64_t>>();
+    w.window_left = lr.first, w.window_right = lr.second;
+  }
+  if (!chunk.is_none()) w.chunk = chunk.cast<std::int64_t>();
+  if (!softcap.is_none()) w.softcap = softcap.cast<float>();
+  // Explicit values: the recipe tags only say the feature is on (the values are what the oracle reads).
+  if (!sinks.is_none()) w.sinks = sink_kind::normal, w.sink_logits = per_head(sinks, c.hq, "sinks");
+  if (!alibi_slopes.is_none()) w.alibi = alibi_kind::random, w.alibi_slopes = per_head(alibi_slopes, c.hq, "alibi_slopes");
+  if (!bias.is_none()) {
+    const py::array b = py::array::ensure(bias);
+    if (!b) throw input_error("bias", "expected an array (B, Hq, Lq, Lk), each dim 1 or full");
+    const std::string kind = py::str(b.dtype());
+    const dtype t = kind == "float32" ? dtype::f32 : kind == "float16" ? dtype::f16 : dtype::bf16;
+    if (kind != "float32" && kind != "float16" && kind != "uint16")
+      throw input_error("bias", "dtype " + kind + " is not float32, float16 or uint16 (bf16 bits)");
+    w.bias = tensor_of(b, t, "bias");
+    w.bias_type = t;
+    for (int a = 0; a < 4; ++a) w.bias_shape[static_cast<std::size_t>(a)] = b.shape(a);
+  }
+}
+
 py::dict oracle_arrays(const py::array& q, const py::array& k, const py::array& v, py::object scale, bool causal,
                        py::object key_len, py::object mask, const std::string& dtype_name, double u, double exp_ulps,
-                       std::int64_t key_blocks) {
+                       std::int64_t key_blocks, py::object window, py::object chunk, py::object softcap, py::object sinks,
+                       py::object alibi_slopes, py::object bias, double tanh_ulps) {
   attn_case c;
   c.type = dtype_of(q, dtype_name);
   c.q = tensor_of(q, c.type, "q");
@@ -99,8 +135,9 @@ py::dict oracle_arrays(const py::array& q, const py::array& k, const py::array& 
     for (int a = 0; a < 4; ++a) c.mask_shape[static_cast<std::size_t>(a)] = m.shape(a);
     c.mask.assign(m.data(), m.data() + m.size());
   }
+  set_variants(c, window, chunk, softcap, sinks, alibi_slopes, bias);
   validate(c);
-  return result_of(c, reference(c, options_for(c, u, exp_ulps, key_blocks)));
+  return result_of(c, reference(c, options_for(c, u, exp_ulps, key_blocks, tanh_ulps)));
 }
 
 attn_case case_of(const std::string& line_or_path) {
@@ -112,9 +149,9 @@ attn_case case_of(const std::string& line_or_path) {
   return read_case_file(line_or_path).c;
 }
 
-py::dict oracle_case(const std::string& line_or_path, double u, double exp_ulps, std::int64_t key_blocks) {
+py::dict oracle_case(const std::string& line_or_path, double u, double exp_ulps, std::int64_t key_blocks, double tanh_ulps) {
   const attn_case c = case_of(line_or_path);
-  return result_of(c, reference(c, options_for(c, u, exp_ulps, key_blocks)));
+  return result_of(c, reference(c, options_for(c, u, exp_ulps, key_blocks, tanh_ulps)));
 }
 
 // The tensor as a dense numpy array of its storage type (bf16 as uint16 bits).
@@ -154,6 +191,17 @@ py::dict materialized(attn_case c) {
   } else {
     d["mask"] = py::none();
   }
+  // Contract 1.1 variants: the keywords a subject receives (docs/python.md,
+  // "Variants"), only those the case uses.
+  const score_variants& w = c.variants;
+  if (w.has_window()) d["window"] = py::make_tuple(w.window_left, w.window_right);
+  if (w.has_chunk()) d["chunk"] = w.chunk;
+  if (w.has_softcap()) d["softcap"] = static_cast<double>(w.softcap);
+  if (w.has_sinks()) d["sinks"] = py::array_t<float>(static_cast<py::ssize_t>(w.sink_logits.size()), w.sink_logits.data());
+  if (w.has_alibi())
+    d["alibi_slopes"] = py::array_t<float>(static_cast<py::ssize_t>(w.alibi_slopes.size()), w.alibi_slopes.data());
+  if (w.has_bias())
+    d["bias"] = py::module_::import("numpy").attr("broadcast_to")(array_of(w.bias), py::make_tuple(c.b, c.hq, c.lq, c.lk));
   return d;
 }
 
@@ -230,16 +278,18 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception<input_error>(m, "InputError", PyExc_ValueError);
   m.def("oracle_arrays", &oracle_arrays, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("scale") = py::none(),
         py::arg("causal") = false, py::arg("key_len") = py::none(), py::arg("mask") = py::none(), py::arg("dtype") = "",
-        py::arg("u") = 0x1p-24, py::arg("exp_ulps") = 1.0, py::arg("key_blocks") = 1);
+        py::arg("u") = 0x1p-24, py::arg("exp_ulps") = 1.0, py::arg("key_blocks") = 1, py::arg("window") = py::none(),
+        py::arg("chunk") = py::none(), py::arg("softcap") = py::none(), py::arg("sinks") = py::none(),
+        py::arg("alibi_slopes") = py::none(), py::arg("bias") = py::none(), py::arg("tanh_ulps") = 1.0);
   m.def("oracle_case", &oracle_case, py::arg("line_or_path"), py::arg("u") = 0x1p-24, py::arg("exp_ulps") = 1.0,
-        py::arg("key_blocks") = 1);
+        py::arg("key_blocks") = 1, py::arg("tanh_ulps") = 1.0);
   m.def(
       "oracle_of",
-      [](attn_case c, double u, double exp_ulps, std::int64_t key_blocks) {
+      [](attn_case c, double u, double exp_ulps, std::int64_t key_blocks, double tanh_ulps) {
         if (c.q.bits.empty()) materialize(c);
-        return result_of(c, reference(c, options_for(c, u, exp_ulps, key_blocks)));
+        return result_of(c, reference(c, options_for(c, u, exp_ulps, key_blocks, tanh_ulps)));
       },
-      py::arg("case"), py::arg("u") = 0x1p-24, py::arg("exp_ulps") = 1.0, py::arg("key_blocks") = 1);
+      py::arg("case"), py::arg("u") = 0x1p-24, py::arg("exp_ulps") = 1.0, py::arg("key_blocks") = 1, py::arg("tanh_ulps") = 1.0);
   m.def("gate_subject", &gate_subject, py::arg("subject"), py::arg("spec"), py::arg("config"), py::arg("out"));
   m.def(
       "run_defaults", [] { return minimal_string(run_defaults(entry_point::python)); },

@@ -2,6 +2,7 @@
 
 #include <pybind11/numpy.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
@@ -93,6 +94,27 @@ std::int64_t key_blocks(void* st, const attncheck_problem* p) {
   return 1;
 }
 
+// The contract 1.1 variants the problem uses, as a dict holding only those
+// parts (attncheck._bridge.Subject.attend turns them into keywords), or None:
+// window (left, right), chunk, softcap, sinks and alibi (float32 copies of
+// Hq values), bias (a read-only view with the host's strides, 0 broadcasting).
+py::object variants_of(const attncheck_problem& p) {
+  const bool holds = p.struct_size >= offsetof(attncheck_problem, variants) + sizeof p.variants;
+  if (!holds || !p.variants) return py::none();
+  const attncheck_variants& v = *p.variants;
+  py::dict out;
+  if (v.window_left >= 0 || v.window_right >= 0) out["window"] = py::make_tuple(v.window_left, v.window_right);
+  if (v.chunk > 0) out["chunk"] = v.chunk;
+  if (v.softcap != 0) out["softcap"] = static_cast<double>(v.softcap);
+  if (v.sinks) out["sinks"] = py::array_t<float>(p.hq, v.sinks);
+  if (v.alibi) out["alibi"] = py::array_t<float>(p.hq, v.alibi);
+  if (v.bias)
+    out["bias"] =
+        view(v.bias, numpy_storage(v.bias_dtype), width_of(v.bias_dtype), {p.b, p.hq, p.lq, p.lk}, v.bias_stride, false);
+  if (out.empty()) return py::none();
+  return out;
+}
+
 int attend(void* st, const attncheck_problem* p, char* err, std::size_t len) {
   return guarded(err, len, [&] {
     py::object key_len = py::none(), mask = py::none();
@@ -101,7 +123,7 @@ int attend(void* st, const attncheck_problem* p, char* err, std::size_t len) {
     of(st)->subject.attr("attend")(static_cast<int>(p->dtype), tensor_view(p->q, p->dtype, p->b, p->lq, p->hq, p->d),
                                    tensor_view(p->k, p->dtype, p->b, p->lk, p->hkv, p->d),
                                    tensor_view(p->v, p->dtype, p->b, p->lk, p->hkv, p->dv), static_cast<double>(p->scale),
-                                   p->causal != 0, key_len, mask, p->threads, output_view(*p), lse_view(*p));
+                                   p->causal != 0, key_len, mask, p->threads, output_view(*p), lse_view(*p), variants_of(*p));
   });
 }
 
@@ -179,8 +201,13 @@ attncheck_instance* make_instance(py::object subject) {
   self->subject = subject;
   self->name = field<std::string>(subject, "name");
   attncheck_instance& d = self->desc;
-  d.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_2;
+  // A subject that declares a contract 1.1 variant is a version 3 instance
+  // (features_v3, tanh_ulps); one that declares none stays version 2.
+  const auto features_v3 = field<std::uint32_t>(subject, "feature3_bits");
+  d.abi_version = features_v3 ? ATTNCHECK_SUBJECT_ABI_VERSION_3 : ATTNCHECK_SUBJECT_ABI_VERSION_2;
   d.struct_size = sizeof d;
+  d.features_v3 = features_v3;
+  d.tanh_ulps = field<double>(subject, "tanh_ulps");
   d.name = self->name.c_str();
   d.dtypes = field<std::uint32_t>(subject, "dtype_bits");
   d.features = field<std::uint32_t>(subject, "feature_bits");
