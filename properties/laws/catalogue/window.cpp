@@ -145,7 +145,7 @@ law_outcome degenerate_windows_equal_plain(const subject& s, const attn_case& c)
   if ((f & ATTNCHECK_FEATURE3_WINDOW) && s.has(ATTNCHECK_FEATURE_CAUSAL)) kinds.push_back(1);
   if (f & ATTNCHECK_FEATURE3_CHUNK) kinds.push_back(2);
   if (kinds.empty()) {
-    o.nothing_to_judge("subject declares neither window nor chunk");
+    o.nothing_to_judge("subject does not declare window or chunk");
     return o;
   }
   law_rng rng(c, 0xde9e11);
@@ -186,7 +186,7 @@ law_outcome degenerate_windows_equal_plain(const subject& s, const attn_case& c)
 
 std::string declares_window_or_chunk(const subject& s) {
   return (s.features_v3() & (ATTNCHECK_FEATURE3_WINDOW | ATTNCHECK_FEATURE3_CHUNK)) ? ""
-                                                                                    : "subject declares neither window nor chunk";
+                                                                                    : "subject does not declare window or chunk";
 }
 
 }  // namespace

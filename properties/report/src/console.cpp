@@ -1,5 +1,6 @@
 // The console: the gate's header, failure screens, the law table and the
 // case distribution, rendered from a gate_result.
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <ostream>
@@ -118,10 +119,20 @@ void print_gate(const gate_result& g, std::ostream& out, const console_options& 
   out << "  " << std::setw(10) << "prob"
       << "\n";
   int passed = 0, failed = 0, skipped = 0, unjudged = 0, timeouts = 0;
+  // Laws of a feature the subject does not declare (the contract 1.1
+  // variants, backward) fold into one line under the table, by group.
+  std::vector<std::string> undeclared;
+  int n_undeclared = 0;
   for (const auto& r : g.reports) {
     passed += r.v == verdict::pass, failed += r.v == verdict::fail && !timed_out(r), skipped += r.v == verdict::skip;
     timeouts += timed_out(r);
     unjudged += r.v == verdict::unjudged;
+    if (r.v == verdict::skip && r.skip_reason.rfind("subject does not declare", 0) == 0) {
+      const std::string group = r.law.substr(0, r.law.find('.')) + ".*";
+      if (std::find(undeclared.begin(), undeclared.end(), group) == undeclared.end()) undeclared.push_back(group);
+      ++n_undeclared;
+      continue;
+    }
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f", r.seconds);
     out << std::left << std::setw(static_cast<int>(w)) << r.law << "  " << std::right << std::setw(11) << judged_text(r) << "  "
@@ -135,6 +146,11 @@ void print_gate(const gate_result& g, std::ostream& out, const console_options& 
     if (r.v == verdict::unjudged)
       out << "    judged " << r.judged << " of " << r.cases << " cases, below the law's floor of "
           << number_text(100 * r.min_judged, "%.0f") << "%; most common reason: " << r.unjudged_why << "\n";
+  }
+  if (n_undeclared) {
+    out << "skipped, a feature the subject does not declare: ";
+    for (std::size_t k = 0; k < undeclared.size(); ++k) out << (k ? ", " : "") << undeclared[k];
+    out << " (" << n_undeclared << " laws)\n";
   }
   char total[64];
   std::snprintf(total, sizeof total, "%.1f", g.seconds);
@@ -214,6 +230,20 @@ void print_stats(const gate_result& g, std::ostream& out) {
   }
 }
 
+// The groups of the laws that draw the contract 1.1 variants, in gate order.
+static std::string variant_law_groups() {
+  std::string text;
+  std::string last;
+  for (const auto& l : all_laws()) {
+    if (!l.variants) continue;
+    const std::string group = l.name.substr(0, l.name.find('.'));
+    if (group == last) continue;
+    text += (text.empty() ? "" : ", ") + group;
+    last = group;
+  }
+  return text;
+}
+
 void print_declaration(const gate_result& g, std::ostream& out) {
   const declared_numbers& d = g.declared;
   out << "  declared: ABI v" << g.abi << ", u = 2^" << number_text(std::log2(d.u), "%.4g") << ", exp " << number_text(d.exp_ulps)
@@ -248,7 +278,7 @@ void print_declaration(const gate_result& g, std::ostream& out) {
   if (!on.empty())
     out << "  variants (contract 1.1): " << on
         << ((d.features_v3 & ATTNCHECK_FEATURE3_SOFTCAP) ? ", tanh " + number_text(d.tanh_ulps) + " ulps" : std::string())
-        << "; drawn by the laws that take variants (differential)\n";
+        << "; drawn by the laws that take variants (" << variant_law_groups() << ")\n";
   if (!off.empty()) out << "  declared, NOT JUDGED by this version of attncheck: " << off << "\n";
 }
 
