@@ -49,6 +49,11 @@ const std::vector<std::string>& fuzzed_law_names() {
       "permutation.keys_queries_batch_heads_commute",         // 13
       "hull.output_within_visible_values",                    // 14
       "extreme.large_logits_within_bound",                    // 15
+      "backward.gradients_within_bound_of_oracle",            // 16
+      "backward.key_gradients_sum_to_zero",                   // 17
+      "backward.value_gradients_sum_to_output_gradients",     // 18
+      "backward.linear_in_output_gradient",                   // 19
+      "backward.masked_keys_get_zero",                        // 20
   };
   return names;
 }

@@ -28,7 +28,8 @@
   ATTNCHECK_LAW_GROUP(masked)                     \
   ATTNCHECK_LAW_GROUP(extreme)                    \
   ATTNCHECK_LAW_GROUP(determinism)                \
-  ATTNCHECK_LAW_GROUP(lse)
+  ATTNCHECK_LAW_GROUP(lse)                        \
+  ATTNCHECK_LAW_GROUP(backward)
 
 namespace attncheck::laws {
 
