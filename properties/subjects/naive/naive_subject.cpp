@@ -337,6 +337,17 @@ void v3_destroy(attncheck_instance* self) { delete self; }
 // every row of its KV head (the G query heads, rows in order):
 // dK_j += dS_j Q_r (times scale at the end) and dV_j += P_j dO_r. One block
 // each way: backward_blocks is NULL (nb 1 and 1).
+// Hooks for the broken test plugins (tests/properties/plugins/broken_backward_*.cpp
+// define one and include this file), each at its correct default.
+#ifndef NAIVE_BACKWARD_DQ_SCALE
+#define NAIVE_BACKWARD_DQ_SCALE(scale) (scale) /* dQ = scale dS K */
+#endif
+#ifndef NAIVE_BACKWARD_D_TERM
+#define NAIVE_BACKWARD_D_TERM(d_o, o) ((d_o) * (o)) /* D = rowsum(dO O) */
+#endif
+#ifndef NAIVE_BACKWARD_ADDS_TO_KV
+#define NAIVE_BACKWARD_ADDS_TO_KV(h, first) true /* every query head of the group adds into dK, dV */
+#endif
 int v3_attend_backward(void*, const attncheck_backward_problem* bp, char* err, std::size_t err_len) {
   const attncheck_problem* p = bp->forward;
   if (p->hkv < 1 || p->hq % p->hkv != 0) {
@@ -379,7 +390,8 @@ int v3_attend_backward(void*, const attncheck_backward_problem* bp, char* err, s
           const float lse = bp->lse[b * bp->lse_stride[0] + h * bp->lse_stride[1] + i * bp->lse_stride[2]];
           const auto d_o = [&](std::int64_t e) { return load(t, bp->d_o.data, at4(bp->d_o.stride, b, i, h, e)); };
           float big_d = 0.0f;
-          for (std::int64_t e = 0; e < p->dv; ++e) big_d += d_o(e) * load(t, bp->o.data, at4(bp->o.stride, b, i, h, e));
+          for (std::int64_t e = 0; e < p->dv; ++e)
+            big_d += NAIVE_BACKWARD_D_TERM(d_o(e), load(t, bp->o.data, at4(bp->o.stride, b, i, h, e)));
           for (std::int64_t j = 0; j < p->lk; ++j) {
             if (!on[static_cast<std::size_t>(j)]) continue;
             float dot = 0.0f;
@@ -394,10 +406,10 @@ int v3_attend_backward(void*, const attncheck_backward_problem* bp, char* err, s
             float acc = 0.0f;
             for (std::int64_t j = 0; j < p->lk; ++j)
               if (on[static_cast<std::size_t>(j)]) acc += ds[static_cast<std::size_t>(j)] * key(j, x);
-            store(t, bp->dq, at4(bp->dq_stride, b, i, h, x), p->scale * acc);
+            store(t, bp->dq, at4(bp->dq_stride, b, i, h, x), NAIVE_BACKWARD_DQ_SCALE(p->scale) * acc);
           }
           for (std::int64_t j = 0; j < p->lk; ++j) {
-            if (!on[static_cast<std::size_t>(j)]) continue;
+            if (!on[static_cast<std::size_t>(j)] || !(NAIVE_BACKWARD_ADDS_TO_KV(h, g * group))) continue;
             for (std::int64_t x = 0; x < p->d; ++x)
               dk_acc[static_cast<std::size_t>(j * p->d + x)] += ds[static_cast<std::size_t>(j)] * q[static_cast<std::size_t>(x)];
             for (std::int64_t e = 0; e < p->dv; ++e)
