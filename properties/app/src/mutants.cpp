@@ -14,6 +14,8 @@ std::string law_alias(const std::string& law) {
     return rest.rfind("batch", 0) == 0 ? "batch" : rest.rfind("masked", 0) == 0 ? "masked_slots" : "padding";
   }
   if (law == "masked.fully_masked_rows_are_zero") return "fully_masked";
+  // backward.<first word>_...: backward_gradients, backward_key, backward_value, backward_linear, backward_masked.
+  if (law.rfind("backward.", 0) == 0) return "backward_" + law.substr(9, law.find('_', 9) - 9);
   return law.substr(0, law.find('.'));
 }
 
