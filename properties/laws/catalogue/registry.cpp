@@ -54,6 +54,7 @@ const std::vector<std::string>& fuzzed_law_names() {
       "backward.value_gradients_sum_to_output_gradients",     // 18
       "backward.linear_in_output_gradient",                   // 19
       "backward.masked_keys_get_zero",                        // 20
+      "backward.same_bits_every_run_and_thread_count",        // 21
   };
   return names;
 }
