@@ -14,6 +14,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "attncheck/oracle.hpp"
 #include "fast_tier.hpp"
@@ -198,13 +199,15 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 // Runs one case through all three: the fast tier alone, auto_tier and mpfr50.
+// The fast and MPFR results go to f_out and m_out when given.
 void run_case(const attn_case& c, const oracle_options& opt, const std::string& kind, std::map<std::string, tally>& shares,
-              own_error_check& own, std::map<std::string, excess>& worst) {
-  const fast_tier_result f = fast_tier(c, opt);
+              own_error_check& own, std::map<std::string, excess>& worst, fast_tier_result* f_out = nullptr,
+              oracle_result* m_out = nullptr) {
+  fast_tier_result f = fast_tier(c, opt);
   oracle_options mo = opt, to = opt;
   mo.precision = oracle_precision::mpfr50;
   to.precision = oracle_precision::auto_tier;
-  const oracle_result m = reference(c, mo);
+  oracle_result m = reference(c, mo);
   const oracle_result t = reference(c, to);
   check_own_error(c, f, m, own);
   const bool binary64_subject = opt.bound.u_compute < 0x1p-24;
@@ -223,6 +226,8 @@ void run_case(const attn_case& c, const oracle_options& opt, const std::string& 
                 same_bits(t.lse_bound, m.lse_bound))
         << to_line(c);
   }
+  if (f_out) *f_out = std::move(f);
+  if (m_out) *m_out = std::move(m);
 }
 
 TEST(fast_tier, within_its_own_error_of_mpfr_and_never_looser_than_the_fraction) {
@@ -331,6 +336,238 @@ TEST(fast_tier, falls_back_where_its_error_is_not_small_or_no_bound_exists) {
                   "weights outside the first-order range");
 }
 
+// ---- contract 1.1 variants (docs/oracle.md, "Variants in the fast tier") ----
+
+constexpr int variant_small_cases = 3000;
+constexpr int variant_wide_cases = 300;
+constexpr int value_kinds = static_cast<int>(value_kind::max_v) + 1;
+
+// Draws every variant independently (each about half the time, the chunk a
+// quarter), at least one of them, onto c and rematerializes it with a value
+// kind from all of them (the adversarial ones included).
+template <class Below>
+attn_case with_random_variants(attn_case c, const Below& below) {
+  score_variants& w = c.variants;
+  while (!w.any()) {
+    if (below(2)) w.window_left = below(4) - 1;
+    if (below(2)) w.window_right = below(4) - 1;
+    if (below(4) == 0) w.chunk = 1 + below(4);
+    if (below(2)) w.softcap = static_cast<float>(0.25 + 50.0 * static_cast<double>(below(1000)) / 1000.0);
+    if (below(2)) w.sinks = static_cast<sink_kind>(1 + below(5));
+    if (below(2)) w.alibi = static_cast<alibi_kind>(1 + below(3));
+    if (below(2)) {
+      const std::int64_t full[4] = {c.b, c.hq, c.lq, c.lk};
+      for (int a = 0; a < 4; ++a) w.bias_shape[static_cast<std::size_t>(a)] = below(2) ? full[a] : 1;
+      w.bias_type = static_cast<dtype>(below(3));
+      w.bias_values = static_cast<bias_kind>(below(3));
+    }
+  }
+  c.values = static_cast<value_kind>(below(value_kinds));
+  materialize(c);
+  return c;
+}
+
+// A small case (any_small_case's shapes, masks, layouts, dtypes) with variants.
+attn_case any_small_variant_case(std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0xfa57a11e);
+  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  return with_random_variants(oracle_testing::any_small_case(seed), below);
+}
+
+// A wide case (any_wide_case's shapes) with variants; windows and chunks then
+// cut rows of up to a few hundred keys.
+attn_case any_wide_variant_case(std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0xfa57a11e);
+  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  attn_case c = with_random_variants(any_wide_case(seed), below);
+  if (below(2)) {  // windows and chunks of the row's scale
+    c.variants.window_left = below(c.lk);
+    c.variants.window_right = below(3) ? -1 : below(c.lk);
+  }
+  if (below(4) == 0) c.variants.chunk = 1 + below(c.lk);
+  materialize(c);
+  return c;
+}
+
+// The variants a case has, each one a tally key.
+std::vector<std::string> variants_of(const attn_case& c) {
+  const score_variants& w = c.variants;
+  std::vector<std::string> out;
+  if (w.has_window()) out.emplace_back("window");
+  if (w.has_chunk()) out.emplace_back("chunk");
+  if (w.has_softcap()) out.emplace_back("softcap");
+  if (w.has_sinks()) out.push_back("sinks:" + std::string(name(w.sinks)));
+  if (w.has_alibi()) out.push_back("alibi:" + std::string(name(w.alibi)));
+  if (w.has_bias()) out.push_back("bias:" + std::string(name(w.bias_values)));
+  return out;
+}
+
+void print_shares(const std::map<std::string, tally>& shares) {
+  for (const auto& [kind, s] : shares)
+    std::printf("  %-36s %5ld / %5ld  %5.1f%%\n", kind.c_str(), s.fast, s.cases,
+                100.0 * static_cast<double>(s.fast) / static_cast<double>(s.cases));
+}
+
+// The fast tier on cases with variants: the same checks as the contract 1.0
+// sweep (own error against mpfr50 on every element; where accepted, the bound
+// contains mpfr50's and exceeds it by at most the fraction; where not, mpfr50
+// bit for bit), and the share it judges, per variant and overall.
+TEST(fast_tier, variants_within_its_own_error_of_mpfr_and_never_looser_than_the_fraction) {
+  const std::uint64_t seed = base_seed();
+  std::printf("ATTNCHECK_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  std::map<std::string, tally> shares, per_variant, per_kind;
+  own_error_check own;
+  std::map<std::string, excess> worst;
+  double worst_ratio = 0;  // largest |fast - mpfr| / own error over elements with own error > 0
+  std::string worst_at;
+  const auto one = [&](const attn_case& c, std::uint64_t s, const std::string& size) {
+    const oracle_options opt = options_for(c, s);
+    const bool b64 = opt.bound.u_compute < 0x1p-24;
+    fast_tier_result f;
+    oracle_result m;
+    run_case(c, opt, size + std::string(name(c.type)), shares, own, worst, &f, &m);
+    const auto ratio = [&](const char* what, std::size_t x, double fast, double mpfr, double e) {
+      if (!std::isfinite(e) || e <= 0 || fast == mpfr || std::fabs(fast - mpfr) / e <= worst_ratio) return;
+      worst_ratio = std::fabs(fast - mpfr) / e;
+      worst_at = std::string(what) + "[" + std::to_string(x) + "] of " + to_line(c);
+    };
+    for (std::size_t x = 0; x < m.o.size(); ++x) ratio("O", x, f.r.o[x], m.o[x], f.o_error[x]);
+    for (std::size_t x = 0; x < m.lse.size(); ++x) ratio("LSE", x, f.r.lse[x], m.lse[x], f.lse_error[x]);
+    for (const std::string& v : variants_of(c)) {
+      tally& t = per_variant[(b64 ? "u=2^-53 " : "") + v];
+      ++t.cases;
+      t.fast += f.accepted ? 1 : 0;
+      if (!f.accepted) ++t.reasons[f.reason.substr(f.reason.find(": ") + 2)];
+    }
+    tally& k = per_kind[(b64 ? "u=2^-53 " : "") + std::string(name(c.values))];
+    ++k.cases;
+    k.fast += f.accepted ? 1 : 0;
+  };
+  for (int t = 0; t < variant_small_cases && !::testing::Test::HasFatalFailure(); ++t) {
+    const std::uint64_t s = seed + 3'000'000 + static_cast<std::uint64_t>(t);
+    one(any_small_variant_case(s), s, "small ");
+  }
+  for (int t = 0; t < variant_wide_cases && !::testing::Test::HasFatalFailure(); ++t) {
+    const std::uint64_t s = seed + 4'000'000 + static_cast<std::uint64_t>(t);
+    one(any_wide_variant_case(s), s, "wide ");
+  }
+  EXPECT_EQ(own.outside, 0) << "first: " << own.first;
+  long cases = 0, fast = 0, f32_cases = 0, f32_fast = 0;
+  for (const auto& [kind, s] : shares) {
+    cases += s.cases;
+    fast += s.fast;
+    if (!kind.starts_with("u=")) f32_cases += s.cases, f32_fast += s.fast;
+  }
+  std::printf("variant cases judged by the fast tier, by size and dtype:\n");
+  print_shares(shares);
+  std::printf("by variant (a case counts under each variant it has):\n");
+  print_shares(per_variant);
+  std::printf("by value kind:\n");
+  print_shares(per_kind);
+  std::printf("  %-36s %5ld / %5ld  %5.1f%%\n", "all", fast, cases,
+              100.0 * static_cast<double>(fast) / static_cast<double>(cases));
+  std::printf("  %-36s %5ld / %5ld  %5.1f%%\n", "f32 subjects", f32_fast, f32_cases,
+              100.0 * static_cast<double>(f32_fast) / static_cast<double>(f32_cases));
+  std::printf("fallback reasons (cases: f32 subjects, binary64 subjects):\n");
+  std::map<std::string, std::pair<long, long>> reasons;
+  for (const auto& [kind, s] : shares)
+    for (const auto& [why, count] : s.reasons) (kind.starts_with("u=") ? reasons[why].second : reasons[why].first) += count;
+  for (const auto& [why, count] : reasons) std::printf("  %5ld %5ld  %s\n", count.first, count.second, why.c_str());
+  std::printf("own error checked on %ld elements; largest |fast - mpfr| / own error 2^%.1f at %s\n", own.elements,
+              std::log2(worst_ratio), worst_at.c_str());
+  for (const auto& [who, w] : worst)
+    std::printf("%s, where accepted: largest (B_fast - B_mpfr) / B_mpfr 2^%.1f, largest E_own / B_fast 2^%.1f\n", who.c_str(),
+                std::log2(w.over_mpfr), std::log2(w.own_share));
+  // Most variant cases under f32 subjects must be judged in binary64 (the point of covering them).
+  EXPECT_GT(f32_fast, f32_cases * 4 / 5);
+  EXPECT_GT(own.elements, 10'000);
+}
+
+// A row that sees no key but has a sink: O = 0 and LSE = sigma exactly, with
+// the MPFR oracle's bound bit for bit; a sink of -inf is no sink.
+TEST(fast_tier, a_row_without_keys_gives_zero_and_the_sink_exactly) {
+  attn_case c = oracle_testing::with_zero_tensors(oracle_testing::shaped_case({.hq = 2, .lq = 2, .lk = 3, .dv = 2}));
+  c.key_len = {0};
+  c.variants.sinks = sink_kind::mixed;
+  c.variants.sink_logits = {-3.5f, -std::numeric_limits<float>::infinity()};
+  const fast_tier_result f = fast_tier(c, oracle_options{});
+  ASSERT_TRUE(f.accepted) << f.reason;
+  const oracle_result m = reference(c, mpfr50_options(oracle_options{}));
+  for (double o : f.r.o) EXPECT_EQ(o, 0.0);
+  EXPECT_EQ(f.r.lse[f.r.lse_index(0, 0, 0)], -3.5);
+  EXPECT_EQ(f.r.lse[f.r.lse_index(0, 1, 0)], -inf);
+  EXPECT_TRUE(same_bits(f.r.lse, m.lse) && same_bits(f.r.lse_bound, m.lse_bound) && same_bits(f.r.o_bound, m.o_bound));
+  EXPECT_GT(f.r.lse_bound[f.r.lse_index(0, 0, 0)], 0.0);
+  for (double e : f.lse_error) EXPECT_EQ(e, 0.0);
+}
+
+// mpfr50 states no accuracy for contract 1.1 cases (docs/oracle.md,
+// "Accuracy"), so auto_tier's fast result claims none either: NaN, while the
+// same case without its variant gets the fast tier's own error.
+TEST(fast_tier, variant_cases_claim_no_accuracy_as_mpfr50) {
+  attn_case c = oracle_testing::shaped_case({.lq = 2, .lk = 4, .d = 2, .dv = 2});
+  c.seed = 7;
+  materialize(c);
+  oracle_options opt;
+  opt.precision = oracle_precision::auto_tier;
+  opt.want_accuracy = true;
+  const oracle_result plain = reference(c, opt);
+  ASSERT_EQ(plain.tier, oracle_tier::fast_binary64);
+  for (double a : plain.o_accuracy) EXPECT_TRUE(std::isfinite(a));
+  c.variants.softcap = 5.0f;
+  const oracle_result capped = reference(c, opt);
+  ASSERT_EQ(capped.tier, oracle_tier::fast_binary64) << "a softcapped case of ordinary values is judged in binary64";
+  for (double a : capped.o_accuracy) EXPECT_TRUE(std::isnan(a));
+  for (double a : capped.lse_accuracy) EXPECT_TRUE(std::isnan(a));
+}
+
+// Wrong on purpose in each variant's own arithmetic: tanh 2^-40 off (about
+// 8000 ulps where 16 are declared) on every other key of softcapped cases,
+// the sink's weight 2^-40 off, exp 2^-40 off in variant cases, and fast values
+// moved to twice their own error from mpfr50's: each must be caught.
+TEST(fast_tier, a_deliberately_wrong_fast_tier_is_caught_on_variants) {
+  const std::uint64_t seed = base_seed();
+  own_error_check wrong_tanh, wrong_sink, wrong_exp, moved;
+  fast_tier_hooks bad_tanh, bad_sink, bad_exp;
+  bad_tanh.tanh_relative_error = 0x1p-40;
+  bad_sink.sink_relative_error = 0x1p-40;
+  bad_exp.exp_relative_error = 0x1p-40;
+  for (int t = 0; t < 400; ++t) {
+    const std::uint64_t s = seed + 5'000'000 + static_cast<std::uint64_t>(t);
+    const attn_case c = any_small_variant_case(s);
+    const oracle_options opt = options_for(c, s);
+    const oracle_result m = reference(c, mpfr50_options(opt));
+    if (c.variants.has_softcap()) check_own_error(c, fast_tier(c, opt, bad_tanh), m, wrong_tanh);
+    if (c.variants.has_sinks()) check_own_error(c, fast_tier(c, opt, bad_sink), m, wrong_sink);
+    check_own_error(c, fast_tier(c, opt, bad_exp), m, wrong_exp);
+    fast_tier_result f = fast_tier(c, opt);
+    for (std::size_t x = 0; x < f.r.o.size(); ++x) {
+      if (std::isfinite(f.o_error[x]) && f.o_error[x] > 0)
+        f.r.o[x] = m.o[x] + 2 * f.o_error[x];
+      else
+        f.o_error[x] = inf;
+    }
+    for (std::size_t x = 0; x < f.r.lse.size(); ++x) {
+      if (std::isfinite(f.lse_error[x]) && f.lse_error[x] > 0)
+        f.r.lse[x] = m.lse[x] - 2 * f.lse_error[x];
+      else
+        f.lse_error[x] = inf;
+    }
+    check_own_error(c, f, m, moved);
+  }
+  std::printf("wrong tanh: %ld of %ld elements outside the own error (first: %s)\n", wrong_tanh.outside, wrong_tanh.elements,
+              wrong_tanh.first.c_str());
+  std::printf("wrong sink weight: %ld of %ld elements outside the own error (first: %s)\n", wrong_sink.outside,
+              wrong_sink.elements, wrong_sink.first.c_str());
+  std::printf("wrong exp: %ld of %ld elements outside the own error\n", wrong_exp.outside, wrong_exp.elements);
+  std::printf("moved by 2x own error: %ld of %ld elements caught\n", moved.outside, moved.elements);
+  EXPECT_GT(wrong_tanh.outside, 0);
+  EXPECT_GT(wrong_sink.outside, 0);
+  EXPECT_GT(wrong_exp.outside, 0);
+  EXPECT_EQ(moved.outside, moved.elements);
+  EXPECT_GT(moved.elements, 1000);
+}
+
 // The checks above can fail: a fast tier whose exp is 2^-40 off (about 8000
 // ulps where 4 are declared) on every other key, and fast values moved by
 // twice their own error, must both be caught.
@@ -398,6 +635,30 @@ TEST(fast_tier, libm_exp_and_log_within_the_declared_ulps) {
               oracle_detail::fast_constants::exp_ulps);
   EXPECT_LE(worst_exp, oracle_detail::fast_constants::exp_ulps);
   EXPECT_LE(worst_log, oracle_detail::fast_constants::exp_ulps);
+}
+
+// The softcap's libm assumption: glibc's double tanh within
+// fast_constants::tanh_ulps of the correctly rounded result (MPFR), over the
+// arguments x / c the fast tier passes it: both signs, magnitudes from 2^-60
+// (tanh(y) ~ y) through the transition near 1 to saturation past 20.
+TEST(fast_tier, libm_tanh_within_the_declared_ulps) {
+  using mp = oracle_detail::mpfr50;
+  std::mt19937_64 rng(base_seed() + 1);
+  std::uniform_real_distribution<double> near(-4, 4), wide(-40, 40), log_mag(-60, 6);
+  double worst = 0, worst_at = 0;
+  for (int t = 0; t < 30'000; ++t) {
+    double a = t % 3 == 0 ? near(rng) : t % 3 == 1 ? wide(rng) : std::exp2(log_mag(rng));
+    if (t % 2 == 1 && t % 3 == 2) a = -a;
+    const mp exact = tanh(mp(a));
+    const double y = static_cast<double>(exact);
+    int ex = 0;
+    std::frexp(y, &ex);
+    const double ulp = std::ldexp(1.0, std::max(ex - 53, -1074));
+    const double err = static_cast<double>(abs(mp(std::tanh(a)) - exact)) / ulp;
+    if (err > worst) worst = err, worst_at = a;
+  }
+  std::printf("glibc tanh: worst %.3f ulps at %.17g (declared %g)\n", worst, worst_at, oracle_detail::fast_constants::tanh_ulps);
+  EXPECT_LE(worst, oracle_detail::fast_constants::tanh_ulps);
 }
 
 }  // namespace

@@ -14,6 +14,16 @@ std::string law_alias(const std::string& law) {
     return rest.rfind("batch", 0) == 0 ? "batch" : rest.rfind("masked", 0) == 0 ? "masked_slots" : "padding";
   }
   if (law == "masked.fully_masked_rows_are_zero") return "fully_masked";
+  // The contract 1.1 groups hold several laws: each its own short name.
+  static const std::pair<const char*, const char*> variant_aliases[] = {
+      {"window.outside_keys_never_matter", "window"},     {"window.wide_window_equals_plain", "window_plain"},
+      {"sinks.sink_rescales_plain_output", "sinks"},      {"sinks.common_shift_changes_nothing", "sink_shift"},
+      {"softcap.weights_within_capped_range", "softcap"}, {"softcap.far_cap_equals_none", "softcap_far"},
+      {"bias.alibi_equals_explicit_bias", "alibi"},       {"bias.row_constant_changes_nothing", "bias_row"},
+      {"bias.minus_inf_equals_mask", "bias_mask"},        {"bias.broadcast_equals_materialized", "bias_broadcast"},
+  };
+  for (const auto& [full, alias] : variant_aliases)
+    if (law == full) return alias;
   // backward.<first word>_...: backward_gradients, backward_key, backward_value, backward_linear, backward_masked.
   if (law.rfind("backward.", 0) == 0) return "backward_" + law.substr(9, law.find('_', 9) - 9);
   return law.substr(0, law.find('.'));

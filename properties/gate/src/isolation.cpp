@@ -158,7 +158,7 @@ class gate_progress {
   gate_progress(const std::vector<const law*>& laws, const std::vector<const run_config*>& configs, const run_config& run,
                 const shared_counts& counts)
       : laws_(laws), configs_(configs), counts_(counts), start_(std::chrono::steady_clock::now()), last_(start_) {
-    for (const auto* c : configs) total_ += c->cases;
+    for (std::size_t i = 0; i < configs.size() && i < laws.size(); ++i) total_ += law_cases(*laws[i], configs[i]->cases);
     tty_ = run.progress;
     every_ = tty_ ? 1.0 : run.progress_seconds;
   }
@@ -175,7 +175,7 @@ class gate_progress {
     const std::size_t spawned = finished + running.size();
     std::int64_t done = 0;
     for (std::size_t i = 0; i < spawned && i < laws_.size(); ++i) {
-      const std::int64_t cases = configs_[i]->cases;
+      const std::int64_t cases = law_cases(*laws_[i], configs_[i]->cases);
       done += live[i] ? std::min(counts_.get(i), cases) : cases;
     }
     const double secs = std::chrono::duration<double>(now - start_).count();

@@ -757,10 +757,30 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
           for (std::int64_t x = 0; x < c.d; ++x) qn.set_bits(bi, i, h, x, c.q.bits_at(bi, row, h, x));
       }
     guarded_bytes qg(qn);
-    const attn_case stepcase = header_of(c, step.lq);
+    attn_case stepcase = header_of(c, step.lq);
+    // The variants travel with every step: positions are absolute, so windows,
+    // chunks, ALiBi and sinks apply as in the one-shot call; a bias with a
+    // query dim is cut to the step's rows (zero where a row has no query).
+    stepcase.variants = c.variants;
+    if (c.variants.has_bias() && c.variants.bias_shape[2] != 1) {
+      const auto& bs = c.variants.bias_shape;
+      tensor cut = tensor::contiguous(c.variants.bias_type, {c.b, bs[1], step.lq, bs[3]});
+      for (std::int64_t bi = 0; bi < c.b; ++bi)
+        for (std::int64_t i = 0; i < step.lq; ++i) {
+          const std::int64_t row = filled[static_cast<std::size_t>(bi)] - step.lq + i - c.valid_keys(bi) + c.lq;
+          if (row < 0 || row >= c.lq) continue;
+          for (std::int64_t h = 0; h < bs[1]; ++h)
+            for (std::int64_t j = 0; j < bs[3]; ++j)
+              cut.set_bits(bi, h, i, j, c.variants.bias.bits_at(bs[0] == 1 ? 0 : bi, h, row, j));
+        }
+      stepcase.variants.bias_shape = cut.shape;
+      stepcase.variants.bias = std::move(cut);
+    }
+    const variant_parts parts(stepcase);
     output_buffers ob(stepcase, step.lq, want_lse);
     attncheck_problem p{};
     fill_problem(p, stepcase, threads);
+    if (c.variants.any()) p.variants = &parts.v;
     p.q = view_of(qg, qn);
     set_output(p, ob);
     const int rc = [&] {

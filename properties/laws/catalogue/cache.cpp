@@ -50,6 +50,7 @@ void prepare_cache(attn_case& c, const subject&) {
   c.mask_shape = {};  // the cache entry point takes no boolean mask
   c.mask.clear();
   if (c.b * c.hq * c.lk * c.lk * (c.d + c.dv) <= full_prefill_work) c.lq = c.lk;
+  if (c.variants.has_bias() && c.variants.bias_shape[2] != 1) c.variants.bias_shape[2] = c.lq;
 }
 
 cache_plan plan_cache_steps(const attn_case& c) {
@@ -124,9 +125,10 @@ law_outcome chunked_cache_equals_prefill(const subject& s, const attn_case& c) {
             return "chunk row " + std::to_string(row0 + i) + " (position " + std::to_string(pos) + ") " + o_where(b, wi, h, e);
           };
           const float lse = chunked.lse.empty() ? 0.0f : chunked.lse[static_cast<std::size_t>((b * c.hq + h) * total + row0 + i)];
-          if (pos < 0) {  // precedes the sequence: sees nothing
+          if (pos < 0) {  // precedes the sequence: sees nothing (its LSE is the sink's logit, or -inf)
             for (std::int64_t e = 0; e < c.dv; ++e) empty.element(where(e), 0.0, chunked.o.at(b, row0 + i, h, e), 0.0);
-            if (!chunked.lse.empty() && !(std::isinf(lse) && lse < 0)) empty.fail("LSE of a row before the sequence is not -inf");
+            if (!chunked.lse.empty())
+              empty.element(lse_of_row(where(0)) + " (a row before the sequence)", c.sink_of(h), lse, 0.0);
             continue;
           }
           const auto w_lse = static_cast<std::size_t>((b * c.hq + h) * c.lq + wi);
@@ -185,13 +187,14 @@ std::vector<law> cache_laws() {
   return {
       law_entry(
           "cache.chunked_decode_equals_prefill", chunked_cache_equals_prefill, 0.9,
-          "a prefill, chunks up to the whole sequence and single tokens through the cache (sequences advancing unevenly, shuffled pages) equal the one-shot call and the oracle")
+          "a prefill, chunks up to the whole sequence and single tokens through the cache (sequences advancing unevenly, shuffled pages; windows sliding past the cache start, sinks and the other variants) equal the one-shot call and the oracle")
           .applies_when([](const subject& s) -> std::string {
             if (!s.has(ATTNCHECK_FEATURE_CACHE)) return "subject has no cache";
             if (!s.has(ATTNCHECK_FEATURE_CAUSAL)) return "subject has no causal mask";
             return {};
           })
-          .prepared_by(prepare_cache)};
+          .prepared_by(prepare_cache)
+          .with_variants()};
 }
 
 }  // namespace attncheck::laws

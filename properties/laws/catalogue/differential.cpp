@@ -33,6 +33,29 @@ attn_case exp_edge_probe(const attn_case& c) {
   return p;
 }
 
+// The variants of the case whose effect the oracle proves (docs/spec.md,
+// "Variants"): switching one off moves some O or LSE element further than
+// both bounds together, so a subject that accepts the variant and does not
+// apply it lands outside the bound there. The truth without the variant
+// comes from the fast tier, or else from the oracle's loops in binary64,
+// whose own error (relative ~1e-16 on these rows) the margin of 2 covers.
+std::uint32_t variants_with_effect(const subject& s, const attn_case& c, const oracle_result& ref) {
+  std::uint32_t judged = 0;
+  for (std::uint32_t bit : {ATTNCHECK_FEATURE3_WINDOW, ATTNCHECK_FEATURE3_CHUNK, ATTNCHECK_FEATURE3_SOFTCAP,
+                            ATTNCHECK_FEATURE3_SINKS, ATTNCHECK_FEATURE3_ALIBI, ATTNCHECK_FEATURE3_BIAS}) {
+    if (!(variants_of(c) & bit)) continue;
+    const attn_case off = without_variant(c, bit);
+    const auto fast = fast_oracle_of(s, off);
+    const oracle_result t = fast ? *fast : fast_bound(s, off);
+    const auto moved = [](double t0, double b0, double t1, double b1) { return proves_change(t0, 2 * b0, t1, 2 * b1); };
+    bool any = false;
+    for (std::size_t k = 0; k < ref.o.size() && !any; ++k) any = moved(ref.o[k], ref.o_bound[k], t.o[k], t.o_bound[k]);
+    for (std::size_t k = 0; k < ref.lse.size() && !any; ++k) any = moved(ref.lse[k], ref.lse_bound[k], t.lse[k], t.lse_bound[k]);
+    if (any) judged |= bit;
+  }
+  return judged;
+}
+
 }  // namespace
 
 law_outcome output_within_bound(const subject& s, const attn_case& c) {
@@ -41,6 +64,7 @@ law_outcome output_within_bound(const subject& s, const attn_case& c) {
   if (run_failed(out, o, "run")) return o;
   const oracle_result ref = reference(c, oracle_options_for(s, c, law_oracle));
   o.add("O and LSE against the oracle", compare_with_reference(c, out, ref));
+  if (c.variants.any()) o.variants_judged = variants_with_effect(s, c, ref);
   if (o.v == verdict::fail || !(s.desc().dtypes & (1u << static_cast<unsigned>(dtype::f32)))) return o;
   const attn_case p = exp_edge_probe(c);
   char what[96];
@@ -59,7 +83,8 @@ std::vector<law> differential_laws() {
   // min_judged: every element unbounded (scores that may overflow) is rare: 100% judged on builtin, naive, tiny tiles, example at 1000 cases.
   return {law_entry("differential.output_within_bound_of_oracle", output_within_bound, 0.9,
                     "every O and LSE element within the bound of docs/bound.md of the high-precision oracle")
-              .with_variants()};
+              .with_variants()
+              .judges_variants(0.15)};
 }
 
 }  // namespace attncheck::laws

@@ -99,6 +99,11 @@ attn_case relayout(const attn_case& c, layout_kind layout) {
 
 comparison compare_within_bounds(const attn_case& c, const subject_output& a, const oracle_result& ra, const subject_output& b,
                                  const oracle_result& rb) {
+  return compare_within_bounds(c, a, ra, b, rb, within_bounds_options{});
+}
+
+comparison compare_within_bounds(const attn_case& c, const subject_output& a, const oracle_result& ra, const subject_output& b,
+                                 const oracle_result& rb, const within_bounds_options& opt) {
   comparison r, rl;
   r.overflow_threshold = overflow_threshold(c.type);
   rl.overflow_threshold = overflow_threshold(dtype::f32);  // LSE is f32 whatever O's type
@@ -117,33 +122,73 @@ comparison compare_within_bounds(const attn_case& c, const subject_output& a, co
   for (std::int64_t bi = 0; bi < c.b; ++bi)
     for (std::int64_t i = 0; i < lq; ++i)
       for (std::int64_t h = 0; h < c.hq; ++h) {
+        if (opt.keep && !opt.keep(bi, h, i)) continue;
+        const double o_gap = opt.o_gap ? opt.o_gap(bi, h, i) : 0.0;
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const auto ka = ra.o_index(bi, i, h, e), kb = rb.o_index(bi, i, h, e);
           const double x = a.o.at(bi, i, h, e), y = b.o.at(bi, i, h, e);
           const element_where where = o_where(bi, i, h, e);
           if (no_bound(r, where, ra.o[ka], ra.o_bound[ka], x, rb.o[kb], rb.o_bound[kb], y, bi, h, i, 0.0)) continue;
           // An infinite bound (a score or accumulator may overflow): nothing to judge, NaN included.
-          const bool bounded = std::isfinite(ra.o_bound[ka] + rb.o_bound[kb]);
+          const double bound = ra.o_bound[ka] + rb.o_bound[kb] + o_gap;
+          const bool bounded = std::isfinite(bound);
           if (bounded && std::isnan(x)) r.fail("NaN in the first run at " + where.text);
-          if (bounded && r.overflowed(where, ra.o[ka], ra.o_bound[ka] + rb.o_bound[kb], x, y)) continue;
-          r.element(where, x, y, ra.o_bound[ka] + rb.o_bound[kb]);
+          if (bounded && r.overflowed(where, ra.o[ka], bound, x, y)) continue;
+          r.element(where, x, y, bound);
         }
-        if (!a.lse.empty() && !b.lse.empty()) {
+        if (opt.lse && !a.lse.empty() && !b.lse.empty()) {
           const auto ka = ra.lse_index(bi, h, i), kb = rb.lse_index(bi, h, i);
           const auto k = static_cast<std::size_t>((bi * c.hq + h) * lq + i);
           const element_where where = lse_where(bi, h, i);
+          const double shift = opt.lse_offset ? opt.lse_offset(bi, h, i) : 0.0;
+          const double y = static_cast<double>(b.lse[k]) - shift;
           if (no_bound(rl, where, ra.lse[ka], ra.lse_bound[ka], a.lse[k], rb.lse[kb], rb.lse_bound[kb], b.lse[k], bi, h, i,
                        -std::numeric_limits<double>::infinity()))
             continue;
-          const bool bounded = std::isfinite(ra.lse_bound[ka] + rb.lse_bound[kb]);
+          // The shift's own subtraction in binary64: a few ulps of the result.
+          const double bound = ra.lse_bound[ka] + rb.lse_bound[kb] + (opt.lse_gap ? opt.lse_gap(bi, h, i) : 0.0) +
+                               (shift != 0 ? 0x1p-50 * (std::fabs(y) + std::fabs(shift)) : 0.0);
+          const bool bounded = std::isfinite(bound);
           if (bounded && std::isnan(a.lse[k])) rl.fail("NaN in the first run at " + where.text);
-          if (bounded && std::isfinite(ra.lse[ka]) &&
-              rl.overflowed(where, ra.lse[ka], ra.lse_bound[ka] + rb.lse_bound[kb], a.lse[k], b.lse[k]))
-            continue;
-          rl.element(where, a.lse[k], b.lse[k], ra.lse_bound[ka] + rb.lse_bound[kb]);
+          if (bounded && std::isfinite(ra.lse[ka]) && rl.overflowed(where, ra.lse[ka], bound, a.lse[k], y)) continue;
+          rl.element(shift != 0 ? where + " (second run's LSE minus its shift)" : where, a.lse[k], y, bound);
         }
       }
   r.merge(rl);
+  return r;
+}
+
+double max_abs_v(const attn_case& c) {
+  double m = 0;
+  for (std::int64_t bi = 0; bi < c.b; ++bi)
+    for (std::int64_t j = 0; j < c.lk; ++j)
+      for (std::int64_t g = 0; g < c.hkv; ++g)
+        for (std::int64_t e = 0; e < c.dv; ++e)
+          if (const double x = std::fabs(c.v.at(bi, j, g, e)); std::isfinite(x)) m = std::max(m, x);
+  return m;
+}
+
+std::uint32_t variants_of(const attn_case& c) {
+  const score_variants& w = c.variants;
+  return (w.has_window() ? ATTNCHECK_FEATURE3_WINDOW : 0u) | (w.has_chunk() ? ATTNCHECK_FEATURE3_CHUNK : 0u) |
+         (w.has_softcap() ? ATTNCHECK_FEATURE3_SOFTCAP : 0u) | (w.has_sinks() ? ATTNCHECK_FEATURE3_SINKS : 0u) |
+         (w.has_alibi() ? ATTNCHECK_FEATURE3_ALIBI : 0u) | (w.has_bias() ? ATTNCHECK_FEATURE3_BIAS : 0u);
+}
+
+attn_case without_variant(const attn_case& c, std::uint32_t bit) {
+  attn_case r = c;
+  score_variants& w = r.variants;
+  if (bit & ATTNCHECK_FEATURE3_WINDOW) w.window_left = w.window_right = -1;
+  if (bit & ATTNCHECK_FEATURE3_CHUNK) w.chunk = 0;
+  if (bit & ATTNCHECK_FEATURE3_SOFTCAP) w.softcap = 0;
+  if (bit & ATTNCHECK_FEATURE3_SINKS) w.sinks = sink_kind::none, w.sink_logits.clear();
+  if (bit & ATTNCHECK_FEATURE3_ALIBI) w.alibi = alibi_kind::none, w.alibi_slopes.clear();
+  if (bit & ATTNCHECK_FEATURE3_BIAS) {
+    w.bias_shape = {};
+    w.bias_type = dtype::f32;
+    w.bias_values = bias_kind::normal;
+    w.bias = tensor{};
+  }
   return r;
 }
 

@@ -11,6 +11,7 @@
 #include "attncheck/check.hpp"
 #include "attncheck/laws.hpp"
 #include "attncheck/oracle.hpp"
+#include "attncheck/run_config.hpp"
 
 namespace attncheck::laws {
 
@@ -59,6 +60,37 @@ struct law_rng {
 /// the truths equal by the law).
 comparison compare_within_bounds(const attn_case& c, const subject_output& a, const oracle_result& ra, const subject_output& b,
                                  const oracle_result& rb);
+
+/// What a comparison of two runs within their bounds looks at, beyond O and LSE everywhere.
+struct within_bounds_options {
+  /// Rows compared; empty: every row.
+  std::function<bool(std::int64_t b, std::int64_t h, std::int64_t i)> keep;
+  /// How far the two truths may lie apart on a row's O elements and on its
+  /// LSE (a law whose two cases differ by a rounding the oracle bounds); empty: 0.
+  std::function<double(std::int64_t b, std::int64_t h, std::int64_t i)> o_gap, lse_gap;
+  /// The second run's LSE minus this is compared (its scores were shifted by it).
+  std::function<double(std::int64_t b, std::int64_t h, std::int64_t i)> lse_offset;
+  bool lse = true;  ///< compare LSE at all
+};
+comparison compare_within_bounds(const attn_case& c, const subject_output& a, const oracle_result& ra, const subject_output& b,
+                                 const oracle_result& rb, const within_bounds_options& opt);
+
+/// The same case with one contract 1.1 variant (an ATTNCHECK_FEATURE3_* bit) switched off, its values dropped.
+attn_case without_variant(const attn_case& c, std::uint32_t bit);
+
+/// The largest finite |V| of the case (0 when none): with max_j |dS_j| it
+/// bounds how far O moves when scores move (|dO_e| <= 2 max|V| max_j |dS_j|).
+double max_abs_v(const attn_case& c);
+
+/// The bits of the variants a case carries (ATTNCHECK_FEATURE3_*).
+std::uint32_t variants_of(const attn_case& c);
+
+/// Applicable only to subjects that declare the variant `bit` (named `what`).
+inline std::function<std::string(const subject&)> declares(std::uint32_t bit, const char* what) {
+  return [bit, what](const subject& s) -> std::string {
+    return (s.features_v3() & bit) ? "" : std::string("subject does not declare ") + what;
+  };
+}
 
 /// Comparison for an invariance: bitwise when the subject claims it, else within two bounds.
 comparison compare_claimed(const subject& s, std::uint32_t claim, const attn_case& c, const subject_output& a,
@@ -141,6 +173,12 @@ class law_entry {
   law_entry&& fuzzed_unbounded() && { return set(&law::fuzz, law::fuzzing{.bounded = false}); }
   /// The law holds for the contract 1.1 variants too: its cases draw those the subject declares.
   law_entry&& with_variants() && { return set(&law::variants, true); }
+  /// The law checks this share of --cases (at least one): budgeted by work.
+  law_entry&& sampled(double share) && { return set(&law::case_share, share); }
+  /// Its cases stay at or below this work (case_work), whatever the run's max_work.
+  law_entry&& capped(std::int64_t work) && { return set(&law::max_work, work); }
+  /// The law counts variants_judged, each held to this floor (law::variant_floor).
+  law_entry&& judges_variants(double floor) && { return set(&law::variant_floor, floor); }
   operator law() && { return std::move(l_); }
 
  private:

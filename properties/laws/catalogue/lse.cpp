@@ -9,24 +9,41 @@
 
 namespace attncheck::laws {
 
-void prepare_split(attn_case& c, const subject&) {
+// The positional variants (window, chunk, ALiBi, bias) need each part at
+// the whole case's positions: the parts are then the whole case with a
+// boolean mask over one side of the split, so only a subject with masks
+// keeps them; softcap and sinks travel with sliced parts too.
+constexpr std::uint32_t positional =
+    ATTNCHECK_FEATURE3_WINDOW | ATTNCHECK_FEATURE3_CHUNK | ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS;
+
+void prepare_split(attn_case& c, const subject& s) {
   c.causal = false;
   c.mask_shape = {};
   c.mask.clear();
   c.key_len.clear();
   if (c.lk < 2) c.lk = 2;
+  if (c.variants.has_bias() && c.variants.bias_shape[3] != 1) c.variants.bias_shape[3] = c.lk;
+  if (!s.has(ATTNCHECK_FEATURE_MASK)) c = without_variant(c, positional);
 }
 
 law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
   law_outcome o;
-  if (c.lk < 2 || c.causal || c.has_mask() || c.has_padding()) {
-    o.fail("case does not fit this law (needs lk >= 2, no masks): " + to_line(c));
+  const bool masked_parts = (variants_of(c) & positional) != 0;
+  if (c.lk < 2 || c.causal || c.has_mask() || c.has_padding() || (masked_parts && !s.has(ATTNCHECK_FEATURE_MASK))) {
+    o.fail("case does not fit this law (needs lk >= 2, no masks, positional variants only with a mask): " + to_line(c));
     return o;
   }
   law_rng rng(c, 0x15e);
   const std::int64_t split = 1 + rng.below(c.lk - 1);
+  // The sink joins the denominator once: the first part carries it, the second not.
   auto part = [&](std::int64_t from, std::int64_t n) {
-    attn_case p = c;
+    attn_case p = from == 0 ? c : without_variant(c, ATTNCHECK_FEATURE3_SINKS);
+    if (masked_parts) {  // the whole case, keys of the other side hidden by the mask
+      p.mask_shape = {1, 1, 1, c.lk};
+      p.mask.assign(static_cast<std::size_t>(c.lk), 0);
+      for (std::int64_t j = from; j < from + n; ++j) p.mask[static_cast<std::size_t>(j)] = 1;
+      return p;
+    }
     p.lk = n;
     p.k = remake(c.type, {c.b, n, c.hkv, c.d}, c.layout,
                  [&](auto b, auto j, auto g, auto x) { return c.k.bits_at(b, from + j, g, x); });
@@ -46,6 +63,14 @@ law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
       for (std::int64_t i = 0; i < c.lq; ++i) {
         const double la = lse_of(oa, c, c.lq, bi, h, i), lb = lse_of(ob, c, c.lq, bi, h, i);
         const double m = std::max(la, lb);
+        if (m == -std::numeric_limits<double>::infinity() && ra.lse[ra.lse_index(bi, h, i)] == m &&
+            rb.lse[rb.lse_index(bi, h, i)] == m) {
+          // Neither part sees a key (a window, chunk or -inf bias): nor does the whole, exactly.
+          rl.element(lse_where(bi, h, i) + " (no part sees a key)", m, lse_of(whole, c, c.lq, bi, h, i), 0.0);
+          for (std::int64_t e = 0; e < c.dv; ++e)
+            r.element(o_where(bi, i, h, e) + " (no part sees a key)", 0.0, whole.o.at(bi, i, h, e), 0.0);
+          continue;
+        }
         const double ea = std::exp(la - m), eb = std::exp(lb - m);
         const double wa = ea / (ea + eb), wb = eb / (ea + eb);
         const double dla = ra.lse_bound[ra.lse_index(bi, h, i)], dlb = rb.lse_bound[rb.lse_index(bi, h, i)];
@@ -100,10 +125,13 @@ law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
 
 std::vector<law> lse_laws() {
   // min_judged: 99.6% judged.
-  return {law_entry("lse.split_keys_merge_by_lse", lse_merges_split_keys, 0.9,
-                    "two halves of the keys merged by their LSE equal the whole")
-              .applies_when([](const subject& s) -> std::string { return s.has_lse() ? "" : "subject has no LSE"; })
-              .prepared_by(prepare_split)};
+  return {
+      law_entry(
+          "lse.split_keys_merge_by_lse", lse_merges_split_keys, 0.9,
+          "two halves of the keys merged by their LSE equal the whole (a sink counted once; windows, chunks, ALiBi and bias through masked halves)")
+          .applies_when([](const subject& s) -> std::string { return s.has_lse() ? "" : "subject has no LSE"; })
+          .prepared_by(prepare_split)
+          .with_variants()};
 }
 
 }  // namespace attncheck::laws

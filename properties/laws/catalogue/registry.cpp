@@ -49,12 +49,22 @@ const std::vector<std::string>& fuzzed_law_names() {
       "permutation.keys_queries_batch_heads_commute",         // 13
       "hull.output_within_visible_values",                    // 14
       "extreme.large_logits_within_bound",                    // 15
-      "backward.gradients_within_bound_of_oracle",            // 16
-      "backward.key_gradients_sum_to_zero",                   // 17
-      "backward.value_gradients_sum_to_output_gradients",     // 18
-      "backward.linear_in_output_gradient",                   // 19
-      "backward.masked_keys_get_zero",                        // 20
-      "backward.same_bits_every_run_and_thread_count",        // 21
+      "window.outside_keys_never_matter",                     // 16
+      "window.wide_window_equals_plain",                      // 17
+      "sinks.sink_rescales_plain_output",                     // 18
+      "sinks.common_shift_changes_nothing",                   // 19
+      "softcap.weights_within_capped_range",                  // 20
+      "softcap.far_cap_equals_none",                          // 21
+      "bias.alibi_equals_explicit_bias",                      // 22
+      "bias.row_constant_changes_nothing",                    // 23
+      "bias.minus_inf_equals_mask",                           // 24
+      "bias.broadcast_equals_materialized",                   // 25
+      "backward.gradients_within_bound_of_oracle",            // 26
+      "backward.key_gradients_sum_to_zero",                   // 27
+      "backward.value_gradients_sum_to_output_gradients",     // 28
+      "backward.linear_in_output_gradient",                   // 29
+      "backward.masked_keys_get_zero",                        // 30
+      "backward.same_bits_every_run_and_thread_count",        // 31
   };
   return names;
 }

@@ -29,6 +29,10 @@
   ATTNCHECK_LAW_GROUP(extreme)                    \
   ATTNCHECK_LAW_GROUP(determinism)                \
   ATTNCHECK_LAW_GROUP(lse)                        \
+  ATTNCHECK_LAW_GROUP(window)                     \
+  ATTNCHECK_LAW_GROUP(sinks)                      \
+  ATTNCHECK_LAW_GROUP(softcap)                    \
+  ATTNCHECK_LAW_GROUP(bias)                       \
   ATTNCHECK_LAW_GROUP(backward)
 
 namespace attncheck::laws {

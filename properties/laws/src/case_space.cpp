@@ -207,13 +207,16 @@ rc::Gen<variant_choice> build_variant(std::index_sequence<I...>) {
 }
 
 // A length of a window or chunk from its raw choice: 0..3 first (what
-// shrinking goes to), then each hint -1, +0, +1 (tile and split edges), then
-// Lk's own neighbourhood.
+// shrinking goes to), then each hint below Lk -1, +0, +1 (tile and split
+// edges), then fractions of Lk and Lk's own neighbourhood, so that most
+// windows and chunks hide keys of the case (a hint past Lk hides nothing).
 std::int64_t variant_length(int raw, const std::vector<std::int64_t>& hints, std::int64_t lk) {
   std::vector<std::int64_t> v = {0, 1, 2, 3};
   for (std::int64_t h : hints)
-    for (std::int64_t d : {-1, 0, 1}) v.push_back(std::max<std::int64_t>(0, h + d));
-  for (std::int64_t x : {lk / 2, lk - 1, lk, lk + 1}) v.push_back(std::max<std::int64_t>(0, x));
+    if (h - 1 < lk)
+      for (std::int64_t d : {-1, 0, 1}) v.push_back(std::max<std::int64_t>(0, h + d));
+  for (std::int64_t x : {lk / 8, lk / 4, lk / 3, lk / 2, 2 * lk / 3, 3 * lk / 4, lk - 2, lk - 1, lk, lk + 1})
+    v.push_back(std::max<std::int64_t>(0, x));
   return v[static_cast<std::size_t>(raw) % v.size()];
 }
 }  // namespace

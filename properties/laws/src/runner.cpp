@@ -2,7 +2,9 @@
 
 #include <rapidcheck.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <unordered_map>
 
@@ -25,6 +27,19 @@ law_outcome replay(const law& l, const subject& s, const attn_case& c) {
   }
 }
 
+int law_cases(const law& l, int cases) {
+  return std::max(1, static_cast<int>(std::ceil(static_cast<double>(cases) * l.case_share)));
+}
+
+namespace {
+
+// The variants as case_stats counts them ("variant window", "judged window").
+constexpr std::pair<std::uint32_t, const char*> variant_names[] = {
+    {ATTNCHECK_FEATURE3_WINDOW, "window"}, {ATTNCHECK_FEATURE3_CHUNK, "chunk"}, {ATTNCHECK_FEATURE3_SOFTCAP, "softcap"},
+    {ATTNCHECK_FEATURE3_SINKS, "sinks"},   {ATTNCHECK_FEATURE3_ALIBI, "alibi"}, {ATTNCHECK_FEATURE3_BIAS, "bias"}};
+
+}  // namespace
+
 law_report run_law(const law& l, const subject& s, const run_options& opt) {
   law_report r;
   r.law = l.name;
@@ -42,6 +57,8 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
   gopt.budget = std::make_shared<work_budget>();
   gopt.budget->limit = gopt.law_work;
   gopt.variants = l.variants;
+  if (l.max_work > 0)
+    gopt.max_work = std::min(gopt.max_work, l.max_work), gopt.small_work = std::min(gopt.small_work, l.max_work);
   const auto gen = any_case(s, gopt);
   auto property = [&] {
     attn_case c = *gen;
@@ -57,6 +74,8 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
     if (!failed_once) {
       ++r.cases;
       r.stats.add(c, s);
+      for (const auto& [bit, what] : variant_names)
+        if (out.variants_judged & bit) ++r.stats.counts[std::string("judged ") + what];
       gopt.budget->spent += std::max<std::int64_t>(0, case_work(c) - gopt.small_work);
       ++r.ratio_histogram[ratio_bin(out.max_ratio)];
       r.shares[static_cast<std::size_t>(c.type) % r.shares.size()].add(out.shares());
@@ -94,7 +113,7 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
   };
   rc::detail::TestParams params;
   params.seed = opt.seed;
-  params.maxSuccess = opt.cases;
+  params.maxSuccess = law_cases(l, opt.cases);
   params.maxSize = opt.max_size;
   params.maxDiscardRatio = 10;
   rc::detail::TestMetadata meta;
@@ -133,6 +152,20 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
   for (const auto& [why, n] : why_counts)
     if (n > most) most = n, r.unjudged_why = why;
   if (r.v == verdict::pass && r.cases > 0 && r.judged < l.min_judged * r.cases) r.v = verdict::unjudged;
+  // Non-vacuity per variant: a variant carried by enough cases must have been
+  // judged (its effect proved past the bound) in at least variant_floor of them.
+  if (l.variant_floor > 0 && r.v == verdict::pass)
+    for (const auto& [bit, what] : variant_names) {
+      const auto count = [&r](const std::string& k) { return r.stats.counts.count(k) ? r.stats.counts.at(k) : 0; };
+      const std::int64_t with = count(std::string("variant ") + what), judged = count(std::string("judged ") + what);
+      if (with >= min_variant_cases && static_cast<double>(judged) < l.variant_floor * static_cast<double>(with)) {
+        r.v = verdict::unjudged;
+        r.unjudged_why = std::string("variant ") + what + " judged in " + std::to_string(judged) + " of the " +
+                         std::to_string(with) + " cases carrying it (floor " +
+                         std::to_string(static_cast<int>(100 * l.variant_floor)) + "%)";
+        break;
+      }
+    }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

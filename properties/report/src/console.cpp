@@ -197,6 +197,21 @@ void print_stats(const gate_result& g, std::ostream& out) {
         << "%   floor " << std::setw(4) << number_text(100 * f.floor, "%.0f") << "%"
         << (f.needs_all ? " (subjects taking every dtype and mask)" : "") << (low ? "   BELOW" : "") << "   " << f.what << "\n";
   }
+  // Non-vacuity per variant (docs/spec.md "Variants"): of the cases carrying
+  // a variant, those whose oracle proves switching it off moves the output.
+  for (const auto& r : g.reports) {
+    const law* l = find_law(r.law);
+    if (!l || l->variant_floor <= 0 || r.v == verdict::skip) continue;
+    out << "variants judged by " << r.law << " (switching one off moves the oracle's output past the bound):\n";
+    for (const char* what : {"window", "chunk", "softcap", "sinks", "alibi", "bias"}) {
+      const auto count = [&r](const std::string& k) { return r.stats.counts.count(k) ? r.stats.counts.at(k) : 0; };
+      const std::int64_t with = count(std::string("variant ") + what), judged = count(std::string("judged ") + what);
+      const double share = with ? static_cast<double>(judged) / static_cast<double>(with) : 0;
+      out << "  " << std::left << std::setw(20) << what << std::right << std::setw(7) << number_text(100 * share, "%.1f")
+          << "%   floor " << std::setw(4) << number_text(100 * l->variant_floor, "%.0f") << "%   " << judged << " of " << with
+          << " cases carrying it" << (with >= min_variant_cases && share < l->variant_floor ? "   BELOW" : "") << "\n";
+    }
+  }
 }
 
 void print_declaration(const gate_result& g, std::ostream& out) {

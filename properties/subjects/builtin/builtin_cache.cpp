@@ -78,6 +78,7 @@ int attend(void*, void* cache, const attncheck_problem* p, char* err, std::size_
   if (p->lse) a.lse = {p->lse, {p->lse_stride[0], p->lse_stride[1], p->lse_stride[2]}};
   a.scale = p->scale;
   a.causal = p->causal != 0;
+  a.var = variants_of(p);
   const auto st = h->cache->attend(a, config_for(h->owner, p));
   if (!st.ok()) {
     write_err(err, err_len, st.message);

@@ -18,6 +18,9 @@ struct instance {
 
 attnimpl::dtype to_impl(attncheck_dtype t);
 attnimpl::config config_for(const instance* in, const attncheck_problem* p);
+/// The contract 1.1 variants of a version 3 problem (none where the host's
+/// problem is too short to hold the pointer, or it is NULL).
+attnimpl::variants variants_of(const attncheck_problem* p);
 void write_err(char* err, std::size_t len, const std::string& msg);
 /// Parses "q_tile=N,k_tile=N,split_keys=N" or "tiles=tiny"; false and why on a bad item.
 bool parse_options(const char* options, attnimpl::config& tiles, std::string& why);

@@ -103,8 +103,6 @@ bool parse_options(const char* options, attnimpl::config& tiles, std::string& wh
   return true;
 }
 
-namespace {
-
 // The contract 1.1 variants of a version 3 problem (none where the host's
 // problem is too short to hold the pointer, or it is NULL).
 attnimpl::variants variants_of(const attncheck_problem* p) {
@@ -122,6 +120,8 @@ attnimpl::variants variants_of(const attncheck_problem* p) {
     var.bias = {v->bias, to_impl(v->bias_dtype), {v->bias_stride[0], v->bias_stride[1], v->bias_stride[2], v->bias_stride[3]}};
   return var;
 }
+
+namespace {
 
 int attend(void* state, const attncheck_problem* p, char* err, std::size_t err_len) {
   attnimpl::attention_args a;

@@ -258,6 +258,9 @@ int naive_cache_attend(void* cache, const attncheck_problem* p, char* err, std::
     return 1;
   }
   const std::int64_t group = p->hq / f.hkv;
+  // The variants (version 3 problems): positions are absolute in the cache, as in a one-shot call.
+  const attncheck_variants* vs =
+      p->struct_size >= offsetof(attncheck_problem, variants) + sizeof p->variants ? p->variants : nullptr;
   std::vector<float> q(static_cast<std::size_t>(p->d)), o(static_cast<std::size_t>(p->dv));
   for (std::int64_t b = 0; b < p->b; ++b) {
     const std::int64_t n = c->len[static_cast<std::size_t>(b)];
@@ -272,7 +275,7 @@ int naive_cache_attend(void* cache, const attncheck_problem* p, char* err, std::
         auto val = [&](std::int64_t j, std::int64_t e) { return vb[static_cast<std::size_t>((j * f.hkv + g) * f.dv + e)]; };
         auto vis = [&](std::int64_t j) { return j < n && (!p->causal || j <= pos); };
         float lse;
-        attend_row(n, p->d, p->dv, p->scale, q.data(), key, val, vis, o.data(), &lse);
+        attend_row(n, p->d, p->dv, p->scale, q.data(), key, val, vis, o.data(), &lse, variants_of(vs, b, h, i, pos));
         for (std::int64_t e = 0; e < p->dv; ++e)
           store(p->dtype, p->o, b * p->o_stride[0] + i * p->o_stride[1] + h * p->o_stride[2] + e * p->o_stride[3],
                 o[static_cast<std::size_t>(e)]);

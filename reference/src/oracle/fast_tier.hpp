@@ -20,6 +20,10 @@ inline constexpr double u = 0x1p-53;
 /// (0.503 ulps for exp, 0.500 for log with glibc 2.36), which fails if it is exceeded.
 /// One ulp of a normal result y is at most 2u |y|, so c ulps is 2 c u relative.
 inline constexpr double exp_ulps = 4;
+/// Declared accuracy of glibc's double tanh, in ulps (the softcap variant):
+/// 8 times the worst error test_fast_tier measures against MPFR (1.98 ulps with
+/// glibc 2.36 over 30,000 arguments), which fails if it is exceeded.
+inline constexpr double tanh_ulps = 16;
 /// Multiplies the first-order terms of the fast tier's own error: the dropped
 /// second-order terms are products of perturbations that are all <= 2^-30
 /// when a row is accepted (linear_limit), so 2 covers them with room to spare.
@@ -51,7 +55,7 @@ struct fast_tier_result {
   /// The fast tier's own error bound per element, against the MPFR oracle's
   /// value rounded to double; +inf where the row is outside the analysis
   /// (non-finite values, perturbations above linear_limit). 0 in rows with no
-  /// visible key (O = 0 and LSE = -inf exactly).
+  /// visible key (O = 0 and LSE = -inf exactly, or sigma exactly with a sink).
   std::vector<double> o_error, lse_error;
   /// True when every element's bound is finite and own error <= own_share of it.
   bool accepted = false;
@@ -65,6 +69,10 @@ struct fast_tier_hooks {
   /// exp results of odd-numbered visible keys (the 2nd, 4th, ... of a row)
   /// multiplied by (1 + this): a libm far worse than declared, which moves P, O and LSE.
   double exp_relative_error = 0;
+  /// tanh results (softcap) of odd-numbered visible keys multiplied by (1 + this).
+  double tanh_relative_error = 0;
+  /// The sink's weight exp(sigma - m) multiplied by (1 + this).
+  double sink_relative_error = 0;
 };
 
 /// Runs the fast tier on a validated, materialized case. Throws input_error

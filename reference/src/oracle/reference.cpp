@@ -126,10 +126,15 @@ oracle_result reference(const attn_case& c, const oracle_options& opt) {
     case oracle_precision::cpp_bin100: return run<oracle_detail::cpp_bin100>(c, opt);
     case oracle_precision::binary64: return run<double>(c, opt);
     case oracle_precision::auto_tier: {
-      if (!opt.want_p && !c.variants.any()) {  // the fast tier covers contract 1.0 cases only
+      if (!opt.want_p) {  // P has no bound of its own: it must be the MPFR oracle's
         oracle_detail::fast_tier_result f = oracle_detail::fast_tier(c, opt);
         if (f.accepted) {
-          if (opt.want_accuracy) f.r.o_accuracy = std::move(f.o_error), f.r.lse_accuracy = std::move(f.lse_error);
+          if (opt.want_accuracy && !c.variants.any()) {
+            f.r.o_accuracy = std::move(f.o_error), f.r.lse_accuracy = std::move(f.lse_error);
+          } else if (opt.want_accuracy) {  // as mpfr50: the stated accuracy is derived for contract 1.0 only
+            f.r.o_accuracy.assign(f.r.o.size(), nan_value);
+            f.r.lse_accuracy.assign(f.r.lse.size(), nan_value);
+          }
           return std::move(f.r);
         }
       }
@@ -141,7 +146,6 @@ oracle_result reference(const attn_case& c, const oracle_options& opt) {
 
 std::optional<oracle_result> fast_oracle(const attn_case& c, const oracle_options& opt) {
   validate(c);
-  if (c.variants.any()) return std::nullopt;  // the fast tier covers contract 1.0 cases only
   oracle_options o = opt;
   o.want_p = false;
   oracle_detail::fast_tier_result f = oracle_detail::fast_tier(c, o);

@@ -58,6 +58,11 @@ struct law_outcome {
   /// independence, no unused slot for masked slots, ...): it ran, but judged nothing.
   std::string vacuous;
   failure_kind kind = failure_kind::law;  ///< on failure: what failed (the first failure's kind)
+  /// The contract 1.1 variants (ATTNCHECK_FEATURE3_* bits) this case judged:
+  /// switching each off moves the oracle's output past the bound somewhere
+  /// (docs/spec.md "Variants"; the differential law counts them). A variant
+  /// the case carries but did not judge is counted as unjudged for it.
+  std::uint32_t variants_judged = 0;
 
   static law_outcome skip(std::string why) {
     law_outcome o;
@@ -106,7 +111,22 @@ struct law {
   /// Its generator also draws the contract 1.1 variants the subject declares
   /// (gen_options::variants); every other law judges contract 1.0 cases only.
   bool variants = false;
+  /// The share of the run's cases this law checks (budgeted by work: a law
+  /// whose every case runs several calls takes a share of --cases, at least 1).
+  double case_share = 1;
+  /// The largest case work (case_work) the law's generator draws; 0: the run's max_work.
+  std::int64_t max_work = 0;
+  /// For a law that counts variants_judged: the floor of cases with a
+  /// variant that judged it (per variant, over at least
+  /// min_variant_cases cases carrying it); below it the law is unjudged.
+  double variant_floor = 0;
 };
+
+/// Cases with a variant below which its judged share is not held to the floor.
+inline constexpr int min_variant_cases = 20;
+
+/// The cases a law runs when the run asks for `cases` per law (law::case_share).
+int law_cases(const law& l, int cases);
 
 /// Every law, in the order the gate runs and prints them.
 const std::vector<law>& all_laws();
