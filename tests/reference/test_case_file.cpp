@@ -320,5 +320,28 @@ TEST(case_file, every_shipped_example_is_valid) {
   EXPECT_GE(n, 4);
 }
 
+TEST(case_file, keeps_the_grad_recipe_and_leaves_it_out_when_unset) {
+  attn_case c = parse_line("ATTN(b=1,hq=2,hkv=1,lq=2,lk=3,d=2,dv=2,causal,f16,grad=adversarial,seed=7)");
+  materialize(c);
+  const std::string text = format_case_file({c, "backward.gradients_within_bound_of_oracle", "naive", ""});
+  EXPECT_NE(text.find("\"grad\": \"adversarial\""), std::string::npos) << text;
+  const case_record back = parse_case_file(text);
+  ASSERT_TRUE(back.c.grad.has_value());
+  EXPECT_EQ(*back.c.grad, grad_kind::adversarial);
+  EXPECT_EQ(to_line(back.c), to_line(c));
+  c.grad.reset();
+  const std::string forward = format_case_file({c, "", "", ""});
+  EXPECT_EQ(forward.find("\"grad\""), std::string::npos) << forward;
+  EXPECT_FALSE(parse_case_file(forward).c.grad.has_value());
+  std::string bad = text;
+  bad.replace(bad.find("\"adversarial\""), 13, "\"uniform\"");
+  try {
+    parse_case_file(bad);
+    ADD_FAILURE() << "accepted grad=uniform";
+  } catch (const input_error& e) {
+    EXPECT_EQ(e.field(), "grad") << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace attncheck

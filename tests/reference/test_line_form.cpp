@@ -188,5 +188,32 @@ TEST(line_form, long_garbage_is_quoted_short) {
   }
 }
 
+TEST(line_form, grad_recipe_prints_only_when_set_after_poison_and_round_trips) {
+  attn_case c = parse_line(full_line);
+  EXPECT_FALSE(c.grad.has_value()) << "a forward case has no dO recipe";
+  EXPECT_EQ(to_line(c), full_line);
+  for (grad_kind g : {grad_kind::dyadic, grad_kind::normal, grad_kind::adversarial}) {
+    c.grad = g;
+    const std::string line = to_line(c);
+    EXPECT_NE(line.find(",poison=nan,grad=" + std::string(name(g)) + ",seed=42)"), std::string::npos) << line;
+    const attn_case back = parse_line(line);
+    ASSERT_TRUE(back.grad.has_value()) << line;
+    EXPECT_EQ(*back.grad, g);
+    EXPECT_EQ(to_line(back), line);
+  }
+}
+
+TEST(line_form, rejects_an_unknown_grad_recipe_naming_the_field) {
+  for (const char* bad : {"ATTN(b=1,hq=1,hkv=1,lq=1,lk=1,d=1,dv=1,grad=uniform)", "ATTN(b=1,hq=1,hkv=1,lq=1,lk=1,d=1,dv=1,grad)",
+                          "ATTN(b=1,hq=1,hkv=1,lq=1,lk=1,d=1,dv=1,grad=)"}) {
+    try {
+      parse_line(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const input_error& e) {
+      EXPECT_EQ(e.field(), "grad") << bad << ": " << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace attncheck

@@ -24,6 +24,8 @@ std::string law_alias(const std::string& law) {
   };
   for (const auto& [full, alias] : variant_aliases)
     if (law == full) return alias;
+  // backward.<first word>_...: backward_gradients, backward_key, backward_value, backward_linear, backward_masked.
+  if (law.rfind("backward.", 0) == 0) return "backward_" + law.substr(9, law.find('_', 9) - 9);
   return law.substr(0, law.find('.'));
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -810,6 +811,157 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
     const watched_call in("cache_free", 0);
     inst_->cache_free(inst_->state, cache);
   }
+  return out;
+}
+
+namespace {
+
+// One output of a backward call: the tensor in the case's layout, every
+// storage element (view and gaps) and both guard bands poisoned with the
+// sentinel, so that unwritten elements and stray writes show.
+struct guarded_output {
+  tensor t;
+  guarded_bytes g;
+  const char* label;
+  guarded_output(dtype type, dims4 shape, layout_kind layout, const char* what)
+      : t(poisoned(type, shape, layout)), g(t), label(what) {}
+  static tensor poisoned(dtype type, dims4 shape, layout_kind layout) {
+    tensor x = make_tensor(type, shape, layout);
+    std::fill(x.bits.begin(), x.bits.end(), sentinel_bits(type));
+    return x;
+  }
+  void* view() { return g.data() + static_cast<std::size_t>(t.offset) * g.width; }
+  // Copies the result into t; appends to `why` where the subject wrote outside the view.
+  bool collect(std::ostringstream& why) {
+    bool violated = false;
+    const std::uint32_t s = sentinel_bits(t.type);
+    const auto inside = covered(t);
+    for (std::size_t i = 0; i < g.payload; ++i) {
+      const std::uint32_t v = g.get(guard_elems + i);
+      t.bits[i] = v;
+      if (!inside[i] && v != s && !violated) {
+        violated = true;
+        why << "wrote the gap element " << i << " of " << label << "'s storage; ";
+      }
+    }
+    std::vector<std::int64_t> before, after;
+    for (std::size_t i = 0; i < guard_elems; ++i)
+      if (g.get(i) != s) before.push_back(static_cast<std::int64_t>(i) - static_cast<std::int64_t>(guard_elems));
+    for (std::size_t i = 0; i < g.tail(); ++i)
+      if (g.get(guard_elems + g.payload + i) != s) after.push_back(static_cast<std::int64_t>(g.payload + i));
+    if (!before.empty()) why << "wrote before the start of " << label << ": " << write_map(before, guard_elems) << "; ";
+    if (!after.empty())
+      why << "wrote past the end of " << label << " (" << g.payload << " storage elements): " << write_map(after, g.tail())
+          << "; ";
+    return violated || !before.empty() || !after.empty();
+  }
+};
+
+}  // namespace
+
+std::pair<std::int64_t, std::int64_t> subject::backward_blocks(const attn_case& c) const {
+  std::int64_t dq = 1, dkv = 1;
+  if (has_backward() && inst_->struct_size >= offsetof(attncheck_instance, backward_blocks) + sizeof inst_->backward_blocks &&
+      inst_->backward_blocks) {
+    attncheck_problem p{};
+    fill_problem(p, c, 0);
+    attncheck_backward_problem bp{};
+    bp.struct_size = sizeof bp;
+    bp.forward = &p;
+    const watched_call watch("backward_blocks", 0);
+    inst_->backward_blocks(inst_->state, &bp, &dq, &dkv);
+  }
+  const std::int64_t dq_cap = std::max<std::int64_t>(1, ATTNCHECK_MAX_KEY_BLOCKS_PER_KEY * c.lk);
+  const std::int64_t dkv_cap = std::max<std::int64_t>(1, ATTNCHECK_MAX_KEY_BLOCKS_PER_KEY * c.group() * c.lq);
+  return {std::clamp<std::int64_t>(dq, 1, dq_cap), std::clamp<std::int64_t>(dkv, 1, dkv_cap)};
+}
+
+backward_output subject::backward(const attn_case& c, const backward_inputs& in, int threads) const {
+  backward_output out;
+  if (!has_backward()) {
+    out.status = -1;
+    out.error = "subject declares no backward (FEATURE3_BACKWARD)";
+    return out;
+  }
+  if (in.o.shape != output_shape(c) || in.d_o.shape != output_shape(c) || in.o.type != c.type || in.d_o.type != c.type ||
+      in.lse.size() != static_cast<std::size_t>(c.b * c.hq * c.lq))
+    throw input_error("backward", "O, LSE and dO must have the case's shapes and storage type: " + to_line(c));
+  guarded_bytes qg(c.q), kg(c.k), vg(c.v), og(in.o), dog(in.d_o);
+  attncheck_problem p{};
+  fill_problem(p, c, threads);
+  p.q = view_of(qg, c.q);
+  p.k = view_of(kg, c.k);
+  p.v = view_of(vg, c.v);
+  std::vector<std::int64_t> key_len = c.key_len;
+  if (c.has_padding()) p.key_len = key_len.data();
+  if (c.has_mask()) {
+    const auto& ms = c.mask_shape;
+    p.mask = c.mask.data();
+    const std::int64_t dense[4] = {ms[1] * ms[2] * ms[3], ms[2] * ms[3], ms[3], 1};
+    for (int a = 0; a < 4; ++a) p.mask_stride[a] = ms[a] == 1 ? 0 : dense[a];
+  }
+  const variant_parts parts(c);
+  if (c.variants.any()) p.variants = &parts.v;
+  // LSE handed in dense (B, Hq, Lq) between guard bands of NaN.
+  std::vector<float> lse(guard_elems + in.lse.size() + tail_guard(in.lse.size()),
+                         std::bit_cast<float>(sentinel_bits(dtype::f32)));
+  std::copy(in.lse.begin(), in.lse.end(), lse.begin() + guard_elems);
+  guarded_output dq(c.type, c.q.shape, c.layout, "dQ"), dk(c.type, c.k.shape, c.layout, "dK"),
+      dv(c.type, c.v.shape, c.layout, "dV");
+  attncheck_backward_problem bp{};
+  bp.struct_size = sizeof bp;
+  bp.forward = &p;
+  bp.o = view_of(og, in.o);
+  bp.lse = lse.data() + guard_elems;
+  bp.lse_stride[0] = c.hq * c.lq, bp.lse_stride[1] = c.lq, bp.lse_stride[2] = 1;
+  bp.d_o = view_of(dog, in.d_o);
+  bp.dq = dq.view(), bp.dk = dk.view(), bp.dv = dv.view();
+  for (int a = 0; a < 4; ++a)
+    bp.dq_stride[a] = dq.t.stride[a], bp.dk_stride[a] = dk.t.stride[a], bp.dv_stride[a] = dv.t.stride[a];
+  char err[err_cap] = {0};
+  {
+    const watched_call watch("attend_backward", 3 * c.b * c.hq * c.lq * c.lk * (c.d + c.dv));
+    if (call_isolation()) {
+      // The call in its own forked child, as attend_in_child: the child sends
+      // back the status, the message and the three outputs' guarded buffers.
+      std::vector<guarded_output*> outs{&dq, &dk, &dv};
+      std::size_t total = 0;
+      for (auto* o : outs) total += o->g.bytes.size();
+      const child_outcome co = run_isolated(
+          [&] {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            const int rc = inst_->attend_backward(inst_->state, &bp, err, err_cap);
+            std::string payload(reinterpret_cast<const char*>(&rc), sizeof rc);
+            payload.append(err, err_cap);
+            for (auto* o : outs) payload.append(reinterpret_cast<const char*>(o->g.bytes.data()), o->g.bytes.size());
+            return payload;
+          },
+          86400);
+      if (!co.completed || co.payload.size() != sizeof(int) + err_cap + total) {
+        std::snprintf(err, err_cap, "the call's own process was %s", co.describe().c_str());
+        out.status = -1;
+      } else {
+        const char* at = co.payload.data();
+        std::memcpy(&out.status, at, sizeof out.status);
+        std::memcpy(err, at + sizeof out.status, err_cap);
+        at += sizeof out.status + err_cap;
+        for (auto* o : outs) {
+          std::memcpy(o->g.bytes.data(), at, o->g.bytes.size());
+          at += o->g.bytes.size();
+        }
+      }
+    } else {
+      out.status = inst_->attend_backward(inst_->state, &bp, err, err_cap);
+    }
+  }
+  err[err_cap - 1] = 0;
+  if (out.status != 0) out.error = err;
+  std::ostringstream why;
+  const bool v1 = dq.collect(why), v2 = dk.collect(why), v3 = dv.collect(why);
+  out.guard_violated = v1 || v2 || v3;
+  out.guard_report = why.str();
+  if (out.guard_report.size() >= 2) out.guard_report.resize(out.guard_report.size() - 2);
+  out.dq = std::move(dq.t), out.dk = std::move(dk.t), out.dv = std::move(dv.t);
   return out;
 }
 

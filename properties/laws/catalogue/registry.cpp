@@ -59,6 +59,12 @@ const std::vector<std::string>& fuzzed_law_names() {
       "bias.row_constant_changes_nothing",                    // 23
       "bias.minus_inf_equals_mask",                           // 24
       "bias.broadcast_equals_materialized",                   // 25
+      "backward.gradients_within_bound_of_oracle",            // 26
+      "backward.key_gradients_sum_to_zero",                   // 27
+      "backward.value_gradients_sum_to_output_gradients",     // 28
+      "backward.linear_in_output_gradient",                   // 29
+      "backward.masked_keys_get_zero",                        // 30
+      "backward.same_bits_every_run_and_thread_count",        // 31
   };
   return names;
 }

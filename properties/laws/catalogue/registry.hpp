@@ -32,7 +32,8 @@
   ATTNCHECK_LAW_GROUP(window)                     \
   ATTNCHECK_LAW_GROUP(sinks)                      \
   ATTNCHECK_LAW_GROUP(softcap)                    \
-  ATTNCHECK_LAW_GROUP(bias)
+  ATTNCHECK_LAW_GROUP(bias)                       \
+  ATTNCHECK_LAW_GROUP(backward)
 
 namespace attncheck::laws {
 

@@ -268,7 +268,6 @@ void print_declaration(const gate_result& g, std::ostream& out) {
       {ATTNCHECK_FEATURE3_SINKS, "sinks"},   {ATTNCHECK_FEATURE3_ALIBI, "alibi"}, {ATTNCHECK_FEATURE3_BIAS, "bias"}};
   static const std::pair<std::uint32_t, const char*> not_judged[] = {{ATTNCHECK_FEATURE3_PAGED, "paged K/V"},
                                                                      {ATTNCHECK_FEATURE3_RAGGED, "ragged batches"},
-                                                                     {ATTNCHECK_FEATURE3_BACKWARD, "backward"},
                                                                      {ATTNCHECK_FEATURE3_BIAS_GRAD, "bias gradient"}};
   std::string on, off;
   for (const auto& [bit, what] : judged)
@@ -279,6 +278,8 @@ void print_declaration(const gate_result& g, std::ostream& out) {
     out << "  variants (contract 1.1): " << on
         << ((d.features_v3 & ATTNCHECK_FEATURE3_SOFTCAP) ? ", tanh " + number_text(d.tanh_ulps) + " ulps" : std::string())
         << "; drawn by the laws that take variants (" << variant_law_groups() << ")\n";
+  if (d.features_v3 & ATTNCHECK_FEATURE3_BACKWARD)
+    out << "  backward: dQ, dK, dV judged by the backward laws (backward.*) on contract 1.0 cases\n";
   if (!off.empty()) out << "  declared, NOT JUDGED by this version of attncheck: " << off << "\n";
 }
 

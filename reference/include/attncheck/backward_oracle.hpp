@@ -13,14 +13,7 @@
 
 namespace attncheck {
 
-/// How draw_grad_output() draws dO from the case's seed.
-enum class grad_kind : std::uint8_t {
-  dyadic,       ///< small exact values k/4 in [-2, 2]
-  normal,       ///< N(0, 1)
-  adversarial,  ///< per row, one of: binades 2^-24..2^24, zero, near the smallest normal, alternating signs, near the type's max / (8 max(Dv, Lk))
-};
-std::string_view name(grad_kind k);
-std::optional<grad_kind> parse_grad_kind(std::string_view s);
+// grad_kind, name(grad_kind) and parse_grad_kind(): attncheck/case.hpp (a case carries its dO recipe).
 
 /// dO for case c: shape (B, Lq, Hq, Dv), c's storage type and layout (the
 /// padded layout's gaps hold gap_sentinel), every element drawn from c.seed
@@ -41,6 +34,10 @@ struct backward_result {
   /// where an intermediate may overflow the compute type or the declared u is
   /// too coarse for the lengths. A non-finite bound is never a pass.
   std::vector<double> dq_bound, dk_bound, dv_bound;
+  /// The forward oracle's O (B, Lq, Hq, Dv) and LSE (B, Hq, Lq) of the same
+  /// run, each rounded once to double, dense row-major: what a backward
+  /// subject is handed (rounded to the storage type and to f32) in the bound's class.
+  std::vector<double> o, lse;
 
   /// Position of element (i0, i1, i2, i3) in the dense row-major array of `shape`.
   static std::size_t index(const dims4& shape, std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t i3) {

@@ -91,6 +91,16 @@ enum class bias_kind : std::uint8_t {
 std::string_view name(bias_kind k);
 std::optional<bias_kind> parse_bias_kind(std::string_view s);
 
+/// How draw_grad_output() (attncheck/backward_oracle.hpp) draws dO from the
+/// case's seed: the recipe of a backward case's output gradient.
+enum class grad_kind : std::uint8_t {
+  dyadic,       ///< small exact values k/4 in [-2, 2]
+  normal,       ///< N(0, 1)
+  adversarial,  ///< per row, one of: binades 2^-24..2^24, zero, near the smallest normal, alternating signs, near the type's max / (8 max(Dv, Lk))
+};
+std::string_view name(grad_kind k);
+std::optional<grad_kind> parse_grad_kind(std::string_view s);
+
 /// The optional score variants of contract 1.1 (docs/spec.md "Variants").
 /// Every field at its default is off, and a case with all of them off is a
 /// contract 1.0 case. Order of operations, per visible pair:
@@ -162,6 +172,9 @@ struct attn_case {
   layout_kind layout = layout_kind::bshd;
   poison_kind poison = poison_kind::none;
   std::uint64_t seed = 0;
+  /// Backward cases: the recipe of dO (draw_grad_output draws it from seed);
+  /// nullopt for a forward case. Part of the one-line form (grad=...).
+  std::optional<grad_kind> grad;
 
   /// Inputs; empty until materialize() or a case file fills them.
   tensor q, k, v;

@@ -7,19 +7,12 @@
 #include <string>
 
 #include "../contract/prng.hpp"
-#include "attncheck/enum_names.hpp"
 #include "backward_bound.hpp"
 #include "naive_backward.hpp"
 
 namespace attncheck {
 
 namespace {
-
-constexpr name_table<grad_kind, 3> grad_names{{
-    {grad_kind::dyadic, "dyadic"},
-    {grad_kind::normal, "normal"},
-    {grad_kind::adversarial, "adversarial"},
-}};
 
 // dO's stream: a tag of its own, far from materialize()'s small ones, so dO
 // never repeats Q, K or V's draws and adding it moved none of them.
@@ -76,9 +69,6 @@ std::vector<double> rounded(const std::vector<oracle_detail::mpfr50>& x) {
 
 }  // namespace
 
-std::string_view name(grad_kind k) { return name_in(grad_names, k); }
-std::optional<grad_kind> parse_grad_kind(std::string_view s) { return parse_in(grad_names, s); }
-
 tensor draw_grad_output(const attn_case& c, grad_kind kind) {
   tensor d_o = make_tensor(c.type, output_shape(c), c.layout);
   const detail::random_stream r(c.seed, tag_grad);
@@ -112,6 +102,8 @@ backward_result run_backward(const attn_case& c, const tensor& d_o, const backwa
   r.dq = rounded(g.dq);
   r.dk = rounded(g.dk);
   r.dv = rounded(g.dv);
+  r.o = rounded(fwd.o);
+  r.lse = rounded(fwd.lse);
   if (bound) oracle_detail::fill_backward_bounds(c, d_o, fwd, *bound, r);
   return r;
 }

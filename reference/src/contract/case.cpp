@@ -43,6 +43,8 @@ constexpr name_table<alibi_kind, 4> alibi_names{
     {{alibi_kind::none, "none"}, {alibi_kind::standard, "standard"}, {alibi_kind::random, "random"}, {alibi_kind::zero, "zero"}}};
 constexpr name_table<bias_kind, 3> bias_names{
     {{bias_kind::normal, "normal"}, {bias_kind::masking, "masking"}, {bias_kind::huge, "huge"}}};
+constexpr name_table<grad_kind, 3> grad_names{
+    {{grad_kind::dyadic, "dyadic"}, {grad_kind::normal, "normal"}, {grad_kind::adversarial, "adversarial"}}};
 
 // floor(a / b) for b > 0, also for negative a (positions before the first key).
 std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
@@ -61,6 +63,8 @@ std::string_view name(alibi_kind k) { return name_in(alibi_names, k); }
 std::optional<alibi_kind> parse_alibi_kind(std::string_view s) { return parse_in(alibi_names, s); }
 std::string_view name(bias_kind k) { return name_in(bias_names, k); }
 std::optional<bias_kind> parse_bias_kind(std::string_view s) { return parse_in(bias_names, s); }
+std::string_view name(grad_kind k) { return name_in(grad_names, k); }
+std::optional<grad_kind> parse_grad_kind(std::string_view s) { return parse_in(grad_names, s); }
 
 std::int64_t attn_case::valid_keys(std::int64_t bi) const { return key_len.empty() ? lk : key_len[static_cast<std::size_t>(bi)]; }
 

@@ -132,7 +132,7 @@ const std::set<std::string>& top_level_fields() {
                                               "dtype",       "values",  "layout",       "poison",     "seed",       "q",
                                               "k",           "v",       "window",       "chunk",      "softcap",    "sinks",
                                               "sink_logits", "alibi",   "alibi_slopes", "bias_shape", "bias_type",  "bias_values",
-                                              "bias"};
+                                              "bias",        "grad"};
   return known;
 }
 
@@ -234,6 +234,7 @@ void read_header(const json& j, attn_case& c, const case_limits& limits) {
         "dyadic, normal, uniform, large_logits, dominant, equal_keys, huge_v, tiny_v, far_below, far_above, underflow_gaps, masked_lead, max_v");
   if (find(j, "layout")) c.layout = as_enum(j, "layout", parse_layout_kind, "bshd, bhsd, padded");
   if (find(j, "poison")) c.poison = as_enum(j, "poison", parse_poison_kind, "none, nan, big");
+  if (find(j, "grad")) c.grad = as_enum(j, "grad", parse_grad_kind, "dyadic, normal, adversarial");
   if (const json* s = find(j, "seed")) {
     if (!s->is_number_integer() || (!s->is_number_unsigned() && s->get<std::int64_t>() < 0))
       fail("seed", "must be an integer in [0, 2^64), got " + s->dump());

@@ -94,6 +94,7 @@ std::string format_case_file(const case_record& r) {
   j["values"] = name(c.values);
   j["layout"] = name(c.layout);
   j["poison"] = name(c.poison);
+  if (c.grad) j["grad"] = name(*c.grad);  // a backward case's dO recipe (drawn from seed)
   j["seed"] = c.seed;
   j["q"] = tensor_json(c.q);
   j["k"] = tensor_json(c.k);

@@ -128,6 +128,7 @@ std::string to_line(const attn_case& c) {
   if (c.values != value_kind::normal) s += ",values=" + std::string(name(c.values));
   if (c.layout != layout_kind::bshd) s += ",layout=" + std::string(name(c.layout));
   if (c.poison != poison_kind::none) s += ",poison=" + std::string(name(c.poison));
+  if (c.grad) s += ",grad=" + std::string(name(*c.grad));
   if (c.seed != 0) s += ",seed=" + std::to_string(c.seed);
   return s + ")";
 }
@@ -243,13 +244,18 @@ attn_case parse_line(std::string_view line, const case_limits& limits) {
       const auto v = parse_poison_kind(val);
       if (!v) fail("poison", quoted(val) + " is not one of none, nan, big");
       c.poison = *v;
+    } else if (key == "grad") {
+      need_value();
+      const auto v = parse_grad_kind(val);
+      if (!v) fail("grad", quoted(val) + " is not one of dyadic, normal, adversarial");
+      c.grad = *v;
     } else if (key == "seed") {
       need_value();
       c.seed = parse_int<std::uint64_t>(key, val);
     } else {
       fail(std::string(key.substr(0, 40)),
            "unknown field (known: b, hq, hkv, lq, lk, d, dv, scale, causal, kpad, mask, window, chunk, softcap, sinks, "
-           "alibi, bias, bias_type, bias_values, f32/f16/bf16, values, layout, poison, seed)");
+           "alibi, bias, bias_type, bias_values, f32/f16/bf16, values, layout, poison, grad, seed)");
     }
   }
   for (const char* k : {"b", "hq", "hkv", "lq", "lk", "d", "dv"})

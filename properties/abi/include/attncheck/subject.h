@@ -274,6 +274,33 @@ struct attncheck_variants {
   int64_t bias_stride[4]; /* over (b, h, i, j), in elements; 0 broadcasts that dimension */
 };
 
+/* The backward problem (FEATURE3_BACKWARD; docs/abi.md "The backward problem",
+ * docs/spec.md "Backward"): given the forward problem's Q, K, V (and its
+ * masks, padding, scale, GQA mapping), the forward O and LSE handed in and the
+ * output gradient dO, the subject writes dQ, dK and dV of L = sum dO * O.
+ * Every tensor has the forward's storage dtype except lse (f32). dK and dV of
+ * a key no row sees (masked, padded, causally hidden) are exactly 0; a row that
+ * sees no key adds nothing (its dQ is 0). A KV head's dK and dV are the sums
+ * over its G query heads. The host poisons every output element and the guard
+ * bands around each buffer before the call and checks them after it. */
+struct attncheck_backward_problem {
+  uint32_t struct_size;             /* sizeof(attncheck_backward_problem) of the host */
+  const attncheck_problem* forward; /* shapes, masks, scale, q, k, v; its o and lse are NULL and not written */
+  attncheck_tensor o;               /* the forward O handed in, (B, Lq, Hq, Dv) */
+  const float* lse;                 /* the forward LSE handed in, [b,h,i] over lse_stride (-inf: the row sees nothing) */
+  int64_t lse_stride[3];
+  attncheck_tensor d_o; /* dO, (B, Lq, Hq, Dv) */
+  void* dq;             /* output (B, Lq, Hq, D) */
+  int64_t dq_stride[4];
+  void* dk; /* output (B, Lk, Hkv, D): a KV head's sum over its G query heads */
+  int64_t dk_stride[4];
+  void* dv; /* output (B, Lk, Hkv, Dv) */
+  int64_t dv_stride[4];
+  float* d_sinks; /* Hq entries when the forward has sinks, else NULL (not handed out yet) */
+  void* d_bias;   /* with FEATURE3_BIAS_GRAD and a bias, else NULL (not handed out yet) */
+  int64_t d_bias_stride[4];
+};
+
 /* ---- The entry points ---------------------------------------------------- */
 
 /* A plugin defines one or both. Declared here, inside extern "C", so that a

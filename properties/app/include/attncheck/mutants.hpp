@@ -20,7 +20,8 @@ struct mutant_spec {
 const std::vector<mutant_spec>& mutant_specs();
 
 /// A law's short name in the mutation tables: its group, except for the three
-/// independence laws (batch, masked_slots, padding) and fully_masked.
+/// independence laws (batch, masked_slots, padding), fully_masked and the backward
+/// laws (backward_ and the first word of the law: backward_gradients, backward_key, ...).
 std::string law_alias(const std::string& law);
 
 }  // namespace attncheck

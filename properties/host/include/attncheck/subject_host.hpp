@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attncheck/case.hpp"
@@ -24,6 +25,28 @@ struct subject_output {
   bool ok() const { return status == 0 && !guard_violated; }
   /// Value of O[b,i,h,e] decoded exactly.
   double o_at(std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t e) const { return o.at(bi, i, h, e); }
+};
+
+/// What one backward call of a subject produced (subject::backward): dQ, dK
+/// and dV in the case's layout (the shapes of Q, K and V), every element the
+/// subject did not write still holding the host's poison (a quiet NaN).
+struct backward_output {
+  int status = 0;     ///< the subject's return code (0 = ok)
+  std::string error;  ///< its message when status != 0
+  tensor dq, dk, dv;
+  bool guard_violated = false;  ///< wrote outside dQ, dK or dV's views
+  std::string guard_report;     ///< where, when guard_violated
+
+  bool ok() const { return status == 0 && !guard_violated; }
+};
+
+/// The forward results a backward call is handed (docs/abi.md "The backward
+/// problem"): O in the case's storage type and layout, LSE (B, Hq, Lq) dense
+/// f32, and dO (B, Lq, Hq, Dv) in the case's storage type.
+struct backward_inputs {
+  tensor o;
+  std::vector<float> lse;
+  tensor d_o;
 };
 
 /// One chunk of a chunked run through a subject's cache: how many tokens of
@@ -115,6 +138,17 @@ class subject {
   /// The same with the buffers laid out as `how` says; the result is in the
   /// usual form (O in the case's layout, LSE dense).
   subject_output attend(const attn_case& c, const call_layout& how) const;
+
+  /// True when the subject declares FEATURE3_BACKWARD (attend_backward is set).
+  bool has_backward() const { return has_v3(ATTNCHECK_FEATURE3_BACKWARD); }
+  /// nb of the backward bound on this case (subject.h backward_blocks): dQ's
+  /// key blocks, capped at max(1, 2 Lk), and the query blocks summed into one
+  /// key's dK and dV, capped at max(1, 2 G Lq); 1 each without a declaration.
+  std::pair<std::int64_t, std::int64_t> backward_blocks(const attn_case& c) const;
+  /// Runs attend_backward on a materialized case with the forward results and
+  /// dO in `in`: every output element is poisoned and each buffer has guard
+  /// bands, as for attend(). A subject without backward gets status -1.
+  backward_output backward(const attn_case& c, const backward_inputs& in, int threads = 0) const;
 
   /// Runs the case through the cache: one sequence per batch element holding
   /// keys 0..n[b]-1, filled and queried chunk by chunk as the plan says. The

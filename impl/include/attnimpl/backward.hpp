@@ -1,0 +1,51 @@
+// attnimpl backward: dQ, dK and dV of attention (docs/spec.md "Backward"),
+// FlashAttention 2's algorithm on the CPU: key blocks outside, query blocks
+// inside, P recomputed from the LSE handed in, D = rowsum(dO O) in a
+// preprocessing pass, every sum in f32, each result rounded once to the
+// storage type. Contract 1.0 problems only (no variants yet). Deterministic:
+// one fixed order of every sum, whatever the thread count.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+#include "attnimpl/attention.hpp"
+
+namespace attnimpl {
+
+/// One backward call: the forward problem's inputs, the forward O and LSE
+/// handed in, dO, and the three outputs (shapes of Q, K and V, any strides).
+struct backward_args {
+  shape dims;
+  tensor_in q, k, v;
+  tensor_in o;                               ///< forward O (b, lq, hq, dv), the storage type
+  const float* lse = nullptr;                ///< forward LSE[b, h, i] (f32; -inf: the row sees nothing)
+  std::array<std::int64_t, 3> lse_stride{};  ///< over (b, h, i)
+  tensor_in d_o;                             ///< dO (b, lq, hq, dv)
+  tensor_out dq, dk, dv;
+  std::optional<float> scale;  ///< nullopt: default_scale(d)
+  bool causal = false;
+  const std::int64_t* key_len = nullptr;  ///< optional, b entries
+  mask_in mask;                           ///< optional
+};
+
+/// Block sizes of the backward pass; 0: 64 each.
+struct backward_config {
+  std::int64_t q_tile = 0;  ///< query rows per inner block
+  std::int64_t k_tile = 0;  ///< keys per outer block
+};
+
+/// Computes dQ, dK, dV. Keys no row sees get dK = dV = 0; rows that see no
+/// key get dQ = 0 and add nothing. Returns invalid_argument (and writes
+/// nothing) for bad shapes, null pointers, hq % hkv != 0, key_len out of
+/// range or a negative tile.
+status attention_backward(const backward_args& args, const backward_config& cfg = {});
+
+/// The block counts the backward bound needs (docs/bound.md "Backward"):
+/// key blocks added into a row's dQ, and query blocks (over the G query
+/// heads) added into one key's dK and dV.
+std::pair<std::int64_t, std::int64_t> backward_blocks(const shape& dims, const backward_config& cfg = {});
+
+}  // namespace attnimpl
