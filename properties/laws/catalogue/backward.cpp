@@ -26,7 +26,7 @@ namespace {
 constexpr std::int64_t backward_max_work = 3000;
 
 std::string takes_backward(const subject& s) {
-  return s.has_backward() ? "" : "subject declares no backward (ABI v3 FEATURE3_BACKWARD)";
+  return s.has_backward() ? "" : "subject does not declare backward (ABI v3 FEATURE3_BACKWARD)";
 }
 
 // Keeps key_len and the mask's broadcast shape in step with the case's sizes.
