@@ -60,7 +60,8 @@ const std::vector<const law*>& fuzzed_laws() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const bool v3 = fuzz::is_v3(data, size);
+  const int version = fuzz::case_space_version(data, size);
+  const bool v3 = version != 0;  // the case space: version 3 or 4
   // An input larger than this decodes no bigger case: the caps bound what one case uses.
   if (size > (v3 ? sizeof fuzz::v3_magic + 4096 : 1024)) return -1;
   const subject& s = fuzz::fuzz_subject();
@@ -73,7 +74,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   attn_case c;
   fuzz::input_mode mode = fuzz::input_mode::one_shot;
   if (v3) {
-    fuzz::case_v3 h = fuzz::decode_case(choices, v3_caps, s);
+    // Version 4: a law that takes variants draws those the subject declares, as in the gate.
+    fuzz::case_v3 h = fuzz::decode_case(choices, v3_caps, s, version == 4 && l->variants);
     c = std::move(h.c);
     mode = h.mode;
   }
