@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string_view>
@@ -324,6 +325,16 @@ void decode_values(FuzzedDataProvider& in, int value_patches, attn_case& c) {
 
 namespace {
 
+// A spec that loads from any folder: a plugin path made absolute (as the
+// gate writes its case files); a registered kind (builtin, naive) as it is.
+std::string replayable_spec(const std::string& spec) {
+  const std::string where = spec.substr(0, spec.find(':'));
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(where, ec)) return spec;
+  const auto path = std::filesystem::absolute(where, ec);
+  return ec ? spec : path.lexically_normal().string() + spec.substr(where.size());
+}
+
 // Minimizing a crash keeps it the same finding: with expect_law (and
 // expect_why, a substring of the message) set, other failures count as
 // passes, so libFuzzer cannot drift to another bug.
@@ -360,7 +371,9 @@ void expect_pass(const std::string& law, const subject& s, const attn_case& c, c
   if (!cfg.write_case.empty()) {
     try {
       const std::string note = "fuzz: " + (context.empty() ? "" : context + ": ") + o.message.substr(0, 2000);
-write_case_file(cfg.write_case, case_record{c, law, s.name(), note});
+      // The subject's spec (a plugin's path made absolute), not its display
+      // name: `attncheck repro FILE` then replays it without --subject.
+      write_case_file(cfg.write_case, case_record{c, law, replayable_spec(s.spec()), note});
       f.saved_file = cfg.write_case;
       // The attncheck of this build (the fuzz build's, or the ordinary one's), from the running harness.
       f.replay = replay_command(cfg.write_case, s.spec());
