@@ -17,7 +17,7 @@ HEADER = [("regime", 100), ("b", 64), ("hkv", 60), ("group", 60), ("lq", 840), (
 PAD_COUNT, PAD_KINDS, SEED_RANGE = 8, 12, 1 << 30
 VARIANTS = [("any", 2), ("window", 5), ("window_left", 40), ("window_right", 40), ("chunk", 4), ("chunk_size", 40),
             ("softcap", 8), ("sinks", 6), ("alibi", 4), ("bias", 4), ("bias_dims", 16), ("bias_type", 3)]
-N_LAWS, DIFFERENTIAL = 16, 10  # fuzzed_law_names(): its size and the differential law's index
+N_LAWS, DIFFERENTIAL = 26, 10  # fuzzed_law_names(): its size and the differential law's index
 
 
 def encode(records):
