@@ -76,7 +76,8 @@ int cached(const subject& s, const attn_case& c, const cache_plan& plan) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const subject& s = fuzz::fuzz_subject();
-  if (!fuzz::is_v3(data, size)) {
+  const int version = fuzz::case_space_version(data, size);
+  if (version == 0) {
     // An input larger than 4 KiB decodes no bigger case: the caps bound what one case uses.
     if (size > 4096) return -1;
     FuzzedDataProvider in(data, size);
@@ -86,7 +87,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (size > sizeof fuzz::v3_magic + 4096) return -1;
   byte_choices choices(data + sizeof fuzz::v3_magic, size - sizeof fuzz::v3_magic);
-  fuzz::case_v3 h = fuzz::decode_case(choices, v3_caps, s);
+  // Version 4: the variants the subject declares, drawn as the gate draws them for the differential law.
+  fuzz::case_v3 h = fuzz::decode_case(choices, v3_caps, s, version == 4 && differential().variants);
   FuzzedDataProvider in(data + sizeof fuzz::v3_magic, choices.remaining());
   fuzz::decode_values(in, v3_caps.value_patches, h.c);
   return h.mode == fuzz::input_mode::cache ? cached(s, h.c, h.plan) : one_shot(s, h.c, fuzz::name(h.mode));

@@ -40,6 +40,9 @@ constexpr fuzz::reach_caps v3_caps{
 
 // Every law, at its place in fuzzed_law_names() (append-only): the input's
 // last byte indexes that list, so saved inputs keep their law when laws are added.
+// Versions 1 and 3 index its first frozen_law_count entries (the list's
+// size when they were frozen), modulo as FuzzedDataProvider reads a range.
+constexpr std::int64_t frozen_law_count = 16;
 const std::vector<const law*>& fuzzed_laws() {
   static const std::vector<const law*> table = [] {
     std::vector<const law*> t;
@@ -60,20 +63,32 @@ const std::vector<const law*>& fuzzed_laws() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const bool v3 = fuzz::is_v3(data, size);
+  const int version = fuzz::case_space_version(data, size);
+  const bool v3 = version != 0;  // the case space: version 3 or 4
   // An input larger than this decodes no bigger case: the caps bound what one case uses.
   if (size > (v3 ? sizeof fuzz::v3_magic + 4096 : 1024)) return -1;
   const subject& s = fuzz::fuzz_subject();
   const std::uint8_t* const body = v3 ? data + sizeof fuzz::v3_magic : data;
   const std::size_t body_size = v3 ? size - sizeof fuzz::v3_magic : size;
   byte_choices choices(body, body_size);  // reads the law byte as FuzzedDataProvider would
-  const law* l =
-      fuzzed_laws()[static_cast<std::size_t>(choices.in_range(0, static_cast<std::int64_t>(fuzzed_laws().size()) - 1))];
+  // The law byte. Versions 1 and 3 take it modulo the 16 laws the list had
+  // when they were frozen, so a saved input keeps its law as the list grows;
+  // version 4 takes the byte as the index itself (an index past the list is
+  // rejected), so its inputs keep their laws under every append too.
+  std::size_t pick = 0;
+  if (version == 4) {
+    pick = static_cast<std::size_t>(choices.in_range(0, 255));
+    if (pick >= fuzzed_laws().size()) return -1;
+  } else {
+    pick = static_cast<std::size_t>(choices.in_range(0, frozen_law_count - 1));
+  }
+  const law* l = fuzzed_laws()[pick];
   if (!l->applicable(s).empty()) return -1;
   attn_case c;
   fuzz::input_mode mode = fuzz::input_mode::one_shot;
   if (v3) {
-    fuzz::case_v3 h = fuzz::decode_case(choices, v3_caps, s);
+    // Version 4: a law that takes variants draws those the subject declares, as in the gate.
+    fuzz::case_v3 h = fuzz::decode_case(choices, v3_caps, s, version == 4 && l->variants);
     c = std::move(h.c);
     mode = h.mode;
   }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include "attncheck/check.hpp"
 #include "attncheck/failure_report.hpp"
 #include "attncheck/oracle.hpp"
+#include "attncheck/run_config.hpp"
 
 namespace attncheck::fuzz {
 
@@ -187,6 +189,12 @@ bool is_v3(const std::uint8_t* data, std::size_t size) {
   return size >= sizeof v3_magic && std::memcmp(data, v3_magic, sizeof v3_magic) == 0;
 }
 
+bool is_v4(const std::uint8_t* data, std::size_t size) {
+  return size >= sizeof v4_magic && std::memcmp(data, v4_magic, sizeof v4_magic) == 0;
+}
+
+int case_space_version(const std::uint8_t* data, std::size_t size) { return is_v3(data, size) ? 3 : is_v4(data, size) ? 4 : 0; }
+
 const char* name(input_mode m) {
   switch (m) {
     case input_mode::one_shot: return "one-shot";
@@ -195,7 +203,7 @@ const char* name(input_mode m) {
   return "?";
 }
 
-case_v3 decode_case(byte_choices& in, const reach_caps& caps, const subject& s) {
+case_v3 decode_case(byte_choices& in, const reach_caps& caps, const subject& s, bool variants) {
   case_v3 h;
   h.mode = static_cast<input_mode>(in.in_range(0, caps.cache ? 1 : 0));
   if (h.mode == input_mode::cache && !s.has(ATTNCHECK_FEATURE_CACHE)) h.mode = input_mode::one_shot;
@@ -203,7 +211,20 @@ case_v3 decode_case(byte_choices& in, const reach_caps& caps, const subject& s) 
   // keeps its pace; a few may use all of it (docs/fuzz.md, "Input formats").
   const std::int64_t budget = in.in_range(0, 255);
   h.work = budget < 224 ? caps.work / 100 : budget < 252 ? caps.work / 10 : caps.work;
-  h.c = case_of(read_choices(in), context_of(s, true, true), h.work);  // every mask, poison and value kind
+  const case_context ctx = context_of(s, true, true);  // every mask, poison and value kind
+  const raw_choice r = read_choices(in);
+  if (variants && ctx.variants != 0 && h.mode == input_mode::one_shot) {
+    // As the gate's any_case(): the variant choices after the header's; a
+    // case with a variant is capped for the MPFR oracle that judges it.
+    const variant_choice v = read_variant_choices(in);
+    attn_case probe;
+    apply_variants(probe, v, ctx.variants, ctx.hints);
+    if (probe.variants.any()) h.work = std::min(h.work, run_default::variant_max_work);
+    h.c = case_of(r, ctx, h.work);
+    apply_variants(h.c, v, ctx.variants, ctx.hints);
+    return h;
+  }
+  h.c = case_of(r, ctx, h.work);
   attn_case& c = h.c;
   if (h.mode == input_mode::cache && c.b * c.hq * c.lk * c.lk > case_limits{}.max_pairs) h.mode = input_mode::one_shot;
   if (h.mode != input_mode::cache) return h;
@@ -304,6 +325,16 @@ void decode_values(FuzzedDataProvider& in, int value_patches, attn_case& c) {
 
 namespace {
 
+// A spec that loads from any folder: a plugin path made absolute (as the
+// gate writes its case files); a registered kind (builtin, naive) as it is.
+std::string replayable_spec(const std::string& spec) {
+  const std::string where = spec.substr(0, spec.find(':'));
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(where, ec)) return spec;
+  const auto path = std::filesystem::absolute(where, ec);
+  return ec ? spec : path.lexically_normal().string() + spec.substr(where.size());
+}
+
 // Minimizing a crash keeps it the same finding: with expect_law (and
 // expect_why, a substring of the message) set, other failures count as
 // passes, so libFuzzer cannot drift to another bug.
@@ -340,7 +371,9 @@ void expect_pass(const std::string& law, const subject& s, const attn_case& c, c
   if (!cfg.write_case.empty()) {
     try {
       const std::string note = "fuzz: " + (context.empty() ? "" : context + ": ") + o.message.substr(0, 2000);
-      write_case_file(cfg.write_case, case_record{c, law, s.name(), note});
+      // The subject's spec (a plugin's path made absolute), not its display
+      // name: `attncheck repro FILE` then replays it without --subject.
+      write_case_file(cfg.write_case, case_record{c, law, replayable_spec(s.spec()), note});
       f.saved_file = cfg.write_case;
       // The attncheck of this build (the fuzz build's, or the ordinary one's), from the running harness.
       f.replay = replay_command(cfg.write_case, s.spec());
@@ -358,11 +391,12 @@ std::size_t structural_mutate(std::uint8_t* data, std::size_t size, std::size_t 
   // Both formats read the header from the end: v1's 16 bytes (the law pick,
   // dtype, Lk, Lq, D, Dv, B, Hkv, G, then flags); v3's law pick and mode,
   // budget, then the case space's choices (header_choices, 1-2 bytes each,
-  // 8 pad cuts, 4 seed bytes): 40 bytes, then the cache plan.
-  const bool v3 = is_v3(data, size);
-  const std::size_t body = v3 ? size - sizeof v3_magic : size;
+  // 8 pad cuts, 4 seed bytes): 40 bytes, then the cache plan; v4's 12 more,
+  // one per variant choice (a one-shot input of a law that takes variants).
+  const int version = case_space_version(data, size);
+  const std::size_t body = version ? size - sizeof v3_magic : size;
   if (!config().structural || body == 0 || next() % 2 == 0) return LLVMFuzzerMutate(data, size, max_size);
-  const std::size_t header_bytes = v3 ? 40 : 16;
+  const std::size_t header_bytes = version == 4 ? 52 : version == 3 ? 40 : 16;
   const std::size_t k = next() % std::min(body, header_bytes);
   std::uint8_t& b = data[size - 1 - k];
   switch (next() % 3) {

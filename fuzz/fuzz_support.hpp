@@ -42,8 +42,16 @@ const subject& fuzz_subject();
 
 /// The first four bytes of a version 3 input.
 inline constexpr std::uint8_t v3_magic[4] = {0xa7, 'A', 'C', 0x03};
+/// The first four bytes of a version 4 input: version 3 plus the contract
+/// 1.1 variant choices after the header (decode_case, `variants`).
+inline constexpr std::uint8_t v4_magic[4] = {0xa7, 'A', 'C', 0x04};
+static_assert(sizeof v3_magic == sizeof v4_magic);
 /// True when the input is version 3 (starts with v3_magic).
 bool is_v3(const std::uint8_t* data, std::size_t size);
+/// True when the input is version 4 (starts with v4_magic).
+bool is_v4(const std::uint8_t* data, std::size_t size);
+/// The case-space version of an input: 3, 4, or 0 (version 1: no magic).
+int case_space_version(const std::uint8_t* data, std::size_t size);
 
 enum class input_mode : std::uint8_t { one_shot, cache };
 const char* name(input_mode m);
@@ -75,7 +83,15 @@ struct case_v3 {
 /// (one Q row per position); its key padding gives the sequence lengths, and
 /// plan_of() then reads a plan of at most budget / case_work(Lq = 1) query
 /// rows. One whose B*Hq*Lk*Lk passes case_limits::max_pairs stays one-shot.
-case_v3 decode_case(byte_choices& in, const reach_caps& caps, const subject& s);
+///
+/// With `variants` (a version 4 input, judged by a law that takes variants)
+/// and a subject that declares some (ABI v3 features) and a one-shot mode,
+/// the variant choices (read_variant_choices) follow the header's, exactly as
+/// the gate's generator draws them: a case with a variant is capped at
+/// min(budget, run_default::variant_max_work) (the MPFR oracle judges it),
+/// then apply_variants() with the subject's features and hints. Otherwise
+/// nothing more is read: a version 4 input decodes as version 3.
+case_v3 decode_case(byte_choices& in, const reach_caps& caps, const subject& s, bool variants = false);
 
 // ---------------------------------------------------------------------------
 // Input format, version 1 (every input that does not start with v3_magic):

@@ -21,6 +21,10 @@ grep -q "\"law\": \"$law\"" "$case_file" || { echo "case file does not name $law
 "$attncheck" repro "$case_file" --subject "$plugin"
 rrc=$?
 [ $rrc -eq 1 ] || { echo "repro on the broken plugin should exit 1, got $rrc"; exit 1; }
+# The case file records the subject's spec: replayed without --subject, it runs on the plugin again.
+"$attncheck" repro "$case_file" >/dev/null
+rrc=$?
+[ $rrc -eq 1 ] || { echo "repro without --subject (the subject the file records) should exit 1, got $rrc"; exit 1; }
 "$attncheck" repro "$case_file" --subject builtin >/dev/null
 [ $? -eq 0 ] || { echo "repro on the bundled implementation should pass"; exit 1; }
 echo "ok: $law found by $(basename "$harness"), case file written, repro fails on the plugin and passes on builtin"

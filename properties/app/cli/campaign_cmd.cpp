@@ -60,6 +60,11 @@ void add_campaign(CLI::App& app) {
   c->add_option("--dtype", type_name, "only this storage type: f32, f16 or bf16 (default: the generator's mix)");
   c->add_option("--max-work", copt.max_work, "largest B*Hq*Lq*Lk*(D+Dv) of a case (default 200000)")
       ->check(number_in(std::int64_t{16}, run_default::max_work_limit));
+  c->add_flag("--variants", copt.variants,
+              "also draw the contract 1.1 variants the subject declares (window, chunk, softcap, sinks, ALiBi, bias) as the "
+              "gate's differential law does: half the cases, each capped at B*Hq*Lq*Lk*(D+Dv) <= " +
+                  std::to_string(run_default::variant_max_work) +
+                  "; reports cases, elements, violations and the largest observed/bound per feature");
   c->add_option("--out", copt.out_dir, "save violating cases here");
   c->add_option("--html", html_path,
                 "write a self-contained HTML report here (per-dtype histograms, worst cases, rate, oracle tiers)");

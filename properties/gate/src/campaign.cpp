@@ -23,6 +23,7 @@
 #include "attncheck/isolate.hpp"
 #include "attncheck/result_json.hpp"
 #include "attncheck/version.hpp"
+#include "gate_internal.hpp"
 
 namespace attncheck {
 
@@ -87,11 +88,15 @@ std::int64_t shard_cases(const campaign_options& opt) {
 // The oracle is auto_tier: its fast binary64 tier where that tier's own error
 // is at most 2^-20 of the bound on every element, mpfr50 otherwise
 // (docs/oracle.md, "Tiers"); fast_tier_cases counts the cases the fast tier judged.
-std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign_options& opt, std::int64_t first,
-                                                std::int64_t last, std::int64_t* done) {
-  std::map<std::string, campaign_stats> by;
+struct slice_stats {
+  std::map<std::string, campaign_stats> by_type, by_feature;
+};
+
+slice_stats run_slice(const subject& s, const campaign_options& opt, std::int64_t first, std::int64_t last, std::int64_t* done) {
+  slice_stats by;
   gen_options g;
   g.max_work = opt.max_work;
+  g.variants = opt.variants;  // as the differential law's generator: capped at variant_max_work
   const auto gen = any_case(s, g);
   int saved = 0;
   for (std::int64_t p = first; p < last; ++p) {
@@ -102,7 +107,8 @@ std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign
     materialize(c);
     const auto out = s.attend(c);
     const oracle_result ref = reference(c, oracle_options_for(s, c, oracle_precision::auto_tier));
-    auto& st = by[std::string(name(c.type))];
+    // This case's stats, added to its dtype's and to each of its features'.
+    campaign_stats st;
     ++st.cases;
     if (ref.tier == oracle_tier::fast_binary64) ++st.fast_tier_cases;
     comparison worst;  // per element: every ratio goes into the histogram
@@ -141,25 +147,26 @@ std::map<std::string, campaign_stats> run_slice(const subject& s, const campaign
           }
     }
     if (out.ok()) keep_worst(st, worst.max_ratio, k, to_line(c) + "  " + worst.worst.describe());
-    if (worst.max_ratio > st.max_ratio || st.max_ratio_case.empty()) {
-      st.max_ratio = std::max(st.max_ratio, worst.max_ratio);
-      st.max_ratio_case = to_line(c) + "  " + worst.worst.describe();
-      st.max_ratio_index = k;
-    }
+    st.max_ratio = worst.max_ratio;
+    st.max_ratio_case = to_line(c) + "  " + worst.worst.describe();
+    st.max_ratio_index = k;
     if (violated) {
       ++st.violating_cases;
-      if (st.first_violation.empty()) st.first_violation = to_line(c) + "  " + worst.failure;
-      if (st.violating.size() < campaign_stats::violations_kept)
-        st.violating.push_back({k, to_line(c) + "  " + worst.failure.substr(0, 2000)});
+      st.first_violation = to_line(c) + "  " + worst.failure;
+      st.violating.push_back({k, to_line(c) + "  " + worst.failure.substr(0, 2000)});
       if (!opt.out_dir.empty() && saved < 20) {
         std::filesystem::create_directories(opt.out_dir);
         char file[64];
         std::snprintf(file, sizeof file, "campaign-%016llx.json", static_cast<unsigned long long>(fingerprint(c)));
+        // The subject's spec (a plugin's path absolute): `attncheck repro FILE` replays it as is.
         write_case_file((std::filesystem::path(opt.out_dir) / file).string(),
-                        {c, "differential.output_within_bound_of_oracle", s.name(), worst.failure.substr(0, 2000)});
+                        {c, "differential.output_within_bound_of_oracle", gate_detail::absolute_spec(opt.subject),
+                         worst.failure.substr(0, 2000)});
         ++saved;
       }
     }
+    by.by_type[std::string(name(c.type))].add(st);
+    for (const std::string& f : features_of(c)) by.by_feature[f].add(st);
   }
   return by;
 }
@@ -171,6 +178,19 @@ std::string percent(std::int64_t n, std::int64_t of) {
 }
 
 }  // namespace
+
+std::vector<std::string> features_of(const attn_case& c) {
+  const score_variants& w = c.variants;
+  std::vector<std::string> v;
+  if (w.has_window()) v.push_back("window");
+  if (w.has_chunk()) v.push_back("chunk");
+  if (w.has_softcap()) v.push_back("softcap");
+  if (w.has_sinks()) v.push_back("sinks");
+  if (w.has_alibi()) v.push_back("alibi");
+  if (w.has_bias()) v.push_back("bias");
+  if (v.empty()) v.push_back("none");
+  return v;
+}
 
 void campaign_stats::add(const campaign_stats& o) {
   if (o.cases == 0) return;
@@ -282,7 +302,8 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
         if (t.joinable()) t.join();
       }
     } stop{finished, reporter};
-    r.by_type = run_slice(*s, opt, 0, todo, &counts[0]);
+    slice_stats sl = run_slice(*s, opt, 0, todo, &counts[0]);
+    r.by_type = std::move(sl.by_type), r.by_feature = std::move(sl.by_feature);
   } else {
     // Forked workers, each a contiguous slice of this shard's cases;
     // summaries come back as JSON. They are forked and polled from this one
@@ -293,8 +314,10 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
     for (int w = 0; w < opt.jobs; ++w) {
       const std::int64_t first = todo * w / opt.jobs, last = todo * (w + 1) / opt.jobs;
       slices.emplace_back([&, w, first, last] {
-        nlohmann::json j = nlohmann::json::object();
-        for (const auto& [t, st] : run_slice(*s, opt, first, last, &counts[w])) j[t] = to_json(st);
+        nlohmann::json j = {{"by_type", nlohmann::json::object()}, {"by_feature", nlohmann::json::object()}};
+        const slice_stats sl = run_slice(*s, opt, first, last, &counts[w]);
+        for (const auto& [t, st] : sl.by_type) j["by_type"][t] = to_json(st);
+        for (const auto& [f, st] : sl.by_feature) j["by_feature"][f] = to_json(st);
         return j.dump();
       });
     }
@@ -305,7 +328,8 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
     for (const auto& co : outcomes) {
       if (!co.completed) throw std::runtime_error("a campaign worker was " + co.describe());
       const auto summary = nlohmann::json::parse(co.payload);  // named: items() refers into it
-      for (const auto& [t, j] : summary.items()) r.by_type[t].add(stats_from(j));
+      for (const auto& [t, j] : summary.at("by_type").items()) r.by_type[t].add(stats_from(j));
+      for (const auto& [f, j] : summary.at("by_feature").items()) r.by_feature[f].add(stats_from(j));
     }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -327,6 +351,7 @@ void print_campaign(const campaign_result& r, std::ostream& out) {
     out << " (shard " << opt.shard_index << "/" << opt.shard_count << " of " << opt.cases << ": cases k with k % "
         << opt.shard_count << " = " << opt.shard_index << ")";
   out << ", seed " << opt.seed;
+  if (opt.variants) out << ", variants";
   if (r.shards.size() > 1)
     out << ", " << r.shards.size() << " shards merged";
   else
@@ -362,6 +387,32 @@ void print_campaign(const campaign_result& r, std::ostream& out) {
     out << "  largest observed/bound " << m << ": " << st.max_ratio_case << "\n";
     if (!st.first_violation.empty()) out << "  first violation: " << st.first_violation << "\n";
   }
+  if (opt.variants) {
+    // Per feature: the same cases by contract 1.1 variant (a case with
+    // several counts under each); "none" is a case without one.
+    out << "\nby feature (--variants; a case with several variants counts under each):\n";
+    char head[160];
+    std::snprintf(head, sizeof head, "  %-8s %10s %14s %10s %12s  %s\n", "feature", "cases", "elements", "violations",
+                  "max obs/bd", "case of the largest observed/bound");
+    out << head;
+    for (const char* f : campaign_features) {
+      const auto it = r.by_feature.find(f);
+      const campaign_stats empty;
+      const campaign_stats& st = it == r.by_feature.end() ? empty : it->second;
+      char row[160];
+      std::snprintf(row, sizeof row, "  %-8s %10lld %14lld %10lld %12.4g  ", f, static_cast<long long>(st.cases),
+                    static_cast<long long>(st.elements), static_cast<long long>(st.violations), st.max_ratio);
+      out << row << (st.cases ? st.max_ratio_case : std::string("-")) << "\n";
+    }
+    const auto none = r.by_feature.find("none");
+    const std::int64_t with_variant = total - (none == r.by_feature.end() ? 0 : none->second.cases);
+    out << "  cases with a variant: " << with_variant << " of " << total << " (" << percent(with_variant, total) << ")";
+    if (with_variant == 0) out << "; the subject declares no variant (ABI v3 features) or the run drew none";
+    out << "\n";
+    for (const char* f : campaign_features)
+      if (const auto it = r.by_feature.find(f); it != r.by_feature.end() && !it->second.first_violation.empty())
+        out << "  first violation with " << f << ": " << it->second.first_violation << "\n";
+  }
   out << "\ncampaign: " << r.violations() << " violations" << (r.violations() ? "  -> FAIL" : "  -> PASS") << "\n";
 }
 
@@ -388,6 +439,8 @@ void write_campaign_json(const std::string& path, const campaign_result& r) {
   const campaign_options& o = r.options;
   nlohmann::json by = nlohmann::json::object(), shards = nlohmann::json::array();
   for (const auto& [t, st] : r.by_type) by[t] = to_json(st);
+  nlohmann::json by_feature = nlohmann::json::object();
+  for (const auto& [f, st] : r.by_feature) by_feature[f] = to_json(st);
   for (const auto& sh : r.shards) shards.push_back({{"index", sh.index}, {"cases", sh.cases}, {"seconds", sh.seconds}});
   const std::int64_t total = r.cases();
   const nlohmann::json doc = {{"kind", "attncheck campaign"},
@@ -399,7 +452,8 @@ void write_campaign_json(const std::string& path, const campaign_result& r) {
                                 {"seed", o.seed},
                                 {"shard", {{"index", o.shard_index}, {"count", o.shard_count}}},
                                 {"dtype", o.only_type ? std::string(name(*o.only_type)) : std::string("mixed")},
-                                {"max_work", o.max_work}}},
+                                {"max_work", o.max_work},
+                                {"variants", o.variants}}},
                               {"jobs", o.jobs},
                               {"cases", total},
                               {"violations", r.violations()},
@@ -408,7 +462,8 @@ void write_campaign_json(const std::string& path, const campaign_result& r) {
                               {"shards", shards},
                               {"histogram_edges", campaign_edges},
                               {"histogram_bins", bin_labels()},
-                              {"by_type", by}};
+                              {"by_type", by},
+                              {"by_feature", by_feature}};
   std::ofstream f(path);
   if (!f) throw input_error("--json", "cannot write '" + path + "'");
   f << doc.dump(2) << "\n";
@@ -442,6 +497,7 @@ campaign_result read_campaign_json(const std::string& path) {
       if (!o.only_type) throw std::runtime_error("'" + t + "'");
     }
     field = "config.max_work", o.max_work = c.at("max_work");
+    field = "config.variants", o.variants = c.value("variants", false);  // absent: a result from before --variants
     field = "attncheck.version", r.version = doc.at("attncheck").at("version");
     field = "jobs", o.jobs = doc.at("jobs");
     field = "seconds", r.seconds = doc.at("seconds");
@@ -452,6 +508,9 @@ campaign_result read_campaign_json(const std::string& path) {
     for (const auto& sh : doc.at("shards")) r.shards.push_back({sh.at("index"), sh.at("cases"), sh.at("seconds")});
     field = "by_type";
     for (const auto& [t2, j] : doc.at("by_type").items()) r.by_type[t2] = stats_from(j);
+    field = "by_feature";
+    if (doc.contains("by_feature"))
+      for (const auto& [f, j] : doc.at("by_feature").items()) r.by_feature[f] = stats_from(j);
   } catch (const std::exception& e) {
     throw input_error(path, std::string("field ") + field + ": " + e.what());
   }
@@ -485,6 +544,7 @@ campaign_result merge_campaigns(const std::vector<campaign_result>& parts, const
     differs("dtype", po.only_type ? std::string(name(*po.only_type)) : "mixed",
             ao.only_type ? std::string(name(*ao.only_type)) : "mixed");
     differs("max_work", std::to_string(po.max_work), std::to_string(ao.max_work));
+    differs("variants", po.variants ? "on" : "off", ao.variants ? "on" : "off");
     differs("shard count", std::to_string(po.shard_count), std::to_string(ao.shard_count));
     differs("attncheck version", p.version, a.version);
     // A merged file (count 1) is the whole run: its one shard is 0.
@@ -501,6 +561,7 @@ campaign_result merge_campaigns(const std::vector<campaign_result>& parts, const
                                   std::to_string(po.shard_count) + " of " + std::to_string(po.cases) + " has " +
                                   std::to_string(want));
     for (const auto& [t, st] : p.by_type) m.by_type[t].add(st);
+    for (const auto& [f, st] : p.by_feature) m.by_feature[f].add(st);
     m.seconds += p.seconds;
     m.options.jobs = std::max(m.options.jobs, po.jobs);
     for (const auto& sh : p.shards) m.shards.push_back(sh);

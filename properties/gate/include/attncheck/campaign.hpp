@@ -24,11 +24,15 @@ struct campaign_options {
   std::string subject = "builtin";
   std::int64_t cases = 10'000;
   std::uint64_t seed = 1;
-  int shard_index = 0;               ///< this run is cases k with k % shard_count == shard_index
-  int shard_count = 1;               ///< in [1, max_shards], at most cases: 1 is the whole run
-  int jobs = 1;                      ///< forked workers, each a slice of the cases
-  std::optional<dtype> only_type;    ///< every case in this storage type; else the generator's mix
-  std::int64_t max_work = 200'000;   ///< generator cap, as the gate's --max-work
+  int shard_index = 0;              ///< this run is cases k with k % shard_count == shard_index
+  int shard_count = 1;              ///< in [1, max_shards], at most cases: 1 is the whole run
+  int jobs = 1;                     ///< forked workers, each a slice of the cases
+  std::optional<dtype> only_type;   ///< every case in this storage type; else the generator's mix
+  std::int64_t max_work = 200'000;  ///< generator cap, as the gate's --max-work
+  /// Also draw the contract 1.1 variants the subject declares (--variants),
+  /// as the gate's differential law does: half the cases, a case with a
+  /// variant capped at min(max_work, run_default::variant_max_work).
+  bool variants = false;
   std::string out_dir;               ///< violating cases are saved here (first 20)
   std::ostream* progress = nullptr;  ///< progress lines go here (null: none)
   bool progress_tty = false;         ///< rewrite one line in place (a terminal) instead of plain lines
@@ -70,9 +74,17 @@ struct campaign_shard {
   double seconds = 0;
 };
 
+/// The rows of campaign_result::by_feature, in report order: each contract
+/// 1.1 variant, then "none" (a case with no variant). A case with several
+/// variants counts under each of them.
+inline constexpr const char* campaign_features[] = {"window", "chunk", "softcap", "sinks", "alibi", "bias", "none"};
+/// The campaign_features rows of a case.
+std::vector<std::string> features_of(const attn_case& c);
+
 struct campaign_result {
-  std::map<std::string, campaign_stats> by_type;  ///< "f32", "f16", "bf16"
-  double seconds = 0;                             ///< merged: the shards' seconds summed
+  std::map<std::string, campaign_stats> by_type;     ///< "f32", "f16", "bf16"
+  std::map<std::string, campaign_stats> by_feature;  ///< campaign_features: the same cases by variant
+  double seconds = 0;                                ///< merged: the shards' seconds summed
   std::string subject_name;
   campaign_options options;              ///< what produced it (progress cleared; merged: shard 0 of 1)
   std::string version = version_string;  ///< the attncheck that ran it
@@ -87,9 +99,9 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out);
 /// Prints the report of a result (run or merged) as run_campaign does.
 void print_campaign(const campaign_result& r, std::ostream& out);
 
-/// Writes a result as JSON: configuration (subject, cases, seed, shard),
-/// histogram edges, per-dtype stats with the kept violations and worst
-/// cases (each with its case index), seconds and cases/s.
+/// Writes a result as JSON: configuration (subject, cases, seed, shard,
+/// variants), histogram edges, per-dtype and per-feature stats with the kept
+/// violations and worst cases (each with its case index), seconds and cases/s.
 void write_campaign_json(const std::string& path, const campaign_result& r);
 
 /// Reads a file write_campaign_json wrote (extra fields are ignored).
@@ -100,8 +112,8 @@ campaign_result read_campaign_json(const std::string& path);
 void parse_shard(const std::string& text, campaign_options& opt);
 
 /// Merges the shards of one run into the result of the unsharded run: every
-/// file the same subject, cases, seed, dtype, max work, shard count and
-/// attncheck version, each shard exactly once. Throws input_error naming the
+/// file the same subject, cases, seed, dtype, max work, variants, shard count
+/// and attncheck version, each shard exactly once. Throws input_error naming the
 /// file (`names`, parallel to `shards`) that differs, a shard given twice,
 /// or the missing shards.
 campaign_result merge_campaigns(const std::vector<campaign_result>& shards, const std::vector<std::string>& names);
