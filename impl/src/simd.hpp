@@ -12,7 +12,12 @@
 #pragma once
 
 #ifndef ATTNIMPL_ISA_AVX2
-#error "simd.hpp belongs to an ISA translation unit (kernel_avx2.cpp, kernel_portable.cpp)"
+#error "simd.hpp belongs to an ISA translation unit (kernel_avx512.cpp, kernel_avx2.cpp, kernel_portable.cpp)"
+#endif
+// kernel_avx512.cpp also sets ATTNIMPL_ISA_AVX512 1: the 16-lane helpers
+// below (vf16), used by the tile products only.
+#ifndef ATTNIMPL_ISA_AVX512
+#define ATTNIMPL_ISA_AVX512 0
 #endif
 
 #include <cstdint>
@@ -165,6 +170,34 @@ ATTNIMPL_SIMD_INLINE void transpose8(vf r[8]) {
     r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
   }
 }
+
+#if ATTNIMPL_ISA_AVX512
+// 16 f32 lanes: two 8-lane columns side by side. Only lane-wise operations
+// (no reduction across lanes), so each lane computes what the 8-lane layer
+// computes for it.
+using vf16 = __m512;
+ATTNIMPL_SIMD_INLINE vf16 zero16() { return _mm512_setzero_ps(); }
+ATTNIMPL_SIMD_INLINE vf16 broadcast16(const float* p) { return _mm512_set1_ps(*p); }
+ATTNIMPL_SIMD_INLINE vf16 load16(const float* p) { return _mm512_loadu_ps(p); }
+ATTNIMPL_SIMD_INLINE void store16(float* p, vf16 v) { _mm512_storeu_ps(p, v); }
+/// a * b + c, rounded once.
+ATTNIMPL_SIMD_INLINE vf16 fmadd16(vf16 a, vf16 b, vf16 c) { return _mm512_fmadd_ps(a, b, c); }
+/// 16 consecutive elements of storage type t, exactly, as f32. The
+/// all-lanes maskz forms: GCC 12's unmasked ones start from an undefined
+/// register that -Wmaybe-uninitialized reports.
+ATTNIMPL_SIMD_INLINE vf16 load16(const char* p, dtype t) {
+  const __mmask16 all = 0xffff;
+  switch (t) {
+    case dtype::f16: return _mm512_maskz_cvtph_ps(all, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    case dtype::bf16: {
+      const __m512i w = _mm512_maskz_cvtepu16_epi32(all, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+      return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, w, 16));
+    }
+    case dtype::f32: break;
+  }
+  return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+}
+#endif
 
 #else  // portable: the same operations lane by lane, the same bits
 

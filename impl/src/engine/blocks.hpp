@@ -581,6 +581,10 @@ inline void unit_runner::score_rows(std::int64_t r0) {
   for (int r = 0; r < NR; ++r) cols = std::max(cols, ws_.reach[r0 + r]);
   cols = round8(cols);
   std::int64_t c = 0;
+#if ATTNIMPL_ISA_AVX512
+  // 32 columns (two 16-lane registers) per row: 12 accumulators of the 32 registers.
+  for (; c + 32 <= cols; c += 32) micro::scores<NR, 4>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
+#endif
   for (; c + 16 <= cols; c += 16) micro::scores<NR, 2>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
   if (c < cols) micro::scores<NR, 1>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
 }
