@@ -158,6 +158,9 @@ inline void unit_runner::fold(const unit_rows& ur, const row_state& total, const
       simd::store(ta + e, simd::fmadd(simd::load(pa + e), cv, simd::mul(simd::load(ta + e), av)));
     total.l[r] = simd::fma1(part.l[r], c, total.l[r] * a);
     total.m[r] = mn;
+    // mutant: each split-KV partial carried the sink in its sum, so the merge counts it once per extra chunk
+    if (ATTNIMPL_MUTANT(sink_counted_per_split) && p_.var.sinks && p_.var.sinks[ws_.head[r]] != neg_inf)
+      total.l[r] += simd::exp1(p_.var.sinks[ws_.head[r]] - mn);
   }
 }
 
@@ -172,7 +175,9 @@ inline void unit_runner::finish(const unit_rows& ur, const row_state& st) {
     float lse = neg_inf;
     // The sink (contract 1.1) joins the denominator once, merged after every
     // key as one more block with no value: the bound's nb + 1.
-    const float sink = p_.var.sinks ? p_.var.sinks[h] : neg_inf;
+    bool sinks = p_.var.sinks && !ATTNIMPL_MUTANT(sinks_ignored);
+    if (ATTNIMPL_MUTANT(sinks_decode_only)) sinks = sinks && p_.dims.lq == 1;  // prefill rows lose their sink
+    const float sink = sinks ? p_.var.sinks[h] : neg_inf;
     float l_sink = st.l[r], a_sink = 1.0f;
     if (sink != neg_inf && m != neg_inf) {
       const float mn = sink > m ? sink : m;  // m NaN: stays NaN

@@ -2,6 +2,7 @@
 
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "attncheck/laws.hpp"
 #include "attnimpl/mutants.hpp"
@@ -14,6 +15,15 @@ std::string law_alias(const std::string& law) {
     return rest.rfind("batch", 0) == 0 ? "batch" : rest.rfind("masked", 0) == 0 ? "masked_slots" : "padding";
   }
   if (law == "masked.fully_masked_rows_are_zero") return "fully_masked";
+  // The variants' laws (docs/mutation.md, "Variants"): several per family.
+  static const std::pair<const char*, const char*> variant_laws[] = {
+      {"window.outside_keys_never_matter", "window"},     {"window.wide_window_equals_plain", "window_plain"},
+      {"sinks.sink_rescales_plain_output", "sinks"},      {"sinks.common_shift_changes_nothing", "sink_shift"},
+      {"softcap.weights_within_capped_range", "softcap"}, {"softcap.far_cap_equals_none", "softcap_far"},
+      {"bias.alibi_equals_explicit_bias", "alibi"},       {"bias.row_constant_changes_nothing", "bias_row"},
+      {"bias.minus_inf_equals_mask", "bias_mask"},        {"bias.broadcast_equals_materialized", "bias_broadcast"}};
+  for (const auto& [name, alias] : variant_laws)
+    if (law == name) return alias;
   return law.substr(0, law.find('.'));
 }
 
