@@ -199,8 +199,8 @@ TEST(isa, attention_is_the_same_on_the_avx512_path) {
   EXPECT_EQ(cases, 360);
 }
 
-// The AVX-512 build's exp, tanh and fma (the 8-lane layer, compiled with
-// AVX-512 on) against the portable ones.
+// The AVX-512 build's exp (its 16-lane exp16, which the softmax uses), tanh
+// and fma (the 8-lane layer, compiled with AVX-512 on) against the portable ones.
 TEST(isa, the_avx512_exp_tanh_and_fma_are_the_portable_ones) {
   NEEDS_AVX512();
   std::vector<float> x;

@@ -87,6 +87,9 @@ void fma_array(const float* a, const float* b, const float* c, float* out, std::
 
 void exp_array(const float* x, float* y, std::size_t n) {
   std::size_t i = 0;
+#if ATTNIMPL_ISA_AVX512
+  for (; i + 16 <= n; i += 16) simd::store16(y + i, simd::exp16(simd::load16(x + i)));  // the softmax's exp
+#endif
   for (; i + 8 <= n; i += 8) simd::store(y + i, simd::exp8(simd::load(x + i)));
   for (; i < n; ++i) y[i] = simd::exp1(x[i]);
 }

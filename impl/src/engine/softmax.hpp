@@ -122,7 +122,20 @@ inline void unit_runner::softmax(row_range rr, const row_state& st, std::int64_t
     }
     const simd::vf mv = simd::set1(m_new);
     simd::vf sum = simd::zero();
-    for (std::int64_t c = 0; c < ld; c += 8) {
+    std::int64_t c = 0;
+#if ATTNIMPL_ISA_AVX512
+    // 16 scores per exp, the sum still taken 8 lanes at a time in order.
+    const simd::vf16 mw = _mm512_set1_ps(m_new), nw = _mm512_set1_ps(neg_inf);
+    for (; c + 16 <= ld; c += 16) {
+      const simd::vf16 x = simd::load16(s + c);
+      const __mmask16 live = _mm512_cmp_ps_mask(x, nw, _CMP_NEQ_UQ);
+      const simd::vf16 pv = _mm512_maskz_mov_ps(live, simd::exp16(_mm512_sub_ps(x, mw)));
+      simd::store16(s + c, pv);
+      sum = simd::add(sum, simd::low8(pv));
+      sum = simd::add(sum, simd::high8(pv));
+    }
+#endif
+    for (; c < ld; c += 8) {
       const simd::vf x = simd::load(s + c);
       const simd::vm live = simd::not_equal(x, ninf);
       const simd::vf pv = simd::keep(simd::exp8(simd::sub(x, mv)), live);
