@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "attnimpl/attention.hpp"
@@ -106,7 +108,7 @@ void print_row(const bench_case& c, int threads, const timing& k, const timing& 
   std::fflush(stdout);
 }
 
-void bench_prefill(const bench_case& c, int threads, int reps, const peaks& pk) {
+timing bench_prefill(const bench_case& c, int threads, int reps, const peaks& pk) {
   const auto q = filled(static_cast<std::size_t>(c.b * c.lq * c.hq * c.d), 1);
   const auto k = filled(static_cast<std::size_t>(c.b * c.lk * c.hkv * c.d), 2);
   const auto v = filled(static_cast<std::size_t>(c.b * c.lk * c.hkv * c.d), 3);
@@ -126,10 +128,11 @@ void bench_prefill(const bench_case& c, int threads, int reps, const peaks& pk) 
                                                        })
                                              : timing{0, 0};
   print_row(c, threads, kt, nt, pk);
+  return kt;
 }
 
 /// Decode through the paged cache (page size 16, pages in reverse order).
-void bench_decode(const bench_case& c, int threads, int reps, const peaks& pk) {
+timing bench_decode(const bench_case& c, int threads, int reps, const peaks& pk) {
   const std::int64_t page = 16, pages = c.b * ((c.lk + page - 1) / page);
   std::vector<std::int32_t> order(static_cast<std::size_t>(pages));
   for (std::int64_t p = 0; p < pages; ++p) order[static_cast<std::size_t>(p)] = static_cast<std::int32_t>(pages - 1 - p);
@@ -138,7 +141,7 @@ void bench_decode(const bench_case& c, int threads, int reps, const peaks& pk) {
       {.batch = c.b, .hkv = c.hkv, .d = c.d, .dv = c.d, .type = c.kv_type, .page_size = page, .pages = pages}, order, cache);
   if (!made.ok()) {
     std::printf("%-44s cache: %s\n", c.name, made.message.c_str());
-    return;
+    return {};
   }
   const auto k = filled(static_cast<std::size_t>(c.b * c.lk * c.hkv * c.d), 2);
   const auto v = filled(static_cast<std::size_t>(c.b * c.lk * c.hkv * c.d), 3);
@@ -159,7 +162,7 @@ void bench_decode(const bench_case& c, int threads, int reps, const peaks& pk) {
     const status appended = cache->append(bi, c.lk, {kb, {c.hkv * c.d, c.d, 1}, vb, {c.hkv * c.d, c.d, 1}});
     if (!appended.ok()) {
       std::printf("%-44s append: %s\n", c.name, appended.message.c_str());
-      return;
+      return {};
     }
   }
   const auto q = filled(static_cast<std::size_t>(c.b * c.lq * c.hq * c.d), 1);
@@ -181,6 +184,143 @@ void bench_decode(const bench_case& c, int threads, int reps, const peaks& pk) {
                                                        })
                                              : timing{0, 0};
   print_row(c, threads, kt, nt, pk);
+  return kt;
+}
+
+/// Visible (query, key) pairs of an lq = lk = l prefill with var's windows
+/// and chunks, counted as the kernel sees them.
+double visible_pairs_of(std::int64_t l, bool causal, const variants& var) {
+  double pairs = 0;
+  for (std::int64_t p = 0; p < l; ++p) {
+    std::int64_t lo = 0, hi = causal ? p + 1 : l;
+    if (var.window_left >= 0) lo = std::max(lo, p - var.window_left);
+    if (var.window_right >= 0) hi = std::min(hi, p + var.window_right + 1);
+    if (var.chunk > 0) lo = std::max(lo, p / var.chunk * var.chunk), hi = std::min(hi, (p / var.chunk + 1) * var.chunk);
+    pairs += static_cast<double>(std::max<std::int64_t>(0, hi - lo));
+  }
+  return pairs;
+}
+
+/// Two f32 prefills B=1 H=h L=l D=128 (lq = lk) on the same inputs, (var_a,
+/// isa_a) and (var_b, isa_b), their reps alternating a, b, a, b so both see
+/// the same load: GFLOP/s of each one's visible pairs, best of reps.
+std::pair<double, double> prefill_pair_gflops(std::int64_t h, std::int64_t l, bool causal, const variants& var_a, isa isa_a,
+                                              const variants& var_b, isa isa_b, int threads, int reps) {
+  const std::int64_t d = 128;
+  const std::size_t n = static_cast<std::size_t>(l * h * d);
+  const auto q = filled(n, 1), k = filled(n, 2), v = filled(n, 3);
+  std::vector<float> o(n);
+  attention_args a;
+  a.dims = {1, h, h, l, l, d, d};
+  a.q = {q.data(), dtype::f32, dense(l, h, d)};
+  a.k = {k.data(), dtype::f32, dense(l, h, d)};
+  a.v = {v.data(), dtype::f32, dense(l, h, d)};
+  a.o = {o.data(), dtype::f32, dense(l, h, d)};
+  a.causal = causal;
+  attention_args b = a;
+  a.var = var_a;
+  b.var = var_b;
+  const auto once = [&](const attention_args& x, isa which) {
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)attention(x, {.threads = threads, .simd = which});
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  once(a, isa_a);  // warm-up: page faults, pool start, caches
+  once(b, isa_b);
+  double best_a = 1e300, best_b = 1e300;
+  for (int r = 0; r < reps; ++r) {
+    best_a = std::min(best_a, once(a, isa_a));
+    best_b = std::min(best_b, once(b, isa_b));
+  }
+  const double per_pair = 4.0 * static_cast<double>(h * d) / 1e9;
+  return {per_pair * visible_pairs_of(l, causal, var_a) / best_a, per_pair * visible_pairs_of(l, causal, var_b) / best_b};
+}
+
+/// "name: what = X, target T: met/unmet" (value and target as ratios).
+void target_line(const char* name, const char* what, double value, double target, bool percent) {
+  if (percent)
+    std::printf("target: %-58s %-44s %6.1f%% (target >= %.0f%%) %s\n", name, what, 100.0 * value, 100.0 * target,
+                value >= target ? "met" : "NOT met");
+  else
+    std::printf("target: %-58s %-44s %6.2fx (target >= %.1fx) %s\n", name, what, value, target,
+                value >= target ? "met" : "NOT met");
+  std::fflush(stdout);
+}
+
+/// The targets of docs/impl.md as ratios within this run, each line naming
+/// its reference (a probe at probe_isa()'s width, or another kernel run).
+void bench_targets(int threads, int reps, bool quick, const peaks& pk, double decode_f32_gbs, double decode_f32_tps,
+                   double decode_bf16_tps, double dense_gflops, double causal_gflops) {
+  const char* pisa = probe_isa();
+  const std::int64_t l = quick ? 256 : 2048, swa_l = quick ? 1024 : 8192, swa_w = quick ? 128 : 1024;
+  std::printf("targets (%d threads; ratios within this run; probes at %s; kernel isa %s; docs/impl.md):\n", threads, pisa,
+              isa_name(resolve_isa(bench_isa)));
+  char what[96];
+  const auto not_measured = [](const char* name, const char* why) { std::printf("target: %s: not measured (%s)\n", name, why); };
+  if (decode_f32_gbs > 0 && pk.bw_all > 0) {
+    std::snprintf(what, sizeof what, "%.1f GB/s of the %s read probe %.1f", decode_f32_gbs, pisa, pk.bw_all);
+    target_line("f32 decode Lk=32768 vs read probe", what, decode_f32_gbs / pk.bw_all, 0.70, true);
+  } else {
+    not_measured("f32 decode Lk=32768 vs read probe", "its row was filtered out");
+  }
+  if (decode_f32_tps > 0 && decode_bf16_tps > 0) {
+    std::snprintf(what, sizeof what, "%.0f vs %.0f tok/s", decode_bf16_tps, decode_f32_tps);
+    target_line("bf16/f32 decode Lk=32768 tokens/s", what, decode_bf16_tps / decode_f32_tps, 1.6, false);
+  } else {
+    not_measured("bf16/f32 decode Lk=32768 tokens/s", "its rows were filtered out");
+  }
+  const char* no_fma = pk.fma_all > 0 ? "its row was filtered out" : "no FMA probe on this CPU";
+  if (pk.fma_all > 0 && dense_gflops > 0) {
+    std::snprintf(what, sizeof what, "%.1f of the %s FMA probe %.1f GFLOP/s", dense_gflops, pisa, pk.fma_all);
+    target_line("dense prefill B=1 H=16 L=2048 D=128 vs FMA probe", what, dense_gflops / pk.fma_all, 0.80, true);
+  } else {
+    not_measured("dense prefill B=1 H=16 L=2048 D=128 vs FMA probe", no_fma);
+  }
+  if (pk.fma_all > 0 && causal_gflops > 0) {
+    std::snprintf(what, sizeof what, "%.1f of the %s FMA probe %.1f GFLOP/s", causal_gflops, pisa, pk.fma_all);
+    target_line("causal prefill B=1 H=16 L=2048 D=128 (visible FLOPs)", what, causal_gflops / pk.fma_all, 0.75, true);
+  } else {
+    not_measured("causal prefill B=1 H=16 L=2048 D=128 (visible FLOPs)", no_fma);
+  }
+  // Sliding window against dense causal at the same L (both visible FLOPs).
+  variants swa;
+  swa.window_left = swa_w - 1;
+  swa.window_right = 0;
+  const auto [causal_long, window] = prefill_pair_gflops(16, swa_l, true, {}, bench_isa, swa, bench_isa, threads, reps);
+  std::snprintf(what, sizeof what, "%.1f vs dense causal %.1f GFLOP/s", window, causal_long);
+  target_line("SWA prefill H=16 L=8192 W=1024 vs dense causal (visible)", what, window / causal_long, 0.85, true);
+  // Score variants as a share of plain on the dense prefill's shape, each
+  // against its own alternating plain reps.
+  std::vector<float> slopes(16), sinks(16), bias(static_cast<std::size_t>(l * l));
+  for (std::size_t x = 0; x < slopes.size(); ++x)
+    slopes[x] = sinks[x] = static_cast<float>(std::exp2(-8.0 * static_cast<double>(x + 1) / 16.0));
+  for (std::size_t x = 0; x < bias.size(); ++x) bias[x] = static_cast<float>(x % 7) * 0.125f - 0.375f;
+  struct share {
+    const char* name;
+    variants var;
+    double target;
+  };
+  variants softcap, alibi, sink, fbias;
+  softcap.softcap = 30.0f;
+  alibi.alibi = slopes.data();
+  sink.sinks = sinks.data();
+  fbias.bias = {bias.data(), dtype::f32, {0, 0, l, 1}};  // one L x L bias for every batch and head
+  for (const share& sh : {share{"softcap=30 share of plain prefill B=1 H=16 L=2048 D=128", softcap, 0.85},
+                          share{"ALiBi share of plain prefill B=1 H=16 L=2048 D=128", alibi, 0.90},
+                          share{"sinks share of plain prefill B=1 H=16 L=2048 D=128", sink, 0.98},
+                          share{"f32 bias (L x L) share of plain prefill B=1 H=16 L=2048 D=128", fbias, 0.75}}) {
+    const auto [plain, g] = prefill_pair_gflops(16, l, false, {}, bench_isa, sh.var, bench_isa, threads, reps);
+    std::snprintf(what, sizeof what, "%.1f vs plain %.1f GFLOP/s", g, plain);
+    target_line(sh.name, what, g / plain, sh.target, true);
+  }
+  // The two vector builds on the same shape, back to back.
+  if (isa_supported(isa::avx512)) {
+    const auto [g2, g5] = prefill_pair_gflops(16, l, false, {}, isa::avx2, {}, isa::avx512, threads, reps);
+    std::snprintf(what, sizeof what, "%.1f vs %.1f GFLOP/s", g5, g2);
+    target_line("AVX-512 vs AVX2 prefill B=1 H=16 L=2048 D=128", what, g5 / g2, 1.6, false);
+  } else {
+    not_measured("AVX-512 vs AVX2 prefill B=1 H=16 L=2048 D=128", "this CPU has no AVX-512 F+BW+VL");
+  }
 }
 
 long peak_rss_kib() {
@@ -248,7 +388,7 @@ int run(int argc, char** argv) {
       // The kernel's instruction set, passed in every call's config.
       const std::string name = argv[++i];
       if (!parse_isa(name) || !isa_supported(*parse_isa(name))) {
-        std::fprintf(stderr, "bench: --isa must be auto, avx2 or portable, one this CPU runs (got '%s')\n", name.c_str());
+        std::fprintf(stderr, "bench: --isa must be auto, avx512, avx2 or portable, one this CPU runs (got '%s')\n", name.c_str());
         return 2;
       }
       bench_isa = *parse_isa(name);
@@ -307,15 +447,23 @@ int run(int argc, char** argv) {
   std::printf("%s\n", quick ? "(quick: L, Lk and B scaled down, names keep the full sizes)" : "");
   std::printf("%-46s %3s %10s %9s %7s %8s %7s %9s %10s %8s %9s\n", "case", "thr", "time_ms", "GFLOP/s", "%peak", "GB/s", "%bw",
               "tok/s", "naive_ms", "speedup", "cpu/wall");
+  // The all-threads figures the targets below are ratios of.
+  double decode_f32_gbs = 0, decode_f32_tps = 0, decode_bf16_tps = 0, dense_gflops = 0, causal_gflops = 0;
   for (const bench_case& c : cases) {
     if (!filter.empty() && std::string(c.name).find(filter) == std::string::npos) continue;
     std::vector<int> counts = {threads};
     if (threads > 1 && &c == &cases[0]) counts.insert(counts.begin(), 1);
     for (int t : counts) {
-      if (c.decode)
-        bench_decode(c, t, reps, pk);
-      else
-        bench_prefill(c, t, reps, pk);
+      const timing kt = c.decode ? bench_decode(c, t, reps, pk) : bench_prefill(c, t, reps, pk);
+      if (t != threads || kt.wall <= 0 || kt.wall >= 1e300) continue;
+      const double flops = 4.0 * static_cast<double>(c.b * c.hq) * visible_pairs(c) * static_cast<double>(c.d);
+      if (&c == &cases[0]) dense_gflops = flops / kt.wall / 1e9;
+      if (&c == &cases[1]) causal_gflops = flops / kt.wall / 1e9;
+      if (&c == &cases[7]) {
+        decode_f32_gbs = static_cast<double>(c.b * c.lk * c.hkv * 2 * c.d) * 4 / kt.wall / 1e9;
+        decode_f32_tps = static_cast<double>(c.b * c.lq) / kt.wall;
+      }
+      if (&c == &cases[8]) decode_bf16_tps = static_cast<double>(c.b * c.lq) / kt.wall;
     }
   }
   std::printf(
@@ -323,6 +471,8 @@ int run(int argc, char** argv) {
       "Decode GB/s: K and V bytes of the cache per step; %%bw: of the best probe rep; tok/s: B tokens "
       "per step. naive: materialized scores, Eigen GEMM, softmax, GEMM, f32, same threads. "
       "cpu/wall < threads means the machine was shared.\n");
+  if (filter.empty() || std::string("targets").find(filter) != std::string::npos)
+    bench_targets(threads, reps, quick, pk, decode_f32_gbs, decode_f32_tps, decode_bf16_tps, dense_gflops, causal_gflops);
   return 0;
 }
 

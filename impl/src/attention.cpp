@@ -32,8 +32,8 @@ status check_common(const shape& s, const config& cfg) {
   if (cfg.q_tile < 0 || cfg.q_tile > 4096) return status::invalid("config.q_tile must be in [0, 4096]");
   if (cfg.k_tile < 0 || cfg.k_tile > 4096) return status::invalid("config.k_tile must be in [0, 4096]");
   if (cfg.split_keys < 0 || cfg.split_keys > max_dim) return status::invalid("config.split_keys must be in [0, 2^30]");
-  if (cfg.simd != isa::automatic && cfg.simd != isa::avx2 && cfg.simd != isa::portable)
-    return status::invalid("config.simd must be isa::automatic, isa::avx2 or isa::portable");
+  if (cfg.simd != isa::automatic && cfg.simd != isa::avx2 && cfg.simd != isa::portable && cfg.simd != isa::avx512)
+    return status::invalid("config.simd must be isa::automatic, isa::avx2, isa::avx512 or isa::portable");
   if (status st = check_isa(cfg.simd); !st.ok()) return st;
   // Per-thread workspace is about rows x (d + dv + k_tile) floats; keep it under 1 GiB.
   const config r = resolve(cfg);

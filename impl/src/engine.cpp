@@ -1,4 +1,4 @@
-// Runtime dispatch between the kernel's two builds, and the instruction-set
+// Runtime dispatch between the kernel's three builds, and the instruction-set
 // queries of attention.hpp. Compiled for the baseline: it may run anywhere.
 #include "engine.hpp"
 
@@ -31,13 +31,30 @@ bool cpu_has_avx2() {
 #endif
 }
 
+bool cpu_has_avx512() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  // libgcc/compiler-rt count AVX-512 features only where the OS saves ZMM
+  // and mask state (XCR0), as for AVX above.
+  static const bool has = cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl");
+  return has;
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
-bool isa_supported(isa which) { return which != isa::avx2 || cpu_has_avx2(); }
+bool isa_supported(isa which) {
+  if (which == isa::avx2) return cpu_has_avx2();
+  if (which == isa::avx512) return cpu_has_avx512();
+  return true;
+}
 
 namespace {
 // The ISAs by name ("auto" also parses from "").
-constexpr std::pair<isa, const char*> isa_names[] = {{isa::automatic, "auto"}, {isa::avx2, "avx2"}, {isa::portable, "portable"}};
+constexpr std::pair<isa, const char*> isa_names[] = {
+    {isa::automatic, "auto"}, {isa::avx2, "avx2"}, {isa::portable, "portable"}, {isa::avx512, "avx512"}};
 }  // namespace
 
 const char* isa_name(isa which) {
@@ -56,13 +73,16 @@ std::optional<isa> parse_isa(std::string_view name) {
 // The kernel reads no environment: its caller chooses (the suite's builtin
 // subject maps the variable ATTNIMPL_ISA onto config.simd).
 status check_isa(isa requested) {
-  if (!isa_supported(resolve_isa(requested)))
+  const isa which = resolve_isa(requested);
+  if (which == isa::avx512 && !isa_supported(which))
+    return status::invalid("config.simd = avx512 needs a CPU with AVX-512 F, BW and VL, AVX2, FMA and F16C; this one lacks them");
+  if (!isa_supported(which))
     return status::invalid("config.simd = avx2 needs a CPU with AVX2, FMA and F16C; this one lacks them");
   return status::success();
 }
 
 isa resolve_isa(isa requested) {
-  if (requested == isa::automatic) return cpu_has_avx2() ? isa::avx2 : isa::portable;
+  if (requested == isa::automatic) return cpu_has_avx512() ? isa::avx512 : cpu_has_avx2() ? isa::avx2 : isa::portable;
   return requested;
 }
 
@@ -84,6 +104,7 @@ bool fma_kernel(const float* a, const float* b, const float* c, float* out, std:
   which = resolve_isa(which);
   if (!isa_supported(which)) return false;
 #if defined(__x86_64__)
+  if (which == isa::avx512) return engine::avx512::fma_array(a, b, c, out, n), true;
   if (which == isa::avx2) return engine::avx2::fma_array(a, b, c, out, n), true;
 #endif
   engine::portable::fma_array(a, b, c, out, n);
@@ -94,6 +115,7 @@ namespace engine {
 
 void run(const problem& p, const config& cfg) {
 #if defined(__x86_64__)
+  if (cfg.simd == isa::avx512) return avx512::run(p, cfg);
   if (cfg.simd == isa::avx2) return avx2::run(p, cfg);
 #endif
   portable::run(p, cfg);
@@ -101,6 +123,7 @@ void run(const problem& p, const config& cfg) {
 
 void exp_array(const float* x, float* y, std::size_t n, [[maybe_unused]] isa which) {
 #if defined(__x86_64__)
+  if (which == isa::avx512) return avx512::exp_array(x, y, n);
   if (which == isa::avx2) return avx2::exp_array(x, y, n);
 #endif
   portable::exp_array(x, y, n);
@@ -108,6 +131,7 @@ void exp_array(const float* x, float* y, std::size_t n, [[maybe_unused]] isa whi
 
 void tanh_array(const float* x, float* y, std::size_t n, [[maybe_unused]] isa which) {
 #if defined(__x86_64__)
+  if (which == isa::avx512) return avx512::tanh_array(x, y, n);
   if (which == isa::avx2) return avx2::tanh_array(x, y, n);
 #endif
   portable::tanh_array(x, y, n);

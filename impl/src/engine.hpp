@@ -51,7 +51,7 @@ struct problem {
 };
 
 /// Computes the problem with a resolved config (every field > 0, simd
-/// avx2 or portable), on that instruction set's build of the kernel.
+/// avx512, avx2 or portable), on that instruction set's build of the kernel.
 void run(const problem& p, const config& cfg);
 
 /// The kernel's exp on n floats (the accuracy test's view of it).
@@ -60,7 +60,14 @@ void exp_array(const float* x, float* y, std::size_t n, isa which);
 /// The kernel's tanh on n floats (the softcap's, for its accuracy test).
 void tanh_array(const float* x, float* y, std::size_t n, isa which);
 
-/// The two builds of the kernel (kernel_avx2.cpp, kernel_portable.cpp).
+/// The three builds of the kernel (kernel_avx512.cpp, kernel_avx2.cpp,
+/// kernel_portable.cpp).
+namespace avx512 {
+void run(const problem& p, const config& cfg);
+void exp_array(const float* x, float* y, std::size_t n);
+void tanh_array(const float* x, float* y, std::size_t n);
+void fma_array(const float* a, const float* b, const float* c, float* out, std::size_t n);
+}  // namespace avx512
 namespace avx2 {
 void run(const problem& p, const config& cfg);
 void exp_array(const float* x, float* y, std::size_t n);

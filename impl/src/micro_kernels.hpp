@@ -18,6 +18,32 @@ namespace {  // one copy per ISA translation unit (simd.hpp)
 template <int NR, int NV>
 inline void scores(const float* q, std::int64_t ldq, const float* kt, std::int64_t ldk, std::int64_t d, float* s,
                    std::int64_t lds) {
+#if ATTNIMPL_ISA_AVX512
+  if constexpr (NV % 2 == 0) {  // pairs of 8-lane columns in 16-lane registers: the same chains
+    constexpr int NW = NV / 2;
+    simd::vf16 acc[NR][NW];
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+      for (int v = 0; v < NW; ++v) acc[r][v] = simd::zero16();
+    for (std::int64_t dd = 0; dd < d; ++dd) {
+      simd::vf16 kv[NW];
+#pragma GCC unroll 8
+      for (int v = 0; v < NW; ++v) kv[v] = simd::load16(kt + dd * ldk + 16 * v);
+#pragma GCC unroll 8
+      for (int r = 0; r < NR; ++r) {
+        const simd::vf16 qb = simd::broadcast16(q + r * ldq + dd);
+#pragma GCC unroll 8
+        for (int v = 0; v < NW; ++v) acc[r][v] = simd::fmadd16(qb, kv[v], acc[r][v]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+      for (int v = 0; v < NW; ++v) simd::store16(s + r * lds + 16 * v, acc[r][v]);
+    return;
+  }
+#endif
   simd::vf acc[NR][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
@@ -46,6 +72,41 @@ inline void scores(const float* q, std::int64_t ldq, const float* kt, std::int64
 template <int NR, int NE, dtype T>
 inline void weighted_values(const float* p, std::int64_t ldp, const char* const* v, std::int64_t e0, std::int64_t kc, float* acc,
                             std::int64_t lda) {
+  constexpr std::int64_t es = T == dtype::f32 ? 4 : 2;
+#if ATTNIMPL_ISA_AVX512
+  if constexpr (NE >= 2) {  // pairs of 8-lane columns in 16-lane registers (an odd one left in 8): the same chains
+    constexpr int NW = NE / 2, NT = NE % 2;
+    simd::vf16 w[NR][NW];
+    simd::vf t[NR][NT + 1];
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 8
+      for (int e = 0; e < NW; ++e) w[r][e] = simd::load16(acc + r * lda + 16 * e);
+      if constexpr (NT) t[r][0] = simd::load(acc + r * lda + 16 * NW);
+    }
+    for (std::int64_t j = 0; j < kc; ++j) {
+      simd::vf16 vw[NW];
+#pragma GCC unroll 8
+      for (int e = 0; e < NW; ++e) vw[e] = simd::load16(v[j] + (e0 + 16 * e) * es, T);
+      simd::vf vt = simd::zero();
+      if constexpr (NT) vt = simd::load8(v[j] + (e0 + 16 * NW) * es, T);
+#pragma GCC unroll 8
+      for (int r = 0; r < NR; ++r) {
+        const simd::vf16 pw = simd::broadcast16(p + r * ldp + j);
+#pragma GCC unroll 8
+        for (int e = 0; e < NW; ++e) w[r][e] = simd::fmadd16(pw, vw[e], w[r][e]);
+        if constexpr (NT) t[r][0] = simd::fmadd(simd::broadcast(p + r * ldp + j), vt, t[r][0]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 8
+      for (int e = 0; e < NW; ++e) simd::store16(acc + r * lda + 16 * e, w[r][e]);
+      if constexpr (NT) simd::store(acc + r * lda + 16 * NW, t[r][0]);
+    }
+    return;
+  }
+#endif
   simd::vf a[NR][NE];
 #pragma GCC unroll 8
   for (int r = 0; r < NR; ++r)
@@ -54,7 +115,7 @@ inline void weighted_values(const float* p, std::int64_t ldp, const char* const*
   for (std::int64_t j = 0; j < kc; ++j) {
     simd::vf vv[NE];
 #pragma GCC unroll 8
-    for (int e = 0; e < NE; ++e) vv[e] = simd::load8(v[j] + (e0 + 8 * e) * (T == dtype::f32 ? 4 : 2), T);
+    for (int e = 0; e < NE; ++e) vv[e] = simd::load8(v[j] + (e0 + 8 * e) * es, T);
 #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
       const simd::vf pb = simd::broadcast(p + r * ldp + j);

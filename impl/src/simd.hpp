@@ -12,7 +12,12 @@
 #pragma once
 
 #ifndef ATTNIMPL_ISA_AVX2
-#error "simd.hpp belongs to an ISA translation unit (kernel_avx2.cpp, kernel_portable.cpp)"
+#error "simd.hpp belongs to an ISA translation unit (kernel_avx512.cpp, kernel_avx2.cpp, kernel_portable.cpp)"
+#endif
+// kernel_avx512.cpp also sets ATTNIMPL_ISA_AVX512 1: the 16-lane helpers
+// below (vf16), used by the tile products only.
+#ifndef ATTNIMPL_ISA_AVX512
+#define ATTNIMPL_ISA_AVX512 0
 #endif
 
 #include <cstdint>
@@ -165,6 +170,64 @@ ATTNIMPL_SIMD_INLINE void transpose8(vf r[8]) {
     r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
   }
 }
+
+#if ATTNIMPL_ISA_AVX512
+// 16 f32 lanes: two 8-lane columns side by side. Only lane-wise operations
+// (no reduction across lanes), so each lane computes what the 8-lane layer
+// computes for it.
+using vf16 = __m512;
+ATTNIMPL_SIMD_INLINE vf16 zero16() { return _mm512_setzero_ps(); }
+ATTNIMPL_SIMD_INLINE vf16 broadcast16(const float* p) { return _mm512_set1_ps(*p); }
+ATTNIMPL_SIMD_INLINE vf16 load16(const float* p) { return _mm512_loadu_ps(p); }
+ATTNIMPL_SIMD_INLINE void store16(float* p, vf16 v) { _mm512_storeu_ps(p, v); }
+/// a * b + c, rounded once.
+ATTNIMPL_SIMD_INLINE vf16 fmadd16(vf16 a, vf16 b, vf16 c) { return _mm512_fmadd_ps(a, b, c); }
+/// 16 consecutive elements of storage type t, exactly, as f32. The
+/// all-lanes maskz forms: GCC 12's unmasked ones start from an undefined
+/// register that -Wmaybe-uninitialized reports.
+ATTNIMPL_SIMD_INLINE vf16 load16(const char* p, dtype t) {
+  const __mmask16 all = 0xffff;
+  switch (t) {
+    case dtype::f16: return _mm512_maskz_cvtph_ps(all, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    case dtype::bf16: {
+      const __m512i w = _mm512_maskz_cvtepu16_epi32(all, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+      return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, w, 16));
+    }
+    case dtype::f32: break;
+  }
+  return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+}
+/// exp8 on 16 lanes, operation for operation (each lane's result is exp8's
+/// for it; maskz forms as in load16).
+ATTNIMPL_SIMD_INLINE vf16 exp16(vf16 x) {
+  const __mmask16 all = 0xffff;
+  x = _mm512_maskz_max_ps(all, _mm512_set1_ps(-104.0f), x);  // NaN survives, as in exp8
+  x = _mm512_maskz_min_ps(all, _mm512_set1_ps(88.75f), x);
+  const __m512 n = _mm512_maskz_roundscale_ps(all, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  if (!ATTNIMPL_MUTANT(exp_reduction_lo_dropped)) r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
+  if (ATTNIMPL_MUTANT(exp_poly_low_degree)) y = _mm512_setzero_ps();
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r);
+  y = _mm512_add_ps(y, _mm512_set1_ps(1.0f));
+  const __m512i ni = _mm512_maskz_cvtps_epi32(all, n);
+  const __m512i n1 = _mm512_maskz_srai_epi32(all, ni, 1);
+  const __m512i n2 = _mm512_sub_epi32(ni, n1);
+  const __m512i bias = _mm512_set1_epi32(127);
+  const __m512 s1 = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, _mm512_add_epi32(n1, bias), 23));
+  const __m512 s2 = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, _mm512_add_epi32(n2, bias), 23));
+  return _mm512_mul_ps(_mm512_mul_ps(y, s1), s2);
+}
+/// Lanes 0-7 and 8-15 as 8-lane vectors.
+ATTNIMPL_SIMD_INLINE vf low8(vf16 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(v), 0)); }
+ATTNIMPL_SIMD_INLINE vf high8(vf16 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(v), 1)); }
+#endif
 
 #else  // portable: the same operations lane by lane, the same bits
 

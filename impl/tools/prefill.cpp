@@ -88,7 +88,16 @@ int main(int argc, char** argv) {
     pairs += static_cast<double>(std::max<std::int64_t>(0, hi - lo));
     plain_pairs += static_cast<double>(causal ? p + 1 : l);
   }
-  const attnimpl::config cfg{.threads = threads, .q_tile = q_tile, .k_tile = k_tile};
+  attnimpl::config cfg{.threads = threads, .q_tile = q_tile, .k_tile = k_tile};
+  // The instruction set as the suite's builtin subject takes it (auto by default).
+  if (const char* name = std::getenv("ATTNIMPL_ISA")) {
+    const auto which = attnimpl::parse_isa(name);
+    if (!which || !attnimpl::isa_supported(*which)) {
+      std::fprintf(stderr, "ATTNIMPL_ISA must be auto, avx512, avx2 or portable, one this CPU runs (got '%s')\n", name);
+      return 2;
+    }
+    cfg.simd = *which;
+  }
   double wall = 1e300, cpu = 1e300, plain_wall = 1e300, plain_cpu = 1e300;
   const attnimpl::attention_args plain = a;
   a.var = var;

@@ -25,7 +25,13 @@ TEST(bench, quick_run_prints_probes_and_every_case) {
         "prefill causal B=1 H=16 L=2048 D=128", "prefill B=4 H=8 L=512 D=64", "decode GQA Hq=32 Hkv=8 Lk=512 D=128 f32",
         "decode GQA Hq=32 Hkv=8 Lk=4096 D=128 f32", "decode GQA Hq=32 Hkv=8 Lk=4096 D=128 bf16",
         "decode GQA Hq=32 Hkv=8 Lk=32768 D=128 f32", "decode GQA Hq=32 Hkv=8 Lk=32768 D=128 bf16",
-        "decode GQA B=8 Hq=32 Hkv=8 Lk=4096 D=128 f32", "decode GQA B=8 Hq=32 Hkv=8 Lk=4096 D=128 bf16", "tok/s"})
+        "decode GQA B=8 Hq=32 Hkv=8 Lk=4096 D=128 f32", "decode GQA B=8 Hq=32 Hkv=8 Lk=4096 D=128 bf16", "tok/s",
+        // The targets of docs/impl.md, as ratios within the run.
+        "target: f32 decode Lk=32768 vs read probe", "target: bf16/f32 decode Lk=32768 tokens/s",
+        "target: dense prefill B=1 H=16 L=2048 D=128 vs FMA probe", "target: causal prefill B=1 H=16 L=2048 D=128",
+        "target: SWA prefill H=16 L=8192 W=1024 vs dense causal", "target: softcap=30 share of plain",
+        "target: ALiBi share of plain", "target: sinks share of plain", "target: f32 bias (L x L) share of plain",
+        "target: AVX-512 vs AVX2 prefill"})
     EXPECT_NE(out.find(line), std::string::npos) << "missing: " << line << "\n" << out;
 }
 

@@ -136,6 +136,36 @@ TEST(bitwise, memory_layout_never_changes_bits) {
       }
 }
 
+TEST(bitwise, every_instruction_set_gives_the_same_bits) {
+  // Portable, AVX2 and AVX-512 over every layout, with tiles wide enough for
+  // the AVX-512 build's 16-lane products (32-column scores, 4..6-vector P.V
+  // slices with an odd vector left: dv 72) and the decode rows (q_tile 1).
+  const bool avx512 = attnimpl::isa_supported(attnimpl::isa::avx512);
+  for (dtype t : {dtype::f32, dtype::bf16, dtype::f16})
+    for (std::int64_t q_tile : {1, 20}) {
+      problem_spec s;
+      s.dims = {.b = 1, .hq = 4, .hkv = 2, .lq = 40, .lk = 77, .d = 40, .dv = 72};
+      s.causal = true;
+      s.type = t;
+      s.seed = 71 + static_cast<std::uint64_t>(q_tile);
+      for (layout l : {layout::dense, layout::padded, layout::head_major, layout::keys_across}) {
+        s.lay = l;
+        attnimpl::config cfg{.threads = 2, .q_tile = q_tile, .k_tile = 48, .split_keys = 96, .simd = attnimpl::isa::portable};
+        problem want = make_problem(s);
+        run(want, cfg);
+        for (attnimpl::isa which : {attnimpl::isa::avx2, attnimpl::isa::avx512}) {
+          if (!attnimpl::isa_supported(which)) continue;
+          cfg.simd = which;
+          problem p = make_problem(s);
+          run(p, cfg);
+          ASSERT_EQ(output_bits(p), output_bits(want))
+              << p.line() << " layout " << static_cast<int>(l) << " isa " << attnimpl::isa_name(which);
+        }
+      }
+    }
+  if (!avx512) GTEST_SKIP() << "this CPU has no AVX-512 F+BW+VL: compared on the portable and AVX2 paths only";
+}
+
 TEST(bitwise, row_slices_of_a_large_unit_never_change_bits) {
   // A unit of more than 128 rows goes through each block's scores, softmax
   // and P.V a slice of 128 rows at a time (the default q_tile gives 512-row

@@ -1,8 +1,8 @@
 // The kernel on fixed problems, any machine: prints an FNV-1a hash of O's bits
 // per case and over all, and the largest difference from a binary64 loop.
-// ci/aarch64 runs it on x86-64 (avx2, portable) and on aarch64 under qemu:
+// ci/aarch64 runs it on x86-64 (avx512, avx2, portable) and on aarch64 under qemu:
 // the hashes must agree (the portable path computes the AVX2 path's bits).
-// Usage: isa_hash avx2|portable
+// Usage: isa_hash avx512|avx2|portable
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -38,7 +38,9 @@ struct fnv {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const isa which = argc > 1 && !std::strcmp(argv[1], "avx2") ? isa::avx2 : isa::portable;
+  const isa which = argc > 1 && !std::strcmp(argv[1], "avx2")     ? isa::avx2
+                    : argc > 1 && !std::strcmp(argv[1], "avx512") ? isa::avx512
+                                                                  : isa::portable;
   fnv all;
   double worst = 0;
   for (int c = 0; c < 12; ++c) {

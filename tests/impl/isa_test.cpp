@@ -39,8 +39,17 @@ bool same(float a, float b) { return bits(a) == bits(b) || (std::isnan(a) && std
   if (!attnimpl::isa_supported(isa::avx2)) \
   GTEST_SKIP() << "this CPU has no AVX2+FMA+F16C: nothing to compare the portable path with"
 
+#define NEEDS_AVX512()                       \
+  if (!attnimpl::isa_supported(isa::avx512)) \
+  GTEST_SKIP() << "this CPU has no AVX-512 F+BW+VL (with AVX2+FMA+F16C): the AVX-512 path cannot run here"
+
 TEST(isa, names_parse_and_resolve) {
-  for (isa i : {isa::automatic, isa::avx2, isa::portable}) EXPECT_EQ(attnimpl::parse_isa(attnimpl::isa_name(i)), i);
+  for (isa i : {isa::automatic, isa::avx2, isa::portable, isa::avx512}) EXPECT_EQ(attnimpl::parse_isa(attnimpl::isa_name(i)), i);
+  EXPECT_EQ(attnimpl::isa_name(isa::avx512), std::string("avx512"));
+  if (attnimpl::isa_supported(isa::avx512)) {
+    EXPECT_EQ(attnimpl::resolve_isa(isa::automatic), isa::avx512);
+    EXPECT_TRUE(attnimpl::isa_supported(isa::avx2));
+  }
   EXPECT_FALSE(attnimpl::parse_isa("sse2"));
   EXPECT_TRUE(attnimpl::isa_supported(isa::portable));
   EXPECT_EQ(attnimpl::resolve_isa(isa::portable), isa::portable);
@@ -155,6 +164,71 @@ TEST(isa, attention_is_the_same_on_both_paths) {
             ++cases;
           }
   EXPECT_EQ(cases, 144);
+}
+
+// The AVX-512 build against the AVX2 one (so against portable too, which
+// the test above ties to AVX2): the shapes above plus ones whose tiles
+// reach the 16-lane products (32-column score blocks, 4..6-vector P.V
+// slices, an odd vector left over) and the decode path.
+TEST(isa, attention_is_the_same_on_the_avx512_path) {
+  NEEDS_AVX512();
+  std::uint64_t seed = 1900;
+  int cases = 0;
+  for (int mask = 0; mask < 4; ++mask)
+    for (bool causal : {false, true})
+      for (dtype t : {dtype::f32, dtype::bf16, dtype::f16})
+        for (const attnimpl::shape& dims : {attnimpl::shape{.b = 2, .hq = 6, .hkv = 2, .lq = 5, .lk = 37, .d = 19, .dv = 9},
+                                            attnimpl::shape{.b = 1, .hq = 8, .hkv = 2, .lq = 1, .lk = 1100, .d = 128, .dv = 128},
+                                            attnimpl::shape{.b = 1, .hq = 4, .hkv = 4, .lq = 70, .lk = 70, .d = 64, .dv = 24},
+                                            attnimpl::shape{.b = 1, .hq = 4, .hkv = 2, .lq = 75, .lk = 150, .d = 40, .dv = 128},
+                                            attnimpl::shape{.b = 1, .hq = 2, .hkv = 1, .lq = 33, .lk = 97, .d = 17, .dv = 88}})
+          for (const attnimpl::config& tiles : {attnimpl::config{}, attnimpl::config{.q_tile = 2, .k_tile = 3, .split_keys = 6},
+                                                attnimpl::config{.q_tile = 40, .k_tile = 48, .split_keys = 96}}) {
+            const problem_spec s = grid_spec(dims, causal, mask, t, ++seed);
+            attnimpl::config cfg = tiles;
+            cfg.threads = 2;
+            cfg.simd = isa::avx512;
+            problem p = make_problem(s);
+            run(p, cfg);
+            cfg.simd = isa::avx2;  // the test above ties AVX2 to portable bit for bit
+            problem q = make_problem(s);
+            run(q, cfg);
+            EXPECT_EQ(output_bits(p), output_bits(q)) << "seed " << s.seed << " mask " << mask << " causal " << causal;
+            ++cases;
+          }
+  EXPECT_EQ(cases, 360);
+}
+
+// The AVX-512 build's exp (its 16-lane exp16, which the softmax uses), tanh
+// and fma (the 8-lane layer, compiled with AVX-512 on) against the portable ones.
+TEST(isa, the_avx512_exp_tanh_and_fma_are_the_portable_ones) {
+  NEEDS_AVX512();
+  std::vector<float> x;
+  for (std::uint32_t u = 0; u < 0xffffffffu - 4093; u += 4093) x.push_back(from(u));
+  std::vector<float> hw(x.size()), sw(x.size()), c(x.size());
+  int bad = 0;
+  ASSERT_TRUE(attnimpl::exp_kernel(x.data(), hw.data(), x.size(), isa::avx512));
+  ASSERT_TRUE(attnimpl::exp_kernel(x.data(), sw.data(), x.size(), isa::portable));
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (!same(hw[i], sw[i]) && ++bad <= 5) ADD_FAILURE() << "exp(" << x[i] << "): AVX-512 " << hw[i] << ", portable " << sw[i];
+  ASSERT_TRUE(attnimpl::tanh_kernel(x.data(), hw.data(), x.size(), isa::avx512));
+  ASSERT_TRUE(attnimpl::tanh_kernel(x.data(), sw.data(), x.size(), isa::portable));
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (!same(hw[i], sw[i]) && ++bad <= 5) ADD_FAILURE() << "tanh(" << x[i] << "): AVX-512 " << hw[i] << ", portable " << sw[i];
+  for (std::size_t i = 0; i < x.size(); ++i) c[i] = x[(i * 7919) % x.size()];
+  std::vector<float> y(x.rbegin(), x.rend());
+  ASSERT_TRUE(attnimpl::fma_kernel(x.data(), y.data(), c.data(), hw.data(), x.size(), isa::avx512));
+  ASSERT_TRUE(attnimpl::fma_kernel(x.data(), y.data(), c.data(), sw.data(), x.size(), isa::portable));
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (!same(hw[i], sw[i]) && ++bad <= 5) ADD_FAILURE() << "fma #" << i << ": AVX-512 " << hw[i] << ", portable " << sw[i];
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(isa, avx512_where_the_cpu_lacks_it_is_a_clear_error) {
+  if (attnimpl::isa_supported(isa::avx512)) GTEST_SKIP() << "this CPU has AVX-512: the error cannot arise";
+  const attnimpl::status st = attnimpl::check_isa(isa::avx512);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message.find("config.simd = avx512"), std::string::npos) << st.message;
 }
 
 TEST(isa, avx2_where_the_cpu_lacks_it_is_a_clear_error) {

@@ -31,8 +31,8 @@ struct sweep_result {
 /// and (where the CPU has AVX2) how many inputs the two paths disagree on.
 sweep_result sweep(std::uint32_t first, std::uint32_t last, std::uint32_t step) {
   sweep_result out;
-  std::vector<float> y, yp;
-  const bool both = attnimpl::isa_supported(isa::avx2);
+  std::vector<float> y, yp, y512;
+  const bool both = attnimpl::isa_supported(isa::avx2), wide = attnimpl::isa_supported(isa::avx512);
   attnimpl_test::sweep_patterns(first, last, step, [&](const std::vector<float>& x) {
     y.resize(x.size());
     yp.resize(x.size());
@@ -40,8 +40,13 @@ sweep_result sweep(std::uint32_t first, std::uint32_t last, std::uint32_t step) 
     if (both) {
       EXPECT_TRUE(attnimpl::tanh_kernel(x.data(), y.data(), x.size(), isa::avx2));
     }
+    if (wide) {
+      y512.resize(x.size());
+      EXPECT_TRUE(attnimpl::tanh_kernel(x.data(), y512.data(), x.size(), isa::avx512));
+    }
     for (std::size_t i = 0; i < x.size(); ++i) {
       if (both && std::memcmp(&y[i], &yp[i], 4) != 0) ++out.isa_differences;
+      if (wide && std::memcmp(&y512[i], &yp[i], 4) != 0) ++out.isa_differences;
       const double e = ulp_error(x[i], yp[i]);
       if (e > out.worst) {
         out.worst = e;
@@ -84,7 +89,7 @@ TEST(tanh_kernel, special_values) {
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> x = {0.0f, -0.0f, inf, -inf, 1e30f, -1e30f, 10.0f, 1e-40f, std::numeric_limits<float>::quiet_NaN()};
   std::vector<float> y(x.size());
-  for (isa which : {isa::portable, isa::avx2}) {
+  for (isa which : {isa::portable, isa::avx2, isa::avx512}) {
     if (!attnimpl::tanh_kernel(x.data(), y.data(), x.size(), which)) continue;
     EXPECT_EQ(y[0], 0.0f);
     EXPECT_FALSE(std::signbit(y[0]));

@@ -274,8 +274,8 @@ TEST(variants, same_bits_on_every_thread_count_split_and_instruction_set) {
         base.simd = isa::portable;
         const std::vector<std::uint32_t> want = run_variants(p, vd, base);
         for (int threads : {1, 2, 3, 4}) {
-          for (isa which : {isa::portable, isa::avx2}) {
-            if (which == isa::avx2 && !avx2) continue;
+          for (isa which : {isa::portable, isa::avx2, isa::avx512}) {
+            if (!attnimpl::isa_supported(which)) continue;
             attnimpl::config cfg = base;
             cfg.threads = threads;
             cfg.simd = which;
@@ -285,6 +285,8 @@ TEST(variants, same_bits_on_every_thread_count_split_and_instruction_set) {
       }
     }
   if (!avx2) GTEST_SKIP() << "this CPU has no AVX2: thread counts compared on the portable path only";
+  if (!attnimpl::isa_supported(isa::avx512))
+    GTEST_SKIP() << "this CPU has no AVX-512: compared on the portable and AVX2 paths only";
 }
 
 TEST(variants, off_by_default_and_minus_inf_sinks_change_no_bit) {

@@ -94,12 +94,13 @@ struct shape {
   std::int64_t b = 1, hq = 1, hkv = 1, lq = 1, lk = 1, d = 1, dv = 1;
 };
 
-/// The kernel's instruction set. It is built twice: for AVX2+FMA+F16C and in
-/// portable C++ (any CPU). Both compute the same bits (tests/impl/isa_test.cpp),
-/// so the choice changes speed only. automatic: AVX2 where the CPU has it
-/// (and the OS saves its registers), else portable. The kernel reads no
-/// environment variable (the suite's builtin subject takes ATTNIMPL_ISA).
-enum class isa : std::uint8_t { automatic, avx2, portable };
+/// The kernel's instruction set. It is built three times: for AVX-512
+/// (F+BW+VL, with AVX2+FMA+F16C), for AVX2+FMA+F16C and in portable C++ (any
+/// CPU). All compute the same bits (tests/impl/isa_test.cpp), so the choice
+/// changes speed only. automatic: AVX-512 where the CPU has it (and the OS
+/// saves its registers), else AVX2 likewise, else portable. The kernel reads
+/// no environment variable (the suite's builtin subject takes ATTNIMPL_ISA).
+enum class isa : std::uint8_t { automatic, avx2, portable, avx512 };
 
 /// Tuning knobs. Results are bit-for-bit the same for every `threads`;
 /// they may differ (within the bound of docs/bound.md) between different k_tile/split_keys.
@@ -108,7 +109,7 @@ struct config {
   std::int64_t q_tile = 0;      ///< query positions per work unit (rows = G * q_tile); 0: see q_tile_for()
   std::int64_t k_tile = 0;      ///< keys per online-softmax block, blocks start at key 0; 0: default
   std::int64_t split_keys = 0;  ///< keys per split-KV chunk, rounded up to a multiple of k_tile; 0: default
-  isa simd = isa::automatic;    ///< instruction set; avx2 where the CPU lacks it is an invalid_argument
+  isa simd = isa::automatic;    ///< instruction set; avx2/avx512 where the CPU lacks it is an invalid_argument
 };
 
 /// One attention call. key_len (b entries, each in [0, lk]) is the per-batch
@@ -132,14 +133,15 @@ struct attention_args {
 /// (named in the message) or a bad config.
 status attention(const attention_args& args, const config& cfg = {});
 
-/// False only for isa::avx2 on a CPU without AVX2, FMA and F16C.
+/// False only for isa::avx2 on a CPU without AVX2, FMA and F16C, and for
+/// isa::avx512 on one without those and AVX-512 F, BW and VL.
 bool isa_supported(isa which);
 
 /// The instruction set `requested` runs on (automatic resolved as above;
 /// other values returned as they are, supported or not).
 isa resolve_isa(isa requested);
 
-/// "auto", "avx2", "portable".
+/// "auto", "avx2", "portable", "avx512".
 const char* isa_name(isa which);
 
 /// The inverse of isa_name ("" is auto); nullopt for anything else.

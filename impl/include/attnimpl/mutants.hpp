@@ -55,4 +55,20 @@
   X(empty_row_lse_zero, "fully_masked", "Lq=Lk=1")                     \
   X(causal_unit_stops_at_first_row, "differential", "Lq=2, Lk=2")      \
   X(mask_head_uses_kv_head, "differential", "Hq=2, Hkv=1")             \
-  X(padding_uses_first_length, "batch padding", "B=2")
+  X(padding_uses_first_length, "batch padding", "B=2")                 \
+  /* Contract 1.1 variants (docs/mutation.md, "Variants"). */          \
+  X(window_ignored, "differential", "Lq=1, Lk=2, left=0")              \
+  X(window_right_dropped, "differential", "Lq=Lk=2, right=0")          \
+  X(window_left_off_by_one, "differential", "Lq=1, Lk=2, left=0")      \
+  X(window_right_off_by_one, "differential", "Lq=Lk=2, right=0")       \
+  X(chunk_ignored, "differential", "Lq=1, Lk=2, C=1")                  \
+  X(chunk_off_by_one, "differential", "Lq=Lk=1, C=1")                  \
+  X(softcap_ignored, "differential", "Lk=1, softcap (LSE)")            \
+  X(softcap_after_bias, "differential", "Lk=1, softcap + bias")        \
+  X(sinks_ignored, "differential", "Lk=1, sinks")                      \
+  X(sinks_decode_only, "differential", "Lq=2, Lk=1, sinks")            \
+  X(sink_counted_per_split, "differential lse", "Lk=S+1, sinks")       \
+  X(alibi_ignored, "differential", "Lk=2, ALiBi")                      \
+  X(alibi_wrong_head, "differential", "Hq=2, Lk=2, ALiBi")             \
+  X(bias_ignored, "differential", "Lk=1, bias (LSE)")                  \
+  X(bias_broadcast_wrong, "differential", "Hq=2, Hkv=1, Lk=1, bias")

@@ -149,11 +149,16 @@ inline unit_rows unit_runner::setup(std::int64_t u) {
     // Windows and chunks (contract 1.1): keys [lo, hi) at most; none when empty.
     std::int64_t lo = 0;
     const variants& var = p_.var;
-    if (var.window_left >= 0) lo = std::max(lo, pos - var.window_left);
-    if (var.window_right >= 0) hi = std::min(hi, pos + var.window_right + 1);
-    if (var.chunk > 0) {
+    const bool window = !ATTNIMPL_MUTANT(window_ignored);
+    if (var.window_left >= 0 && window)
+      lo = std::max(lo, pos - var.window_left - (ATTNIMPL_MUTANT(window_left_off_by_one) ? 1 : 0));
+    if (var.window_right >= 0 && window && !ATTNIMPL_MUTANT(window_right_dropped))
+      hi = std::min(hi, pos + var.window_right + (ATTNIMPL_MUTANT(window_right_off_by_one) ? 2 : 1));
+    if (var.chunk > 0 && !ATTNIMPL_MUTANT(chunk_ignored)) {
       const std::int64_t c = var.chunk;
-      const std::int64_t start = (pos >= 0 ? pos / c : -((-pos + c - 1) / c)) * c;  // floor(pos / c) * c
+      // mutant: the chunk of pos - 1, so a chunk's first position joins the previous chunk
+      const std::int64_t cp = ATTNIMPL_MUTANT(chunk_off_by_one) ? pos - 1 : pos;
+      const std::int64_t start = (cp >= 0 ? cp / c : -((-cp + c - 1) / c)) * c;  // floor(pos / c) * c
       lo = std::max(lo, start);
       hi = std::min(hi, start + c);
     }
@@ -240,11 +245,12 @@ inline std::int64_t unit_runner::classify(const unit_rows& ur, std::int64_t j0, 
 /// lane buffer (returned; null without a bias).
 inline float* unit_runner::bias_of(const unit_rows& ur, std::int64_t r, std::int64_t j0, std::int64_t from, std::int64_t to) {
   const bias_in& bias = p_.var.bias;
-  if (!bias.data) return nullptr;
+  if (!bias.data || ATTNIMPL_MUTANT(bias_ignored)) return nullptr;
   const std::int64_t es = convert::size_of(bias.type);
+  const std::int64_t head = ATTNIMPL_MUTANT(bias_broadcast_wrong) ? ur.kv_head : ws_.head[r];  // the KV head's bias row
   const char* at =
       static_cast<const char*>(bias.data) +
-      (ur.b * bias.stride[0] + ws_.head[r] * bias.stride[1] + ws_.pos[r] * bias.stride[2] + (j0 + from) * bias.stride[3]) * es;
+      (ur.b * bias.stride[0] + head * bias.stride[1] + ws_.pos[r] * bias.stride[2] + (j0 + from) * bias.stride[3]) * es;
   float* out = ws_.bias.data() + r * g_.k_tile8;
   if (to > from) convert::load_row(out + from, at, bias.type, bias.stride[3], to - from);
   return out;
@@ -257,16 +263,22 @@ inline void unit_runner::score_variants(std::int64_t r, float* s, std::int64_t j
   const variants& var = p_.var;
   const std::int64_t cols = round8(ws_.reach[r]);
   const simd::vf cap = simd::set1(var.softcap);
-  const simd::vf slope = simd::set1(var.alibi ? var.alibi[ws_.head[r]] : 0.0f);
+  std::int64_t slope_head = ws_.head[r];
+  if (ATTNIMPL_MUTANT(alibi_wrong_head)) slope_head = (slope_head + 1) % p_.dims.hq;  // head h + 1's slope
+  const simd::vf slope = simd::set1(var.alibi ? var.alibi[slope_head] : 0.0f);
   const simd::vf lane = simd::setr(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f);
-  const float* bias = var.bias.data ? ws_.bias.data() + r * g_.k_tile8 : nullptr;
+  const float* bias = var.bias.data && !ATTNIMPL_MUTANT(bias_ignored) ? ws_.bias.data() + r * g_.k_tile8 : nullptr;
+  const bool softcap = var.softcap > 0.0f && !ATTNIMPL_MUTANT(softcap_ignored);
+  const bool cap_first = !ATTNIMPL_MUTANT(softcap_after_bias);  // mutant: the cap taken of x + ALiBi + bias
+  const bool alibi = var.alibi && !ATTNIMPL_MUTANT(alibi_ignored);
   const std::int64_t rel = j0 - ws_.apos[r];  // j - p of lane 0
   for (std::int64_t c = 0; c < cols; c += 8) {
     simd::vf x = simd::load(s + c);
-    if (var.softcap > 0.0f) x = simd::mul(cap, simd::tanh8(simd::div(x, cap)));
+    if (softcap && cap_first) x = simd::mul(cap, simd::tanh8(simd::div(x, cap)));
     // j - p exact: lane offsets below 8 added to an integer below 2^24 in magnitude.
-    if (var.alibi) x = simd::add(x, simd::mul(slope, simd::add(simd::set1(static_cast<float>(rel + c)), lane)));
+    if (alibi) x = simd::add(x, simd::mul(slope, simd::add(simd::set1(static_cast<float>(rel + c)), lane)));
     if (bias) x = simd::add(x, simd::load(bias + c));
+    if (softcap && !cap_first) x = simd::mul(cap, simd::tanh8(simd::div(x, cap)));
     simd::store(s + c, x);
   }
 }
@@ -581,6 +593,10 @@ inline void unit_runner::score_rows(std::int64_t r0) {
   for (int r = 0; r < NR; ++r) cols = std::max(cols, ws_.reach[r0 + r]);
   cols = round8(cols);
   std::int64_t c = 0;
+#if ATTNIMPL_ISA_AVX512
+  // 32 columns (two 16-lane registers) per row: 12 accumulators of the 32 registers.
+  for (; c + 32 <= cols; c += 32) micro::scores<NR, 4>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
+#endif
   for (; c + 16 <= cols; c += 16) micro::scores<NR, 2>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
   if (c < cols) micro::scores<NR, 1>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
 }

@@ -34,6 +34,27 @@
 namespace attnimpl::engine {
 namespace {
 
+/// A lower bound of every row's first visible key (unit_runner::setup's lo):
+/// windows and chunks start at or after the lowest query position's. 0
+/// without either. Work is planned by the chunks at or after it, so a
+/// sliding-window or chunked decode gives threads only chunks it reads.
+std::int64_t lowest_visible_key(const problem& p) {
+  const variants& var = p.var;
+  const bool window = var.window_left >= 0 && !ATTNIMPL_MUTANT(window_ignored);
+  const bool chunked = var.chunk > 0 && !ATTNIMPL_MUTANT(chunk_ignored);
+  if (!window && !chunked) return 0;
+  std::int64_t keys = p.dims.lk;
+  if (p.key_len)
+    for (std::int64_t b = 0; b < p.dims.b; ++b) keys = std::min(keys, p.key_len[b]);
+  std::int64_t pos = keys - p.dims.lq;  // query 0's position, the lowest
+  if (ATTNIMPL_MUTANT(causal_top_left)) pos = std::min<std::int64_t>(pos, 0);
+  if (ATTNIMPL_MUTANT(chunk_off_by_one) || ATTNIMPL_MUTANT(window_left_off_by_one)) pos -= 1;
+  std::int64_t lo = 0;
+  if (window) lo = std::max(lo, pos - var.window_left);
+  if (chunked && pos > 0) lo = std::max(lo, pos / var.chunk * var.chunk);
+  return lo;
+}
+
 geometry plan(const problem& p, const config& cfg) {
   geometry g;
   g.group = p.dims.hq / p.dims.hkv;
@@ -47,6 +68,7 @@ geometry plan(const problem& p, const config& cfg) {
   g.split = cfg.split_keys;
   g.chunks = std::max<std::int64_t>(1, (p.dims.lk + g.split - 1) / g.split);
   g.dv8 = round8(p.dims.dv);
+  g.first_chunk = std::min(g.chunks - 1, lowest_visible_key(p) / g.split);
   return g;
 }
 
@@ -65,6 +87,9 @@ void fma_array(const float* a, const float* b, const float* c, float* out, std::
 
 void exp_array(const float* x, float* y, std::size_t n) {
   std::size_t i = 0;
+#if ATTNIMPL_ISA_AVX512
+  for (; i + 16 <= n; i += 16) simd::store16(y + i, simd::exp16(simd::load16(x + i)));  // the softmax's exp
+#endif
   for (; i + 8 <= n; i += 8) simd::store(y + i, simd::exp8(simd::load(x + i)));
   for (; i < n; ++i) y[i] = simd::exp1(x[i]);
 }
@@ -84,8 +109,9 @@ void run(const problem& p, const config& cfg) {
   auto& pool = thread_pool::instance();
   // Split chunks across threads only when units alone cannot fill them; the
   // bits are the same either way (same chunks, same fold order).
-  const std::int64_t split_tasks = g.units * g.chunks;
-  const bool split = g.chunks > 1 && g.units < 2 * cfg.threads && split_tasks * state_floats(g) <= (16ll << 20);
+  const std::int64_t live = g.chunks - g.first_chunk;  // chunks a row may see
+  const std::int64_t split_tasks = g.units * live;
+  const bool split = live > 1 && g.units < 2 * cfg.threads && split_tasks * state_floats(g) <= (16ll << 20);
   // Every lambda captures one reference: std::function keeps it inline
   // (libstdc++ stores at most two pointers without allocating), so a decode
   // step allocates nothing once the workspaces have grown.
@@ -104,9 +130,9 @@ void run(const problem& p, const config& cfg) {
           unit_runner runner(jb.p, jb.g, ws);
           const unit_rows ur = runner.setup(u);
           const row_state part = view_state(ws.chunk.data(), jb.g), total = view_state(ws.total.data(), jb.g);
-          for (std::int64_t c = 0; c < jb.g.chunks; ++c) {
+          for (std::int64_t c = jb.g.first_chunk; c < jb.g.chunks; ++c) {
             runner.chunk(ur, c * jb.g.split, (c + 1) * jb.g.split, part);
-            runner.fold(ur, total, part, c == 0);
+            runner.fold(ur, total, part, c == jb.g.first_chunk);
           }
           runner.finish(ur, total);
         },
@@ -125,7 +151,8 @@ void run(const problem& p, const config& cfg) {
       [&jb](std::int64_t t, int) {
         workspace& ws = thread_workspace();
         unit_runner runner(jb.p, jb.g, ws);
-        const std::int64_t u = t / jb.g.chunks, c = t % jb.g.chunks;
+        const std::int64_t live = jb.g.chunks - jb.g.first_chunk;
+        const std::int64_t u = t / live, c = jb.g.first_chunk + t % live;
         const unit_rows ur = runner.setup(u);
         runner.chunk(ur, c * jb.g.split, (c + 1) * jb.g.split, view_state(jb.parts + t * state_floats(jb.g), jb.g));
       },
@@ -137,10 +164,11 @@ void run(const problem& p, const config& cfg) {
         unit_runner runner(jb.p, jb.g, ws);
         const unit_rows ur = runner.setup(u);
         const row_state total = view_state(ws.total.data(), jb.g);
-        for (std::int64_t c = 0; c < jb.g.chunks; ++c) {
+        const std::int64_t live = jb.g.chunks - jb.g.first_chunk;
+        for (std::int64_t c = 0; c < live; ++c) {
           std::int64_t at = c;
-          if (ATTNIMPL_MUTANT(thread_order)) at = jb.g.chunks - 1 - c;  // this path folds last chunk first
-          runner.fold(ur, total, view_state(jb.parts + (u * jb.g.chunks + at) * state_floats(jb.g), jb.g), c == 0);
+          if (ATTNIMPL_MUTANT(thread_order)) at = live - 1 - c;  // this path folds last chunk first
+          runner.fold(ur, total, view_state(jb.parts + (u * live + at) * state_floats(jb.g), jb.g), c == 0);
         }
         runner.finish(ur, total);
       },

@@ -122,7 +122,20 @@ inline void unit_runner::softmax(row_range rr, const row_state& st, std::int64_t
     }
     const simd::vf mv = simd::set1(m_new);
     simd::vf sum = simd::zero();
-    for (std::int64_t c = 0; c < ld; c += 8) {
+    std::int64_t c = 0;
+#if ATTNIMPL_ISA_AVX512
+    // 16 scores per exp, the sum still taken 8 lanes at a time in order.
+    const simd::vf16 mw = _mm512_set1_ps(m_new), nw = _mm512_set1_ps(neg_inf);
+    for (; c + 16 <= ld; c += 16) {
+      const simd::vf16 x = simd::load16(s + c);
+      const __mmask16 live = _mm512_cmp_ps_mask(x, nw, _CMP_NEQ_UQ);
+      const simd::vf16 pv = _mm512_maskz_mov_ps(live, simd::exp16(_mm512_sub_ps(x, mw)));
+      simd::store16(s + c, pv);
+      sum = simd::add(sum, simd::low8(pv));
+      sum = simd::add(sum, simd::high8(pv));
+    }
+#endif
+    for (; c < ld; c += 8) {
       const simd::vf x = simd::load(s + c);
       const simd::vm live = simd::not_equal(x, ninf);
       const simd::vf pv = simd::keep(simd::exp8(simd::sub(x, mv)), live);
@@ -158,6 +171,9 @@ inline void unit_runner::fold(const unit_rows& ur, const row_state& total, const
       simd::store(ta + e, simd::fmadd(simd::load(pa + e), cv, simd::mul(simd::load(ta + e), av)));
     total.l[r] = simd::fma1(part.l[r], c, total.l[r] * a);
     total.m[r] = mn;
+    // mutant: each split-KV partial carried the sink in its sum, so the merge counts it once per extra chunk
+    if (ATTNIMPL_MUTANT(sink_counted_per_split) && p_.var.sinks && p_.var.sinks[ws_.head[r]] != neg_inf)
+      total.l[r] += simd::exp1(p_.var.sinks[ws_.head[r]] - mn);
   }
 }
 
@@ -172,7 +188,9 @@ inline void unit_runner::finish(const unit_rows& ur, const row_state& st) {
     float lse = neg_inf;
     // The sink (contract 1.1) joins the denominator once, merged after every
     // key as one more block with no value: the bound's nb + 1.
-    const float sink = p_.var.sinks ? p_.var.sinks[h] : neg_inf;
+    bool sinks = p_.var.sinks && !ATTNIMPL_MUTANT(sinks_ignored);
+    if (ATTNIMPL_MUTANT(sinks_decode_only)) sinks = sinks && p_.dims.lq == 1;  // prefill rows lose their sink
+    const float sink = sinks ? p_.var.sinks[h] : neg_inf;
     float l_sink = st.l[r], a_sink = 1.0f;
     if (sink != neg_inf && m != neg_inf) {
       const float mn = sink > m ? sink : m;  // m NaN: stays NaN

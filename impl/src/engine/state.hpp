@@ -34,6 +34,11 @@ struct geometry {
   std::int64_t units = 1;
   std::int64_t k_tile = 1, k_tile8 = 8;
   std::int64_t split = 1, chunks = 1;
+  // Split chunks [first_chunk, chunks) may hold a key some row sees: those
+  // below lie wholly left of every row's window or chunk (keys [0, split *
+  // first_chunk) are never visible), so they are neither planned as tasks nor
+  // folded (an empty chunk's fold changes no bit anyway).
+  std::int64_t first_chunk = 0;
   std::int64_t dv8 = 8;
 };
 

@@ -139,6 +139,10 @@ class unit_runner {
   void weighted_values(row_range rr, std::int64_t kpack, const row_state& st);
 
   template <dtype T>
+  void values_wide(std::int64_t nr, std::int64_t ne, std::int64_t r0, std::int64_t e0, std::int64_t k0, std::int64_t kc,
+                   const row_state& st);
+
+  template <dtype T>
   void values_dispatch(std::int64_t nr, std::int64_t ne, std::int64_t r0, std::int64_t e0, std::int64_t k0, std::int64_t kc,
                        const row_state& st);
 

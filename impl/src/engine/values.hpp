@@ -74,6 +74,9 @@ inline void unit_runner::weighted_values(row_range rr, std::int64_t kpack, const
     for (std::int64_t e0 = 0, ne = 0; e0 < g_.dv8; e0 += 8 * ne) {
       const std::int64_t left = (g_.dv8 - e0) / 8;
       ne = left == 4 ? 2 : std::min<std::int64_t>(3, left);
+      // AVX-512: slices of 6 vectors (three 16-lane registers, 12
+      // accumulators for 4 rows; dv 128: 6,6,4).
+      if (ATTNIMPL_ISA_AVX512) ne = std::min<std::int64_t>(6, left);
       for (std::int64_t r0 = rr.begin; r0 < rr.end; r0 += block)
         if (keys[r0 / block] > 0)
           values_dispatch<T>(std::min(block, rr.end - r0), ne, r0, e0, begins[r0 / block], keys[r0 / block], st);
@@ -89,6 +92,7 @@ inline void unit_runner::weighted_values(row_range rr, std::int64_t kpack, const
 template <dtype T>
 inline void unit_runner::values_dispatch(std::int64_t nr, std::int64_t ne, std::int64_t r0, std::int64_t e0, std::int64_t k0,
                                          std::int64_t kc, const row_state& st) {
+  if (ne > 3) return values_wide<T>(nr, ne, r0, e0, k0, kc, st);
   switch (nr * 4 + ne) {
     case 1 * 4 + 1: values_block<T, 1, 1>(r0, e0, k0, kc, st); break;
     case 1 * 4 + 2: values_block<T, 1, 2>(r0, e0, k0, kc, st); break;
@@ -103,6 +107,27 @@ inline void unit_runner::values_dispatch(std::int64_t nr, std::int64_t ne, std::
     case 4 * 4 + 2: values_block<T, 4, 2>(r0, e0, k0, kc, st); break;
     default: values_block<T, 4, 3>(r0, e0, k0, kc, st); break;
   }
+}
+
+/// Slices of 4 to 6 vectors (AVX-512 only; never reached elsewhere).
+template <dtype T>
+inline void unit_runner::values_wide([[maybe_unused]] std::int64_t nr, [[maybe_unused]] std::int64_t ne,
+                                     [[maybe_unused]] std::int64_t r0, [[maybe_unused]] std::int64_t e0,
+                                     [[maybe_unused]] std::int64_t k0, [[maybe_unused]] std::int64_t kc,
+                                     [[maybe_unused]] const row_state& st) {
+#if ATTNIMPL_ISA_AVX512
+#define ATTNIMPL_WIDE(NR)                                           \
+  if (nr == NR) {                                                   \
+    if (ne == 4) return values_block<T, NR, 4>(r0, e0, k0, kc, st); \
+    if (ne == 5) return values_block<T, NR, 5>(r0, e0, k0, kc, st); \
+    return values_block<T, NR, 6>(r0, e0, k0, kc, st);              \
+  }
+  ATTNIMPL_WIDE(1)
+  ATTNIMPL_WIDE(2)
+  ATTNIMPL_WIDE(3)
+  ATTNIMPL_WIDE(4)
+#undef ATTNIMPL_WIDE
+#endif
 }
 
 }  // namespace

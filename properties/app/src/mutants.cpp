@@ -2,6 +2,7 @@
 
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "attncheck/laws.hpp"
 #include "attnimpl/mutants.hpp"

@@ -42,11 +42,12 @@ namespace {
 bool parse_simd(const std::string& value, const std::string& what, attnimpl::isa& simd, std::string& why) {
   const auto which = attnimpl::parse_isa(value);
   if (!which || value.empty()) {
-    why = what + ": simd takes auto, avx2 or portable";
+    why = what + ": simd takes auto, avx512, avx2 or portable";
     return false;
   }
   if (!attnimpl::isa_supported(*which)) {
-    why = what + ": this CPU lacks AVX2, FMA or F16C";
+    why = what + (*which == attnimpl::isa::avx512 ? ": this CPU lacks AVX-512 F, BW or VL (or AVX2, FMA or F16C)"
+                                                  : ": this CPU lacks AVX2, FMA or F16C");
     return false;
   }
   simd = *which;
