@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attncheck/case_space.hpp"
 #include "law_support.hpp"
 #include "registry.hpp"
 
@@ -16,9 +17,26 @@ namespace {
 constexpr double inf = std::numeric_limits<double>::infinity();
 
 // Sinks on every case, drawn where the generator left them off: the mixed
-// recipe (each head normal, dominating, vanishing or -inf).
-void prepare_sinks(attn_case& c, const subject&) {
-  if (!c.variants.has_sinks()) c.variants.sinks = sink_kind::mixed;
+// recipe (each head normal, dominating, vanishing or -inf). One case in four
+// becomes a long decode row at the subject's largest size hint + 1 (a split
+// of the keys: the sink must be counted once across the split's parts),
+// with a sink that matters (normal or dominating, never vanishing or -inf).
+void prepare_sinks(attn_case& c, const subject& s) {
+  score_variants& w = c.variants;
+  if (!w.has_sinks()) w.sinks = sink_kind::mixed;
+  law_rng rng(c, 0x5170c);
+  if (rng.below(4) != 0) return;
+  std::int64_t hint = 0;
+  for (std::int64_t h : hint_lengths(s))
+    if (h <= 4096) hint = std::max(hint, h);
+  c.b = c.lq = 1;
+  c.hq = c.hkv = 1;
+  c.lk = (rng.below(2) ? 1 : 2) * hint + 1;
+  c.d = std::min<std::int64_t>(c.d, 64), c.dv = std::min<std::int64_t>(c.dv, 64);
+  c.key_len.clear();
+  c.mask_shape = {}, c.mask.clear();
+  if (w.has_bias()) w.bias_shape = {1, 1, 1, w.bias_shape[3] == 1 ? 1 : c.lk};
+  if (w.sinks != sink_kind::normal && w.sinks != sink_kind::high) w.sinks = rng.below(2) ? sink_kind::normal : sink_kind::high;
 }
 
 law_outcome sink_rescales_plain_output(const subject& s, const attn_case& c) {
