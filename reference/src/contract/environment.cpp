@@ -21,7 +21,8 @@ const std::vector<environment_variable>& environment_variables() {
       {"ATTNCHECK_FUZZ_EXPECT_LAW", "retired: ATTNCHECK_FUZZ=expect_law=... (refused when set)"},
       {"ATTNCHECK_FUZZ_EXPECT_WHY", "retired: ATTNCHECK_FUZZ=expect_why=... (refused when set)"},
       {"ATTNCHECK_FUZZ_STRUCTURAL", "retired: ATTNCHECK_FUZZ=structural=1 (refused when set)"},
-      {"ATTNIMPL_ISA", "the builtin subject's instruction set by default: auto, avx512, avx2 or portable (its option simd= wins)"},
+      {"ATTNIMPL_ISA",
+       "the builtin subject's instruction set by default: auto, avx512, avx2 or portable (its option simd= wins)"},
       {"ATTNCHECK_SEED", "tests: the seed of the oracle's randomized tests (tests/reference)"},
       {"ATTNCHECK_WRITE_CASES", "tests: rewrite the shipped case files of tests/cases (test_case_file)"},
   };
