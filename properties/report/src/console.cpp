@@ -143,9 +143,11 @@ void print_gate(const gate_result& g, std::ostream& out, const console_options& 
     out << "\n";
     if (r.prob == prob_verdict::fail)
       out << "    FAIL(prob): " << r.prob_failure.substr(0, 400) << "\n      on " << r.prob_failure_case << "\n";
-    if (r.v == verdict::unjudged)
+    if (r.v == verdict::unjudged && r.judged < r.min_judged * r.cases)
       out << "    judged " << r.judged << " of " << r.cases << " cases, below the law's floor of "
           << number_text(100 * r.min_judged, "%.0f") << "%; most common reason: " << r.unjudged_why << "\n";
+    else if (r.v == verdict::unjudged)  // enough cases judged, but a variant's judged share fell below its floor
+      out << "    " << r.unjudged_why << "\n";
   }
   if (n_undeclared) {
     out << "skipped, a feature the subject does not declare: ";
