@@ -124,15 +124,6 @@ backward_inputs oracle_inputs(const subject& s, const attn_case& c, const tensor
   return inputs_of(c, f.o, f.lse, d_o);
 }
 
-bool backward_failed(const backward_output& out, law_outcome& o, const std::string& label) {
-  if (out.ok()) return false;
-  o.fail(label + ": " +
-             (out.status ? "subject returned " + std::to_string(out.status) + ": " + out.error
-                         : "subject wrote outside its output: " + out.guard_report),
-         failure_kind::subject_error);
-  return true;
-}
-
 std::string where(const char* t, std::int64_t bi, const char* n1, std::int64_t x1, const char* n2, std::int64_t x2,
                   const char* n3, std::int64_t x3) {
   char buf[128];
@@ -171,7 +162,7 @@ law_outcome gradients_within_bound(const subject& s, const attn_case& c) {
   const tensor d_o = draw_grad_output(c, grad_of(c));
   const backward_result r = reference_backward(c, d_o, bound_params(s, c));
   const auto out = s.backward(c, inputs_of(c, r.o, r.lse, d_o));
-  if (backward_failed(out, o, "backward")) return o;
+  if (run_failed(out, o, "backward")) return o;
   comparison cmp;
   cmp.overflow_threshold = overflow_threshold(c.type);
   for (std::int64_t bi = 0; bi < c.b; ++bi) {
@@ -207,7 +198,7 @@ law_outcome gradient_sums(const subject& s, const attn_case& c, bool keys) {
   const tensor d_o = draw_grad_output(c, grad_of(c));
   const backward_result r = reference_backward(c, d_o, bound_params(s, c));
   const auto out = s.backward(c, inputs_of(c, r.o, r.lse, d_o));
-  if (backward_failed(out, o, "backward")) return o;
+  if (run_failed(out, o, "backward")) return o;
   comparison cmp;
   const std::int64_t width = keys ? c.d : c.dv;
   const std::vector<char> seen = seen_keys(c);
@@ -319,7 +310,7 @@ law_outcome linear_in_output_gradient(const subject& s, const attn_case& c) {
   const auto a = s.backward(c, in);
   in.d_o = d_o2;
   const auto b = s.backward(c, in);
-  if (backward_failed(a, o, "dO") || backward_failed(b, o, "2^" + std::to_string(k) + " dO")) return o;
+  if (run_failed(a, o, "dO") || run_failed(b, o, "2^" + std::to_string(k) + " dO")) return o;
   comparison cmp;
   // Judged where the first result is a normal value of the storage type
   // (twice the smallest normal and up) and 2^k times it stays far from
@@ -375,7 +366,7 @@ law_outcome masked_keys_get_zero(const subject& s, const attn_case& c) {
   const tensor d_o = draw_grad_output(c, grad_of(c));
   backward_inputs in = oracle_inputs(s, c, d_o);
   const auto a = s.backward(c, in);
-  if (backward_failed(a, o, "dO")) return o;
+  if (run_failed(a, o, "dO")) return o;
   const std::vector<char> seen = seen_keys(c);
   const auto seen_at = [&](std::int64_t bi, std::int64_t g, std::int64_t j) {
     return seen[static_cast<std::size_t>((bi * c.hkv + g) * c.lk + j)] != 0;
@@ -417,7 +408,7 @@ law_outcome masked_keys_get_zero(const subject& s, const attn_case& c) {
   }
   in.d_o = d_o2;
   const auto b = s.backward(c, in);
-  if (backward_failed(b, o, "dO changed on rows that do not see the pivot keys")) return o;
+  if (run_failed(b, o, "dO changed on rows that do not see the pivot keys")) return o;
   comparison same;
   const auto bits = [&](const tensor& t, std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t x) {
     return t.at(bi, j, g, x) == 0 ? 0u : t.bits_at(bi, j, g, x);  // +0 and -0: the same gradient
@@ -450,11 +441,11 @@ law_outcome backward_same_bits(const subject& s, const attn_case& c) {
   const tensor d_o = draw_grad_output(c, grad_of(c));
   const backward_inputs in = oracle_inputs(s, c, d_o);
   const auto first = s.backward(c, in);
-  if (backward_failed(first, o, "first run")) return o;
+  if (run_failed(first, o, "first run")) return o;
   for (int threads : {0, 1, 2, 3, 8}) {
     const auto again = s.backward(c, in, threads);
     const std::string label = "threads " + std::to_string(threads);
-    if (backward_failed(again, o, label)) return o;
+    if (run_failed(again, o, label)) return o;
     comparison cmp;
     const auto same = [&](const tensor& a, const tensor& b, const char* what) {
       for (std::int64_t x0 = 0; x0 < a.shape[0]; ++x0)

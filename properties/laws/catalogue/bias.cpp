@@ -146,7 +146,6 @@ law_outcome minus_inf_equals_mask(const subject& s, const attn_case& c) {
   // reads the bias where the mask hides the key is seen.
   const tensor& bias = c.variants.bias;
   attn_case b = c;
-  b.variants.bias = bias;
   std::int64_t holes = 0;
   for (auto& bits : b.variants.bias.bits)
     if (decode(bias.type, bits) == -inf) bits = encode(bias.type, 4096.0), ++holes;

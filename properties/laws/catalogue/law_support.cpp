@@ -259,14 +259,5 @@ comparison require_changes(const subject& s, const attn_case& ca, const subject_
   return r;
 }
 
-bool run_failed(const subject_output& out, law_outcome& o, const std::string& label) {
-  if (out.ok()) return false;
-  o.fail(label + ": " +
-             (out.status ? "subject returned " + std::to_string(out.status) + ": " + out.error
-                         : "subject wrote outside its output: " + out.guard_report),
-         failure_kind::subject_error);
-  return true;
-}
-
 }  // namespace laws
 }  // namespace attncheck

@@ -120,8 +120,17 @@ comparison require_changes(const subject& s, const attn_case& ca, const subject_
                            const subject_output& b, const std::string& what,
                            const std::function<bool(std::int64_t, std::int64_t, std::int64_t)>& keep);
 
-/// Fails with the subject's error or guard report when a run did not succeed.
-bool run_failed(const subject_output& out, law_outcome& o, const std::string& label);
+/// Fails with the subject's error or guard report when a run did not succeed
+/// (a forward subject_output or a backward_output: status, error, guard_report).
+template <class Output>
+bool run_failed(const Output& out, law_outcome& o, const std::string& label) {
+  if (out.ok()) return false;
+  o.fail(label + ": " +
+             (out.status ? "subject returned " + std::to_string(out.status) + ": " + out.error
+                         : "subject wrote outside its output: " + out.guard_report),
+         failure_kind::subject_error);
+  return true;
+}
 
 /// Lse of output row (b, h, i); NaN when the subject has no LSE.
 inline float lse_of(const subject_output& out, const attn_case& c, std::int64_t lq, std::int64_t b, std::int64_t h,
