@@ -7,7 +7,7 @@
 #             the version, contract and oracle; the report names them too
 #   repro     the gate's saved counterexample replayed: the case, the worst
 #             elements, the heat map (same worst element as the terminal)
-#   campaign  per-dtype histograms, worst cases, cases/s, oracle tiers
+#   campaign  per-dtype histograms, worst cases, cases/s, oracle tiers, per-feature rows (--variants)
 #   mutation  the kill table and cases to kill (two mutants, --quick)
 #   bench     bars against the measured peak and bandwidth (--quick)
 # Every report: self-contained (no script, no URL), Chromium logs no console
@@ -118,10 +118,14 @@ case "$kind" in
     expect=(div.card.failure table.worst-elements svg.heat-map rect.worst p#made-by)
     ;;
   campaign)
-    "$attncheck" campaign --cases 400 --jobs 2 --html "$html" >"$out/campaign.log" 2>&1 || { cat "$out/campaign.log"; fail "campaign failed"; }
+    "$attncheck" campaign --cases 400 --jobs 2 --variants --html "$html" >"$out/campaign.log" 2>&1 || { cat "$out/campaign.log"; fail "campaign failed"; }
     grep -q 'cases/s' "$html" || fail "no cases/s"
     grep -q 'fast binary64 tier judged' "$html" || fail "no oracle tier"
-    expect=(table.dtypes svg.histogram table.worst-cases p#made-by)
+    # --variants: a row per feature, and the drawn ones carry cases.
+    for f in window softcap sinks alibi bias none; do
+      grep -Eq "<tr><td>$f</td><td class=\"n\">[1-9]" "$html" || fail "no per-feature row with cases for $f"
+    done
+    expect=(table.dtypes table.features svg.histogram table.worst-cases p#made-by)
     ;;
   mutation)
     "$attncheck" mutation --quick --plugin "$plugin" --mutant scale_dropped --mutant gqa_modulo --cases 200 --out "$out/runs" \

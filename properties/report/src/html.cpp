@@ -536,7 +536,29 @@ void write_campaign_html(const std::string& path, const campaign_options& opt, c
       << "</td><td class=\"n " << (st.violations ? "fail" : "pass") << "\">" << st.violations << " (" << st.violating_cases
       << ")</td><td class=\"n\">" << st.unjudged_elements << "</td><td class=\"n\">" << st.fast_tier_cases
       << "</td><td class=\"n\">" << num(st.max_ratio, "%.4g") << "</td></tr>\n";
-  o << "</table>\n<h2>Observed/bound per element, per dtype</h2>\n<div class=\"grid\">\n";
+  o << "</table>\n";
+  if (opt.variants) {
+    // The same cases by contract 1.1 variant, as the console prints them
+    // (a case with several variants counts under each; "none": without one).
+    o << "<h2>Per feature (--variants)</h2>\n<p class=\"meta\">A case with several variants counts under each; "
+         "<code>none</code> is a case without one.</p>\n<table class=\"features\"><tr><th>feature</th><th>cases</th>"
+         "<th>elements judged</th><th>violations (cases)</th><th>largest observed/bound</th><th>its case</th></tr>\n";
+    for (const char* f : campaign_features) {
+      const auto it = r.by_feature.find(f);
+      const campaign_stats empty;
+      const campaign_stats& st = it == r.by_feature.end() ? empty : it->second;
+      o << "<tr><td>" << escape(f) << "</td><td class=\"n\">" << st.cases << "</td><td class=\"n\">" << st.elements
+        << "</td><td class=\"n " << (st.violations ? "fail" : "pass") << "\">" << st.violations << " (" << st.violating_cases
+        << ")</td><td class=\"n\">" << (st.cases ? num(st.max_ratio, "%.4g") : std::string("-")) << "</td><td><code>"
+        << escape(st.cases ? st.max_ratio_case : std::string("-")) << "</code></td></tr>\n";
+    }
+    o << "</table>\n";
+    for (const char* f : campaign_features)
+      if (const auto it = r.by_feature.find(f); it != r.by_feature.end() && !it->second.first_violation.empty())
+        o << "<p class=\"fail\">first violation with " << escape(f) << ": <code>" << escape(it->second.first_violation)
+          << "</code></p>\n";
+  }
+  o << "<h2>Observed/bound per element, per dtype</h2>\n<div class=\"grid\">\n";
   for (const auto& [t, st] : r.by_type) o << ratio_histogram_svg(t + ": elements", st.histogram, true) << "\n";
   o << "</div>\n<h2>Worst cases</h2>\n";
   for (const auto& [t, st] : r.by_type) {
