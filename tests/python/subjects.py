@@ -202,6 +202,20 @@ def sinks_ignored(q, k, v, *, sinks=None, **kw):
     return _nv.attention(q, k, v, **kw)
 
 
+class VariantDroppingCache(_nv.Cache):
+    """The variant kernel's cache, but its attend drops the variants it is handed."""
+
+    def attend(self, q, *, scale, causal, dtype, **variants):
+        return super().attend(q, scale=scale, causal=causal, dtype=dtype)
+
+
+@attncheck.declare(name="numpy-cache-drops-variants", tanh_ulps=2, cache=VariantDroppingCache,
+                   **{**_variant_decl, "features": _variant_decl["features"] + _nv.VARIANTS})
+def cache_drops_variants(q, k, v, **kw):
+    """One-shot calls apply every variant; only the cached path loses them."""
+    return _nv.attention(q, k, v, **kw)
+
+
 def softcap_without_tanh(q, k, v, **kw):
     return _nv.attention(q, k, v, **kw)
 

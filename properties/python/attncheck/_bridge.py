@@ -189,11 +189,15 @@ class Subject:
         name = DTYPE_NAMES[dtype]
         cache.append(self._arg(k, name), self._arg(v, name), count if self.tensors == "numpy" else self._torch_of(count))
 
-    def cache_attend(self, cache, dtype, q, scale, causal, threads, o, lse):
+    def cache_attend(self, cache, dtype, q, scale, causal, threads, o, lse, variants=None):
         name = DTYPE_NAMES[dtype]
         kwargs = {"scale": scale, "causal": bool(causal), "dtype": name}
         if self.wants_threads:
             kwargs["threads"] = threads
+        if variants:
+            # The same keywords as attend: positions are absolute (p = cached
+            # keys - lq + i), a bias holds this step's rows over the case's keys.
+            kwargs.update(self._variant_kwargs(variants))
         self._store(cache.attend(self._arg(q, name), **kwargs), name, o, lse)
 
     # ---- conversions ----

@@ -160,7 +160,7 @@ int cache_attend(void* st, void* cache, const attncheck_problem* p, char* err, s
   return guarded(err, len, [&] {
     of(st)->subject.attr("cache_attend")(static_cast<py_cache*>(cache)->obj, static_cast<int>(p->dtype),
                                          tensor_view(p->q, p->dtype, p->b, p->lq, p->hq, p->d), static_cast<double>(p->scale),
-                                         p->causal != 0, p->threads, output_view(*p), lse_view(*p));
+                                         p->causal != 0, p->threads, output_view(*p), lse_view(*p), variants_of(*p));
   });
 }
 

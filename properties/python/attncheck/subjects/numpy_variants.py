@@ -20,6 +20,9 @@ ulps). `attend_f32` computes every step in float32 with numpy's float32
 exp and tanh (u = 2^-24; measured on this machine at 2.37 and 1.37 ulps,
 declared 3 and 2: docs/python.md, "Which exp_ulps").
 
+`attend_cached` is `attend` with a KV cache (`Cache`, docs/python.md "KV
+cache"): its `attend` takes the same variant keywords for the cached keys.
+
 `attend_*` one-feature subjects (window, chunk, softcap, sinks, alibi,
 bias) are the float64 kernel declaring that variant alone, so that every
 case the gate draws for it carries it (or nothing).
@@ -174,3 +177,41 @@ attend_softcap = _one("softcap")
 attend_sinks = _one("sinks")
 attend_alibi = _one("alibi")
 attend_bias = _one("bias")
+
+
+class Cache:
+    """The KV-cache protocol with every variant: each sequence keeps copies of
+    its keys and values (the views handed to append die with the call);
+    attend takes the same variant keywords as `attend`, positions counted
+    from the start of each sequence."""
+
+    def __init__(self, config):
+        self.hkv, self.d, self.dv = config.hkv, config.d, config.dv
+        self.k = [None] * config.b
+        self.v = [None] * config.b
+
+    def append(self, k, v, count):
+        for b, c in enumerate(count):
+            rows_k, rows_v = np.array(k[b, :c]), np.array(v[b, :c])
+            self.k[b] = rows_k if self.k[b] is None else np.concatenate([self.k[b], rows_k])
+            self.v[b] = rows_v if self.v[b] is None else np.concatenate([self.v[b], rows_v])
+
+    def attend(self, q, *, scale, causal, dtype, bias=None, **variants):
+        b = q.shape[0]
+        n = np.array([0 if x is None else len(x) for x in self.k], dtype=np.int64)
+        lk = max(1, int(n.max()))  # a key slot even before the first append: key_len 0 masks it
+        storage = q.dtype
+        k = np.zeros((b, lk, self.hkv, self.d), dtype=storage)
+        v = np.zeros((b, lk, self.hkv, self.dv), dtype=storage)
+        for bi in range(b):
+            if n[bi]:
+                k[bi, : n[bi]], v[bi, : n[bi]] = self.k[bi], self.v[bi]
+        if bias is not None:
+            bias = np.asarray(bias)[..., :lk]  # the step's rows over the case's keys: key j is cached key j
+        return attention(q, k, v, scale=scale, causal=causal, key_len=n, mask=None, dtype=dtype, bias=bias, **variants)
+
+
+@attncheck.declare(name="numpy-variants f64 cached", u=2**-53, exp_ulps=1, tanh_ulps=2, dtypes=_DTYPES,
+                   features=_FEATURES + VARIANTS, claims=("deterministic",), cache=Cache)
+def attend_cached(q, k, v, **kw):
+    return attention(q, k, v, **kw)
