@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../convert.hpp"
+#include "../mutation.hpp"
 
 namespace attnimpl {
 
@@ -57,7 +58,9 @@ status attention_backward(const backward_args& a, const backward_config& cfg) {
   const float scale = a.scale ? *a.scale : default_scale(s.d);
   const auto visible = [&](std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
     const std::int64_t n = a.key_len ? a.key_len[b] : s.lk;
-    if (j >= n || (a.causal && j > n - s.lq + i)) return false;
+    // The causal limit is the query's position n - lq + i (bottom-right aligned, as the forward).
+    const std::int64_t pos = ATTNIMPL_MUTANT(backward_causal_top_left) ? i : n - s.lq + i;
+    if (j >= n || (a.causal && !ATTNIMPL_MUTANT(backward_causal_ignored) && j > pos)) return false;
     if (a.mask.data)
       return a.mask.data[b * a.mask.stride[0] + h * a.mask.stride[1] + i * a.mask.stride[2] + j * a.mask.stride[3]] != 0;
     return true;
@@ -72,7 +75,9 @@ status attention_backward(const backward_args& a, const backward_config& cfg) {
         for (std::int64_t j = 0; j < s.lk && !sees[r]; ++j) sees[r] = visible(b, h, i, j);
         if (!sees[r]) continue;
         float acc = 0.0f;
-        for (std::int64_t e = 0; e < s.dv; ++e) acc += load(a.d_o, b, i, h, e) * load(a.o, b, i, h, e);
+        for (std::int64_t e = 0; e < s.dv; ++e)
+          acc += load(a.d_o, b, i, h, e) *
+                 (ATTNIMPL_MUTANT(backward_d_from_do_squared) ? load(a.d_o, b, i, h, e) : load(a.o, b, i, h, e));
         big_d[r] = acc;
       }
   std::vector<float> dq(z(s.b * s.lq * s.hq * s.d), 0.0f);  // (b, i, h, x), f32 across key blocks
@@ -81,6 +86,8 @@ status attention_backward(const backward_args& a, const backward_config& cfg) {
     for (std::int64_t g = 0; g < s.hkv; ++g)
       for (std::int64_t j0 = 0; j0 < s.lk; j0 += bk) {
         const std::int64_t nk = std::min(bk, s.lk - j0);
+        // The last, partial key block never computed (key blocks counted as lk / bk): its dK, dV stay 0.
+        const bool dropped = ATTNIMPL_MUTANT(backward_key_tail_tile_dropped) && nk < bk;
         // The key block's K and V, and its dK, dV accumulators (f32).
         krow.assign(z(nk * s.d), 0.0f);
         vrow.assign(z(nk * s.dv), 0.0f);
@@ -95,14 +102,19 @@ status attention_backward(const backward_args& a, const backward_config& cfg) {
           for (std::int64_t x = 0; x < s.d; ++x) krow[z(jj * s.d + x)] = load(a.k, b, j0 + jj, g, x);
           for (std::int64_t e = 0; e < s.dv; ++e) vrow[z(jj * s.dv + e)] = load(a.v, b, j0 + jj, g, e);
         }
-        for (std::int64_t h = g * group; h < (g + 1) * group; ++h)
+        for (std::int64_t h = g * group; h < (g + 1) * group && !dropped; ++h)
           for (std::int64_t i0 = 0; i0 < s.lq; i0 += bq) {
+            if (ATTNIMPL_MUTANT(backward_gqa_last_head_only) && i0 == 0) {  // each query head starts the sums afresh
+              std::fill(dk_blk.begin(), dk_blk.end(), 0.0f);
+              std::fill(dv_blk.begin(), dv_blk.end(), 0.0f);
+            }
             // One query block: its partial dK, dV sums are added to the key block's once.
             std::vector<float> dk_part(z(nk * s.d), 0.0f), dv_part(z(nk * s.dv), 0.0f);
             for (std::int64_t i = i0; i < std::min(s.lq, i0 + bq); ++i) {
               const std::size_t r = z((b * s.hq + h) * s.lq + i);
               if (!sees[r]) continue;  // adds nothing; its dO is not read
-              const float lse = a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + i * a.lse_stride[2]];
+              const std::int64_t lse_row = ATTNIMPL_MUTANT(backward_lse_previous_row) && i > 0 ? i - 1 : i;
+              const float lse = a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + lse_row * a.lse_stride[2]];
               for (std::int64_t x = 0; x < s.d; ++x) qrow[z(x)] = load(a.q, b, i, h, x);
               for (std::int64_t e = 0; e < s.dv; ++e) dorow[z(e)] = load(a.d_o, b, i, h, e);
               float* dq_row = &dq[z(((b * s.lq + i) * s.hq + h) * s.d)];
@@ -111,7 +123,7 @@ status attention_backward(const backward_args& a, const backward_config& cfg) {
                 if (!visible(b, h, i, j0 + jj)) continue;
                 float dot = 0.0f;
                 for (std::int64_t x = 0; x < s.d; ++x) dot += qrow[z(x)] * krow[z(jj * s.d + x)];
-                const float p = std::exp(dot * scale - lse);
+                const float p = std::exp((ATTNIMPL_MUTANT(backward_p_unscaled) ? dot : dot * scale) - lse);
                 float dp = 0.0f;
                 for (std::int64_t e = 0; e < s.dv; ++e) dp += dorow[z(e)] * vrow[z(jj * s.dv + e)];
                 const float ds = p * (dp - big_d[r]);
@@ -134,7 +146,9 @@ status attention_backward(const backward_args& a, const backward_config& cfg) {
   for (std::int64_t b = 0; b < s.b; ++b)
     for (std::int64_t i = 0; i < s.lq; ++i)
       for (std::int64_t h = 0; h < s.hq; ++h)
-        for (std::int64_t x = 0; x < s.d; ++x) store(a.dq, b, i, h, x, scale * dq[z(((b * s.lq + i) * s.hq + h) * s.d + x)]);
+        for (std::int64_t x = 0; x < s.d; ++x)
+          store(a.dq, b, i, h, x,
+                (ATTNIMPL_MUTANT(backward_dq_scale_dropped) ? 1.0f : scale) * dq[z(((b * s.lq + i) * s.hq + h) * s.d + x)]);
   return status::success();
 }
 
