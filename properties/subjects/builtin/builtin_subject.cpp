@@ -152,8 +152,11 @@ std::int64_t key_blocks(void* state, const attncheck_problem* p) {
 }
 
 // The backward pass's blocks: the instance's query and key tiles (0, the
-// production default, is 64 each: attnimpl::backward_config).
-attnimpl::backward_config backward_config_of(const instance* in) { return {in->tiles.q_tile, in->tiles.k_tile}; }
+// production default, is 64 each: attnimpl::backward_config), the
+// problem's thread count and the instance's instruction set.
+attnimpl::backward_config backward_config_of(const instance* in, const attncheck_problem* p) {
+  return {in->tiles.q_tile, in->tiles.k_tile, p->threads, in->tiles.simd};
+}
 
 // dQ, dK, dV of a contract 1.0 problem (docs/spec.md "Backward"). The score
 // variants have no backward in the contract yet: refused, not ignored.
@@ -186,7 +189,7 @@ int attend_backward(void* state, const attncheck_backward_problem* bp, char* err
   a.causal = p->causal != 0;
   a.key_len = p->key_len;
   if (p->mask) a.mask = {p->mask, {p->mask_stride[0], p->mask_stride[1], p->mask_stride[2], p->mask_stride[3]}};
-  const auto st = attnimpl::attention_backward(a, backward_config_of(static_cast<instance*>(state)));
+  const auto st = attnimpl::attention_backward(a, backward_config_of(static_cast<instance*>(state), p));
   if (!st.ok()) {
     write_err(err, err_len, st.message);
     return 1;
@@ -197,7 +200,7 @@ int attend_backward(void* state, const attncheck_backward_problem* bp, char* err
 void backward_blocks(void* state, const attncheck_backward_problem* bp, std::int64_t* dq_blocks, std::int64_t* dkv_blocks) {
   const attncheck_problem* p = bp->forward;
   const auto [dq, dkv] = attnimpl::backward_blocks({p->b, p->hq, p->hkv, p->lq, p->lk, p->d, p->dv},
-                                                   backward_config_of(static_cast<instance*>(state)));
+                                                   backward_config_of(static_cast<instance*>(state), p));
   *dq_blocks = dq;
   *dkv_blocks = dkv;
 }
