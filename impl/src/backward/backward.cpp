@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <thread>
@@ -55,14 +56,64 @@ std::pair<std::int64_t, std::int64_t> backward_blocks(const shape& dims, const b
 
 namespace {
 
+// 16 floats, one vector of whatever width the function is built for (GCC
+// and clang lower it to 4 SSE, 2 AVX or 1 AVX-512 register): element-wise
+// multiplies and adds, each the same IEEE operation as the scalar one.
+typedef float v16 __attribute__((vector_size(64)));
+// The same, at any float's alignment and aliasing floats (as __m512_u): loads
+// and stores through it, in the functions' bodies (no function passes or
+// returns a vector, whose ABI would change with the instruction set).
+typedef float v16_unaligned __attribute__((vector_size(64), aligned(4), may_alias));
+#define ATTNIMPL_V16(p) (*reinterpret_cast<v16_unaligned*>(p))
+#define ATTNIMPL_V16_IN(p) (*reinterpret_cast<const v16_unaligned*>(p))
+constexpr std::int64_t lanes = 16;
+std::int64_t padded(std::int64_t n) { return (n + lanes - 1) / lanes * lanes; }
+
+// For the lanes c of out[0, 16 N): the sum over t < count with on[t] (every
+// t when on is null) of w[t] * rows[t][c], from 0 in t order; stored to out,
+// or added to it once. N vectors at once: independent sums in flight.
+template <int N>
+__attribute__((always_inline)) inline void sum_rows(const float* w, std::int64_t w_stride, const char* on, const float* rows,
+                                                    std::int64_t row_stride, std::int64_t count, float* out, bool add) {
+  v16 acc[N] = {};
+  for (std::int64_t t = 0; t < count; ++t) {
+    if (on && !on[t * w_stride]) continue;
+    const float wt = w[t * w_stride];
+    const float* r = rows + t * row_stride;
+    for (int u = 0; u < N; ++u) acc[u] += wt * ATTNIMPL_V16_IN(r + lanes * u);
+  }
+  for (int u = 0; u < N; ++u) {
+    if (add)
+      ATTNIMPL_V16(out + lanes * u) += acc[u];
+    else
+      ATTNIMPL_V16(out + lanes * u) = acc[u];
+  }
+}
+
+// sum_rows over every lane of out[0, width) (width a multiple of 16), four vectors at a time.
+__attribute__((always_inline)) inline void sum_rows_all(const float* w, std::int64_t w_stride, const char* on, const float* rows,
+                                                        std::int64_t row_stride, std::int64_t count, float* out,
+                                                        std::int64_t width, bool add) {
+  std::int64_t c = 0;
+  for (; c + 4 * lanes <= width; c += 4 * lanes) sum_rows<4>(w, w_stride, on, rows + c, row_stride, count, out + c, add);
+  switch ((width - c) / lanes) {
+    case 3: sum_rows<3>(w, w_stride, on, rows + c, row_stride, count, out + c, add); break;
+    case 2: sum_rows<2>(w, w_stride, on, rows + c, row_stride, count, out + c, add); break;
+    case 1: sum_rows<1>(w, w_stride, on, rows + c, row_stride, count, out + c, add); break;
+    default: break;
+  }
+}
+
 // The f32 inputs and accumulators of one (batch element, KV head): its G query
 // heads' Q and dO rows, its keys' K and V (row-major and transposed per key
-// block), and the block sums. Each worker thread owns one.
+// block), the block sums and one query block's P and dS. Rows are padded
+// with zeros to a multiple of 16 floats (the padding lanes are computed and
+// never stored). Each worker thread owns one.
 struct scratch {
   std::vector<float> q, d_o;        // (h - g G, i, x): the group's rows, converted once
   std::vector<float> k, v, kt, vt;  // one key block: (jj, x) and (x, jj)
-  std::vector<float> dk_blk, dv_blk, dk_part, dv_part, dq_part;
-  std::vector<float> s, dp, p, ds;  // one row's scores, dP, P and dS over the key block
+  std::vector<float> dk_blk, dv_blk, dk_part, dv_part;
+  std::vector<float> s, dp, p, ds;  // the query block's scores, dP (one row), P and dS (every row) over the key block
   std::vector<char> seen, vis;
 };
 
@@ -79,9 +130,9 @@ __attribute__((always_inline)) inline void one_kv_head(const backward_args& a, s
                                                        std::vector<float>& dq, std::int64_t b, std::int64_t g,
                                                        const Visible& visible, scratch& w) {
   const shape& s = a.dims;
-  const std::int64_t group = s.hq / s.hkv, d = s.d, dv = s.dv;
-  w.q.assign(z(group * s.lq * d), 0.0f);
-  w.d_o.assign(z(group * s.lq * dv), 0.0f);
+  const std::int64_t group = s.hq / s.hkv, d = s.d, dv = s.dv, d16 = padded(d), dv16 = padded(dv);
+  w.q.assign(z(group * s.lq * d16), 0.0f);
+  w.d_o.assign(z(group * s.lq * dv16), 0.0f);
   for (std::int64_t h = g * group; h < (g + 1) * group; ++h)
     for (std::int64_t i = 0; i < s.lq; ++i) {
       const std::size_t r = z((b * s.hq + h) * s.lq + i), at = z((h - g * group) * s.lq + i);
@@ -90,20 +141,21 @@ __attribute__((always_inline)) inline void one_kv_head(const backward_args& a, s
         const std::int64_t off = b * t.stride[0] + i * t.stride[1] + h * t.stride[2];
         convert::load_row(dst, static_cast<const char*>(t.data) + off * convert::size_of(t.type), t.type, t.stride[3], n);
       };
-      row(a.q, &w.q[at * z(d)], d);
-      row(a.d_o, &w.d_o[at * z(dv)], dv);
+      row(a.q, &w.q[at * z(d16)], d);
+      row(a.d_o, &w.d_o[at * z(dv16)], dv);
     }
+  std::vector<float> dq_acc(z(d16));
   for (std::int64_t j0 = 0; j0 < s.lk; j0 += bk) {
-    const std::int64_t nk = std::min(bk, s.lk - j0);
+    const std::int64_t nk = std::min(bk, s.lk - j0), nk16 = padded(nk);
     // The last, partial key block never computed (key blocks counted as lk / bk): its dK, dV stay 0.
     const bool dropped = ATTNIMPL_MUTANT(backward_key_tail_tile_dropped) && nk < bk;
     // The key block's K and V (f32; keys no row sees stay 0, never read), and its dK, dV sums.
-    w.k.assign(z(nk * d), 0.0f);
-    w.v.assign(z(nk * dv), 0.0f);
-    w.kt.assign(z(nk * d), 0.0f);
-    w.vt.assign(z(nk * dv), 0.0f);
-    w.dk_blk.assign(z(nk * d), 0.0f);
-    w.dv_blk.assign(z(nk * dv), 0.0f);
+    w.k.assign(z(nk * d16), 0.0f);
+    w.v.assign(z(nk * dv16), 0.0f);
+    w.kt.assign(z(d * nk16), 0.0f);
+    w.vt.assign(z(dv * nk16), 0.0f);
+    w.dk_blk.assign(z(nk * d16), 0.0f);
+    w.dv_blk.assign(z(nk * dv16), 0.0f);
     w.seen.assign(z(nk), 0);
     std::int64_t seen_count = 0;
     for (std::int64_t h = g * group; h < (g + 1) * group && seen_count < nk; ++h)
@@ -116,75 +168,64 @@ __attribute__((always_inline)) inline void one_kv_head(const backward_args& a, s
         const std::int64_t off = b * t.stride[0] + (j0 + jj) * t.stride[1] + g * t.stride[2];
         convert::load_row(dst, static_cast<const char*>(t.data) + off * convert::size_of(t.type), t.type, t.stride[3], n);
       };
-      row(a.k, &w.k[z(jj * d)], d);
-      row(a.v, &w.v[z(jj * dv)], dv);
-      for (std::int64_t x = 0; x < d; ++x) w.kt[z(x * nk + jj)] = w.k[z(jj * d + x)];
-      for (std::int64_t e = 0; e < dv; ++e) w.vt[z(e * nk + jj)] = w.v[z(jj * dv + e)];
+      row(a.k, &w.k[z(jj * d16)], d);
+      row(a.v, &w.v[z(jj * dv16)], dv);
+      for (std::int64_t x = 0; x < d; ++x) w.kt[z(x * nk16 + jj)] = w.k[z(jj * d16 + x)];
+      for (std::int64_t e = 0; e < dv; ++e) w.vt[z(e * nk16 + jj)] = w.v[z(jj * dv16 + e)];
     }
-    w.s.resize(z(nk)), w.dp.resize(z(nk)), w.p.resize(z(nk)), w.ds.resize(z(nk)), w.vis.resize(z(nk));
+    w.s.assign(z(nk16), 0.0f), w.dp.assign(z(nk16), 0.0f);
+    w.p.assign(z(bq * nk), 0.0f), w.ds.assign(z(bq * nk), 0.0f), w.vis.assign(z(bq * nk), 0);
     for (std::int64_t h = g * group; h < (g + 1) * group && !dropped; ++h)
       for (std::int64_t i0 = 0; i0 < s.lq; i0 += bq) {
         if (ATTNIMPL_MUTANT(backward_gqa_last_head_only) && i0 == 0) {  // each query head starts the sums afresh
           std::fill(w.dk_blk.begin(), w.dk_blk.end(), 0.0f);
           std::fill(w.dv_blk.begin(), w.dv_blk.end(), 0.0f);
         }
-        // One query block: its partial dK, dV sums are added to the key block's once.
-        w.dk_part.assign(z(nk * d), 0.0f);
-        w.dv_part.assign(z(nk * dv), 0.0f);
-        for (std::int64_t i = i0; i < std::min(s.lq, i0 + bq); ++i) {
+        const std::int64_t rows = std::min(s.lq, i0 + bq) - i0;
+        const float* qblk = &w.q[z(((h - g * group) * s.lq + i0) * d16)];
+        const float* doblk = &w.d_o[z(((h - g * group) * s.lq + i0) * dv16)];
+        bool block_on = false;
+        // Per row: P and dS over the block's visible keys, and the row's dQ partial (key order).
+        for (std::int64_t ri = 0; ri < rows; ++ri) {
+          const std::int64_t i = i0 + ri;
           const std::size_t r = z((b * s.hq + h) * s.lq + i);
-          if (!sees[r]) continue;  // adds nothing; its dO is not read
+          char* vis = &w.vis[z(ri * nk)];
+          // A row that sees no key of the block adds nothing to it (its dQ
+          // partial would be +0 everywhere, and a sum from +0 is never -0);
+          // a row that sees no key at all is not read.
+          bool any = false;
+          for (std::int64_t jj = 0; jj < nk; ++jj) any = (vis[jj] = sees[r] && visible(b, h, i, j0 + jj)) || any;
+          if (!any) continue;
+          block_on = true;
           const std::int64_t lse_row = ATTNIMPL_MUTANT(backward_lse_previous_row) && i > 0 ? i - 1 : i;
           const float lse = a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + lse_row * a.lse_stride[2]];
-          const float* qrow = &w.q[z(((h - g * group) * s.lq + i) * d)];
-          const float* dorow = &w.d_o[z(((h - g * group) * s.lq + i) * dv)];
-          float* dq_row = &dq[z(((b * s.lq + i) * s.hq + h) * d)];
-          // A row that sees no key of the block adds nothing to it (dQ's
-          // partial would be +0 everywhere, and a sum from +0 is never -0).
-          bool any = false;
-          for (std::int64_t jj = 0; jj < nk; ++jj) any = (w.vis[z(jj)] = visible(b, h, i, j0 + jj)) || any;
-          if (!any) continue;
+          const float* qrow = qblk + ri * d16;
+          const float* dorow = doblk + ri * dv16;
           // Scores and dP of every key of the block: each a sum from 0 in x (e) order, vectorized across keys.
-          float* sc = w.s.data();
-          float* dp = w.dp.data();
-          std::fill(sc, sc + nk, 0.0f);
-          std::fill(dp, dp + nk, 0.0f);
-          for (std::int64_t x = 0; x < d; ++x) {
-            const float qx = qrow[x];
-            const float* kx = &w.kt[z(x * nk)];
-            for (std::int64_t jj = 0; jj < nk; ++jj) sc[jj] += qx * kx[jj];
-          }
-          for (std::int64_t e = 0; e < dv; ++e) {
-            const float de = dorow[e];
-            const float* ve = &w.vt[z(e * nk)];
-            for (std::int64_t jj = 0; jj < nk; ++jj) dp[jj] += de * ve[jj];
-          }
+          sum_rows_all(qrow, 1, nullptr, w.kt.data(), nk16, d, w.s.data(), nk16, false);
+          sum_rows_all(dorow, 1, nullptr, w.vt.data(), nk16, dv, w.dp.data(), nk16, false);
+          float* p = &w.p[z(ri * nk)];
+          float* ds = &w.ds[z(ri * nk)];
           for (std::int64_t jj = 0; jj < nk; ++jj) {
-            if (!w.vis[z(jj)]) continue;
-            w.p[z(jj)] = std::exp((ATTNIMPL_MUTANT(backward_p_unscaled) ? sc[jj] : sc[jj] * scale) - lse);
-            w.ds[z(jj)] = w.p[z(jj)] * (dp[jj] - big_d[r]);
+            if (!vis[jj]) continue;
+            p[jj] = std::exp((ATTNIMPL_MUTANT(backward_p_unscaled) ? w.s[z(jj)] : w.s[z(jj)] * scale) - lse);
+            ds[jj] = p[jj] * (w.dp[z(jj)] - big_d[r]);
           }
-          // dQ's partial over the block's visible keys, in key order; dK and dV's over the block's rows.
-          w.dq_part.assign(z(d), 0.0f);
-          float* dqp = w.dq_part.data();
-          for (std::int64_t jj = 0; jj < nk; ++jj) {
-            if (!w.vis[z(jj)]) continue;
-            const float dsj = w.ds[z(jj)], pj = w.p[z(jj)];
-            const float* kj = &w.k[z(jj * d)];
-            for (std::int64_t x = 0; x < d; ++x) dqp[x] += dsj * kj[x];
-            float* dkj = &w.dk_part[z(jj * d)];
-            float* dvj = &w.dv_part[z(jj * dv)];
-            for (std::int64_t x = 0; x < d; ++x) dkj[x] += dsj * qrow[x];
-            for (std::int64_t e = 0; e < dv; ++e) dvj[e] += pj * dorow[e];
-          }
-          for (std::int64_t x = 0; x < d; ++x) dq_row[x] += dqp[x];
+          // dQ's partial over the block's visible keys, in key order, then added to the row's dQ.
+          float* dq_row = &dq[z(((b * s.lq + i) * s.hq + h) * d)];
+          sum_rows_all(ds, 1, vis, w.k.data(), d16, nk, dq_acc.data(), d16, false);
+          for (std::int64_t x = 0; x < d; ++x) dq_row[x] += dq_acc[z(x)];
         }
-        for (std::size_t x = 0; x < w.dk_part.size(); ++x) w.dk_blk[x] += w.dk_part[x];
-        for (std::size_t x = 0; x < w.dv_part.size(); ++x) w.dv_blk[x] += w.dv_part[x];
+        if (!block_on) continue;  // every partial would be +0: adding it changes nothing
+        // dK's and dV's partials over the block's rows, in row order, each added to the key block's once.
+        for (std::int64_t jj = 0; jj < nk; ++jj) {
+          sum_rows_all(&w.ds[z(jj)], nk, &w.vis[z(jj)], qblk, d16, rows, &w.dk_blk[z(jj * d16)], d16, true);
+          sum_rows_all(&w.p[z(jj)], nk, &w.vis[z(jj)], doblk, dv16, rows, &w.dv_blk[z(jj * dv16)], dv16, true);
+        }
       }
     for (std::int64_t jj = 0; jj < nk; ++jj) {
-      for (std::int64_t x = 0; x < d; ++x) store(a.dk, b, j0 + jj, g, x, scale * w.dk_blk[z(jj * d + x)]);
-      for (std::int64_t e = 0; e < dv; ++e) store(a.dv, b, j0 + jj, g, e, w.dv_blk[z(jj * dv + e)]);
+      for (std::int64_t x = 0; x < d; ++x) store(a.dk, b, j0 + jj, g, x, scale * w.dk_blk[z(jj * d16 + x)]);
+      for (std::int64_t e = 0; e < dv; ++e) store(a.dv, b, j0 + jj, g, e, w.dv_blk[z(jj * dv16 + e)]);
     }
   }
 }
