@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "attnimpl/attention.hpp"
+#include "attnimpl/backward.hpp"
 #include "attnimpl/kv_cache.hpp"
 #include "naive_baseline.hpp"
 #include "probes.hpp"
@@ -234,6 +235,53 @@ std::pair<double, double> prefill_pair_gflops(std::int64_t h, std::int64_t l, bo
   }
   const double per_pair = 4.0 * static_cast<double>(h * d) / 1e9;
   return {per_pair * visible_pairs_of(l, causal, var_a) / best_a, per_pair * visible_pairs_of(l, causal, var_b) / best_b};
+}
+
+/// One f32 backward B=1 H=h L=l D=128 (lq = lk, Hq = Hkv) at the production
+/// tiles, handed the forward's own O and LSE and a dO: its time, GFLOP/s and
+/// share of the FMA probe. FLOPs: the standard count, 2.5 times the
+/// forward's 4*B*Hq*D per visible (query, key) pair (dP, dQ, dK and dV take
+/// 2*D each and the score recompute 2*D: 10*D a pair).
+void bench_backward(const char* name, std::int64_t h, std::int64_t l, bool causal, int threads, int reps, const peaks& pk) {
+  const std::int64_t d = 128;
+  const std::size_t n = static_cast<std::size_t>(l * h * d);
+  const auto q = filled(n, 1), k = filled(n, 2), v = filled(n, 3), d_o = filled(n, 4);
+  std::vector<float> o(n), lse(static_cast<std::size_t>(h * l)), dq(n), dk(n), dv(n);
+  attention_args f;
+  f.dims = {1, h, h, l, l, d, d};
+  f.q = {q.data(), dtype::f32, dense(l, h, d)};
+  f.k = {k.data(), dtype::f32, dense(l, h, d)};
+  f.v = {v.data(), dtype::f32, dense(l, h, d)};
+  f.o = {o.data(), dtype::f32, dense(l, h, d)};
+  f.lse = {lse.data(), {h * l, l, 1}};
+  f.causal = causal;
+  const status fwd = attention(f, {.threads = threads, .simd = bench_isa});
+  if (!fwd.ok()) {
+    std::printf("backward: %s: forward: %s\n", name, fwd.message.c_str());
+    return;
+  }
+  backward_args a;
+  a.dims = f.dims;
+  a.q = f.q, a.k = f.k, a.v = f.v;
+  a.o = {o.data(), dtype::f32, dense(l, h, d)};
+  a.lse = lse.data();
+  a.lse_stride = {h * l, l, 1};
+  a.d_o = {d_o.data(), dtype::f32, dense(l, h, d)};
+  a.dq = {dq.data(), dtype::f32, dense(l, h, d)};
+  a.dk = {dk.data(), dtype::f32, dense(l, h, d)};
+  a.dv = {dv.data(), dtype::f32, dense(l, h, d)};
+  a.causal = causal;
+  const timing t = best_of(reps, [&] { (void)attention_backward(a, {.threads = threads}); });
+  const bench_case c{name, 1, h, h, l, l, d, causal, dtype::f32, false};
+  const double flops = 2.5 * 4.0 * static_cast<double>(h) * visible_pairs(c) * static_cast<double>(d);
+  const double gflops = flops / t.wall / 1e9;
+  std::printf("backward: %-44s %3d threads %10.2f ms %9.1f GFLOP/s", name, threads, t.wall * 1e3, gflops);
+  if (pk.fma_all > 0)
+    std::printf(", %5.1f%% of the %s FMA probe %.1f GFLOP/s", 100.0 * gflops / pk.fma_all, probe_isa(), pk.fma_all);
+  else
+    std::printf(", FMA probe not measured");
+  std::printf(" (cpu/wall %.2f)\n", t.cpu / t.wall);
+  std::fflush(stdout);
 }
 
 /// "name: what = X, target T: met/unmet" (value and target as ratios).
@@ -471,6 +519,13 @@ int run(int argc, char** argv) {
       "Decode GB/s: K and V bytes of the cache per step; %%bw: of the best probe rep; tok/s: B tokens "
       "per step. naive: materialized scores, Eigen GEMM, softmax, GEMM, f32, same threads. "
       "cpu/wall < threads means the machine was shared.\n");
+  // The backward pass (impl/src/backward), on the dense and causal prefill's shape.
+  for (const auto& [name, causal] : {std::pair{"B=1 H=16 L=2048 D=128", false}, std::pair{"causal B=1 H=16 L=2048 D=128", true}})
+    if (filter.empty() || (std::string("backward ") + name).find(filter) != std::string::npos)
+      bench_backward(name, 16, l, causal, threads, reps, pk);
+  std::printf(
+      "backward FLOPs: 2.5 x the forward's 4*B*Hq*D per visible (query, key) pair (10*D a pair: the score "
+      "recompute, dP, dQ, dK, dV); handed the forward's own O and LSE; %%: of the FMA probe at all threads.\n");
   if (filter.empty() || std::string("targets").find(filter) != std::string::npos)
     bench_targets(threads, reps, quick, pk, decode_f32_gbs, decode_f32_tps, decode_bf16_tps, dense_gflops, causal_gflops);
   return 0;

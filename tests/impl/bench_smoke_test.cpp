@@ -26,6 +26,8 @@ TEST(bench, quick_run_prints_probes_and_every_case) {
         "decode GQA Hq=32 Hkv=8 Lk=4096 D=128 f32", "decode GQA Hq=32 Hkv=8 Lk=4096 D=128 bf16",
         "decode GQA Hq=32 Hkv=8 Lk=32768 D=128 f32", "decode GQA Hq=32 Hkv=8 Lk=32768 D=128 bf16",
         "decode GQA B=8 Hq=32 Hkv=8 Lk=4096 D=128 f32", "decode GQA B=8 Hq=32 Hkv=8 Lk=4096 D=128 bf16", "tok/s",
+        // The backward pass, its GFLOP/s and share of the FMA probe.
+        "backward: B=1 H=16 L=2048 D=128", "backward: causal B=1 H=16 L=2048 D=128", "backward FLOPs: 2.5 x",
         // The targets of docs/impl.md, as ratios within the run.
         "target: f32 decode Lk=32768 vs read probe", "target: bf16/f32 decode Lk=32768 tokens/s",
         "target: dense prefill B=1 H=16 L=2048 D=128 vs FMA probe", "target: causal prefill B=1 H=16 L=2048 D=128",

@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <tuple>
 
 #include "attncheck/backward_oracle.hpp"
 #include "attncheck/subject_host.hpp"
@@ -29,24 +31,44 @@ backward_inputs inputs_of(const attn_case& c, const backward_result& r, const te
   return in;
 }
 
-TEST(backward_abi, naive_declares_backward_and_builtin_does_not) {
+TEST(backward_abi, naive_and_builtin_declare_backward_and_their_blocks) {
   const auto naive = subject::load("naive");
   EXPECT_EQ(naive->abi(), 3u);
   EXPECT_TRUE(naive->has_backward());
   EXPECT_TRUE(naive->claims_v3(ATTNCHECK_CLAIM3_BACKWARD_DETERMINISTIC));
   attn_case c = parse_line("ATTN(b=1,hq=2,hkv=1,lq=3,lk=5,d=2,dv=2,f32)");
   EXPECT_EQ(naive->backward_blocks(c), (std::pair<std::int64_t, std::int64_t>{1, 1}));
+  // The builtin: attnimpl's backward, blocks of its own tiles (64 and 64 at
+  // the production tiles; tiny: 2 query rows, 3 keys), dK and dV summed
+  // over the G = 2 query heads' blocks.
   const auto builtin = subject::load("builtin");
-  EXPECT_FALSE(builtin->has_backward());
+  EXPECT_TRUE(builtin->has_backward());
+  EXPECT_TRUE(builtin->claims_v3(ATTNCHECK_CLAIM3_BACKWARD_DETERMINISTIC));
+  EXPECT_EQ(builtin->backward_blocks(c), (std::pair<std::int64_t, std::int64_t>{1, 2}));
+  EXPECT_EQ(subject::load("builtin:tiles=tiny")->backward_blocks(c), (std::pair<std::int64_t, std::int64_t>{2, 4}));
+  // A subject without the feature is refused by the host, not called.
+  attncheck_instance none{};
+  none.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_3;
+  none.struct_size = sizeof none;
+  none.name = "no-backward";
+  none.dtypes = 1u << ATTNCHECK_F32;
+  none.compute_unit_roundoff = 0x1p-24;
+  none.exp_ulps = 1;
+  none.attend = [](void*, const attncheck_problem*, char*, std::size_t) { return 0; };
+  none.destroy = [](attncheck_instance*) {};
+  const auto plain = subject::adopt(&none, "no-backward");
+  EXPECT_FALSE(plain->has_backward());
   materialize(c);
   backward_inputs in;
-  const auto out = builtin->backward(c, in);
+  const auto out = plain->backward(c, in);
   EXPECT_FALSE(out.ok());
   EXPECT_NE(out.error.find("no backward"), std::string::npos) << out.error;
 }
 
-TEST(backward_abi, naive_round_trip_is_within_the_bound_in_every_layout_and_dtype) {
-  const auto s = subject::load("naive");
+class round_trip : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(round_trip, is_within_the_bound_in_every_layout_and_dtype) {
+  const auto s = subject::load(GetParam());
   int judged = 0;
   for (const char* base :
        {"ATTN(b=2,hq=4,hkv=2,lq=3,lk=5,d=3,dv=2,causal,kpad=[5,2]", "ATTN(b=1,hq=3,hkv=1,lq=4,lk=4,d=4,dv=3,mask=1x3x4x4",
@@ -58,6 +80,9 @@ TEST(backward_abi, naive_round_trip_is_within_the_bound_in_every_layout_and_dtyp
           materialize(c);
           const tensor d_o = draw_grad_output(c, *c.grad);
           backward_bound_params bp;
+          bp.u_compute = s->desc().compute_unit_roundoff;
+          bp.exp_ulps = s->desc().exp_ulps;
+          std::tie(bp.dq_blocks, bp.dkv_blocks) = s->backward_blocks(c);
           const backward_result r = reference_backward(c, d_o, bp);
           const auto out = s->backward(c, inputs_of(c, r, d_o));
           const std::string line = to_line(c);
@@ -90,6 +115,53 @@ TEST(backward_abi, naive_round_trip_is_within_the_bound_in_every_layout_and_dtyp
         }
   }
   EXPECT_GT(judged, 5000);
+}
+
+INSTANTIATE_TEST_SUITE_P(subjects, round_trip, ::testing::Values("naive", "builtin", "builtin:tiles=tiny"));
+
+// The builtin claims CLAIM3_BACKWARD_DETERMINISTIC and computes its backward
+// with multiplies and adds in one fixed order: the same bits on every
+// instruction set this CPU runs and at every thread count, at each tile
+// configuration (the tiles set the order, so they are compared within one).
+TEST(backward_abi, builtin_backward_same_bits_on_every_isa_and_thread_count) {
+  int compared = 0;
+  for (const char* tiles : {"", "tiles=tiny,", "q_tile=5,k_tile=7,"})
+    for (const char* line : {"ATTN(b=2,hq=4,hkv=2,lq=9,lk=13,d=5,dv=3,causal,kpad=[13,6],f32,layout=bhsd,grad=normal,seed=5)",
+                             "ATTN(b=1,hq=3,hkv=1,lq=70,lk=67,d=9,dv=17,mask=1x3x70x67,bf16,grad=adversarial,seed=6)",
+                             "ATTN(b=1,hq=2,hkv=2,lq=1,lk=131,d=16,dv=8,f16,layout=padded,grad=dyadic,seed=7)"}) {
+      attn_case c = parse_line(line);
+      materialize(c);
+      const tensor d_o = draw_grad_output(c, *c.grad);
+      const backward_result r = reference_backward(c, d_o, backward_bound_params{});
+      const backward_inputs in = inputs_of(c, r, d_o);
+      const auto first = subject::load(std::string("builtin:") + tiles + "simd=portable")->backward(c, in, 1);
+      ASSERT_TRUE(first.ok()) << line << ": " << first.error;
+      for (const char* simd : {"portable", "avx2", "avx512"}) {
+        std::shared_ptr<subject> s;
+        try {
+          s = subject::load(std::string("builtin:") + tiles + "simd=" + simd);
+        } catch (const std::exception&) {
+          continue;  // this CPU does not run that instruction set
+        }
+        for (int threads : {0, 1, 2, 3, 8}) {
+          const auto again = s->backward(c, in, threads);
+          ASSERT_TRUE(again.ok()) << again.error;
+          const auto same = [&](const tensor& a, const tensor& b, const char* what) {
+            for (std::int64_t x0 = 0; x0 < a.shape[0]; ++x0)
+              for (std::int64_t x1 = 0; x1 < a.shape[1]; ++x1)
+                for (std::int64_t x2 = 0; x2 < a.shape[2]; ++x2)
+                  for (std::int64_t x3 = 0; x3 < a.shape[3]; ++x3, ++compared)
+                    ASSERT_EQ(a.bits_at(x0, x1, x2, x3), b.bits_at(x0, x1, x2, x3))
+                        << line << " " << tiles << simd << " threads " << threads << " " << what << "[" << x0 << "," << x1 << ","
+                        << x2 << "," << x3 << "]";
+          };
+          same(first.dq, again.dq, "dQ");
+          same(first.dk, again.dk, "dK");
+          same(first.dv, again.dv, "dV");
+        }
+      }
+    }
+  EXPECT_GT(compared, 100000);
 }
 
 // A version 3 instance whose backward misbehaves as `mode` says.

@@ -3,7 +3,7 @@
 
 Usage: isa_symbols_test.py BUILD_DIR
 
-The project is compiled for the baseline ISA; four files switch AVX2 (one of
+The project is compiled for the baseline ISA; five files switch AVX2 (two of
 them AVX-512) on for code of their own (docs/build.md "Instruction set"). A function that several
 object files may define (a weak symbol: a standard-library or Eigen template,
 an inline helper) is kept once by the linker, from any of them: if one copy
@@ -16,6 +16,9 @@ So, over every object file of impl/, reference/ and properties/:
   - naive_baseline.cpp.o: VEX only in its own non-weak functions or in
     symbols that name its renamed Eigen namespace;
   - probes.cpp.o: VEX only in its own non-weak functions;
+  - backward.cpp.o (the backward pass, its loops built per instruction set
+    by target attributes): VEX only in its own non-weak functions, and zmm
+    registers in one of them (the AVX-512 build took effect);
   - every other object: no VEX instruction at all.
 """
 import json
@@ -82,6 +85,10 @@ for obj in objects:
         # argument from it) exists in this object only.
         allowed = lambda sym, weak: not weak or "attnimpl_bench_avx2_Eigen" in sym
     elif name.startswith("probes.cpp"):
+        allowed = lambda sym, weak: not weak
+    elif name.startswith("backward.cpp") and obj.parent.name == "backward":
+        if not any(z and not w for w, _, _, z in vex.values()):
+            failures.append(f"{obj}: no zmm register in its own functions: the AVX-512 build of the backward did not take effect")
         allowed = lambda sym, weak: not weak
     else:
         allowed = lambda sym, weak: False

@@ -3,7 +3,8 @@
 // inside, P recomputed from the LSE handed in, D = rowsum(dO O) in a
 // preprocessing pass, every sum in f32, each result rounded once to the
 // storage type. Contract 1.0 problems only (no variants yet). Deterministic:
-// one fixed order of every sum, whatever the thread count.
+// one fixed order of every sum, whatever the thread count or the CPU's
+// vector width (docs/impl.md "Backward").
 #pragma once
 
 #include <array>
@@ -33,8 +34,10 @@ struct backward_args {
 
 /// Block sizes of the backward pass; 0: 64 each.
 struct backward_config {
-  std::int64_t q_tile = 0;  ///< query rows per inner block
-  std::int64_t k_tile = 0;  ///< keys per outer block
+  std::int64_t q_tile = 0;    ///< query rows per inner block
+  std::int64_t k_tile = 0;    ///< keys per outer block
+  int threads = 0;            ///< worker threads over (batch element, KV head); 0: hardware concurrency. Same bits at any count
+  isa simd = isa::automatic;  ///< vector width of the loops; the same bits on each (an unsupported one: invalid_argument)
 };
 
 /// Computes dQ, dK, dV. Keys no row sees get dK = dV = 0; rows that see no

@@ -14,6 +14,7 @@
 #include "attncheck/environment.hpp"
 #include "attncheck/subject_host.hpp"
 #include "attnimpl/attention.hpp"
+#include "attnimpl/backward.hpp"
 #include "builtin_cache.hpp"
 
 namespace attncheck::builtin {
@@ -150,6 +151,60 @@ std::int64_t key_blocks(void* state, const attncheck_problem* p) {
   return attnimpl::key_blocks(p->lk, config_for(static_cast<instance*>(state), p), variants_of(p));
 }
 
+// The backward pass's blocks: the instance's query and key tiles (0, the
+// production default, is 64 each: attnimpl::backward_config), the
+// problem's thread count and the instance's instruction set.
+attnimpl::backward_config backward_config_of(const instance* in, const attncheck_problem* p) {
+  return {in->tiles.q_tile, in->tiles.k_tile, p->threads, in->tiles.simd};
+}
+
+// dQ, dK, dV of a contract 1.0 problem (docs/spec.md "Backward"). The score
+// variants have no backward in the contract yet: refused, not ignored.
+int attend_backward(void* state, const attncheck_backward_problem* bp, char* err, std::size_t err_len) {
+  const attncheck_problem* p = bp->forward;
+  if (variants_of(p).any()) {
+    write_err(err, err_len, "the builtin's backward takes no score variants (contract 1.0 problems only)");
+    return 1;
+  }
+  attnimpl::backward_args a;
+  a.dims = {p->b, p->hq, p->hkv, p->lq, p->lk, p->d, p->dv};
+  const auto t = to_impl(p->dtype);
+  const auto in = [t](const void* data, const std::int64_t* st) {
+    return attnimpl::tensor_in{data, t, {st[0], st[1], st[2], st[3]}};
+  };
+  const auto out = [t](void* data, const std::int64_t* st) {
+    return attnimpl::tensor_out{data, t, {st[0], st[1], st[2], st[3]}};
+  };
+  a.q = in(p->q.data, p->q.stride);
+  a.k = in(p->k.data, p->k.stride);
+  a.v = in(p->v.data, p->v.stride);
+  a.o = in(bp->o.data, bp->o.stride);
+  a.lse = bp->lse;
+  a.lse_stride = {bp->lse_stride[0], bp->lse_stride[1], bp->lse_stride[2]};
+  a.d_o = in(bp->d_o.data, bp->d_o.stride);
+  a.dq = out(bp->dq, bp->dq_stride);
+  a.dk = out(bp->dk, bp->dk_stride);
+  a.dv = out(bp->dv, bp->dv_stride);
+  a.scale = p->scale;
+  a.causal = p->causal != 0;
+  a.key_len = p->key_len;
+  if (p->mask) a.mask = {p->mask, {p->mask_stride[0], p->mask_stride[1], p->mask_stride[2], p->mask_stride[3]}};
+  const auto st = attnimpl::attention_backward(a, backward_config_of(static_cast<instance*>(state), p));
+  if (!st.ok()) {
+    write_err(err, err_len, st.message);
+    return 1;
+  }
+  return 0;
+}
+
+void backward_blocks(void* state, const attncheck_backward_problem* bp, std::int64_t* dq_blocks, std::int64_t* dkv_blocks) {
+  const attncheck_problem* p = bp->forward;
+  const auto [dq, dkv] = attnimpl::backward_blocks({p->b, p->hq, p->hkv, p->lq, p->lk, p->d, p->dv},
+                                                   backward_config_of(static_cast<instance*>(state), p));
+  *dq_blocks = dq;
+  *dkv_blocks = dkv;
+}
+
 void destroy(attncheck_instance* self) { delete static_cast<instance*>(self->state); }
 
 }  // namespace
@@ -160,7 +215,11 @@ void describe(instance& in, const char* name) {
   d.struct_size = sizeof d;
   // Every contract 1.1 score variant, in the one-shot call (docs/impl.md); the cache path takes none.
   d.features_v3 = ATTNCHECK_FEATURE3_WINDOW | ATTNCHECK_FEATURE3_CHUNK | ATTNCHECK_FEATURE3_SOFTCAP | ATTNCHECK_FEATURE3_SINKS |
-                  ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS;
+                  ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS | ATTNCHECK_FEATURE3_BACKWARD;
+  // Backward (contract 1.0 problems, impl/src/backward): one fixed order of
+  // every sum whatever the thread count or instruction set, multiplies and
+  // adds only (no contraction), so the same bits everywhere.
+  d.invariances_v3 = ATTNCHECK_CLAIM3_BACKWARD_DETERMINISTIC;
   d.tanh_ulps = attnimpl::tanh_ulps();
   const attnimpl::config& t = in.tiles;
   in.name = name;
@@ -197,6 +256,8 @@ void describe(instance& in, const char* name) {
   d.state = &in;
   d.key_blocks = key_blocks;
   d.attend = attend;
+  d.attend_backward = attend_backward;
+  d.backward_blocks = backward_blocks;
   d.destroy = destroy;
   install_cache(d);
 }

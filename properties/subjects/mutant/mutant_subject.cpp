@@ -59,6 +59,14 @@ void cache_free(void* st, void* cache) {
   activate(st);
   of(st)->inner.desc.cache_free(&of(st)->inner, cache);
 }
+int attend_backward(void* st, const attncheck_backward_problem* p, char* err, size_t len) {
+  activate(st);
+  return of(st)->inner.desc.attend_backward(&of(st)->inner, p, err, len);
+}
+void backward_blocks(void* st, const attncheck_backward_problem* p, int64_t* dq_blocks, int64_t* dkv_blocks) {
+  activate(st);
+  of(st)->inner.desc.backward_blocks(&of(st)->inner, p, dq_blocks, dkv_blocks);
+}
 void destroy(attncheck_instance* self) { delete of(self->state); }
 
 }  // namespace
@@ -114,6 +122,8 @@ extern "C" __attribute__((visibility("default"))) attncheck_instance* attncheck_
   m->desc.cache_append = m->inner.desc.cache_append ? cache_append : nullptr;
   m->desc.cache_attend = m->inner.desc.cache_attend ? cache_attend : nullptr;
   m->desc.cache_free = m->inner.desc.cache_free ? cache_free : nullptr;
+  m->desc.attend_backward = m->inner.desc.attend_backward ? attend_backward : nullptr;
+  m->desc.backward_blocks = m->inner.desc.backward_blocks ? backward_blocks : nullptr;
   m->desc.destroy = destroy;
   return &m->desc;
 }
