@@ -612,11 +612,16 @@ inline void unit_runner::score_rows(std::int64_t r0) {
   float* s = score_row(r0);
   // Columns past every row's last visible key (the causal diagonal) are not
   // computed: the softmax selects -inf there from the visibility flags.
-  std::int64_t cols = 0;
+  // Nor those before every row's first visible key (a window's or chunk's
+  // first block): each column is its own FMA chain, skipping one changes no other.
+  std::int64_t cols = 0, c = g_.k_tile8;
 #pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r) cols = std::max(cols, ws_.reach[r0 + r]);
+  for (int r = 0; r < NR; ++r) {
+    cols = std::max(cols, ws_.reach[r0 + r]);
+    if (ws_.kind[r0 + r] != row_kind::none) c = std::min(c, ws_.prefix[r0 + r] > 0 ? 0 : ws_.first[r0 + r]);
+  }
   cols = round8(cols);
-  std::int64_t c = 0;
+  c = std::min(c / 8 * 8, cols);
 #if ATTNIMPL_ISA_AVX512
   // 32 columns (two 16-lane registers) per row: 12 accumulators of the 32 registers.
   for (; c + 32 <= cols; c += 32) micro::scores<NR, 4>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);
