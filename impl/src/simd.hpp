@@ -82,6 +82,10 @@ ATTNIMPL_SIMD_INLINE vf copysign(vf mag, vf sgn) {
 ATTNIMPL_SIMD_INLINE vf select_less(vf a, vf b, vf x, vf y) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
 /// Bit i set where lane i has a < b (false for NaN).
 ATTNIMPL_SIMD_INLINE int less_mask(vf a, vf b) { return _mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
+/// Bit i set where lane i of p[0 .. 8) is -inf.
+ATTNIMPL_SIMD_INLINE int neg_inf_lanes(const float* p) {
+  return _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(p), _mm256_set1_ps(-__builtin_inff()), _CMP_EQ_OQ));
+}
 
 /// f32 a * b + c rounded once.
 ATTNIMPL_SIMD_INLINE float fma1(float a, float b, float c) {
@@ -227,6 +231,36 @@ ATTNIMPL_SIMD_INLINE vf16 exp16(vf16 x) {
 /// Lanes 0-7 and 8-15 as 8-lane vectors.
 ATTNIMPL_SIMD_INLINE vf low8(vf16 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(v), 0)); }
 ATTNIMPL_SIMD_INLINE vf high8(vf16 v) { return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(v), 1)); }
+// The 8-lane layer's lane-wise operations on 16 lanes, each lane's result
+// that of its 8-lane twin (IEEE operations; min/max with the same operand
+// order, so NaN goes the same way).
+ATTNIMPL_SIMD_INLINE vf16 set1_16(float x) { return _mm512_set1_ps(x); }
+ATTNIMPL_SIMD_INLINE vf16 add16(vf16 a, vf16 b) { return _mm512_add_ps(a, b); }
+ATTNIMPL_SIMD_INLINE vf16 sub16(vf16 a, vf16 b) { return _mm512_sub_ps(a, b); }
+ATTNIMPL_SIMD_INLINE vf16 mul16(vf16 a, vf16 b) { return _mm512_mul_ps(a, b); }
+ATTNIMPL_SIMD_INLINE vf16 div16(vf16 a, vf16 b) { return _mm512_div_ps(a, b); }
+/// a < b ? a : b per lane (NaN in either: b), as min().
+ATTNIMPL_SIMD_INLINE vf16 min16(vf16 a, vf16 b) { return _mm512_maskz_min_ps(0xffff, a, b); }
+/// Bit i set where lane i has a < b (false for NaN).
+ATTNIMPL_SIMD_INLINE __mmask16 less_mask16(vf16 a, vf16 b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+/// |v| and copysign as abs() and copysign() (integer ops: AVX-512F has no
+/// f32 logic instructions; maskz forms as in load16).
+ATTNIMPL_SIMD_INLINE vf16 abs16(vf16 v) {
+  return _mm512_castsi512_ps(_mm512_maskz_and_epi32(0xffff, _mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)));
+}
+ATTNIMPL_SIMD_INLINE vf16 copysign16(vf16 mag, vf16 sgn) {
+  const __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  return _mm512_castsi512_ps(_mm512_maskz_or_epi32(0xffff, _mm512_maskz_andnot_epi32(0xffff, sign, _mm512_castps_si512(mag)),
+                                                   _mm512_maskz_and_epi32(0xffff, sign, _mm512_castps_si512(sgn))));
+}
+/// Lanes whose byte flags[i] is nonzero take v, the others take other.
+ATTNIMPL_SIMD_INLINE vf16 select_flagged16(const std::uint8_t* flags, vf16 v, vf16 other) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(flags));
+  return _mm512_mask_blend_ps(_mm_test_epi8_mask(bytes, bytes), other, v);
+}
+/// Lanes 0-7 then 8-15 of v merged into an 8-lane running max, in that
+/// order: what two 8-lane max() steps give.
+ATTNIMPL_SIMD_INLINE vf max_halves(vf mx, vf16 v) { return _mm256_max_ps(_mm256_max_ps(mx, low8(v)), high8(v)); }
 #endif
 
 #else  // portable: the same operations lane by lane, the same bits
@@ -315,6 +349,11 @@ ATTNIMPL_SIMD_INLINE vf select_less(vf a, vf b, vf x, vf y) { ATTNIMPL_LANES(a.x
 ATTNIMPL_SIMD_INLINE int less_mask(vf a, vf b) {
   int m = 0;
   for (int i = 0; i < 8; ++i) m |= (a.x[i] < b.x[i] ? 1 : 0) << i;
+  return m;
+}
+ATTNIMPL_SIMD_INLINE int neg_inf_lanes(const float* p) {
+  int m = 0;
+  for (int i = 0; i < 8; ++i) m |= (p[i] == -__builtin_inff() ? 1 : 0) << i;
   return m;
 }
 
@@ -421,6 +460,37 @@ ATTNIMPL_SIMD_INLINE vf tanh8(vf x) {
   }
   return copysign(select_less(a, threshold, small, large), x);
 }
+
+#if ATTNIMPL_ISA_AVX512
+/// tanh8 on 16 lanes, operation for operation (each lane's result is
+/// tanh8's for it).
+ATTNIMPL_SIMD_INLINE vf16 tanh16(vf16 x) {
+  vf16 a = abs16(x);
+  a = min16(set1_16(10.0f), a);
+  const vf16 threshold = set1_16(0.5f);
+  const __mmask16 small_lanes = less_mask16(a, threshold);
+  vf16 small = a, large = a;
+  if (small_lanes != 0) {
+    const vf16 z = mul16(a, a);
+    vf16 poly = set1_16(-2.3912911424e-4f);
+    poly = fmadd16(poly, z, set1_16(5.9002744095e-04f));
+    poly = fmadd16(poly, z, set1_16(-1.4558343871e-03f));
+    poly = fmadd16(poly, z, set1_16(3.5921280366e-03f));
+    poly = fmadd16(poly, z, set1_16(-8.8632355299e-03f));
+    poly = fmadd16(poly, z, set1_16(2.1869488536e-02f));
+    poly = fmadd16(poly, z, set1_16(-5.3968253968e-02f));
+    poly = fmadd16(poly, z, set1_16(1.3333333333e-01f));
+    poly = fmadd16(poly, z, set1_16(-3.3333333333e-01f));
+    small = fmadd16(mul16(a, z), poly, a);
+  }
+  if (small_lanes != 0xffff) {
+    const vf16 e = exp16(mul16(set1_16(-2.0f), a));
+    const vf16 one = set1_16(1.0f);
+    large = div16(sub16(one, e), add16(one, e));
+  }
+  return copysign16(_mm512_mask_blend_ps(small_lanes, large, small), x);
+}
+#endif
 
 }  // namespace
 }  // namespace attnimpl::simd

@@ -206,8 +206,19 @@ inline std::int64_t unit_runner::classify(const unit_rows& ur, std::int64_t j0, 
         mrow = p_.mask.data + ur.b * p_.mask.stride[0] +
                (ATTNIMPL_MUTANT(mask_head_uses_kv_head) ? ur.kv_head : ws_.head[r]) * p_.mask.stride[1] +
                ws_.pos[r] * p_.mask.stride[2];
-      float* bias = bias_of(ur, r, j0, from, cnt);
-      for (std::int64_t jj = from; jj < cnt; ++jj) {
+      const float* bias = bias_of(ur, r, j0, from, cnt);
+      std::int64_t jj = from;
+      if (!mrow && bias) {
+        // Bias only: 8 entries tested at a time, most groups hold no -inf.
+        for (; jj + 8 <= cnt; jj += 8) {
+          const int masked = simd::neg_inf_lanes(bias + jj);
+          for (int t = 0; t < 8; ++t) vis[jj + t] = static_cast<std::uint8_t>(((masked >> t) & 1) ^ 1);
+          if (masked == 0xff) continue;
+          allowed += 8 - __builtin_popcount(static_cast<unsigned>(masked));
+          last = jj + 8 - (__builtin_clz(static_cast<unsigned>(~masked & 0xff)) - 24);
+        }
+      }
+      for (; jj < cnt; ++jj) {
         if (mrow && (mrow[(j0 + jj) * p_.mask.stride[3]] != 0) == ATTNIMPL_MUTANT(mask_polarity)) continue;
         if (bias && bias[jj] == neg_inf) continue;  // a -inf bias entry masks its key, as a false mask entry does
         vis[jj] = 1;
@@ -241,46 +252,59 @@ inline std::int64_t unit_runner::classify(const unit_rows& ur, std::int64_t j0, 
   return kpack;
 }
 
-/// Row r's bias entries of block j0, lanes [from, to), as f32 in the row's
-/// lane buffer (returned; null without a bias).
-inline float* unit_runner::bias_of(const unit_rows& ur, std::int64_t r, std::int64_t j0, std::int64_t from, std::int64_t to) {
+/// Row r's bias entries of block j0 as f32, indexed by lane (null without a
+/// bias); lanes [0, ws_.blanes[r]) may be read, those outside [from, to)
+/// hold any value (masked). An f32 bias contiguous in the key dim is read in
+/// place (lanes [0, to): keys below the row's limit) and the row's entries of
+/// the next block are requested: rows of a unit sit a bias row apart, more
+/// streams than the hardware prefetcher follows. Any other bias is converted
+/// into the row's lane buffer.
+inline const float* unit_runner::bias_of(const unit_rows& ur, std::int64_t r, std::int64_t j0, std::int64_t from,
+                                         std::int64_t to) {
   const bias_in& bias = p_.var.bias;
-  if (!bias.data || ATTNIMPL_MUTANT(bias_ignored)) return nullptr;
+  if (!bias.data) return nullptr;
+  if (ATTNIMPL_MUTANT(bias_ignored)) return ws_.brow[r] = nullptr;
   const std::int64_t es = convert::size_of(bias.type);
   const std::int64_t head = ATTNIMPL_MUTANT(bias_broadcast_wrong) ? ur.kv_head : ws_.head[r];  // the KV head's bias row
   const char* at =
       static_cast<const char*>(bias.data) +
       (ur.b * bias.stride[0] + head * bias.stride[1] + ws_.pos[r] * bias.stride[2] + (j0 + from) * bias.stride[3]) * es;
+  if (bias.type == dtype::f32 && bias.stride[3] == 1) {
+    const float* row = reinterpret_cast<const float*>(at) - from;
+    const std::int64_t ahead = std::min(g_.k_tile, ws_.hi[r] - j0 - g_.k_tile);
+    if (ahead > 0) {
+      const char* next = reinterpret_cast<const char*>(row + g_.k_tile);
+      const char* end = next + ahead * 4;
+      for (const char* line = next; line < end; line += 64) simd::prefetch(line);
+      simd::prefetch(end - 1);  // a row need not start on a line
+    }
+    ws_.blanes[r] = to;
+    return ws_.brow[r] = row;
+  }
   float* out = ws_.bias.data() + r * g_.k_tile8;
   if (to > from) convert::load_row(out + from, at, bias.type, bias.stride[3], to - from);
-  return out;
+  ws_.blanes[r] = g_.k_tile8;
+  return ws_.brow[r] = out;
 }
 
-/// Softcap, ALiBi and bias on row r's scores of block j0 (contract 1.1:
-/// S = softcap(x) + m_h (j - p) + Bias), lanes [0, reach): the lanes past it
-/// are masked anyway. The same vector operations on both instruction sets.
-inline void unit_runner::score_variants(std::int64_t r, float* s, std::int64_t j0) {
+/// Softcap, ALiBi and bias of row r's scores of block j0 (contract 1.1:
+/// S = softcap(x) + m_h (j - p) + Bias), applied by the softmax's max pass
+/// to the lanes it loads (score_terms). The same lane operations on every
+/// instruction set; 16 lanes at a time on AVX-512.
+inline score_terms unit_runner::terms_of(std::int64_t r, std::int64_t j0) const {
   const variants& var = p_.var;
-  const std::int64_t cols = round8(ws_.reach[r]);
-  const simd::vf cap = simd::set1(var.softcap);
+  score_terms t;
+  t.softcap = var.softcap > 0.0f && !ATTNIMPL_MUTANT(softcap_ignored);
+  t.cap_first = !ATTNIMPL_MUTANT(softcap_after_bias);  // mutant: the cap taken of x + ALiBi + bias
+  t.alibi = var.alibi && !ATTNIMPL_MUTANT(alibi_ignored);
+  t.cap = var.softcap;
   std::int64_t slope_head = ws_.head[r];
   if (ATTNIMPL_MUTANT(alibi_wrong_head)) slope_head = (slope_head + 1) % p_.dims.hq;  // head h + 1's slope
-  const simd::vf slope = simd::set1(var.alibi ? var.alibi[slope_head] : 0.0f);
-  const simd::vf lane = simd::setr(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f);
-  const float* bias = var.bias.data && !ATTNIMPL_MUTANT(bias_ignored) ? ws_.bias.data() + r * g_.k_tile8 : nullptr;
-  const bool softcap = var.softcap > 0.0f && !ATTNIMPL_MUTANT(softcap_ignored);
-  const bool cap_first = !ATTNIMPL_MUTANT(softcap_after_bias);  // mutant: the cap taken of x + ALiBi + bias
-  const bool alibi = var.alibi && !ATTNIMPL_MUTANT(alibi_ignored);
-  const std::int64_t rel = j0 - ws_.apos[r];  // j - p of lane 0
-  for (std::int64_t c = 0; c < cols; c += 8) {
-    simd::vf x = simd::load(s + c);
-    if (softcap && cap_first) x = simd::mul(cap, simd::tanh8(simd::div(x, cap)));
-    // j - p exact: lane offsets below 8 added to an integer below 2^24 in magnitude.
-    if (alibi) x = simd::add(x, simd::mul(slope, simd::add(simd::set1(static_cast<float>(rel + c)), lane)));
-    if (bias) x = simd::add(x, simd::load(bias + c));
-    if (softcap && !cap_first) x = simd::mul(cap, simd::tanh8(simd::div(x, cap)));
-    simd::store(s + c, x);
-  }
+  t.slope = var.alibi ? var.alibi[slope_head] : 0.0f;
+  t.rel = j0 - ws_.apos[r];  // j - p of lane 0
+  t.bias = var.bias.data ? ws_.brow[r] : nullptr;
+  t.bias_lanes = t.bias ? ws_.blanes[r] : 0;
+  return t;
 }
 
 /// Addresses of K and V rows j0 .. j0 + count - 1 of the unit's KV head.
@@ -588,11 +612,16 @@ inline void unit_runner::score_rows(std::int64_t r0) {
   float* s = score_row(r0);
   // Columns past every row's last visible key (the causal diagonal) are not
   // computed: the softmax selects -inf there from the visibility flags.
-  std::int64_t cols = 0;
+  // Nor those before every row's first visible key (a window's or chunk's
+  // first block): each column is its own FMA chain, skipping one changes no other.
+  std::int64_t cols = 0, c = g_.k_tile8;
 #pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r) cols = std::max(cols, ws_.reach[r0 + r]);
+  for (int r = 0; r < NR; ++r) {
+    cols = std::max(cols, ws_.reach[r0 + r]);
+    if (ws_.kind[r0 + r] != row_kind::none) c = std::min(c, ws_.prefix[r0 + r] > 0 ? 0 : ws_.first[r0 + r]);
+  }
   cols = round8(cols);
-  std::int64_t c = 0;
+  c = std::min(c / 8 * 8, cols);
 #if ATTNIMPL_ISA_AVX512
   // 32 columns (two 16-lane registers) per row: 12 accumulators of the 32 registers.
   for (; c + 32 <= cols; c += 32) micro::scores<NR, 4>(q, d, ws_.kt.data() + c, ld, d, s + c, ld);

@@ -55,10 +55,20 @@ std::int64_t lowest_visible_key(const problem& p) {
   return lo;
 }
 
+/// Rows of a unit at most with a per-position bias (plan).
+constexpr std::int64_t bias_unit_rows = 256;
+
 geometry plan(const problem& p, const config& cfg) {
   geometry g;
   g.group = p.dims.hq / p.dims.hkv;
   g.q_tile = std::min(q_tile_for(p.dims, cfg), p.dims.lq);
+  // A bias with a row per query position: each row's entries of a block sit
+  // in a page of their own, and every block visits all the unit's rows. At
+  // 512 rows those pages outrun the TLB and the page walks cost a third of
+  // the time; at 256 the loss is the rows' bias lines alone. A row's bits do
+  // not depend on the tile it shares.
+  if (cfg.q_tile <= 0 && p.var.bias.data && p.var.bias.stride[2] != 0)
+    g.q_tile = std::min(g.q_tile, std::max<std::int64_t>(1, bias_unit_rows / g.group));
   g.rows = g.group * g.q_tile;
   g.q_tiles = (p.dims.lq + g.q_tile - 1) / g.q_tile;
   if (ATTNIMPL_MUTANT(query_tail_tile_dropped)) g.q_tiles = std::max<std::int64_t>(1, p.dims.lq / g.q_tile);
@@ -95,8 +105,12 @@ void exp_array(const float* x, float* y, std::size_t n) {
 }
 
 void tanh_array(const float* x, float* y, std::size_t n) {
+  std::size_t i = 0;
+#if ATTNIMPL_ISA_AVX512
+  for (; i + 16 <= n; i += 16) simd::store16(y + i, simd::tanh16(simd::load16(x + i)));  // the softcap's, 16 lanes
+#endif
   float in[8] = {}, out[8];
-  for (std::size_t i = 0; i < n; i += 8) {
+  for (; i < n; i += 8) {
     const std::size_t m = std::min<std::size_t>(8, n - i);
     std::copy(x + i, x + i + m, in);
     simd::store(out, simd::tanh8(simd::load(in)));

@@ -71,15 +71,49 @@ inline void unit_runner::softmax(row_range rr, const row_state& st, std::int64_t
   for (std::int64_t r = rr.begin; r < rr.end; ++r) {
     if (ws_.kind[r] == row_kind::none) continue;
     float* s = score_row(r);
-    if (variant_scores) score_variants(r, s, j0);
     const std::uint8_t* vis = ws_.vis.data() + r * ld;
     simd::vf mx = ninf;
     // Rows that see keys [0, prefix) need no per-lane mask there; lanes past
     // it (holes, keys beyond the block, padding lanes) are selected to -inf.
+    // The variants' terms are applied in the same pass, to lanes [0, cols)
+    // (those past every visible key are masked anyway); the max is taken 8
+    // lanes at a time in lane order on every path.
     const std::int64_t whole = ws_.prefix[r] / 8 * 8;
-    for (std::int64_t c = 0; c < whole; c += 8) mx = simd::max(mx, simd::load(s + c));
-    for (std::int64_t c = whole; c < ld; c += 8) {
-      const simd::vf x = simd::select_flagged(vis + c, simd::load(s + c), ninf);
+    const std::int64_t cols = variant_scores ? round8(ws_.reach[r]) : 0;
+    const score_terms terms = variant_scores ? terms_of(r, j0) : score_terms{};
+    std::int64_t c = 0;
+#if ATTNIMPL_ISA_AVX512
+    const simd::vf16 ninf16 = simd::set1_16(neg_inf);
+    for (; c + 16 <= whole; c += 16) {
+      simd::vf16 x = simd::load16(s + c);
+      if (variant_scores) {
+        x = terms.apply16(x, c);
+        simd::store16(s + c, x);
+      }
+      mx = simd::max_halves(mx, x);
+    }
+#endif
+    for (; c < whole; c += 8) {
+      simd::vf x = simd::load(s + c);
+      if (variant_scores) {
+        x = terms.apply8(x, c);
+        simd::store(s + c, x);
+      }
+      mx = simd::max(mx, x);
+    }
+#if ATTNIMPL_ISA_AVX512
+    for (; c + 16 <= ld; c += 16) {
+      simd::vf16 x = simd::load16(s + c);
+      if (c < cols) x = terms.apply16(x, c);
+      x = simd::select_flagged16(vis + c, x, ninf16);
+      simd::store16(s + c, x);
+      mx = simd::max_halves(mx, x);
+    }
+#endif
+    for (; c < ld; c += 8) {
+      simd::vf x = simd::load(s + c);
+      if (c < cols) x = terms.apply8(x, c);
+      x = simd::select_flagged(vis + c, x, ninf);
       simd::store(s + c, x);
       mx = simd::max(mx, x);
     }
@@ -122,7 +156,7 @@ inline void unit_runner::softmax(row_range rr, const row_state& st, std::int64_t
     }
     const simd::vf mv = simd::set1(m_new);
     simd::vf sum = simd::zero();
-    std::int64_t c = 0;
+    c = 0;
 #if ATTNIMPL_ISA_AVX512
     // 16 scores per exp, the sum still taken 8 lanes at a time in order.
     const simd::vf16 mw = _mm512_set1_ps(m_new), nw = _mm512_set1_ps(neg_inf);

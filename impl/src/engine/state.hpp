@@ -77,6 +77,8 @@ struct workspace {
   // visible run from it (P.V's register kernel over a window's first block).
   std::vector<std::int64_t> lo, apos, first, run, group_first;
   std::vector<float> bias;
+  std::vector<const float*> brow;  // row r's bias of the block, by lane (unit_runner::bias_of)
+  std::vector<std::int64_t> blanes;
 
   void ensure(const problem& p, const geometry& g) {
     const auto grow = [](auto& v, std::int64_t n) {
@@ -110,6 +112,8 @@ struct workspace {
     grow(run, g.rows);
     grow(group_first, g.rows / 4 + 1);
     if (p.var.bias.data) grow(bias, g.rows * g.k_tile8);
+    if (p.var.bias.data) grow(brow, g.rows);
+    if (p.var.bias.data) grow(blanes, g.rows);
   }
 };
 

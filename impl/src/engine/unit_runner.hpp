@@ -16,6 +16,66 @@
 namespace attnimpl::engine {
 namespace {
 
+/// A row's score variants over one block (contract 1.1: S = softcap(x) +
+/// m_h (j - p) + Bias), applied to score vectors by lane offset c.
+struct score_terms {
+  bool softcap = false, cap_first = true, alibi = false;
+  float cap = 0.0f, slope = 0.0f;
+  std::int64_t rel = 0;         // j - p of lane 0
+  const float* bias = nullptr;  // lane 0's entry; null: no bias
+  std::int64_t bias_lanes = 0;  // lanes [0, bias_lanes) may be read
+
+  /// Bias lanes [c, c + n); those past bias_lanes read as 0 (masked lanes).
+  template <int N>
+  void bias_tail(std::int64_t c, float* out) const {
+    for (int x = 0; x < N; ++x) out[x] = c + x < bias_lanes ? bias[c + x] : 0.0f;
+  }
+
+  simd::vf apply8(simd::vf x, std::int64_t c) const {
+    const simd::vf capv = simd::set1(cap);
+    if (softcap && cap_first) x = simd::mul(capv, simd::tanh8(simd::div(x, capv)));
+    // j - p exact: lane offsets below 16 added to an integer below 2^24 in magnitude.
+    if (alibi)
+      x = simd::add(x, simd::mul(simd::set1(slope), simd::add(simd::set1(static_cast<float>(rel + c)),
+                                                              simd::setr(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f))));
+    if (bias) {
+      if (c + 8 <= bias_lanes) {
+        x = simd::add(x, simd::load(bias + c));
+      } else {
+        float t[8];
+        bias_tail<8>(c, t);
+        x = simd::add(x, simd::load(t));
+      }
+    }
+    if (softcap && !cap_first) x = simd::mul(capv, simd::tanh8(simd::div(x, capv)));
+    return x;
+  }
+
+#if ATTNIMPL_ISA_AVX512
+  /// apply8 of lanes c .. c + 7 and c + 8 .. c + 15, in one register: the
+  /// same operations lane by lane (ALiBi's j - p is the same exact integer).
+  simd::vf16 apply16(simd::vf16 x, std::int64_t c) const {
+    const simd::vf16 capv = simd::set1_16(cap);
+    if (softcap && cap_first) x = simd::mul16(capv, simd::tanh16(simd::div16(x, capv)));
+    if (alibi) {
+      const simd::vf16 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+      x = simd::add16(x, simd::mul16(simd::set1_16(slope), simd::add16(simd::set1_16(static_cast<float>(rel + c)), iota)));
+    }
+    if (bias) {
+      if (c + 16 <= bias_lanes) {
+        x = simd::add16(x, simd::load16(bias + c));
+      } else {
+        float t[16];
+        bias_tail<16>(c, t);
+        x = simd::add16(x, simd::load16(t));
+      }
+    }
+    if (softcap && !cap_first) x = simd::mul16(capv, simd::tanh16(simd::div16(x, capv)));
+    return x;
+  }
+#endif
+};
+
 class unit_runner {
  public:
   unit_runner(const problem& p, const geometry& g, workspace& ws) : p_(p), g_(g), ws_(ws) {}
@@ -62,9 +122,9 @@ class unit_runner {
 
   std::int64_t classify(const unit_rows& ur, std::int64_t j0, std::int64_t kc);
 
-  float* bias_of(const unit_rows& ur, std::int64_t r, std::int64_t j0, std::int64_t from, std::int64_t to);
+  const float* bias_of(const unit_rows& ur, std::int64_t r, std::int64_t j0, std::int64_t from, std::int64_t to);
 
-  void score_variants(std::int64_t r, float* s, std::int64_t j0);
+  score_terms terms_of(std::int64_t r, std::int64_t j0) const;
 
   bool sees_any(std::int64_t r0, std::int64_t nr) const;
 
