@@ -166,6 +166,12 @@ row_variants variants_of(const attncheck_variants* vs, std::int64_t b, std::int6
   return rv;
 }
 
+#ifndef NAIVE_PAGED_KEYS
+#define NAIVE_PAGED_KEYS(n, page) (n) /* keys of a paged sequence read: n[b], never past it */
+#endif
+#ifndef NAIVE_RAGGED_ALIGN_QUERIES
+#define NAIVE_RAGGED_ALIGN_QUERIES(own, longest) (own) /* causal alignment: the sequence's own query count */
+#endif
 #ifndef NAIVE_PAGED_SLOT
 #define NAIVE_PAGED_SLOT(table_row, j, page) (table_row)[(j) / (page)], (j) % (page) /* page and slot of logical key j */
 #endif
@@ -221,25 +227,25 @@ int naive_attend_forms(const attncheck_problem* p, const attncheck_variants* vs,
   std::vector<float> q(static_cast<std::size_t>(p->d)), o(static_cast<std::size_t>(p->dv));
   for (std::int64_t b = 0; b < p->b; ++b) {
     const sequence_view sv(p, pg, rg, b);
-    const std::int64_t n = sv.n;
+    const std::int64_t n = sv.n, n_read = pg ? NAIVE_PAGED_KEYS(n, pg->page_size) : n;
     for (std::int64_t h = 0; h < p->hq; ++h) {
       const std::int64_t g = h / group;
       for (std::int64_t i = 0; i < sv.lq; ++i) {
         const std::int64_t qr = sv.row(p->q.stride, i);
         for (std::int64_t x = 0; x < p->d; ++x)
           q[static_cast<std::size_t>(x)] = load(p->dtype, p->q.data, qr + h * p->q.stride[2] + x * p->q.stride[3]);
-        const std::int64_t pos = n - sv.lq + i;
+        const std::int64_t pos = n - (rg ? NAIVE_RAGGED_ALIGN_QUERIES(sv.lq, p->lq) : sv.lq) + i;
         auto key = [&](std::int64_t j, std::int64_t x) { return sv.kv(false, j, g, x); };
         auto val = [&](std::int64_t j, std::int64_t e) { return sv.kv(true, j, g, e); };
         auto vis = [&](std::int64_t j) {
-          if (j >= n) return false;
+          if (j >= n_read) return false;
           if (p->causal && j > pos) return false;
-          if (p->mask)
+          if (p->mask && j < n)
             return p->mask[b * p->mask_stride[0] + h * p->mask_stride[1] + i * p->mask_stride[2] + j * p->mask_stride[3]] != 0;
           return true;
         };
         float lse;
-        attend_row(std::max(p->lk, n), p->d, p->dv, p->scale, q.data(), key, val, vis, o.data(), &lse,
+        attend_row(std::max(p->lk, n_read), p->d, p->dv, p->scale, q.data(), key, val, vis, o.data(), &lse,
                    variants_of(vs, b, h, i, pos));
         const std::int64_t orow = sv.row(p->o_stride, i);
         for (std::int64_t e = 0; e < p->dv; ++e)
