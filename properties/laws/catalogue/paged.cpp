@@ -1,9 +1,9 @@
-// The paged K/V laws (docs/spec.md "Paged KV", contract 1.2): the paged form
+// The paged K/V law (docs/spec.md "Paged KV", contract 1.2): the paged form
 // of a problem has its dense form's answer (bit for bit for a subject that
-// claims ATTNCHECK_CLAIM3_PAGED_EQUALS_DENSE, within the bound otherwise),
-// and what the contract leaves unspecified (table entries past ceil(n[b] / P),
-// spare pages, the canaries in unused slots) never changes a bit. The host
-// builds the arena and the table from the case's form (subject::attend).
+// claims ATTNCHECK_CLAIM3_PAGED_EQUALS_DENSE, within the bound otherwise).
+// The host builds the arena and the table from the case's form
+// (subject::attend); draw_paged_form is the one drawing of a paged form, used
+// by the page_table and ragged laws too.
 #include <algorithm>
 
 #include "attncheck/case_space.hpp"
@@ -49,11 +49,15 @@ void draw_paged_form(attn_case& c, const subject& s, std::uint64_t salt) {
   f.shared_pages = c.b > 1 && rng.below(3) == 0 ? 1 + rng.below(std::min<std::int64_t>(pages, 3)) : 0;
 }
 
-namespace {
-
 void prepare_paged(attn_case& c, const subject& s) {
   if (s.has_v3(ATTNCHECK_FEATURE3_PAGED)) draw_paged_form(c, s, 0x9a6ed);
 }
+
+std::string declares_paged(const subject& s) {
+  return s.has_v3(ATTNCHECK_FEATURE3_PAGED) ? "" : "subject does not declare paged K/V (ATTNCHECK_FEATURE3_PAGED)";
+}
+
+namespace {
 
 std::string form_text(const attn_case& c) {
   const input_form& f = c.form;
@@ -78,52 +82,12 @@ law_outcome paged_equals_dense(const subject& s, const attn_case& c) {
   return o;
 }
 
-// The same pages in the same places (in order), once with a stale table tail
-// and no spare page, once with an invalid tail (-1, out of range) and spare
-// pages, and with the case's poison NaN in one and huge in the other (the
-// canaries of unused slots follow it): every bit the same (docs/spec.md
-// "What is unspecified and must not be read").
-law_outcome unspecified_entries_never_matter(const subject& s, const attn_case& c) {
-  law_outcome o;
-  law_rng rng(c, 0x57a1e);
-  attn_case a = c, b = c;
-  a.form.page_order = b.form.page_order = page_order_kind::in_order;
-  a.form.spare_pages = 0;
-  a.form.table_tail = table_tail_kind::stale;
-  b.form.spare_pages = 1 + rng.below(4);
-  b.form.table_tail = table_tail_kind::invalid;
-  if (c.poison != poison_kind::none) {
-    a.poison = poison_kind::nan;
-    b.poison = poison_kind::big;
-    materialize(a);
-    materialize(b);
-  }
-  const auto x = s.attend(a), y = s.attend(b);
-  if (run_failed(x, o, "stale tail") || run_failed(y, o, "invalid tail, spare pages")) return o;
-  o.add("pages=" + std::to_string(c.form.page_size) + ": stale tail, no spare page against -1 and out-of-range entries, " +
-            std::to_string(b.form.spare_pages) + " spare pages" +
-            (c.poison != poison_kind::none ? ", NaN against huge canaries" : ""),
-        compare_bitwise(a, x, y));
-  return o;
-}
-
-std::string declares_paged(const subject& s) {
-  return s.has_v3(ATTNCHECK_FEATURE3_PAGED) ? "" : "subject does not declare paged K/V (ATTNCHECK_FEATURE3_PAGED)";
-}
-
 }  // namespace
 
 std::vector<law> paged_laws() {
   return {law_entry("paged.equals_dense", paged_equals_dense, 0.5,
                     "K and V through a block table (pages of 1..512 keys in any physical order, shared prefixes, stale or "
                     "invalid table tails) give the dense form's output: bit for bit when claimed, else within the bound")
-              .applies_when(declares_paged)
-              .prepared_by(prepare_paged)
-              .with_variants()
-              .sampled(0.2)
-              .capped(run_default::variant_max_work),
-          law_entry("paged.unspecified_entries_never_matter", unspecified_entries_never_matter, 0.5,
-                    "table entries past ceil(n[b] / P), spare pages and the canaries in unused slots change no bit")
               .applies_when(declares_paged)
               .prepared_by(prepare_paged)
               .with_variants()

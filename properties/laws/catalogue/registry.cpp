@@ -66,7 +66,7 @@ const std::vector<std::string>& fuzzed_law_names() {
       "backward.masked_keys_get_zero",                        // 30
       "backward.same_bits_every_run_and_thread_count",        // 31
       "paged.equals_dense",                                   // 32
-      "paged.unspecified_entries_never_matter",               // 33
+      "page_table.unspecified_entries_never_matter",          // 33
       "ragged.equals_dense_per_sequence",                     // 34
   };
   return names;
