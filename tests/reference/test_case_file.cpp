@@ -81,6 +81,35 @@ TEST(case_file, round_trip_keeps_every_bit_pattern) {
     }
 }
 
+// Contract 1.2 input forms travel in the file, so a paged or ragged failure replays from it.
+TEST(case_file, round_trip_keeps_the_paged_and_ragged_form) {
+  case_record r;
+  r.c = parse_line(
+      "ATTN(b=3,hq=2,hkv=1,lq=4,lk=40,d=2,dv=3,causal,kpad=[40,0,17],pages=16,page_order=in_order,spare_pages=2,"
+      "table_tail=invalid,shared_pages=1,ragged,qlen=[4,0,1],f16,seed=9)");
+  materialize(r.c);
+  const std::string text = format_case_file(r);
+  const case_record back = parse_case_file(text);
+  EXPECT_EQ(to_line(back.c), to_line(r.c));
+  EXPECT_EQ(fingerprint(back.c), fingerprint(r.c));
+  EXPECT_EQ(format_case_file(back), text);
+  // A bad value of each field is refused, naming the field.
+  const std::pair<const char*, const char*> edits[] = {{"pages", "600"}, {"ragged", "1"}, {"table_tail", "\"nope\""}};
+  for (const auto& [key, value] : edits) {
+    std::string edited = text;
+    const auto at = edited.find(std::string("\"") + key + "\":");
+    ASSERT_NE(at, std::string::npos) << key << " in " << text;
+    const auto from = edited.find(':', at) + 1, to = edited.find_first_of(",\n}", from);
+    edited.replace(from, to - from, value);
+    try {
+      parse_case_file(edited);
+      ADD_FAILURE() << "accepted " << key << "=" << value;
+    } catch (const input_error& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(case_file, stores_storage_bits_as_hex_of_the_type_width) {
   attn_case c = parse_line("ATTN(b=1,hq=1,hkv=1,lq=1,lk=1,d=1,dv=1,f16)");
   materialize(c);

@@ -217,3 +217,93 @@ TEST(line_form, rejects_an_unknown_grad_recipe_naming_the_field) {
 
 }  // namespace
 }  // namespace attncheck
+
+namespace attncheck {
+namespace {
+
+// Contract 1.2 input forms: printed after the variants, before the dtype, and back.
+TEST(line_form, paged_and_ragged_forms_print_in_order_and_round_trip) {
+  const std::string line =
+      "ATTN(b=3,hq=2,hkv=1,lq=4,lk=40,d=8,dv=8,causal,kpad=[40,0,17],pages=16,page_order=reversed,spare_pages=2,"
+      "table_tail=invalid,shared_pages=1,ragged,qlen=[4,0,1],f32,seed=9)";
+  const attn_case c = parse_line(line);
+  EXPECT_EQ(c.form.page_size, 16);
+  EXPECT_EQ(c.form.page_order, page_order_kind::reversed);
+  EXPECT_EQ(c.form.spare_pages, 2);
+  EXPECT_EQ(c.form.table_tail, table_tail_kind::invalid);
+  EXPECT_EQ(c.form.shared_pages, 1);
+  EXPECT_TRUE(c.form.ragged);
+  EXPECT_EQ(c.form.q_len, (std::vector<std::int64_t>{4, 0, 1}));
+  EXPECT_EQ(to_line(c), line);
+  EXPECT_EQ(c.queries(1), 0);
+  EXPECT_FALSE(c.row_in_problem(2, 2));
+  EXPECT_TRUE(c.row_in_problem(2, 3));
+  // Defaults stay out of the line: shuffled pages, a stale tail, no spare pages.
+  EXPECT_EQ(to_line(parse_line("ATTN(b=1,hq=1,hkv=1,lq=1,lk=5,d=1,dv=1,pages=3,page_order=shuffled,f32)")),
+            "ATTN(b=1,hq=1,hkv=1,lq=1,lk=5,d=1,dv=1,pages=3,f32)");
+  const attn_case dense = parse_line("ATTN(b=2,hq=1,hkv=1,lq=3,lk=5,d=1,dv=1,f32)");
+  EXPECT_TRUE(dense.form.dense());
+  EXPECT_EQ(dense.queries(1), 3);
+  EXPECT_TRUE(dense.row_in_problem(1, 0));
+}
+
+// Each bad form names its field and the limit it broke.
+TEST(line_form, rejects_bad_forms_naming_the_field_and_the_limit) {
+  const std::string head = "ATTN(b=2,hq=1,hkv=1,lq=3,lk=40,d=1,dv=1,";
+  const std::pair<std::string, std::pair<std::string, std::string>> bad[] = {
+      {"pages=513", {"pages", "[1, 512] (ATTNCHECK_MAX_PAGE_SIZE)"}},
+      {"pages=0", {"pages", ">= 1"}},
+      {"pages=-4", {"pages", ">= 1"}},
+      {"spare_pages=1", {"spare_pages", "needs the paged form"}},
+      {"shared_pages=1", {"shared_pages", "needs the paged form"}},
+      {"page_order=reversed", {"page_order", "needs the paged form"}},
+      {"table_tail=invalid", {"table_tail", "needs the paged form"}},
+      {"pages=4,page_order=random", {"page_order", "shuffled, in_order, reversed"}},
+      {"pages=4,table_tail=garbage", {"table_tail", "stale, invalid"}},
+      {"pages=4,spare_pages=-1", {"spare_pages", "[0, 65536]"}},
+      {"pages=16,shared_pages=4", {"shared_pages", "[0, ceil(lk / P)=3]"}},
+      {"qlen=[1,2]", {"qlen", "needs the ragged form"}},
+      {"ragged,qlen=[1]", {"qlen", "b=2 needs 2"}},
+      {"ragged,qlen=[1,4]", {"qlen[1]", "[0, lq=3]"}},
+      {"ragged,qlen=[-1,0]", {"qlen[0]", "[0, lq=3]"}},
+      {"ragged=1", {"ragged", "is a flag"}},
+  };
+  for (const auto& [fields, want] : bad) {
+    const std::string line = head + fields + ",f32)";
+    try {
+      parse_line(line);
+      ADD_FAILURE() << "accepted " << line;
+    } catch (const input_error& e) {
+      EXPECT_EQ(e.field(), want.first) << line << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(want.second), std::string::npos) << line << ": " << e.what();
+    }
+  }
+  try {
+    parse_line("ATTN(b=4097,hq=1,hkv=1,lq=1,lk=1,d=1,dv=1,ragged,f32)");
+    ADD_FAILURE() << "accepted 4097 ragged sequences";
+  } catch (const input_error& e) {
+    EXPECT_EQ(e.field(), "b");
+    EXPECT_NE(std::string(e.what()).find("4096 (ATTNCHECK_MAX_RAGGED_SEQUENCES)"), std::string::npos) << e.what();
+  }
+}
+
+// A shared prefix: the first shared_pages * P keys and values of every batch
+// element are batch element 0's (materialize draws them so).
+TEST(line_form, shared_prefix_pages_draw_equal_keys) {
+  attn_case c = parse_line("ATTN(b=3,hq=2,hkv=2,lq=1,lk=11,d=3,dv=2,pages=4,shared_pages=2,f32,seed=5)");
+  materialize(c);
+  for (std::int64_t b = 1; b < c.b; ++b)
+    for (std::int64_t j = 0; j < c.lk; ++j)
+      for (std::int64_t g = 0; g < c.hkv; ++g) {
+        const bool k_equal = c.k.bits_at(b, j, g, 0) == c.k.bits_at(0, j, g, 0);
+        const bool v_equal = c.v.bits_at(b, j, g, 1) == c.v.bits_at(0, j, g, 1);
+        if (j < 8) {
+          EXPECT_TRUE(k_equal && v_equal) << "b=" << b << " j=" << j;
+        } else {
+          EXPECT_FALSE(k_equal && v_equal) << "b=" << b << " j=" << j << " past the shared prefix";
+        }
+      }
+}
+
+}  // namespace
+}  // namespace attncheck

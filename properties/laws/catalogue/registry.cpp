@@ -65,6 +65,9 @@ const std::vector<std::string>& fuzzed_law_names() {
       "backward.linear_in_output_gradient",                   // 29
       "backward.masked_keys_get_zero",                        // 30
       "backward.same_bits_every_run_and_thread_count",        // 31
+      "paged.equals_dense",                                   // 32
+      "page_table.unspecified_entries_never_matter",          // 33
+      "ragged.equals_dense_per_sequence",                     // 34
   };
   return names;
 }

@@ -33,7 +33,10 @@
   ATTNCHECK_LAW_GROUP(sinks)                      \
   ATTNCHECK_LAW_GROUP(softcap)                    \
   ATTNCHECK_LAW_GROUP(bias)                       \
-  ATTNCHECK_LAW_GROUP(backward)
+  ATTNCHECK_LAW_GROUP(backward)                   \
+  ATTNCHECK_LAW_GROUP(paged)                      \
+  ATTNCHECK_LAW_GROUP(page_table)                 \
+  ATTNCHECK_LAW_GROUP(ragged)
 
 namespace attncheck::laws {
 

@@ -268,12 +268,14 @@ void print_declaration(const gate_result& g, std::ostream& out) {
   static const std::pair<std::uint32_t, const char*> judged[] = {
       {ATTNCHECK_FEATURE3_WINDOW, "window"}, {ATTNCHECK_FEATURE3_CHUNK, "chunk"}, {ATTNCHECK_FEATURE3_SOFTCAP, "softcap"},
       {ATTNCHECK_FEATURE3_SINKS, "sinks"},   {ATTNCHECK_FEATURE3_ALIBI, "alibi"}, {ATTNCHECK_FEATURE3_BIAS, "bias"}};
-  static const std::pair<std::uint32_t, const char*> not_judged[] = {{ATTNCHECK_FEATURE3_PAGED, "paged K/V"},
-                                                                     {ATTNCHECK_FEATURE3_RAGGED, "ragged batches"},
-                                                                     {ATTNCHECK_FEATURE3_BIAS_GRAD, "bias gradient"}};
-  std::string on, off;
+  static const std::pair<std::uint32_t, const char*> forms[] = {{ATTNCHECK_FEATURE3_PAGED, "paged K/V"},
+                                                                {ATTNCHECK_FEATURE3_RAGGED, "ragged batches"}};
+  static const std::pair<std::uint32_t, const char*> not_judged[] = {{ATTNCHECK_FEATURE3_BIAS_GRAD, "bias gradient"}};
+  std::string on, off, form;
   for (const auto& [bit, what] : judged)
     if (d.features_v3 & bit) on += (on.empty() ? "" : ", ") + std::string(what);
+  for (const auto& [bit, what] : forms)
+    if (d.features_v3 & bit) form += (form.empty() ? "" : ", ") + std::string(what);
   for (const auto& [bit, what] : not_judged)
     if (d.features_v3 & bit) off += (off.empty() ? "" : ", ") + std::string(what);
   if (!on.empty())
@@ -282,6 +284,9 @@ void print_declaration(const gate_result& g, std::ostream& out) {
         << "; drawn by the laws that take variants (" << variant_law_groups() << ")\n";
   if (d.features_v3 & ATTNCHECK_FEATURE3_BACKWARD)
     out << "  backward: dQ, dK, dV judged by the backward laws (backward.*) on contract 1.0 cases\n";
+  if (!form.empty())
+    out << "  input forms (contract 1.2): " << form
+        << "; judged by the paged, page_table and ragged laws (the other laws hand out the dense form)\n";
   if (!off.empty()) out << "  declared, NOT JUDGED by this version of attncheck: " << off << "\n";
 }
 

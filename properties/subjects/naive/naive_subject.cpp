@@ -166,8 +166,59 @@ row_variants variants_of(const attncheck_variants* vs, std::int64_t b, std::int6
   return rv;
 }
 
-// attend for a problem whose variants (NULL: none) the subject was given.
-int naive_attend_variants(const attncheck_problem* p, const attncheck_variants* vs, char* err, std::size_t err_len) {
+#ifndef NAIVE_PAGED_KEYS
+#define NAIVE_PAGED_KEYS(n, page) (n) /* keys of a paged sequence read: n[b], never past it */
+#endif
+#ifndef NAIVE_RAGGED_ALIGN_QUERIES
+#define NAIVE_RAGGED_ALIGN_QUERIES(own, longest) (own) /* causal alignment: the sequence's own query count */
+#endif
+#ifndef NAIVE_PAGED_SLOT
+#define NAIVE_PAGED_SLOT(table_row, j, page) (table_row)[(j) / (page)], (j) % (page) /* page and slot of logical key j */
+#endif
+
+// Where sequence b's rows and keys are (docs/abi.md "Paged K/V", "Ragged
+// batches"): dense, packed (ragged: rows from cu_seqlens), or K and V through
+// the block table (paged). Only valid entries are read: key j < n[b] only.
+struct sequence_view {
+  const attncheck_problem* p;
+  const attncheck_paged_kv* paged;  // NULL: K and V are tensors
+  const attncheck_ragged* ragged;   // NULL: batch-strided rows
+  std::int64_t b = 0, n = 0, lq = 0, q0 = 0, k0 = 0;
+
+  sequence_view(const attncheck_problem* p_, const attncheck_paged_kv* pg, const attncheck_ragged* rg, std::int64_t b_)
+      : p(p_), paged(pg), ragged(rg), b(b_) {
+    lq = ragged ? ragged->cu_seqlens_q[b + 1] - ragged->cu_seqlens_q[b] : p->lq;
+    q0 = ragged ? ragged->cu_seqlens_q[b] : 0;
+    if (ragged && !paged) {
+      k0 = ragged->cu_seqlens_k[b];
+      n = ragged->cu_seqlens_k[b + 1] - k0;
+    } else {
+      n = p->key_len ? p->key_len[b] : p->lk;
+    }
+  }
+  // Element offset of row i (query side: Q, O) along a tensor's strides.
+  std::int64_t row(const std::int64_t* stride, std::int64_t i) const {
+    return ragged ? (q0 + i) * stride[1] : b * stride[0] + i * stride[1];
+  }
+  std::int64_t lse_at(std::int64_t h, std::int64_t i) const {
+    return ragged ? h * p->lse_stride[1] + (q0 + i) * p->lse_stride[2]
+                  : b * p->lse_stride[0] + h * p->lse_stride[1] + i * p->lse_stride[2];
+  }
+  float kv(bool values, std::int64_t j, std::int64_t g, std::int64_t x) const {
+    if (paged) {
+      const attncheck_tensor& t = values ? paged->v_pages : paged->k_pages;
+      const std::int64_t at[2] = {NAIVE_PAGED_SLOT(paged->block_table + b * paged->block_table_stride, j, paged->page_size)};
+      return load(p->dtype, t.data, at[0] * t.stride[0] + at[1] * t.stride[1] + g * t.stride[2] + x * t.stride[3]);
+    }
+    const attncheck_tensor& t = values ? p->v : p->k;
+    const std::int64_t r = ragged ? (k0 + j) * t.stride[1] : b * t.stride[0] + j * t.stride[1];
+    return load(p->dtype, t.data, r + g * t.stride[2] + x * t.stride[3]);
+  }
+};
+
+// attend for a problem whose variants, paged K/V and ragged batch (each NULL: none) the subject was given.
+int naive_attend_forms(const attncheck_problem* p, const attncheck_variants* vs, const attncheck_paged_kv* pg,
+                       const attncheck_ragged* rg, char* err, std::size_t err_len) {
   if (p->hkv < 1 || p->hq % p->hkv != 0) {
     write_err(err, err_len, "hq must be a positive multiple of hkv");
     return 1;
@@ -175,38 +226,41 @@ int naive_attend_variants(const attncheck_problem* p, const attncheck_variants* 
   const std::int64_t group = p->hq / p->hkv;
   std::vector<float> q(static_cast<std::size_t>(p->d)), o(static_cast<std::size_t>(p->dv));
   for (std::int64_t b = 0; b < p->b; ++b) {
-    const std::int64_t n = p->key_len ? p->key_len[b] : p->lk;
+    const sequence_view sv(p, pg, rg, b);
+    const std::int64_t n = sv.n, n_read = pg ? NAIVE_PAGED_KEYS(n, pg->page_size) : n;
     for (std::int64_t h = 0; h < p->hq; ++h) {
       const std::int64_t g = h / group;
-      for (std::int64_t i = 0; i < p->lq; ++i) {
-        load_query(p, b, i, h, q);
-        const std::int64_t pos = n - p->lq + i;
-        auto key = [&](std::int64_t j, std::int64_t x) {
-          return load(p->dtype, p->k.data, b * p->k.stride[0] + j * p->k.stride[1] + g * p->k.stride[2] + x * p->k.stride[3]);
-        };
-        auto val = [&](std::int64_t j, std::int64_t e) {
-          return load(p->dtype, p->v.data, b * p->v.stride[0] + j * p->v.stride[1] + g * p->v.stride[2] + e * p->v.stride[3]);
-        };
+      for (std::int64_t i = 0; i < sv.lq; ++i) {
+        const std::int64_t qr = sv.row(p->q.stride, i);
+        for (std::int64_t x = 0; x < p->d; ++x)
+          q[static_cast<std::size_t>(x)] = load(p->dtype, p->q.data, qr + h * p->q.stride[2] + x * p->q.stride[3]);
+        const std::int64_t pos = n - (rg ? NAIVE_RAGGED_ALIGN_QUERIES(sv.lq, p->lq) : sv.lq) + i;
+        auto key = [&](std::int64_t j, std::int64_t x) { return sv.kv(false, j, g, x); };
+        auto val = [&](std::int64_t j, std::int64_t e) { return sv.kv(true, j, g, e); };
         auto vis = [&](std::int64_t j) {
-          if (j >= n) return false;
+          if (j >= n_read) return false;
           if (p->causal && j > pos) return false;
-          if (p->mask)
+          if (p->mask && j < n)
             return p->mask[b * p->mask_stride[0] + h * p->mask_stride[1] + i * p->mask_stride[2] + j * p->mask_stride[3]] != 0;
           return true;
         };
         float lse;
-        attend_row(p->lk, p->d, p->dv, p->scale, q.data(), key, val, vis, o.data(), &lse, variants_of(vs, b, h, i, pos));
+        attend_row(std::max(p->lk, n_read), p->d, p->dv, p->scale, q.data(), key, val, vis, o.data(), &lse,
+                   variants_of(vs, b, h, i, pos));
+        const std::int64_t orow = sv.row(p->o_stride, i);
         for (std::int64_t e = 0; e < p->dv; ++e)
-          store(p->dtype, p->o, b * p->o_stride[0] + i * p->o_stride[1] + h * p->o_stride[2] + e * p->o_stride[3],
-                o[static_cast<std::size_t>(e)]);
-        if (p->lse) p->lse[b * p->lse_stride[0] + h * p->lse_stride[1] + i * p->lse_stride[2]] = lse;
+          store(p->dtype, p->o, orow + h * p->o_stride[2] + e * p->o_stride[3], o[static_cast<std::size_t>(e)]);
+        if (p->lse) p->lse[sv.lse_at(h, i)] = lse;
       }
     }
   }
   return 0;
 }
 
-// A contiguous (not paged) cache of decoded f32 values per sequence.
+int naive_attend_variants(const attncheck_problem* p, const attncheck_variants* vs, char* err, std::size_t err_len) {
+  return naive_attend_forms(p, vs, nullptr, nullptr, err, err_len);
+}
+
 struct naive_cache {
   attncheck_cache_config cfg;
   std::vector<std::vector<float>> k, v;  // per sequence: capacity x hkv x d (dv)
@@ -314,9 +368,11 @@ const attncheck_subject naive_desc = {
 // ---- Version 3: the same subject with the contract 1.1 variants ----
 
 int v3_attend(void*, const attncheck_problem* p, char* err, std::size_t err_len) {
-  // variants is read only where the host's problem is long enough to hold it.
+  // variants, paged and ragged are read only where the host's problem is long enough to hold them.
   const bool has_v3 = p->struct_size >= offsetof(attncheck_problem, variants) + sizeof p->variants;
-  return naive_attend_variants(p, has_v3 ? p->variants : nullptr, err, err_len);
+  const bool has_forms = p->struct_size >= offsetof(attncheck_problem, ragged) + sizeof p->ragged;
+  return naive_attend_forms(p, has_v3 ? p->variants : nullptr, has_forms ? p->paged : nullptr, has_forms ? p->ragged : nullptr,
+                            err, err_len);
 }
 void* v3_cache_create(void*, const attncheck_cache_config* cfg, char* err, std::size_t err_len) {
   return naive_cache_create(cfg, err, err_len);
@@ -456,11 +512,15 @@ attncheck_instance* naive_v3(const char* options, char* err, std::size_t err_len
   x->destroy = v3_destroy;
   // Every score variant, in the one-shot call (the cache path takes none).
   x->features_v3 = ATTNCHECK_FEATURE3_WINDOW | ATTNCHECK_FEATURE3_CHUNK | ATTNCHECK_FEATURE3_SOFTCAP | ATTNCHECK_FEATURE3_SINKS |
-                   ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS | ATTNCHECK_FEATURE3_BACKWARD;
+                   ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS | ATTNCHECK_FEATURE3_BACKWARD | ATTNCHECK_FEATURE3_PAGED |
+                   ATTNCHECK_FEATURE3_RAGGED;
+  // Paged K/V and ragged batches: each sequence reads its own valid keys in the dense order, so the
+  // forms give the dense form's bits.
   // Backward on contract 1.0 problems; f32 compute and glibc expf as the forward. backward_blocks NULL: one block each way.
   x->attend_backward = v3_attend_backward;
   // Same call, same bits: every sum runs in one fixed order whatever the thread count.
-  x->invariances_v3 = ATTNCHECK_CLAIM3_BACKWARD_DETERMINISTIC;
+  x->invariances_v3 = ATTNCHECK_CLAIM3_BACKWARD_DETERMINISTIC | ATTNCHECK_CLAIM3_PAGE_PLACEMENT |
+                      ATTNCHECK_CLAIM3_PAGED_EQUALS_DENSE | ATTNCHECK_CLAIM3_RAGGED_EQUALS_DENSE;
   x->tanh_ulps = 2.0;  // glibc tanhf: 2 ulps (its libm-test-ulps, x86_64)
   return x;
 }

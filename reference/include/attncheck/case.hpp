@@ -137,6 +137,53 @@ struct score_variants {
   bool any() const { return has_window() || has_chunk() || has_softcap() || has_sinks() || has_alibi() || has_bias(); }
 };
 
+/// Where the paged form puts the logical pages in the arena (docs/spec.md "Paged KV").
+enum class page_order_kind : std::uint8_t {
+  shuffled,  ///< a permutation drawn from the case's seed
+  in_order,  ///< logical page k at physical page k (the order a kernel must not depend on)
+  reversed,  ///< logical page k at physical page num_pages - 1 - k
+};
+std::string_view name(page_order_kind k);
+std::optional<page_order_kind> parse_page_order_kind(std::string_view s);
+
+/// What the paged form writes into a block table's unspecified entries (past ceil(n[b] / P)).
+enum class table_tail_kind : std::uint8_t {
+  stale,    ///< page numbers of other sequences' live pages and of spare pages: real, finite data
+  invalid,  ///< -1, num_pages, INT32_MAX, INT32_MIN and other numbers out of [0, num_pages)
+};
+std::string_view name(table_tail_kind k);
+std::optional<table_tail_kind> parse_table_tail_kind(std::string_view s);
+
+/// Contract 1.2's input forms (docs/spec.md "Paged KV", "Ragged batches"): how
+/// a problem is handed to a subject, never what its answer is. All defaults:
+/// the dense form. The host builds the arena, the table and the packed
+/// tensors from these fields and the case's seed, so the one-line form replays them.
+struct input_form {
+  /// Paged K/V: page size P in [1, max_page_size]; 0: K and V dense.
+  std::int64_t page_size = 0;
+  page_order_kind page_order = page_order_kind::shuffled;
+  /// Unused pages in the arena, and unspecified entries appended to every table row.
+  std::int64_t spare_pages = 0;
+  table_tail_kind table_tail = table_tail_kind::stale;
+  /// The first shared_pages pages of every sequence are one set of pages
+  /// (a shared prefix): materialize() draws keys [0, shared_pages * P) of
+  /// every batch element equal to batch element 0's.
+  std::int64_t shared_pages = 0;
+  /// Ragged (packed) Q and O, and K and V unless paged.
+  bool ragged = false;
+  /// Ragged: queries of each sequence in [0, Lq], the last q_len[b] rows of
+  /// batch element b; empty: Lq each.
+  std::vector<std::int64_t> q_len;
+
+  bool paged() const { return page_size > 0; }
+  bool dense() const { return !paged() && !ragged; }
+};
+/// Limits of the input forms; the host checks that they equal subject.h's
+/// ATTNCHECK_MAX_PAGE_SIZE and ATTNCHECK_MAX_RAGGED_SEQUENCES.
+inline constexpr std::int64_t max_page_size = 512;
+inline constexpr std::int64_t max_ragged_sequences = 4096;
+inline constexpr std::int64_t max_spare_pages = 1 << 16;
+
 /// Limits that keep a hostile case from exhausting memory or time.
 struct case_limits {
   std::int64_t max_dim = 1 << 20;          ///< any single size
@@ -166,6 +213,8 @@ struct attn_case {
   dtype type = dtype::f32;
   /// Contract 1.1 variants (window, chunk, softcap, sinks, ALiBi, bias); all off by default.
   score_variants variants;
+  /// Contract 1.2 input forms (paged K/V, ragged batches); dense by default.
+  input_form form;
 
   /// Recipe: how the tensors were (or are to be) drawn. Part of the one-line form.
   value_kind values = value_kind::normal;
@@ -182,6 +231,13 @@ struct attn_case {
   bool has_mask() const { return mask_shape[0] != 0; }
   bool has_padding() const { return !key_len.empty(); }
   std::int64_t group() const { return hq / hkv; }
+  /// Ragged form: the queries of sequence bi (q_len[bi], or Lq); Lq for every other form.
+  std::int64_t queries(std::int64_t bi) const {
+    return form.ragged && !form.q_len.empty() ? form.q_len[static_cast<std::size_t>(bi)] : lq;
+  }
+  /// True when dense row i of batch element bi is part of the problem: every
+  /// row, except in the ragged form the rows above a sequence's last q_len[bi].
+  bool row_in_problem(std::int64_t bi, std::int64_t i) const { return i >= lq - queries(bi); }
   /// KV head of query head h: h / G (docs/spec.md head mapping).
   std::int64_t kv_head(std::int64_t h) const { return h / group(); }
   /// Valid keys of batch element bi: key_len[bi], or lk without padding.

@@ -45,6 +45,10 @@ constexpr name_table<bias_kind, 3> bias_names{
     {{bias_kind::normal, "normal"}, {bias_kind::masking, "masking"}, {bias_kind::huge, "huge"}}};
 constexpr name_table<grad_kind, 3> grad_names{
     {{grad_kind::dyadic, "dyadic"}, {grad_kind::normal, "normal"}, {grad_kind::adversarial, "adversarial"}}};
+constexpr name_table<page_order_kind, 3> page_order_names{
+    {{page_order_kind::shuffled, "shuffled"}, {page_order_kind::in_order, "in_order"}, {page_order_kind::reversed, "reversed"}}};
+constexpr name_table<table_tail_kind, 2> table_tail_names{
+    {{table_tail_kind::stale, "stale"}, {table_tail_kind::invalid, "invalid"}}};
 
 // floor(a / b) for b > 0, also for negative a (positions before the first key).
 std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
@@ -63,6 +67,10 @@ std::string_view name(alibi_kind k) { return name_in(alibi_names, k); }
 std::optional<alibi_kind> parse_alibi_kind(std::string_view s) { return parse_in(alibi_names, s); }
 std::string_view name(bias_kind k) { return name_in(bias_names, k); }
 std::optional<bias_kind> parse_bias_kind(std::string_view s) { return parse_in(bias_names, s); }
+std::string_view name(page_order_kind k) { return name_in(page_order_names, k); }
+std::optional<page_order_kind> parse_page_order_kind(std::string_view s) { return parse_in(page_order_names, s); }
+std::string_view name(table_tail_kind k) { return name_in(table_tail_names, k); }
+std::optional<table_tail_kind> parse_table_tail_kind(std::string_view s) { return parse_in(table_tail_names, s); }
 std::string_view name(grad_kind k) { return name_in(grad_names, k); }
 std::optional<grad_kind> parse_grad_kind(std::string_view s) { return parse_in(grad_names, s); }
 

@@ -126,13 +126,15 @@ dims4 as_dims4(const json& v, const std::string& field) {
 }
 
 const std::set<std::string>& top_level_fields() {
-  static const std::set<std::string> known = {"format",      "version", "line",         "law",        "subject",    "note",
-                                              "b",           "hq",      "hkv",          "lq",         "lk",         "d",
-                                              "dv",          "scale",   "causal",       "key_len",    "mask_shape", "mask",
-                                              "dtype",       "values",  "layout",       "poison",     "seed",       "q",
-                                              "k",           "v",       "window",       "chunk",      "softcap",    "sinks",
-                                              "sink_logits", "alibi",   "alibi_slopes", "bias_shape", "bias_type",  "bias_values",
-                                              "bias",        "grad"};
+  static const std::set<std::string> known = {"format",      "version",    "line",         "law",        "subject",
+                                              "note",        "b",          "hq",           "hkv",        "lq",
+                                              "lk",          "d",          "dv",           "scale",      "causal",
+                                              "key_len",     "mask_shape", "mask",         "dtype",      "values",
+                                              "layout",      "poison",     "seed",         "q",          "k",
+                                              "v",           "window",     "chunk",        "softcap",    "sinks",
+                                              "sink_logits", "alibi",      "alibi_slopes", "bias_shape", "bias_type",
+                                              "bias_values", "bias",       "grad",         "pages",      "page_order",
+                                              "spare_pages", "table_tail", "shared_pages", "ragged",     "qlen"};
   return known;
 }
 
@@ -193,6 +195,26 @@ void read_variant_header(const json& j, attn_case& c) {
   }
 }
 
+// Contract 1.2 input forms (docs/spec.md "Paged KV", "Ragged batches"); validate() checks the ranges.
+void read_form(const json& j, attn_case& c, const case_limits& limits) {
+  input_form& f = c.form;
+  if (const json* v = find(j, "pages")) f.page_size = as_int(*v, "pages");
+  if (find(j, "page_order")) f.page_order = as_enum(j, "page_order", parse_page_order_kind, "shuffled, in_order, reversed");
+  if (const json* v = find(j, "spare_pages")) f.spare_pages = as_int(*v, "spare_pages");
+  if (find(j, "table_tail")) f.table_tail = as_enum(j, "table_tail", parse_table_tail_kind, "stale, invalid");
+  if (const json* v = find(j, "shared_pages")) f.shared_pages = as_int(*v, "shared_pages");
+  if (const json* v = find(j, "ragged")) {
+    if (!v->is_boolean()) fail("ragged", "must be true or false, got " + type_name(*v));
+    f.ragged = v->get<bool>();
+  }
+  if (const json* v = find(j, "qlen")) {
+    if (!v->is_array() || v->empty()) fail("qlen", "must be a non-empty array of integers");
+    if (static_cast<std::int64_t>(v->size()) > limits.max_dim)
+      fail("qlen", "has " + std::to_string(v->size()) + " entries, over max_dim=" + std::to_string(limits.max_dim));
+    for (std::size_t i = 0; i < v->size(); ++i) f.q_len.push_back(as_int((*v)[i], "qlen[" + std::to_string(i) + "]"));
+  }
+}
+
 void read_header(const json& j, attn_case& c, const case_limits& limits) {
   c.b = as_int(require(j, "b", "b"), "b");
   c.hq = as_int(require(j, "hq", "hq"), "hq");
@@ -241,6 +263,7 @@ void read_header(const json& j, attn_case& c, const case_limits& limits) {
     c.seed = s->get<std::uint64_t>();
   }
   read_variant_header(j, c);
+  read_form(j, c, limits);
   // Sizes and limits first, so nothing below allocates for a hostile header.
   validate(c, false, limits);
   if (mask) {

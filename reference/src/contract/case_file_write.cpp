@@ -90,6 +90,16 @@ std::string format_case_file(const case_record& r) {
     j["bias_values"] = name(w.bias_values);
     j["bias"] = tensor_json(w.bias);
   }
+  const input_form& f = c.form;
+  if (f.paged()) {
+    j["pages"] = f.page_size;
+    j["page_order"] = name(f.page_order);
+    j["spare_pages"] = f.spare_pages;
+    j["table_tail"] = name(f.table_tail);
+    j["shared_pages"] = f.shared_pages;
+  }
+  if (f.ragged) j["ragged"] = true;
+  if (!f.q_len.empty()) j["qlen"] = f.q_len;
   j["dtype"] = name(c.type);
   j["values"] = name(c.values);
   j["layout"] = name(c.layout);

@@ -157,6 +157,58 @@ std::int64_t validate_variants(const attn_case& c, bool tensors_required, const 
   return entries;
 }
 
+// Contract 1.2 input forms (docs/spec.md "Paged KV", "Ragged batches"):
+// each field in its range, naming the field and the limit (subject.h's
+// ATTNCHECK_MAX_PAGE_SIZE and ATTNCHECK_MAX_RAGGED_SEQUENCES).
+void validate_form(const attn_case& c, const case_limits& limits) {
+  const input_form& f = c.form;
+  if (f.page_size < 0 || f.page_size > max_page_size)
+    fail("pages", "page size " + str(f.page_size) + " is outside [1, " + str(max_page_size) + "] (ATTNCHECK_MAX_PAGE_SIZE)");
+  if (static_cast<int>(f.page_order) > static_cast<int>(page_order_kind::reversed))
+    fail("page_order", "is not one of shuffled, in_order, reversed");
+  if (static_cast<int>(f.table_tail) > static_cast<int>(table_tail_kind::invalid))
+    fail("table_tail", "is not one of stale, invalid");
+  if (!f.paged()) {
+    const std::pair<bool, const char*> paged_only[] = {
+        {f.spare_pages != 0, "spare_pages"},
+        {f.shared_pages != 0, "shared_pages"},
+        {f.page_order != page_order_kind::shuffled, "page_order"},
+        {f.table_tail != table_tail_kind::stale, "table_tail"},
+    };
+    for (const auto& [set, field] : paged_only)
+      if (set) fail(field, "needs the paged form (pages=P)");
+  } else {
+    if (f.spare_pages < 0 || f.spare_pages > max_spare_pages)
+      fail("spare_pages", "=" + str(f.spare_pages) + " is outside [0, " + str(max_spare_pages) + "]");
+    const std::int64_t pages = (c.lk + f.page_size - 1) / f.page_size;
+    if (f.shared_pages < 0 || f.shared_pages > pages)
+      fail("shared_pages", "=" + str(f.shared_pages) + " is outside [0, ceil(lk / P)=" + str(pages) + "]");
+    // Pages in the arena and entries in a table row are int32 page numbers.
+    if (c.b > (std::int64_t{1} << 31) / (pages + f.spare_pages + 1))
+      fail("pages", "b=" + str(c.b) + " sequences of " + str(pages) + " pages each need page numbers beyond int32");
+    // The arena the host builds: every page of every sequence plus the spare ones.
+    checked_product("spare_pages",
+                    {{"pages in the arena", c.b * pages + f.spare_pages},
+                     {"pages", f.page_size},
+                     {"hkv", c.hkv},
+                     {"max(d,dv)", std::max(c.d, c.dv)}},
+                    limits.max_elements, "max_elements");
+  }
+  if (!f.ragged && !f.q_len.empty()) fail("qlen", "needs the ragged form (ragged)");
+  if (f.ragged) {
+    if (c.b > max_ragged_sequences)
+      fail("b", "=" + str(c.b) + " sequences in a ragged batch, over " + str(max_ragged_sequences) +
+                    " (ATTNCHECK_MAX_RAGGED_SEQUENCES)");
+    if (!f.q_len.empty()) {
+      if (static_cast<std::int64_t>(f.q_len.size()) != c.b)
+        fail("qlen", "has " + std::to_string(f.q_len.size()) + " entries, b=" + str(c.b) + " needs " + str(c.b));
+      for (std::size_t i = 0; i < f.q_len.size(); ++i)
+        if (f.q_len[i] < 0 || f.q_len[i] > c.lq)
+          fail("qlen[" + std::to_string(i) + "]", "=" + str(f.q_len[i]) + " is outside [0, lq=" + str(c.lq) + "]");
+    }
+  }
+}
+
 }  // namespace
 
 void validate(const attn_case& c, bool tensors_required, const case_limits& limits) {
@@ -188,6 +240,8 @@ void validate(const attn_case& c, bool tensors_required, const case_limits& limi
       if (c.key_len[i] < 0 || c.key_len[i] > c.lk)
         fail("key_len[" + std::to_string(i) + "]", "=" + str(c.key_len[i]) + " is outside [0, lk=" + str(c.lk) + "]");
   }
+
+  validate_form(c, limits);
 
   std::int64_t mask_entries = 0;
   const auto& ms = c.mask_shape;

@@ -123,6 +123,20 @@ std::string to_line(const attn_case& c) {
     if (w.bias_type != dtype::f32) s += ",bias_type=" + std::string(name(w.bias_type));
     if (w.bias_values != bias_kind::normal) s += ",bias_values=" + std::string(name(w.bias_values));
   }
+  const input_form& f = c.form;
+  if (f.paged()) {
+    s += ",pages=" + std::to_string(f.page_size);
+    if (f.page_order != page_order_kind::shuffled) s += ",page_order=" + std::string(name(f.page_order));
+    if (f.spare_pages) s += ",spare_pages=" + std::to_string(f.spare_pages);
+    if (f.table_tail != table_tail_kind::stale) s += ",table_tail=" + std::string(name(f.table_tail));
+    if (f.shared_pages) s += ",shared_pages=" + std::to_string(f.shared_pages);
+  }
+  if (f.ragged) s += ",ragged";
+  if (!f.q_len.empty()) {
+    s += ",qlen=[";
+    for (std::size_t i = 0; i < f.q_len.size(); ++i) s += (i ? "," : "") + std::to_string(f.q_len[i]);
+    s += "]";
+  }
   s += ",";
   s += name(c.type);
   if (c.values != value_kind::normal) s += ",values=" + std::string(name(c.values));
@@ -225,6 +239,32 @@ attn_case parse_line(std::string_view line, const case_limits& limits) {
       const auto v = parse_bias_kind(val);
       if (!v) fail("bias_values", quoted(val) + " is not one of normal, masking, huge");
       c.variants.bias_values = *v;
+    } else if (key == "pages" || key == "spare_pages" || key == "shared_pages") {
+      need_value();
+      const auto v = parse_int<std::int64_t>(key, val);
+      (key == "pages" ? c.form.page_size : key == "spare_pages" ? c.form.spare_pages : c.form.shared_pages) = v;
+      if (key == "pages" && v < 1) fail("pages", quoted(val) + " must be >= 1 (leave the field out for dense K and V)");
+    } else if (key == "page_order") {
+      need_value();
+      const auto v = parse_page_order_kind(val);
+      if (!v) fail("page_order", quoted(val) + " is not one of shuffled, in_order, reversed");
+      c.form.page_order = *v;
+    } else if (key == "table_tail") {
+      need_value();
+      const auto v = parse_table_tail_kind(val);
+      if (!v) fail("table_tail", quoted(val) + " is not one of stale, invalid");
+      c.form.table_tail = *v;
+    } else if (key == "ragged") {
+      if (!flag) fail("ragged", "is a flag, write just 'ragged'");
+      c.form.ragged = true;
+    } else if (key == "qlen") {
+      need_value();
+      if (val.size() < 2 || val.front() != '[' || val.back() != ']') fail("qlen", "expected [q0,q1,...], got " + quoted(val));
+      for (std::string_view n : split(val.substr(1, val.size() - 2), ',')) {
+        if (static_cast<std::int64_t>(c.form.q_len.size()) >= limits.max_dim)
+          fail("qlen", "has more than max_dim=" + std::to_string(limits.max_dim) + " entries");
+        c.form.q_len.push_back(parse_int<std::int64_t>("qlen", n));
+      }
     } else if (key == "values") {
       need_value();
       const auto v = parse_value_kind(val);
@@ -255,7 +295,8 @@ attn_case parse_line(std::string_view line, const case_limits& limits) {
     } else {
       fail(std::string(key.substr(0, 40)),
            "unknown field (known: b, hq, hkv, lq, lk, d, dv, scale, causal, kpad, mask, window, chunk, softcap, sinks, "
-           "alibi, bias, bias_type, bias_values, f32/f16/bf16, values, layout, poison, grad, seed)");
+           "alibi, bias, bias_type, bias_values, pages, page_order, spare_pages, table_tail, shared_pages, ragged, qlen, "
+           "f32/f16/bf16, values, layout, poison, grad, seed)");
     }
   }
   for (const char* k : {"b", "hq", "hkv", "lq", "lk", "d", "dv"})

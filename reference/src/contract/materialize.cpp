@@ -374,6 +374,15 @@ void materialize(attn_case& c, const case_limits& limits) {
         for (std::int64_t e = 0; e < c.dv; ++e) c.v.set(b, j, g, e, src.v(b, j, g, e));
       }
   }
+  // A shared prefix (docs/spec.md "Paged KV"): the first shared_pages pages'
+  // keys of every sequence are batch element 0's, so one set of pages serves all.
+  const std::int64_t shared = std::min(c.lk, c.form.shared_pages * c.form.page_size);
+  for (std::int64_t b = 1; b < c.b; ++b)
+    for (std::int64_t j = 0; j < shared; ++j)
+      for (std::int64_t g = 0; g < c.hkv; ++g) {
+        for (std::int64_t x = 0; x < c.d; ++x) c.k.set_bits(b, j, g, x, c.k.bits_at(0, j, g, x));
+        for (std::int64_t e = 0; e < c.dv; ++e) c.v.set_bits(b, j, g, e, c.v.bits_at(0, j, g, e));
+      }
   if (c.poison != poison_kind::none) poison_unused(c);
 }
 

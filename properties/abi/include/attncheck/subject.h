@@ -274,6 +274,42 @@ struct attncheck_variants {
   int64_t bias_stride[4]; /* over (b, h, i, j), in elements; 0 broadcasts that dimension */
 };
 
+/* problem->paged: K and V in a page arena through a block table (FEATURE3_PAGED;
+ * docs/abi.md "Paged K/V", docs/spec.md "Paged KV"). Logical key j < n[b] of
+ * sequence b is slot j % page_size of page block_table[b * block_table_stride
+ * + j / page_size] in k_pages and v_pages; problem->k and ->v are unused (data
+ * NULL) and problem->key_len always gives n[b]. Entries of a row past
+ * ceil(n[b] / page_size), slots past n[b] in the last page and every page no
+ * valid entry names are unspecified (stale page numbers, -1, numbers out of
+ * range; NaN or huge canaries): never read them. Pages may be shared between
+ * rows; the arenas and the table are read-only. */
+struct attncheck_paged_kv {
+  uint32_t struct_size;       /* sizeof(attncheck_paged_kv) of the host */
+  int64_t page_size;          /* P, in [1, ATTNCHECK_MAX_PAGE_SIZE] */
+  int64_t num_pages;          /* pages in each arena (may exceed what the batch uses) */
+  attncheck_tensor k_pages;   /* K arena, (num_pages, P, Hkv, D) order, any strides */
+  attncheck_tensor v_pages;   /* V arena, (num_pages, P, Hkv, Dv) order, any strides */
+  const int32_t* block_table; /* b rows of max_pages entries */
+  int64_t block_table_stride; /* entries from one row to the next, >= max_pages */
+  int64_t max_pages;          /* entries per row, >= ceil(n[b] / P) for every b */
+};
+
+/* problem->ragged: packed sequences (FEATURE3_RAGGED; docs/abi.md "Ragged
+ * batches", docs/spec.md "Ragged batches"). Query i of sequence b is row
+ * cu_seqlens_q[b] + i of Q and O, taken along stride[1] (stride[0] unused),
+ * and of LSE along lse_stride[2] (lse_stride[0] unused); key j is row
+ * cu_seqlens_k[b] + j of K and V unless paged (then cu_seqlens_k is NULL and
+ * key_len gives n[b]); otherwise key_len is NULL. Each sequence is its own
+ * problem (positions p = n[b] - lq[b] + i); lq and lk bound the lengths; a mask
+ * or a bias is indexed by the query and key within the sequence. Zero-length
+ * sequences are legal on either side; write every valid row and nothing else. */
+struct attncheck_ragged {
+  uint32_t struct_size;        /* sizeof(attncheck_ragged) of the host */
+  const int64_t* cu_seqlens_q; /* b + 1 offsets: 0 = cu[0] <= cu[1] <= ... = total_q */
+  const int64_t* cu_seqlens_k; /* b + 1 offsets into K and V; NULL with paged */
+  int64_t total_q, total_k;    /* rows of the packed tensors */
+};
+
 /* The backward problem (FEATURE3_BACKWARD; docs/abi.md "The backward problem",
  * docs/spec.md "Backward"): given the forward problem's Q, K, V (and its
  * masks, padding, scale, GQA mapping), the forward O and LSE handed in and the
