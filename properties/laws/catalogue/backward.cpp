@@ -481,30 +481,36 @@ std::vector<law> backward_laws() {
       law_entry("backward.gradients_within_bound_of_oracle", gradients_within_bound, 0.9,
                 "every dQ, dK, dV element within the backward bound (docs/bound.md) of the high-precision backward oracle")
           .applies_when(takes_backward)
+          .backward_group()
           .prepared_by(prepare_backward),
       law_entry("backward.key_gradients_sum_to_zero", key_gradients_sum_to_zero, 0.7,
                 "per batch element, KV head and column, dK summed over the keys is 0 within the summed bounds")
           .applies_when(takes_backward)
+          .backward_group()
           .prepared_by(prepare_backward)
           .sampled(0.5),
       law_entry("backward.value_gradients_sum_to_output_gradients", value_gradients_sum, 0.65,
                 "per batch element, KV head and column, dV summed over the keys equals dO summed over the rows that see a key")
           .applies_when(takes_backward)
+          .backward_group()
           .prepared_by(prepare_backward)
           .sampled(0.5),
       law_entry("backward.linear_in_output_gradient", linear_in_output_gradient, 0.8,
                 "the gradients of 2^k dO are 2^k times those of dO, bit for bit")
           .applies_when(takes_backward)
+          .backward_group()
           .prepared_by(prepare_linear)
           .fuzzed_unbounded(),
       law_entry("backward.masked_keys_get_zero", masked_keys_get_zero, 0.75,
                 "keys no row sees get dK = dV = 0, and dO of rows that do not see a key leaves its dK, dV unchanged, bit for bit")
           .applies_when(takes_backward_and_mask)
+          .backward_group()
           .prepared_by(prepare_masked)
           .fuzzed_unbounded(),
       law_entry("backward.same_bits_every_run_and_thread_count", backward_same_bits, 0.9,
                 "as claimed (CLAIM3_BACKWARD_DETERMINISTIC): the same backward call at any thread count gives the same bits")
           .applies_when(claims_backward_determinism)
+          .backward_group()
           .prepared_by(prepare_backward)
           .sampled(0.25)
           .fuzzed_unbounded(),

@@ -194,6 +194,8 @@ class law_entry {
   }
   /// The law counts variants_judged, each held to this floor (law::variant_floor).
   law_entry&& judges_variants(double floor) && { return set(&law::variant_floor, floor); }
+  /// A law of the backward group (law::backward).
+  law_entry&& backward_group() && { return set(&law::backward, true); }
   operator law() && { return std::move(l_); }
 
  private:

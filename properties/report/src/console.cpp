@@ -191,9 +191,20 @@ void print_judged_shares(const gate_result& g, bool per_law, std::ostream& out) 
 
 void print_stats(const gate_result& g, std::ostream& out) {
   print_judged_shares(g, true, out);
+  // The shape floors are the forward laws' case space: the backward group
+  // cuts its cases to a small work cap, so its cases are counted apart.
   case_stats all;
-  for (const auto& r : g.reports) all.merge(r.stats);
-  out << "\ndistribution of the " << all.n << " cases run (all laws; docs/distribution.md):\n";
+  std::int64_t backward_cases = 0;
+  for (const auto& r : g.reports) {
+    const law* l = find_law(r.law);
+    if (l && l->backward)
+      backward_cases += r.stats.n;
+    else
+      all.merge(r.stats);
+  }
+  out << "\ndistribution of the " << all.n << " cases run (all laws";
+  if (backward_cases) out << " but the backward group's " << backward_cases << ", cut to its small work cap";
+  out << "; docs/distribution.md):\n";
   // The contract 1.1 variants: over the cases of the laws that draw them,
   // and only for a subject that declares every score variant.
   case_stats with_variants;

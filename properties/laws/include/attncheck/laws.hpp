@@ -120,6 +120,9 @@ struct law {
   /// variant that judged it (per variant, over at least
   /// min_variant_cases cases carrying it); below it the law is unjudged.
   double variant_floor = 0;
+  /// A law of the backward group: its prepare cuts every case to a small
+  /// work cap, so --stats counts its cases apart from the shape floors.
+  bool backward = false;
 };
 
 /// Cases with a variant below which its judged share is not held to the floor.
