@@ -427,6 +427,14 @@ ATTNIMPL_SIMD_INLINE void transpose8(vf r[8]) {
 
 #endif
 
+/// The odd Taylor series of tanh in z = x^2, highest term first (Horner):
+/// tanh(x) = x + x z (c[8] + z (c[7] + ...)). One list for every width, so
+/// tanh8 and tanh16 cannot drift apart.
+inline constexpr int tanh_series_terms = 9;
+inline constexpr float tanh_series[tanh_series_terms] = {-2.3912911424e-4f,  5.9002744095e-04f,  -1.4558343871e-03f,
+                                                         3.5921280366e-03f,  -8.8632355299e-03f, 2.1869488536e-02f,
+                                                         -5.3968253968e-02f, 1.3333333333e-01f,  -3.3333333333e-01f};
+
 /// tanh(x) on 8 lanes (the softcap's), built from the operations above so
 /// both builds give the same bits. |x| < 0.5: the odd Taylor series to x^19
 /// (the next term is below 2^-27 relative); otherwise (1 - e) / (1 + e) with
@@ -442,15 +450,8 @@ ATTNIMPL_SIMD_INLINE vf tanh8(vf x) {
   vf small = a, large = a;
   if (small_lanes != 0) {
     const vf z = mul(a, a);
-    vf poly = set1(-2.3912911424e-4f);
-    poly = fmadd(poly, z, set1(5.9002744095e-04f));
-    poly = fmadd(poly, z, set1(-1.4558343871e-03f));
-    poly = fmadd(poly, z, set1(3.5921280366e-03f));
-    poly = fmadd(poly, z, set1(-8.8632355299e-03f));
-    poly = fmadd(poly, z, set1(2.1869488536e-02f));
-    poly = fmadd(poly, z, set1(-5.3968253968e-02f));
-    poly = fmadd(poly, z, set1(1.3333333333e-01f));
-    poly = fmadd(poly, z, set1(-3.3333333333e-01f));
+    vf poly = set1(tanh_series[0]);
+    for (int k = 1; k < tanh_series_terms; ++k) poly = fmadd(poly, z, set1(tanh_series[k]));
     small = fmadd(mul(a, z), poly, a);
   }
   if (small_lanes != 0xff) {
@@ -472,15 +473,8 @@ ATTNIMPL_SIMD_INLINE vf16 tanh16(vf16 x) {
   vf16 small = a, large = a;
   if (small_lanes != 0) {
     const vf16 z = mul16(a, a);
-    vf16 poly = set1_16(-2.3912911424e-4f);
-    poly = fmadd16(poly, z, set1_16(5.9002744095e-04f));
-    poly = fmadd16(poly, z, set1_16(-1.4558343871e-03f));
-    poly = fmadd16(poly, z, set1_16(3.5921280366e-03f));
-    poly = fmadd16(poly, z, set1_16(-8.8632355299e-03f));
-    poly = fmadd16(poly, z, set1_16(2.1869488536e-02f));
-    poly = fmadd16(poly, z, set1_16(-5.3968253968e-02f));
-    poly = fmadd16(poly, z, set1_16(1.3333333333e-01f));
-    poly = fmadd16(poly, z, set1_16(-3.3333333333e-01f));
+    vf16 poly = set1_16(tanh_series[0]);
+    for (int k = 1; k < tanh_series_terms; ++k) poly = fmadd16(poly, z, set1_16(tanh_series[k]));
     small = fmadd16(mul16(a, z), poly, a);
   }
   if (small_lanes != 0xffff) {
