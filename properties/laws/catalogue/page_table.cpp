@@ -48,9 +48,7 @@ std::vector<law> page_table_laws() {
                     "table entries past ceil(n[b] / P), spare pages and the canaries in unused slots change no bit")
               .applies_when(declares_paged)
               .prepared_by(prepare_paged)
-              .with_variants()
-              .sampled(0.2)
-              .capped(run_default::variant_max_work)};
+              .input_form()};
 }
 
 }  // namespace attncheck::laws

@@ -90,9 +90,7 @@ std::vector<law> paged_laws() {
                     "invalid table tails) give the dense form's output: bit for bit when claimed, else within the bound")
               .applies_when(declares_paged)
               .prepared_by(prepare_paged)
-              .with_variants()
-              .sampled(0.2)
-              .capped(run_default::variant_max_work)};
+              .input_form()};
 }
 
 }  // namespace attncheck::laws

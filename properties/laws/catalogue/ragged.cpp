@@ -68,9 +68,7 @@ std::vector<law> ragged_laws() {
                     "sequence its dense rows: bit for bit when claimed, else within the bound")
               .applies_when(declares_ragged)
               .prepared_by(prepare_ragged)
-              .with_variants()
-              .sampled(0.2)
-              .capped(run_default::variant_max_work)};
+              .input_form()};
 }
 
 }  // namespace attncheck::laws
