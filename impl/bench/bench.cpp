@@ -202,6 +202,19 @@ double visible_pairs_of(std::int64_t l, bool causal, const variants& var) {
   return pairs;
 }
 
+/// The f32 prefill B=1 H=h L=l D=128 (lq = lk, Hq = Hkv), dense layout, on
+/// the given buffers of l * h * 128 floats each.
+attention_args prefill_args(std::int64_t h, std::int64_t l, const float* q, const float* k, const float* v, float* o) {
+  const std::int64_t d = 128;
+  attention_args a;
+  a.dims = {1, h, h, l, l, d, d};
+  a.q = {q, dtype::f32, dense(l, h, d)};
+  a.k = {k, dtype::f32, dense(l, h, d)};
+  a.v = {v, dtype::f32, dense(l, h, d)};
+  a.o = {o, dtype::f32, dense(l, h, d)};
+  return a;
+}
+
 /// Two f32 prefills B=1 H=h L=l D=128 (lq = lk) on the same inputs, (var_a,
 /// isa_a) and (var_b, isa_b), their reps alternating a, b, a, b so both see
 /// the same load: GFLOP/s of each one's visible pairs, best of reps.
@@ -211,12 +224,7 @@ std::pair<double, double> prefill_pair_gflops(std::int64_t h, std::int64_t l, bo
   const std::size_t n = static_cast<std::size_t>(l * h * d);
   const auto q = filled(n, 1), k = filled(n, 2), v = filled(n, 3);
   std::vector<float> o(n);
-  attention_args a;
-  a.dims = {1, h, h, l, l, d, d};
-  a.q = {q.data(), dtype::f32, dense(l, h, d)};
-  a.k = {k.data(), dtype::f32, dense(l, h, d)};
-  a.v = {v.data(), dtype::f32, dense(l, h, d)};
-  a.o = {o.data(), dtype::f32, dense(l, h, d)};
+  attention_args a = prefill_args(h, l, q.data(), k.data(), v.data(), o.data());
   a.causal = causal;
   attention_args b = a;
   a.var = var_a;
@@ -247,12 +255,7 @@ void bench_backward(const char* name, std::int64_t h, std::int64_t l, bool causa
   const std::size_t n = static_cast<std::size_t>(l * h * d);
   const auto q = filled(n, 1), k = filled(n, 2), v = filled(n, 3), d_o = filled(n, 4);
   std::vector<float> o(n), lse(static_cast<std::size_t>(h * l)), dq(n), dk(n), dv(n);
-  attention_args f;
-  f.dims = {1, h, h, l, l, d, d};
-  f.q = {q.data(), dtype::f32, dense(l, h, d)};
-  f.k = {k.data(), dtype::f32, dense(l, h, d)};
-  f.v = {v.data(), dtype::f32, dense(l, h, d)};
-  f.o = {o.data(), dtype::f32, dense(l, h, d)};
+  attention_args f = prefill_args(h, l, q.data(), k.data(), v.data(), o.data());
   f.lse = {lse.data(), {h * l, l, 1}};
   f.causal = causal;
   const status fwd = attention(f, {.threads = threads, .simd = bench_isa});
@@ -384,12 +387,7 @@ void bench_memory(int threads, std::int64_t l) {
   const long before = peak_rss_kib();
   const std::size_t n = static_cast<std::size_t>(l * h * d);
   std::vector<float> q(n, 0.01f), k(n, 0.02f), v(n, 0.03f), o(n, 0.0f);
-  attention_args a;
-  a.dims = {1, h, h, l, l, d, d};
-  a.q = {q.data(), dtype::f32, dense(l, h, d)};
-  a.k = {k.data(), dtype::f32, dense(l, h, d)};
-  a.v = {v.data(), dtype::f32, dense(l, h, d)};
-  a.o = {o.data(), dtype::f32, dense(l, h, d)};
+  attention_args a = prefill_args(h, l, q.data(), k.data(), v.data(), o.data());
   a.causal = true;  // half the FLOPs of non-causal: same memory behaviour, half the wait
   const auto t0 = std::chrono::steady_clock::now();
   (void)attention(a, {.threads = threads, .simd = bench_isa});
