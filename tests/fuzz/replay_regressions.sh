@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Replays the case files of tests/regressions/ with `attncheck repro` on the
-# bundled implementation (production and tiny tiles): fixed ones (*.json) must
+# bundled implementation (production and tiny tiles, and the portable path,
+# which folds the scale into Q): fixed ones (*.json) must
 # pass (exit 0); open ones (open/*.json) are replayed and reported: one that
 # passes everywhere is listed as fixed, to be moved up (README.md there). Open
 # ones never fail this test: some depend on the compiler (docs/fuzz.md, D);
@@ -9,7 +10,7 @@
 set -u
 attncheck=$1 dir=$2
 shopt -s nullglob
-subjects=(builtin builtin:tiles=tiny)
+subjects=(builtin builtin:tiles=tiny builtin:simd=portable)
 status=0 fixed=0 open=0
 for f in "$dir"/*.json; do
   fixed=$((fixed + 1))

@@ -99,14 +99,19 @@ law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c
     // score past it becomes +-inf on one side only). Judged row by row (the
     // rows of a query are computed apart): a row counts where the smallest
     // nonzero |q| |k| |scale| products of its visible pairs stay far above
-    // f32's normal floor and the largest far below its overflow.
+    // f32's normal floor and the largest far below its overflow. Each factor
+    // is held to that alone, even where the other is all zeros: a kernel may
+    // fold the scale into Q (or K) first, and q scale overflowing to inf
+    // times a zero k is NaN on one side only (fuzz finding: bf16 q = -max,
+    // k = -0, scale 2; builtin's portable path folds the scale into Q).
     const auto row_in_range = [&](const extent& q, const extent& k) {
-      if (scale == 0.0f || !std::isfinite(q.min) || !std::isfinite(k.min)) return true;
       const double floor = 0x1p-100, ceiling = 0x1p100;
-      if (q.min * k.min * std::min(sc, 1.0) < floor || q.min * sc < floor || k.min * sc < floor || q.min * k.min < floor)
-        return false;
-      return !(q.max * k.max * static_cast<double>(c.d) * std::max(sc_max, 1.0) > ceiling || q.max * sc_max > ceiling ||
-               k.max * sc_max > ceiling);
+      const bool q_nonzero = std::isfinite(q.min), k_nonzero = std::isfinite(k.min);
+      if ((q_nonzero && q.max * sc_max > ceiling) || (k_nonzero && k.max * sc_max > ceiling)) return false;
+      if (q_nonzero && k_nonzero && q.max * k.max * static_cast<double>(c.d) * std::max(sc_max, 1.0) > ceiling) return false;
+      if (scale == 0.0f) return true;
+      if ((q_nonzero && q.min * sc < floor) || (k_nonzero && k.min * sc < floor)) return false;
+      return !(q_nonzero && k_nonzero && (q.min * k.min * std::min(sc, 1.0) < floor || q.min * k.min < floor));
     };
     const int ai = a == 1 ? 0 : 1;
     for (int which = 0; which < 2; ++which) {
