@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Replays the case files of tests/regressions/ with `attncheck repro` on the
-# bundled implementation (production and tiny tiles, and the portable path,
-# which folds the scale into Q): fixed ones (*.json) must
+# bundled implementation (production and tiny tiles, and the portable
+# instruction set's code path): fixed ones (*.json) must
 # pass (exit 0); open ones (open/*.json) are replayed and reported: one that
 # passes everywhere is listed as fixed, to be moved up (README.md there). Open
 # ones never fail this test: some depend on the compiler (docs/fuzz.md, D);

@@ -103,7 +103,7 @@ law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c
     // is held to that alone, even where the other is all zeros: a kernel may
     // fold the scale into Q (or K) first, and q scale overflowing to inf
     // times a zero k is NaN on one side only (fuzz finding: bf16 q = -max,
-    // k = -0, scale 2; builtin's portable path folds the scale into Q).
+    // k = -0, scale 2; builtin folds the scale into Q).
     const auto row_in_range = [&](const extent& q, const extent& k) {
       const double floor = 0x1p-100, ceiling = 0x1p100;
       const bool q_nonzero = std::isfinite(q.min), k_nonzero = std::isfinite(k.min);
