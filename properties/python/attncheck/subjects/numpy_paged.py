@@ -32,6 +32,9 @@ and ragged batches"):
   them: the NaN canaries of the unused slots reach O.
 - `attend_drops_partial_page` takes n[b] // P pages, dropping the last one
   when it is not full.
+
+and one with a bug of the ragged form alone: `attend_keys_at_first_offset`
+reads every packed sequence's keys from sequence 0's offset.
 """
 import numpy as np
 
@@ -59,23 +62,26 @@ def _padded(rows, lk):
     return out
 
 
-def _sequence_keys(b, *, k, v, key_len, k_pages, v_pages, block_table, page_size, cu_seqlens_k, gather_fn):
+def _sequence_keys(b, *, k, v, key_len, k_pages, v_pages, block_table, page_size, cu_seqlens_k, gather_fn,
+                   packed_offset=None):
     """Sequence b's keys and values (n, Hkv, *), from the pages, the packed K and V, or the dense batch."""
     if k_pages is not None:
         n = int(key_len[b])
         return gather_fn(k_pages, v_pages, block_table, page_size, b, n)
     if cu_seqlens_k is not None:
         lo, hi = int(cu_seqlens_k[b]), int(cu_seqlens_k[b + 1])
+        if packed_offset is not None:
+            lo, hi = packed_offset(cu_seqlens_k, b), packed_offset(cu_seqlens_k, b) + hi - lo
         return k[lo:hi], v[lo:hi]
     n = k.shape[1] if key_len is None else int(key_len[b])
     return k[b, :n], v[b, :n]
 
 
 def paged_attention(q, k, v, *, scale, causal, key_len, mask, dtype, k_pages=None, v_pages=None, block_table=None,
-                    page_size=None, cu_seqlens_q=None, cu_seqlens_k=None, gather_fn=gather):
+                    page_size=None, cu_seqlens_q=None, cu_seqlens_k=None, gather_fn=gather, packed_offset=None):
     """(O, LSE) of the dense, paged, ragged or paged ragged form: each sequence's keys gathered, then the float64 kernel."""
     keys = dict(k=k, v=v, key_len=key_len, k_pages=k_pages, v_pages=v_pages, block_table=block_table,
-                page_size=page_size, cu_seqlens_k=cu_seqlens_k, gather_fn=gather_fn)
+                page_size=page_size, cu_seqlens_k=cu_seqlens_k, gather_fn=gather_fn, packed_offset=packed_offset)
     if cu_seqlens_q is None:
         if k_pages is None:
             return attention(q, k, v, scale=scale, causal=causal, key_len=key_len, mask=mask, dtype=dtype)
@@ -165,3 +171,10 @@ def _floor_pages(k_pages, v_pages, block_table, page_size, b, n):
 @attncheck.declare(name="numpy-paged drops the partial page", u=2**-53, exp_ulps=1, dtypes=_DTYPES, features=_FEATURES)
 def attend_drops_partial_page(q, k, v, **kw):
     return paged_attention(q, k, v, gather_fn=_floor_pages, **kw)
+
+
+@attncheck.declare(name="numpy-ragged keys from sequence 0's offset", u=2**-53, exp_ulps=1, dtypes=_DTYPES,
+                   features=("causal", "padding", "mask", "lse", "ragged"))
+def attend_keys_at_first_offset(q, k, v, **kw):
+    # Every packed sequence reads its keys from sequence 0's offset (cu_seqlens_k[0]) instead of its own.
+    return paged_attention(q, k, v, packed_offset=lambda cu, b: int(cu[0]), **kw)
