@@ -115,12 +115,7 @@ py::object variants_of(const attncheck_problem& p) {
   return out;
 }
 
-// The contract 1.2 input forms the problem uses (docs/python.md "Paged K/V
-// and ragged batches"), or None: k_pages and v_pages (read-only views of the
-// arenas, (num_pages, P, Hkv, D) and (num_pages, P, Hkv, Dv), the host's
-// strides), block_table (a read-only int32 view, (B, max_pages), its row
-// stride), page_size; cu_seqlens_q and cu_seqlens_k (int64 copies of B + 1
-// offsets; cu_seqlens_k None with paged K/V).
+// The problem's paged and ragged parts, where its struct_size covers them.
 const attncheck_paged_kv* paged_of(const attncheck_problem& p) {
   const bool holds = p.struct_size >= offsetof(attncheck_problem, paged) + sizeof p.paged;
   return holds ? p.paged : nullptr;
@@ -131,6 +126,12 @@ const attncheck_ragged* ragged_of(const attncheck_problem& p) {
   return holds ? p.ragged : nullptr;
 }
 
+// The contract 1.2 input forms the problem uses (docs/python.md "Paged K/V
+// and ragged batches"), or None: k_pages and v_pages (read-only views of the
+// arenas, (num_pages, P, Hkv, D) and (num_pages, P, Hkv, Dv), the host's
+// strides), block_table (a read-only int32 view, (B, max_pages), its row
+// stride), page_size; cu_seqlens_q and cu_seqlens_k (int64 copies of B + 1
+// offsets; cu_seqlens_k None with paged K/V).
 py::object form_of(const attncheck_problem& p) {
   const attncheck_paged_kv* pk = paged_of(p);
   const attncheck_ragged* rg = ragged_of(p);
