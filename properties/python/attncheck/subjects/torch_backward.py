@@ -20,9 +20,11 @@ exp_ulps"):
 - `math`: torch_math's four-op path (matmul, masked_fill(-inf), softmax,
   matmul) with the contract's masks, differentiated by autograd;
 - `math_unmasked`: the same, declaring no mask of any kind;
-- `sdpa_unmasked`: torch 1.13's `_scaled_dot_product_attention` (its math
-  path on the CPU); it takes no scale and divides Q by sqrt(D), so the case's
-  scale is folded into Q as scale * sqrt(D) (one rounding, as torch_mha does);
+- `sdpa`, `sdpa_unmasked`: torch 1.13's `_scaled_dot_product_attention` (its
+  math path on the CPU) with the contract's visibility as its boolean
+  attn_mask, and declaring no mask; it takes no scale and divides Q by
+  sqrt(D), so the case's scale is folded into Q as scale * sqrt(D) (one
+  rounding, as torch_mha does);
 - `tutorial_<module>_corrected`: the corrected modules of the tutorials
   (attncheck.tutorials, docs/tutorials.md) whose forward is differentiable,
   with their masks.
@@ -105,13 +107,17 @@ def _sdpa_forward(q, k, v, *, scale, causal, key_len, mask, dtype):
         v = v.repeat_interleave(hq // v.shape[2], dim=2)
     # _scaled_dot_product_attention divides Q by sqrt(D): hand it Q * scale * sqrt(D).
     qs = q * (scale * _pymath.sqrt(d))
-    out, _ = _sdpa(qs.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), None, 0.0, False, False)
+    visible = None
+    if causal or key_len is not None or mask is not None:
+        visible = allowed_keys(q.shape[0], hq, q.shape[1], k.shape[1], causal=causal, key_len=key_len, mask=mask)
+    out, _ = _sdpa(qs.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), visible, 0.0, False, False)
     return out.transpose(1, 2)
 
 
 math = autograd(_math, name="torch-math f32 autograd", features=_MASKS, **_F32)
 math_guarded = autograd(_guarded, name="torch-math f32 guarded autograd", features=_MASKS, **_F32)
 math_unmasked = autograd(_math, name="torch-math f32 autograd unmasked", features=[], **_F32)
+sdpa = autograd(_sdpa_forward, name="torch-1.13 _scaled_dot_product_attention autograd", features=_MASKS, **_F32)
 sdpa_unmasked = autograd(_sdpa_forward, name="torch-1.13 _scaled_dot_product_attention autograd unmasked", features=[],
                          **_F32)
 
