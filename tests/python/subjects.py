@@ -235,3 +235,60 @@ def tanh_ulps_too_large(q, k, v, **kw):
 
 
 tanh_ulps_too_large.__attncheck__ = dict(u=2**-53, exp_ulps=1, tanh_ulps=5000, features=["softcap"])
+
+
+# Contract 1.2 input forms through torch tensors (docs/python.md, "Paged K/V
+# and ragged batches"): every form keyword arrives as the documented tensor
+# type (the arenas in the storage dtype, the table int32, the offsets int64),
+# then numpy_paged's kernel computes on the numpy views of the same memory.
+_FORM_TYPES = {"block_table": "torch.int32", "cu_seqlens_q": "torch.int64", "cu_seqlens_k": "torch.int64",
+               "key_len": "torch.int64"}
+
+
+@attncheck.declare(name="torch-paged-ragged", u=2**-53, exp_ulps=1, dtypes=("f32", "f16", "bf16"), tensors="torch",
+                   features=("causal", "padding", "lse", "paged", "ragged"))
+def torch_paged(q, k, v, **kw):
+    import torch
+
+    from attncheck.subjects.numpy_paged import paged_attention
+
+    storage = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[kw["dtype"]]
+    for name, x in (("q", q), ("k", k), ("v", v), ("k_pages", kw.get("k_pages")), ("v_pages", kw.get("v_pages"))):
+        if x is not None and (not isinstance(x, torch.Tensor) or x.dtype != storage):
+            raise TypeError(f"{name} arrived as {type(x).__name__} {getattr(x, 'dtype', '')}, expected {storage}")
+    for name, want in _FORM_TYPES.items():
+        x = kw.get(name)
+        if x is not None and (not isinstance(x, torch.Tensor) or str(x.dtype) != want):
+            raise TypeError(f"{name} arrived as {type(x).__name__} {getattr(x, 'dtype', '')}, expected {want}")
+    if (kw.get("k_pages") is None) != (k is not None) or ("page_size" in kw and not isinstance(kw["page_size"], int)):
+        raise TypeError("k and k_pages: exactly one is given; page_size is an int")
+
+    def arr(x):
+        if not isinstance(x, torch.Tensor):
+            return x
+        return x.view(torch.int16).numpy().view(np.uint16) if x.dtype == torch.bfloat16 else x.numpy()
+
+    return paged_attention(arr(q), arr(k), arr(v), **{key: arr(x) for key, x in kw.items()})
+
+
+# Backward (docs/python.md, "Backward"): numpy_backward's gradients with the
+# GQA head-mapping bug in dK and dV (a KV head takes its first query head's
+# contribution only, not the sum over its group).
+def _first_head_only(q, k, v, o, lse, d_o, **kw):
+    from attncheck.subjects.numpy_backward import gradients
+
+    hq, hkv = q.shape[2], k.shape[2]
+    group = hq // hkv
+    first = [g * group for g in range(hkv)]
+    mask = kw["mask"]
+    one = dict(kw, mask=None if mask is None else mask[:, first])
+    return (gradients(q, k, v, o, lse, d_o, **kw)[0],) + tuple(
+        gradients(q[:, :, first], k, v, o[:, :, first], lse[:, first], d_o[:, :, first], **one)[1:])
+
+
+@attncheck.declare(name="numpy-backward-first-head-only", u=2**-53, exp_ulps=1, dtypes=("f32",),
+                   features=("causal", "padding", "mask"), backward=_first_head_only)
+def backward_first_head_only(q, k, v, **kw):
+    from attncheck.subjects.numpy_variants import attention
+
+    return attention(q, k, v, **kw)[0]

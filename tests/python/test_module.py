@@ -198,3 +198,21 @@ def test_variant_keywords_follow_the_documented_conventions(kernel, tmp_path):
         pytest.importorskip("torch")
     table = attncheck.gate(kernel, cases=30, seed=5, only=["differential"], out=tmp_path)
     assert [row["verdict"] for row in table] == ["pass"]
+
+
+def test_gate_takes_the_paged_and_ragged_forms_and_a_backward_from_python(tmp_path):
+    # docs/python.md, "Paged K/V and ragged batches" and "Backward": the same
+    # declarations work through attncheck.gate; a paged kernel that drops a
+    # partial last page fails paged.equals_dense.
+    from attncheck.subjects import numpy_backward, numpy_paged
+
+    forms = ["paged", "page_table", "ragged"]
+    table = attncheck.gate(numpy_paged.attend, cases=50, seed=7, only=forms, out=tmp_path / "paged")
+    assert {row["law"]: row["verdict"] for row in table} == {
+        "paged.equals_dense": "pass", "page_table.unspecified_entries_never_matter": "pass",
+        "ragged.equals_dense_per_sequence": "pass"}
+    with pytest.raises(attncheck.GateFailure) as failure:
+        attncheck.gate(numpy_paged.attend_drops_partial_page, cases=50, seed=7, only=forms, out=tmp_path / "broken")
+    assert "FAIL paged.equals_dense" in str(failure.value)
+    table = attncheck.gate(numpy_backward.attend, cases=30, seed=7, only=["backward"], out=tmp_path / "backward")
+    assert {row["verdict"] for row in table} == {"pass"} and len(table) == 6

@@ -56,12 +56,14 @@ def _core_module():
 __all__ = ["declare", "bf16_bits", "bf16_values", "oracle", "Oracle", "gate", "Case", "GateFailure"]
 
 _DTYPES = ("f32", "f16", "bf16")
-_FEATURES = ("causal", "padding", "mask", "lse", "threads", "window", "chunk", "softcap", "sinks", "alibi", "bias")
-_CLAIMS = ("deterministic", "threads", "batch", "cache", "layout", "lq")
+_FEATURES = ("causal", "padding", "mask", "lse", "threads", "window", "chunk", "softcap", "sinks", "alibi", "bias", "paged",
+             "ragged")
+_CLAIMS = ("deterministic", "threads", "batch", "cache", "layout", "lq", "page_placement", "paged_equals_dense",
+           "ragged_equals_dense", "backward_deterministic")
 
 
 def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), key_blocks=1, hints=None,
-            tensors="numpy", cache=None, tanh_ulps=None):
+            tensors="numpy", cache=None, tanh_ulps=None, backward=None):
     """Marks a callable as an attncheck subject.
 
     u          unit roundoff of the compute type, in [2^-64, 2^-8] (2**-24 for f32 compute)
@@ -70,17 +72,24 @@ def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), 
     features   any of "causal", "padding", "mask", "lse", "threads", and the
                contract 1.1 variants "window", "chunk", "softcap", "sinks",
                "alibi", "bias" (each reaches the callable as a keyword when a
-               case uses it: docs/python.md, "Variants")
+               case uses it: docs/python.md, "Variants"), and the contract 1.2
+               input forms "paged" and "ragged" (docs/python.md, "Paged K/V
+               and ragged batches")
     tanh_ulps  accuracy of the tanh used, in ulps, in [0, 4096]: required with
                "softcap", refused without it
     claims     invariances checked bit for bit: "deterministic", "threads",
-               "batch", "cache", "layout", "lq"
+               "batch", "cache", "layout", "lq", and those of version 3:
+               "page_placement", "paged_equals_dense", "ragged_equals_dense",
+               "backward_deterministic"
     key_blocks online-softmax blocks per row (an int, or a function of Lk); 1
                for a kernel that sees all keys at once
     hints      size hints: {"q_tile", "k_tile", "split_keys", "lengths": [...], "head_dims": [...]}
     tensors    "numpy" (arrays) or "torch" (tensors, zero-copy where the dtype allows)
     cache      a class with append(k, v, count) and attend(q, scale=, causal=, dtype=)
                that makes the cache laws run (docs/python.md, "KV cache")
+    backward   a callable (q, k, v, o, lse, d_o, *, scale=, causal=, key_len=,
+               mask=, dtype=) returning (dQ, dK, dV) in the storage type, which
+               makes the backward laws run (docs/python.md, "Backward")
     The gate refuses unknown names and numbers out of range, naming the field.
     """
     for group, allowed in (("dtypes", _DTYPES), ("features", _FEATURES), ("claims", _CLAIMS)):
@@ -95,6 +104,8 @@ def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), 
         decl["cache"] = cache
     if tanh_ulps is not None:
         decl["tanh_ulps"] = tanh_ulps
+    if backward is not None:
+        decl["backward"] = backward
 
     def mark(fn):
         fn.__attncheck__ = decl

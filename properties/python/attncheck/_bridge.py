@@ -25,11 +25,20 @@ FEATURES3 = {"window": 0x001, "chunk": 0x002, "softcap": 0x004, "sinks": 0x008, 
 # The keyword each variant reaches the callable as, only when the case uses it (docs/python.md).
 VARIANT_KEYWORDS = {"window": "window", "chunk": "chunk", "softcap": "softcap", "sinks": "sinks", "alibi": "alibi_slopes",
                     "bias": "bias"}
+# Contract 1.2 input forms (docs/python.md "Paged K/V and ragged batches"): ATTNCHECK_FEATURE3_PAGED and _RAGGED.
+# A case in a declared form reaches the callable with these keywords; one in the dense form without them.
+FORMS3 = {"paged": 0x040, "ragged": 0x080}
+FORM_KEYWORDS = {"paged": ("k_pages", "v_pages", "block_table", "page_size"), "ragged": ("cu_seqlens_q", "cu_seqlens_k")}
+# ATTNCHECK_FEATURE3_BACKWARD: set by a declaration's `backward` callable (docs/python.md "Backward").
+FEATURE3_BACKWARD = 0x100
+# Version 3 claims (attncheck_instance.invariances_v3, ATTNCHECK_CLAIM3_*), checked bit for bit.
+CLAIMS3 = {"page_placement": 0x01, "paged_equals_dense": 0x02, "ragged_equals_dense": 0x04,
+           "backward_deterministic": 0x08}
 MAX_TANH_ULPS = 4096.0  # ATTNCHECK_MAX_TANH_ULPS
 CLAIMS = {"deterministic": 0x01, "threads": 0x02, "batch": 0x04, "cache": 0x08, "layout": 0x10, "lq": 0x20}
 HINT_SLOTS = 8
 DECLARATION_KEYS = {"name", "dtypes", "features", "claims", "u", "exp_ulps", "tanh_ulps", "key_blocks", "hints", "tensors",
-                    "cache"}
+                    "cache", "backward"}
 HINT_KEYS = {"q_tile", "k_tile", "split_keys", "lengths", "head_dims"}
 # numpy has no bfloat16: bf16 travels as its bits in uint16 (docs/python.md).
 NUMPY_STORAGE = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(np.uint16)}
@@ -118,11 +127,23 @@ class Subject:
             self.dtype_bits |= 1 << DTYPES[d]
         features = decl.get("features", [])
         features = [features] if isinstance(features, str) else list(features)
-        self.feature_bits = _names({"features": [f for f in features if f not in FEATURES3]}, "features",
-                                   {**FEATURES, **FEATURES3}, [])
-        self.feature3_bits = _names({"features": [f for f in features if f in FEATURES3]}, "features", FEATURES3, [])
+        if "backward" in features:
+            raise DeclarationError("features: 'backward' is declared by giving the backward callable "
+                                   "(declare(backward=fn), docs/python.md \"Backward\")")
+        v3 = {**FEATURES3, **FORMS3}
+        self.feature_bits = _names({"features": [f for f in features if f not in v3]}, "features", {**FEATURES, **v3}, [])
+        self.feature3_bits = _names({"features": [f for f in features if f in v3]}, "features", v3, [])
         self.variants = [name for name in FEATURES3 if self.feature3_bits & FEATURES3[name]]
-        self.claim_bits = _names(decl, "claims", CLAIMS, [])
+        self.forms = [name for name in FORMS3 if self.feature3_bits & FORMS3[name]]
+        claims = decl.get("claims", [])
+        claims = [claims] if isinstance(claims, str) else list(claims)
+        self.claim_bits = _names({"claims": [c for c in claims if c not in CLAIMS3]}, "claims", {**CLAIMS, **CLAIMS3}, [])
+        self.claim3_bits = _names({"claims": [c for c in claims if c in CLAIMS3]}, "claims", CLAIMS3, [])
+        self.backward_fn = decl.get("backward")
+        if self.backward_fn is not None:
+            if not callable(self.backward_fn):
+                raise DeclarationError(f"backward: {self.backward_fn!r} is not callable")
+            self.feature3_bits |= FEATURE3_BACKWARD
         self.cache_class = decl.get("cache")
         if self.cache_class is not None:
             for method in ("append", "attend"):
@@ -167,19 +188,24 @@ class Subject:
         kb = self._key_blocks
         return int(kb(lk)) if callable(kb) else int(kb)
 
-    def attend(self, dtype, q, k, v, scale, causal, key_len, mask, threads, o, lse, variants=None):
+    def attend(self, dtype, q, k, v, scale, causal, key_len, mask, threads, o, lse, variants=None, form=None):
         name = DTYPE_NAMES[dtype]
-        kwargs = {"scale": scale, "causal": bool(causal), "key_len": key_len, "mask": mask, "dtype": name}
-        if self.wants_threads:
-            kwargs["threads"] = threads
-        if variants:
-            kwargs.update(self._variant_kwargs(variants))
-        q, k, v = (self._arg(x, name) for x in (q, k, v))
-        if mask is not None and self.tensors == "torch":
-            kwargs["mask"] = self._torch_of(mask)
-        if key_len is not None and self.tensors == "torch":
-            kwargs["key_len"] = self._torch_of(key_len)
+        kwargs = self._kwargs(name, scale, causal, key_len, mask, threads, variants)
+        if form:
+            kwargs.update(self._form_kwargs(form, name))
+        q, k, v = (None if x is None else self._arg(x, name) for x in (q, k, v))
         self._store(self.fn(q, k, v, **kwargs), name, o, lse)
+
+    def backward(self, dtype, q, k, v, o, lse, d_o, scale, causal, key_len, mask, threads, dq, dk, dv, variants=None):
+        name = DTYPE_NAMES[dtype]
+        kwargs = self._kwargs(name, scale, causal, key_len, mask, threads, variants)
+        q, k, v, o, d_o = (self._arg(x, name) for x in (q, k, v, o, d_o))
+        lse = self._torch_of(lse) if self.tensors == "torch" else lse
+        result = self.backward_fn(q, k, v, o, lse, d_o, **kwargs)
+        if not isinstance(result, (tuple, list)) or len(result) != 3:
+            raise TypeError("the subject's backward must return (dQ, dK, dV)")
+        for got, into, what in zip(result, (dq, dk, dv), ("dQ", "dK", "dV")):
+            self._copy_into(got, into, name, what)
 
     def cache_create(self, dtype, b, hkv, d, dv, capacity, page_size, page_order):
         config = CacheConfig(DTYPE_NAMES[dtype], b, hkv, d, dv, capacity, page_size, page_order, self.tensors)
@@ -201,6 +227,35 @@ class Subject:
         self._store(cache.attend(self._arg(q, name), **kwargs), name, o, lse)
 
     # ---- conversions ----
+
+    def _kwargs(self, name, scale, causal, key_len, mask, threads, variants):
+        """The keywords every call takes (docs/python.md "The calling convention")."""
+        kwargs = {"scale": scale, "causal": bool(causal), "key_len": key_len, "mask": mask, "dtype": name}
+        if self.wants_threads:
+            kwargs["threads"] = threads
+        if variants:
+            kwargs.update(self._variant_kwargs(variants))
+        if mask is not None and self.tensors == "torch":
+            kwargs["mask"] = self._torch_of(mask)
+        if key_len is not None and self.tensors == "torch":
+            kwargs["key_len"] = self._torch_of(key_len)
+        return kwargs
+
+    def _form_kwargs(self, form, name):
+        """The contract 1.2 input form's keywords (a dict from the C++ half, only the parts the case uses).
+        The host gives a subject only the forms it declared; a stray one here is a bridge bug."""
+        out = {}
+        for part, keys in FORM_KEYWORDS.items():
+            if keys[0] not in form:
+                continue
+            if part not in self.forms:
+                raise RuntimeError(f"python bridge: the case is in the {part} form, which {self.name} did not declare")
+            for key in keys:
+                value = form[key]
+                if self.tensors == "torch" and value is not None and key != "page_size":
+                    value = self._arg(value, name) if key in ("k_pages", "v_pages") else self._torch_of(value)
+                out[key] = value
+        return out
 
     def _variant_kwargs(self, variants):
         """The case's variants (a dict from the C++ half, only those the case uses) as keywords.
@@ -255,21 +310,31 @@ class Subject:
             if isinstance(result, (tuple, list)):
                 raise TypeError("the subject returned a tuple but declares no lse; return O alone")
             out, lse_out = result, None
-        out = self._numpy_of(out, "O")
-        want = NUMPY_STORAGE[name]
-        if out.dtype != want:
-            raise TypeError(f"the subject returned O as {out.dtype}; the case's storage type is {name} ({want}): "
-                            "round into it inside the subject")
-        if out.shape != o.shape:
-            raise ValueError(f"the subject returned O of shape {tuple(out.shape)}; expected (B, Lq, Hq, Dv) = {o.shape}")
-        np.copyto(o, out, casting="no")
+        self._copy_into(out, o, name, "O")
         if lse is not None:
             lse_out = self._numpy_of(lse_out, "LSE")
             if lse_out.dtype != np.float32:
                 raise TypeError(f"the subject returned LSE as {lse_out.dtype}; expected float32")
             if lse_out.shape != lse.shape:
-                raise ValueError(f"the subject returned LSE of shape {tuple(lse_out.shape)}; expected (B, Hq, Lq) = {lse.shape}")
+                expected = "(Hq, total_q)" if lse.ndim == 2 else "(B, Hq, Lq)"
+                raise ValueError(f"the subject returned LSE of shape {tuple(lse_out.shape)}; expected {expected} = {lse.shape}")
             np.copyto(lse, lse_out, casting="no")
+
+    # The shape each output has, for the messages: O dense or packed, the gradients.
+    _SHAPES = {("O", 4): "(B, Lq, Hq, Dv)", ("O", 3): "(total_q, Hq, Dv)", ("dQ", 4): "(B, Lq, Hq, D)",
+               ("dK", 4): "(B, Lk, Hkv, D)", ("dV", 4): "(B, Lk, Hkv, Dv)"}
+
+    def _copy_into(self, got, into, name, what):
+        """Copies one returned tensor bit for bit into the host's view: exactly the storage type and shape."""
+        got = self._numpy_of(got, what)
+        want = NUMPY_STORAGE[name]
+        if got.dtype != want:
+            raise TypeError(f"the subject returned {what} as {got.dtype}; the case's storage type is {name} ({want}): "
+                            "round into it inside the subject")
+        if got.shape != into.shape:
+            raise ValueError(f"the subject returned {what} of shape {tuple(got.shape)}; expected "
+                             f"{self._SHAPES.get((what, into.ndim), '')} = {into.shape}")
+        np.copyto(into, got, casting="no")
 
 
 def variants_dtype(a):

@@ -1,6 +1,7 @@
 // The Python bridge plugin (libattncheck_python.so): a plugin that embeds
 // CPython and makes an instance of a Python subject, of ABI version 3 when
-// the subject declares a contract 1.1 variant and version 2 otherwise (both
+// the subject declares a contract 1.1 variant, a contract 1.2 input form, a
+// backward or a version 3 claim, and version 2 otherwise (both
 // entry points return the same instance; the host accepts either version). The host loads it
 // for `--subject python:MODULE:CALLABLE[:options]` and passes
 // "module=MODULE,callable=CALLABLE[,options]". Everything after that is what

@@ -115,15 +115,96 @@ py::object variants_of(const attncheck_problem& p) {
   return out;
 }
 
+// The problem's paged and ragged parts, where its struct_size covers them.
+const attncheck_paged_kv* paged_of(const attncheck_problem& p) {
+  const bool holds = p.struct_size >= offsetof(attncheck_problem, paged) + sizeof p.paged;
+  return holds ? p.paged : nullptr;
+}
+
+const attncheck_ragged* ragged_of(const attncheck_problem& p) {
+  const bool holds = p.struct_size >= offsetof(attncheck_problem, ragged) + sizeof p.ragged;
+  return holds ? p.ragged : nullptr;
+}
+
+// The contract 1.2 input forms the problem uses (docs/python.md "Paged K/V
+// and ragged batches"), or None: k_pages and v_pages (read-only views of the
+// arenas, (num_pages, P, Hkv, D) and (num_pages, P, Hkv, Dv), the host's
+// strides), block_table (a read-only int32 view, (B, max_pages), its row
+// stride), page_size; cu_seqlens_q and cu_seqlens_k (int64 copies of B + 1
+// offsets; cu_seqlens_k None with paged K/V).
+py::object form_of(const attncheck_problem& p) {
+  const attncheck_paged_kv* pk = paged_of(p);
+  const attncheck_ragged* rg = ragged_of(p);
+  if (!pk && !rg) return py::none();
+  py::dict out;
+  if (pk) {
+    out["k_pages"] = view(pk->k_pages.data, numpy_storage(p.dtype), width_of(p.dtype), {pk->num_pages, pk->page_size, p.hkv, p.d},
+                          pk->k_pages.stride, false);
+    out["v_pages"] = view(pk->v_pages.data, numpy_storage(p.dtype), width_of(p.dtype),
+                          {pk->num_pages, pk->page_size, p.hkv, p.dv}, pk->v_pages.stride, false);
+    const std::int64_t table_stride[2] = {pk->block_table_stride, 1};
+    out["block_table"] = view(pk->block_table, py::dtype("int32"), 4, {p.b, pk->max_pages}, table_stride, false);
+    out["page_size"] = pk->page_size;
+  }
+  if (rg) {
+    out["cu_seqlens_q"] = py::array_t<std::int64_t>(p.b + 1, rg->cu_seqlens_q);
+    out["cu_seqlens_k"] = rg->cu_seqlens_k ? py::object(py::array_t<std::int64_t>(p.b + 1, rg->cu_seqlens_k)) : py::none();
+  }
+  return out;
+}
+
 int attend(void* st, const attncheck_problem* p, char* err, std::size_t len) {
   return guarded(err, len, [&] {
     py::object key_len = py::none(), mask = py::none();
     if (p->key_len) key_len = py::array_t<std::int64_t>(p->b, p->key_len);
     if (p->mask) mask = view(p->mask, py::dtype("bool"), 1, {p->b, p->hq, p->lq, p->lk}, p->mask_stride, false);
-    of(st)->subject.attr("attend")(static_cast<int>(p->dtype), tensor_view(p->q, p->dtype, p->b, p->lq, p->hq, p->d),
-                                   tensor_view(p->k, p->dtype, p->b, p->lk, p->hkv, p->d),
-                                   tensor_view(p->v, p->dtype, p->b, p->lk, p->hkv, p->dv), static_cast<double>(p->scale),
-                                   p->causal != 0, key_len, mask, p->threads, output_view(*p), lse_view(*p), variants_of(*p));
+    const attncheck_paged_kv* pk = paged_of(*p);
+    const attncheck_ragged* rg = ragged_of(*p);
+    py::object q, k = py::none(), v = py::none(), o, lse = py::none();
+    if (rg) {
+      // Packed: Q and O (total_q, Hq, *) along stride[1..3], K and V (total_k, Hkv, *)
+      // unless paged, LSE (Hq, total_q) along lse_stride[1..2].
+      q = view(p->q.data, numpy_storage(p->dtype), width_of(p->dtype), {rg->total_q, p->hq, p->d}, p->q.stride + 1, false);
+      if (!pk) {
+        k = view(p->k.data, numpy_storage(p->dtype), width_of(p->dtype), {rg->total_k, p->hkv, p->d}, p->k.stride + 1, false);
+        v = view(p->v.data, numpy_storage(p->dtype), width_of(p->dtype), {rg->total_k, p->hkv, p->dv}, p->v.stride + 1, false);
+      }
+      o = view(p->o, numpy_storage(p->dtype), width_of(p->dtype), {rg->total_q, p->hq, p->dv}, p->o_stride + 1, true);
+      if (p->lse) lse = view(p->lse, py::dtype("float32"), 4, {p->hq, rg->total_q}, p->lse_stride + 1, true);
+    } else {
+      q = tensor_view(p->q, p->dtype, p->b, p->lq, p->hq, p->d);
+      if (!pk) {
+        k = tensor_view(p->k, p->dtype, p->b, p->lk, p->hkv, p->d);
+        v = tensor_view(p->v, p->dtype, p->b, p->lk, p->hkv, p->dv);
+      }
+      o = output_view(*p);
+      lse = lse_view(*p);
+    }
+    of(st)->subject.attr("attend")(static_cast<int>(p->dtype), q, k, v, static_cast<double>(p->scale), p->causal != 0, key_len,
+                                   mask, p->threads, o, lse, variants_of(*p), form_of(*p));
+  });
+}
+
+// The backward problem (docs/python.md "Backward"): the forward's dense Q, K,
+// V, masks and scale, O, LSE (B, Hq, Lq) and dO handed in read-only, dQ, dK
+// and dV as writable views with the host's strides.
+int attend_backward(void* st, const attncheck_backward_problem* bp, char* err, std::size_t len) {
+  return guarded(err, len, [&] {
+    const attncheck_problem& p = *bp->forward;
+    py::object key_len = py::none(), mask = py::none(), lse = py::none();
+    if (p.key_len) key_len = py::array_t<std::int64_t>(p.b, p.key_len);
+    if (p.mask) mask = view(p.mask, py::dtype("bool"), 1, {p.b, p.hq, p.lq, p.lk}, p.mask_stride, false);
+    if (bp->lse) lse = view(bp->lse, py::dtype("float32"), 4, {p.b, p.hq, p.lq}, bp->lse_stride, false);
+    const py::dtype dt = numpy_storage(p.dtype);
+    const std::size_t w = width_of(p.dtype);
+    of(st)->subject.attr("backward")(
+        static_cast<int>(p.dtype), tensor_view(p.q, p.dtype, p.b, p.lq, p.hq, p.d),
+        tensor_view(p.k, p.dtype, p.b, p.lk, p.hkv, p.d), tensor_view(p.v, p.dtype, p.b, p.lk, p.hkv, p.dv),
+        tensor_view(bp->o, p.dtype, p.b, p.lq, p.hq, p.dv), lse, tensor_view(bp->d_o, p.dtype, p.b, p.lq, p.hq, p.dv),
+        static_cast<double>(p.scale), p.causal != 0, key_len, mask, p.threads,
+        view(bp->dq, dt, w, {p.b, p.lq, p.hq, p.d}, bp->dq_stride, true),
+        view(bp->dk, dt, w, {p.b, p.lk, p.hkv, p.d}, bp->dk_stride, true),
+        view(bp->dv, dt, w, {p.b, p.lk, p.hkv, p.dv}, bp->dv_stride, true), variants_of(p));
   });
 }
 
@@ -201,12 +282,15 @@ attncheck_instance* make_instance(py::object subject) {
   self->subject = subject;
   self->name = field<std::string>(subject, "name");
   attncheck_instance& d = self->desc;
-  // A subject that declares a contract 1.1 variant is a version 3 instance
-  // (features_v3, tanh_ulps); one that declares none stays version 2.
+  // A subject that declares a contract 1.1 variant, a contract 1.2 input
+  // form, backward or a version 3 claim is a version 3 instance (features_v3,
+  // invariances_v3, tanh_ulps); one that declares none stays version 2.
   const auto features_v3 = field<std::uint32_t>(subject, "feature3_bits");
-  d.abi_version = features_v3 ? ATTNCHECK_SUBJECT_ABI_VERSION_3 : ATTNCHECK_SUBJECT_ABI_VERSION_2;
+  const bool v3 = features_v3 || field<std::uint32_t>(subject, "claim3_bits");
+  d.abi_version = v3 ? ATTNCHECK_SUBJECT_ABI_VERSION_3 : ATTNCHECK_SUBJECT_ABI_VERSION_2;
   d.struct_size = sizeof d;
   d.features_v3 = features_v3;
+  d.invariances_v3 = field<std::uint32_t>(subject, "claim3_bits");
   d.tanh_ulps = field<double>(subject, "tanh_ulps");
   d.name = self->name.c_str();
   d.dtypes = field<std::uint32_t>(subject, "dtype_bits");
@@ -243,6 +327,7 @@ attncheck_instance* make_instance(py::object subject) {
     d.cache_attend = cache_attend;
     d.cache_free = cache_free;
   }
+  if (d.features_v3 & ATTNCHECK_FEATURE3_BACKWARD) d.attend_backward = attend_backward;
   d.destroy = destroy;
   return &self.release()->desc;
 }

@@ -14,7 +14,8 @@ namespace attncheck::python {
 
 /// Makes an instance of `subject` (an attncheck._bridge.Subject): ABI version 3
 /// when it declares a contract 1.1 variant (window, chunk, softcap, sinks,
-/// ALiBi, bias), else version 2. The caller holds the GIL; every entry point
+/// ALiBi, bias), a contract 1.2 input form (paged, ragged), a backward or a
+/// version 3 claim, else version 2. The caller holds the GIL; every entry point
 /// takes it itself, so the instance may be called from any thread (or forked
 /// child) that does not hold it.
 /// Throws std::runtime_error when the declaration does not convert.

@@ -123,6 +123,7 @@ def no_grad(fn):
             return fn(*args, **kw)
 
     run.__name__ = fn.__name__
+    run.__wrapped__ = fn  # the differentiable forward (attncheck.subjects.torch_backward)
     return run
 
 
