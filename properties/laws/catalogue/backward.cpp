@@ -89,6 +89,22 @@ void prepare_backward(attn_case& c, const subject&) {
   if (!c.grad) c.grad = static_cast<grad_kind>(c.seed % 3);
 }
 
+// The oracle law: far_below and far_above offset every score of a row by
+// 8e3 .. 1e30 (f32, bf16), and masked_lead does where no mask hides the lead.
+// An f32 score then carries an error of u |s| >> 1 for most offsets, and the
+// backward bound (docs/bound.md "Backward") is +inf on every element a row
+// that sees a key feeds: such a case judges only the rows a mask empties. On a
+// subject that takes no mask it judged nothing, about a quarter of its cases
+// (numpy float64 gradients declared f32 without masks: 802 of 1000 judged,
+// below the 90% floor), though the kernel was right. Those value kinds become
+// large_logits, the largest scores the bound still covers.
+void prepare_gradients(attn_case& c, const subject& s) {
+  prepare_backward(c, s);
+  if (c.values == value_kind::far_below || c.values == value_kind::far_above ||
+      (c.values == value_kind::masked_lead && !c.has_mask()))
+    c.values = value_kind::large_logits;
+}
+
 grad_kind grad_of(const attn_case& c) { return c.grad.value_or(grad_kind::normal); }
 
 backward_bound_params bound_params(const subject& s, const attn_case& c) {
@@ -466,7 +482,8 @@ law_outcome backward_same_bits(const subject& s, const attn_case& c) {
 }  // namespace
 
 std::vector<law> backward_laws() {
-  // min_judged, measured on naive at 1000 cases, seeds 1, 2, 3: the oracle 96.9, 95.3, 95.4%; the key sums
+  // min_judged, measured on naive at 1000 cases, seeds 1, 2, 3: the oracle 99.3, 99.5, 99.1% (98.6, 98.4,
+  // 98.0% on float64 numpy gradients declaring f32 and no mask; prepare_gradients above); the key sums
   // 78.0, 75.4, 75.5% and the value sums 75.9, 74.3, 72.6% (cases where no row sees a key, or a visible input
   // is not finite); linearity 89.4, 88.5, 88.9% (rows that see nothing, results near the subnormal range);
   // masked keys 86.6, 87.3, 87.6%; determinism 100%.
@@ -482,7 +499,7 @@ std::vector<law> backward_laws() {
                 "every dQ, dK, dV element within the backward bound (docs/bound.md) of the high-precision backward oracle")
           .applies_when(takes_backward)
           .backward_group()
-          .prepared_by(prepare_backward),
+          .prepared_by(prepare_gradients),
       law_entry("backward.key_gradients_sum_to_zero", key_gradients_sum_to_zero, 0.7,
                 "per batch element, KV head and column, dK summed over the keys is 0 within the summed bounds")
           .applies_when(takes_backward)
