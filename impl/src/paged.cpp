@@ -87,16 +87,13 @@ status check_lengths(const std::int64_t* n, std::int64_t count, std::int64_t lim
   return status::success();
 }
 
-/// len[b] = cu[b + 1] - cu[b] for every b, each in [0, limit]; cu[0] == 0.
-status check_offsets(const std::int64_t* cu, std::int64_t count, std::int64_t limit, const std::string& name, const char* bound,
-                     std::vector<std::int64_t>& len) {
+/// cu[0] == 0 and cu[b + 1] - cu[b] in [0, limit] for every b.
+status check_offsets(const std::int64_t* cu, std::int64_t count, std::int64_t limit, const std::string& name, const char* bound) {
   if (cu[0] != 0) return status::invalid(name + "[0] = " + str(cu[0]) + " must be 0");
-  for (std::int64_t b = 0; b < count; ++b) {
-    len[static_cast<std::size_t>(b)] = cu[b + 1] - cu[b];
-    if (len[static_cast<std::size_t>(b)] < 0 || len[static_cast<std::size_t>(b)] > limit)
+  for (std::int64_t b = 0; b < count; ++b)
+    if (cu[b + 1] - cu[b] < 0 || cu[b + 1] - cu[b] > limit)
       return status::invalid(name + "[" + str(b + 1) + "] - " + name + "[" + str(b) + "] = " + str(cu[b + 1] - cu[b]) +
                              " is outside [0, " + bound + " = " + str(limit) + "]");
-  }
   return status::success();
 }
 
@@ -150,18 +147,16 @@ status ragged_attention(const ragged_attention_args& a, const config& cfg) {
   if (!valid_type(a.q.type) || !valid_type(a.o.type)) return status::invalid("q.type and o.type must be f32, f16 or bf16");
   if (status st = check_variants(a.var, s.hq); !st.ok()) return st;
   if (!a.cu_seqlens_q) return status::invalid("cu_seqlens_q must not be null (b + 1 offsets)");
-  std::vector<std::int64_t> lq(static_cast<std::size_t>(s.b)), n(static_cast<std::size_t>(s.b));
-  if (status st = check_offsets(a.cu_seqlens_q, s.b, s.lq, "cu_seqlens_q", "lq", lq); !st.ok()) return st;
+  if (status st = check_offsets(a.cu_seqlens_q, s.b, s.lq, "cu_seqlens_q", "lq"); !st.ok()) return st;
   if (a.paged) {
     if (a.cu_seqlens_k) return status::invalid("cu_seqlens_k must be null with paged K and V (key_len gives n[b])");
     if (!a.key_len) return status::invalid("key_len must not be null with paged K and V (it gives n[b])");
     if (status st = check_lengths(a.key_len, s.b, s.lk, "key_len", "lk"); !st.ok()) return st;
     if (status st = check_paged(*a.paged, s.b, a.key_len, "paged"); !st.ok()) return st;
-    std::copy(a.key_len, a.key_len + s.b, n.begin());
   } else {
     if (a.key_len) return status::invalid("key_len must be null without paged K and V (cu_seqlens_k gives n[b])");
     if (!a.cu_seqlens_k) return status::invalid("cu_seqlens_k must not be null without paged K and V (b + 1 offsets)");
-    if (status st = check_offsets(a.cu_seqlens_k, s.b, s.lk, "cu_seqlens_k", "lk", n); !st.ok()) return st;
+    if (status st = check_offsets(a.cu_seqlens_k, s.b, s.lk, "cu_seqlens_k", "lk"); !st.ok()) return st;
     if (!valid_type(a.k.type) || !valid_type(a.v.type)) return status::invalid("k.type and v.type must be f32, f16 or bf16");
     if (a.k.type != a.v.type) return status::invalid("k and v must share one dtype");
     if (a.cu_seqlens_k[s.b] > 0 && (!a.k.data || !a.v.data))
@@ -171,14 +166,17 @@ status ragged_attention(const ragged_attention_args& a, const config& cfg) {
   if (total_q == 0) return status::success();
   if (!a.q.data || !a.o.data) return status::invalid("q and o must not be null when cu_seqlens_q[b] > 0");
   const config r = resolve(cfg);
+  // n[b]: sequence b's keys.
+  const auto keys = [&a](std::int64_t b) { return a.paged ? a.key_len[b] : a.cu_seqlens_k[b + 1] - a.cu_seqlens_k[b]; };
   std::int64_t total_k = 0;
-  for (std::int64_t x : n) total_k += x;
+  for (std::int64_t b = 0; b < s.b; ++b) total_k += keys(b);
   for (std::int64_t b = 0; b < s.b; ++b) {
-    std::int64_t row = a.cu_seqlens_q[b], rows = lq[b];
+    const std::int64_t lq = a.cu_seqlens_q[b + 1] - a.cu_seqlens_q[b], n = keys(b);
+    std::int64_t row = a.cu_seqlens_q[b], rows = lq;
     if (ATTNIMPL_MUTANT(ragged_empty_writes_neighbour) && rows == 0 && row > 0) row -= 1, rows = 1;  // the row before it
     if (rows == 0) continue;                                                                         // no row: nothing is written
     engine::problem p;
-    p.dims = {1, s.hq, s.hkv, rows, n[b], s.d, s.dv};
+    p.dims = {1, s.hq, s.hkv, rows, n, s.d, s.dv};
     p.q = {advance(a.q.data, row * a.q.stride[1], a.q.type), a.q.type, {0, a.q.stride[1], a.q.stride[2], a.q.stride[3]}};
     p.o = {static_cast<char*>(a.o.data) + row * a.o.stride[1] * convert::size_of(a.o.type),
            a.o.type,
@@ -189,20 +187,20 @@ status ragged_attention(const ragged_attention_args& a, const config& cfg) {
     } else {
       std::int64_t k0 = a.cu_seqlens_k[b];
       if (ATTNIMPL_MUTANT(ragged_key_offset_first)) k0 = a.cu_seqlens_k[0];  // every sequence's keys from sequence 0's row
-      p.kv.k = n[b] > 0 ? advance(a.k.data, k0 * a.k.stride[1], a.k.type) : nullptr;
-      p.kv.v = n[b] > 0 ? advance(a.v.data, k0 * a.v.stride[1], a.v.type) : nullptr;
+      p.kv.k = n > 0 ? advance(a.k.data, k0 * a.k.stride[1], a.k.type) : nullptr;
+      p.kv.v = n > 0 ? advance(a.v.data, k0 * a.v.stride[1], a.v.type) : nullptr;
       p.kv.type = a.k.type;
       p.kv.ks = {0, a.k.stride[1], a.k.stride[2], a.k.stride[3]};
       p.kv.vs = {0, a.v.stride[1], a.v.stride[2], a.v.stride[3]};
     }
     p.scale = a.scale ? *a.scale : default_scale(s.d);
     p.causal = a.causal;
-    p.key_len = nullptr;  // lk = n[b]
+    p.key_len = nullptr;  // lk = n
     p.mask = a.mask;
     if (p.mask.data) p.mask.data += b * a.mask.stride[0];
     p.var = a.var;
     if (p.var.bias.data) p.var.bias.data = advance(p.var.bias.data, b * a.var.bias.stride[0], a.var.bias.type);
-    p.pos_shift = (total_k - total_q) - (n[b] - lq[b]);  // read by a mutation point only
+    p.pos_shift = (total_k - total_q) - (n - lq);  // read by a mutation point only
     engine::run(p, r);
   }
   return status::success();
