@@ -18,6 +18,7 @@
 #include "attnimpl/attention.hpp"
 #include "attnimpl/backward.hpp"
 #include "attnimpl/kv_cache.hpp"
+#include "attnimpl/paged.hpp"
 #include "naive_baseline.hpp"
 #include "probes.hpp"
 
@@ -188,6 +189,55 @@ timing bench_decode(const bench_case& c, int threads, int reps, const peaks& pk)
   return kt;
 }
 
+/// tokens/s of one f32 decode step (B = 1, Hq = 32, Hkv = 8, D = 128) over lk
+/// keys through a caller's block table (page size 16, pages in reverse
+/// order in an arena (page, slot, head, dim)) and over the same keys dense,
+/// in one run: {paged, dense}.
+std::pair<double, double> paged_dense_decode_tps(std::int64_t lk, int threads, int reps) {
+  const std::int64_t hq = 32, hkv = 8, d = 128, page = 16, pages = (lk + page - 1) / page;
+  const auto q = filled(static_cast<std::size_t>(hq * d), 1);
+  const auto k = filled(static_cast<std::size_t>(lk * hkv * d), 2);
+  const auto v = filled(static_cast<std::size_t>(lk * hkv * d), 3);
+  std::vector<float> kp(static_cast<std::size_t>(pages * page * hkv * d)), vp(kp.size()), o(q.size());
+  std::vector<std::int32_t> table(static_cast<std::size_t>(pages));
+  for (std::int64_t t = 0; t < pages; ++t) {
+    const std::int64_t at = pages - 1 - t;
+    table[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(at);
+    const std::int64_t keys = std::min(page, lk - t * page);
+    std::copy_n(k.begin() + t * page * hkv * d, keys * hkv * d, kp.begin() + at * page * hkv * d);
+    std::copy_n(v.begin() + t * page * hkv * d, keys * hkv * d, vp.begin() + at * page * hkv * d);
+  }
+  const std::int64_t n = lk;
+  paged_attention_args pa;
+  pa.dims = {1, hq, hkv, 1, lk, d, d};
+  pa.q = {q.data(), dtype::f32, dense(1, hq, d)};
+  pa.kv.page_size = page;
+  pa.kv.num_pages = pages;
+  pa.kv.k_pages = {kp.data(), dtype::f32, {page * hkv * d, hkv * d, d, 1}};
+  pa.kv.v_pages = {vp.data(), dtype::f32, {page * hkv * d, hkv * d, d, 1}};
+  pa.kv.table = table.data();
+  pa.kv.table_stride = pages;
+  pa.kv.max_pages = pages;
+  pa.key_len = &n;
+  pa.o = {o.data(), dtype::f32, dense(1, hq, d)};
+  attention_args da;
+  da.dims = pa.dims;
+  da.q = pa.q;
+  da.k = {k.data(), dtype::f32, dense(lk, hkv, d)};
+  da.v = {v.data(), dtype::f32, dense(lk, hkv, d)};
+  da.o = pa.o;
+  const config cfg{.threads = threads, .simd = bench_isa};
+  // Interleaved, best of each: the shared machine's slow spells hit both.
+  timing paged, dense_t;
+  for (int r = 0; r < 3; ++r) {
+    const timing pt = best_of(reps * 4, [&] { (void)paged_attention(pa, cfg); });
+    const timing dt = best_of(reps * 4, [&] { (void)attention(da, cfg); });
+    if (pt.wall < paged.wall) paged = pt;
+    if (dt.wall < dense_t.wall) dense_t = dt;
+  }
+  return {1.0 / paged.wall, 1.0 / dense_t.wall};
+}
+
 /// Visible (query, key) pairs of an lq = lk = l prefill with var's windows
 /// and chunks, counted as the kernel sees them.
 double visible_pairs_of(std::int64_t l, bool causal, const variants& var) {
@@ -319,6 +369,11 @@ void bench_targets(int threads, int reps, bool quick, const peaks& pk, double de
     target_line("bf16/f32 decode Lk=32768 tokens/s", what, decode_bf16_tps / decode_f32_tps, 1.6, false);
   } else {
     not_measured("bf16/f32 decode Lk=32768 tokens/s", "its rows were filtered out");
+  }
+  {
+    const auto [paged_tps, dense_tps] = paged_dense_decode_tps(quick ? 1024 : 32768, threads, reps);
+    std::snprintf(what, sizeof what, "%.0f vs %.0f tok/s (block table, P=16)", paged_tps, dense_tps);
+    target_line("paged/dense f32 decode Lk=32768 tokens/s", what, paged_tps / dense_tps, 0.90, true);
   }
   const char* no_fma = pk.fma_all > 0 ? "its row was filtered out" : "no FMA probe on this CPU";
   if (pk.fma_all > 0 && dense_gflops > 0) {

@@ -22,6 +22,7 @@ struct kv_source {
   std::int64_t table_stride = 0;
   std::int64_t page_size = 1;
   std::int64_t k_page_stride = 0, v_page_stride = 0;
+  std::int64_t num_pages = 0;  ///< pages in each arena (read by a mutation point only)
 
   std::int64_t k_offset(std::int64_t b, std::int64_t g, std::int64_t j) const {
     if (!table) return b * ks[0] + j * ks[1] + g * ks[2];
@@ -48,6 +49,9 @@ struct problem {
   const std::int64_t* key_len = nullptr;
   mask_in mask;
   variants var;  ///< validated (check_variants)
+  /// Added to every query position by one mutation point only (a packed
+  /// sequence aligned to the batch's totals); 0 and unread otherwise.
+  std::int64_t pos_shift = 0;
 };
 
 /// Computes the problem with a resolved config (every field > 0, simd

@@ -1,5 +1,5 @@
-// Paged KV cache: page pool, block tables, append, and attend through the
-// shared engine with a paged kv_source.
+// Paged KV cache: page pool, block tables, append, and attend through
+// paged_attention (the shared engine with a paged kv_source).
 #include "attnimpl/kv_cache.hpp"
 
 #include <algorithm>
@@ -11,15 +11,13 @@
 #include <sys/mman.h>
 #endif
 
+#include "attnimpl/paged.hpp"
 #include "convert.hpp"
-#include "engine.hpp"
 #include "mutation.hpp"
 
 namespace attnimpl {
 
 namespace detail {
-status check_common(const shape& s, const config& cfg);
-
 namespace {
 constexpr std::size_t huge_page = std::size_t{2} << 20;
 std::align_val_t pool_alignment(std::size_t bytes) { return std::align_val_t(bytes >= 2 * huge_page ? huge_page : 64); }
@@ -121,44 +119,32 @@ status paged_kv_cache::append(std::int64_t seq, std::int64_t count, const kv_tok
 }
 
 status paged_kv_cache::attend(const cache_attention_args& a, const config& cfg) const {
-  shape s;
-  s.b = cfg_.batch;
-  s.hq = a.hq;
-  s.hkv = cfg_.hkv;
-  s.lq = a.lq;
-  s.lk = *std::max_element(lengths_.begin(), lengths_.end());
-  if (ATTNIMPL_MUTANT(decode_position)) s.lk = cfg_.max_pages_per_seq * cfg_.page_size;  // the engine takes positions from lk
-  s.d = cfg_.d;
-  s.dv = cfg_.dv;
-  if (status st = detail::check_common(s, cfg); !st.ok()) return st;
-  if (status st = check_variants(a.var, s.hq); !st.ok()) return st;
-  if (a.lq == 0) return status::success();
-  if (!a.q.data || !a.o.data) return status::invalid("q and o must not be null");
-  for (dtype t : {a.q.type, a.o.type})
-    if (t != dtype::f32 && t != dtype::f16 && t != dtype::bf16) return status::invalid("unknown dtype");
-  engine::problem p;
-  p.dims = s;
-  p.q = a.q;
-  p.kv.k = k_pool_.data();
-  p.kv.v = v_pool_.data();
-  p.kv.type = cfg_.type;
-  p.kv.ks = {0, 1, cfg_.page_size * cfg_.d, cfg_.page_size};  // (page, slot, head, dim) strides; see append
-  p.kv.vs = {0, cfg_.dv, cfg_.page_size * cfg_.dv, 1};
-  if (ATTNIMPL_MUTANT(cache_head_stride)) p.kv.ks[2] = cfg_.d, p.kv.vs[2] = cfg_.dv;  // heads as if one slot per page
-  p.kv.table = table_.data();
-  p.kv.table_stride = cfg_.max_pages_per_seq;
-  p.kv.page_size = cfg_.page_size;
-  p.kv.k_page_stride = cfg_.page_size * cfg_.hkv * cfg_.d;
-  p.kv.v_page_stride = cfg_.page_size * cfg_.hkv * cfg_.dv;
-  p.o = a.o;
-  p.lse = a.lse;
-  p.scale = a.scale ? *a.scale : default_scale(s.d);
-  p.causal = a.causal;
-  p.key_len = lengths_.data();
-  p.mask = a.mask;
-  p.var = a.var;
-  engine::run(p, resolve(cfg));
-  return status::success();
+  // The pool is a page arena and the block table is ours: the paged entry
+  // point's call, with K stored (dim, slot) inside a head's part of a page.
+  paged_attention_args pa;
+  pa.dims = {cfg_.batch, a.hq, cfg_.hkv, a.lq, *std::max_element(lengths_.begin(), lengths_.end()), cfg_.d, cfg_.dv};
+  if (ATTNIMPL_MUTANT(decode_position))
+    pa.dims.lk = cfg_.max_pages_per_seq * cfg_.page_size;  // the engine takes positions from lk
+  const std::int64_t p_sz = cfg_.page_size;
+  pa.kv.page_size = p_sz;
+  pa.kv.num_pages = cfg_.pages;
+  // (page, slot, head, dim) strides; see append
+  pa.kv.k_pages = {k_pool_.data(), cfg_.type, {p_sz * cfg_.hkv * cfg_.d, 1, p_sz * cfg_.d, p_sz}};
+  pa.kv.v_pages = {v_pool_.data(), cfg_.type, {p_sz * cfg_.hkv * cfg_.dv, cfg_.dv, p_sz * cfg_.dv, 1}};
+  if (ATTNIMPL_MUTANT(cache_head_stride))  // heads as if one slot per page
+    pa.kv.k_pages.stride[2] = cfg_.d, pa.kv.v_pages.stride[2] = cfg_.dv;
+  pa.kv.table = table_.data();
+  pa.kv.table_stride = cfg_.max_pages_per_seq;
+  pa.kv.max_pages = cfg_.max_pages_per_seq;
+  pa.q = a.q;
+  pa.o = a.o;
+  pa.lse = a.lse;
+  pa.scale = a.scale;
+  pa.causal = a.causal;
+  pa.key_len = lengths_.data();
+  pa.mask = a.mask;
+  pa.var = a.var;
+  return paged_attention(pa, cfg);
 }
 
 }  // namespace attnimpl

@@ -1,7 +1,7 @@
 // Contract 1.2's input forms through the host (docs/spec.md "Paged KV",
 // "Ragged batches"; docs/abi.md): the host builds the arena, the block table
 // and the packed tensors from a case, only for a subject that declared them;
-// naive, which claims that the forms give the dense form's bits, gives them
+// naive and builtin, which claim that the forms give the dense form's bits, give them
 // on every row of the problem; a subject that writes the unused tail of a
 // packed output, or the read-only arena, is caught.
 #include <gtest/gtest.h>
@@ -52,26 +52,32 @@ int expect_dense_bits(const attn_case& c, const subject_output& form, const subj
   return rows;
 }
 
-TEST(paged_ragged_abi, naive_declares_both_forms_and_builtin_is_never_handed_them) {
+TEST(paged_ragged_abi, naive_and_builtin_declare_both_forms_and_the_example_is_never_handed_them) {
   const auto naive = subject::load("naive");
   EXPECT_TRUE(naive->has_v3(ATTNCHECK_FEATURE3_PAGED));
   EXPECT_TRUE(naive->has_v3(ATTNCHECK_FEATURE3_RAGGED));
   EXPECT_TRUE(naive->claims_v3(ATTNCHECK_CLAIM3_PAGED_EQUALS_DENSE));
   const auto builtin = subject::load("builtin");
+  EXPECT_TRUE(builtin->has_v3(ATTNCHECK_FEATURE3_PAGED));
+  EXPECT_TRUE(builtin->has_v3(ATTNCHECK_FEATURE3_RAGGED));
+  const auto example = subject::load(ATTNCHECK_EXAMPLE_PLUGIN);  // ABI version 2: no forms
   attn_case paged = parse_line("ATTN(b=2,hq=2,hkv=1,lq=1,lk=9,d=4,dv=4,pages=4,f32,seed=3)");
   attn_case ragged = parse_line("ATTN(b=2,hq=2,hkv=1,lq=3,lk=9,d=4,dv=4,ragged,qlen=[3,0],f32,seed=3)");
-  EXPECT_EQ(builtin->cannot_take(paged), "no paged K/V");
-  EXPECT_EQ(builtin->cannot_take(ragged), "no ragged batches");
-  EXPECT_EQ(naive->cannot_take(paged), "");
-  EXPECT_EQ(naive->cannot_take(ragged), "");
+  EXPECT_EQ(example->cannot_take(paged), "no paged K/V");
+  EXPECT_EQ(example->cannot_take(ragged), "no ragged batches");
+  for (const auto* s : {&naive, &builtin}) {
+    EXPECT_EQ((*s)->cannot_take(paged), "");
+    EXPECT_EQ((*s)->cannot_take(ragged), "");
+  }
   materialize(paged);
-  const subject_output out = builtin->attend(paged);
+  const subject_output out = example->attend(paged);
   EXPECT_FALSE(out.ok());
   EXPECT_NE(out.error.find("no paged K/V"), std::string::npos) << out.error;
 }
 
-TEST(paged_ragged_abi, naive_gives_the_dense_bits_in_every_form) {
+TEST(paged_ragged_abi, naive_and_builtin_give_the_dense_bits_in_every_form) {
   const auto s = subject::load("naive");
+  const auto builtin = subject::load("builtin");
   int rows = 0, cases = 0;
   const char* bases[] = {
       // decode over many pages, pages that end exactly on, one before and one after n[b], an empty sequence
@@ -124,10 +130,12 @@ TEST(paged_ragged_abi, naive_gives_the_dense_bits_in_every_form) {
             d.form = input_form{};
             return d;
           }();
-        const subject_output got = s->attend(c), want = s->attend(dense);
-        ASSERT_TRUE(got.ok()) << line << ": " << got.error << got.guard_report;
-        ASSERT_TRUE(want.ok()) << line;
-        rows += expect_dense_bits(c, got, want);
+        for (const auto* sub : {&s, &builtin}) {  // both claim the dense form's bits
+          const subject_output got = (*sub)->attend(c), want = (*sub)->attend(dense);
+          ASSERT_TRUE(got.ok()) << line << ": " << got.error << got.guard_report;
+          ASSERT_TRUE(want.ok()) << line;
+          rows += expect_dense_bits(c, got, want);
+        }
         ++cases;
       }
   EXPECT_GE(cases, 110);

@@ -72,6 +72,14 @@
   X(alibi_wrong_head, "differential alibi", "Hq=2, Lk=2, ALiBi")                         \
   X(bias_ignored, "differential bias_mask bias_row", "Lk=1, bias (LSE)")                 \
   X(bias_broadcast_wrong, "differential bias_broadcast", "Hq=2, Hkv=1, Lk=1, bias")      \
+  /* Paged K/V and ragged batches (contract 1.2). */                                     \
+  X(paged_table_tail_read, "page_table paged", "Lk=P, spare entry")                      \
+  X(paged_last_page_past_n, "paged page_table", "Lk=P+1")                                \
+  X(paged_wrong_page_size, "paged", "Lk=P+1, P=3")                                       \
+  X(paged_decode_first_slot, "paged cache", "Lq=1, Lk=P+1")                              \
+  X(ragged_key_offset_first, "ragged", "B=2")                                            \
+  X(ragged_empty_writes_neighbour, "ragged", "B=2, qlen=[1,0]")                          \
+  X(ragged_causal_total, "ragged", "B=2, causal")                                        \
   /* The backward pass (docs/mutation.md, "Backward"). */                                \
   X(backward_dq_scale_dropped, "backward_gradients", "Lk=2")                             \
   X(backward_d_from_do_squared, "backward_gradients backward_key", "Lk=1")               \

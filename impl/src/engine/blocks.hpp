@@ -68,7 +68,11 @@ void row_addresses(const kv_source& kv, const row_walk& w, std::int64_t b, std::
   for (std::int64_t t = 0, j = j0; t < count;) {
     const std::int64_t slot = j % kv.page_size;
     const std::int64_t run = std::min(kv.page_size - slot, count - t);
-    const std::int64_t page = kv.table[b * kv.table_stride + j / kv.page_size];
+    std::int64_t entry = j / kv.page_size;
+    if (ATTNIMPL_MUTANT(paged_wrong_page_size))  // the index by the next power of two, the slot by P
+      entry = j >> (64 - __builtin_clzll(static_cast<unsigned long long>(kv.page_size - 1) | 1ull) - (kv.page_size == 1));
+    std::int64_t page = kv.table[b * kv.table_stride + entry];
+    if (ATTNIMPL_MUTANT(paged_table_tail_read)) page = std::clamp<std::int64_t>(page, 0, kv.num_pages - 1);  // "defensive"
     const char* at = w.base + (page * w.page_stride + slot * s[1] + g * s[2]) * w.esize;
     for (std::int64_t x = 0; x < run; ++x) out[t + x] = at + x * step;
     t += run;
@@ -139,6 +143,7 @@ inline unit_rows unit_runner::setup(std::int64_t u) {
     std::int64_t h = ur.kv_head * g_.group + r % g_.group;
     if (ATTNIMPL_MUTANT(gqa_modulo)) h = (r % g_.group) * p_.dims.hkv + ur.kv_head;  // h % Hkv == kv_head
     std::int64_t pos = ur.keys - p_.dims.lq + i;
+    if (ATTNIMPL_MUTANT(ragged_causal_total)) pos += p_.pos_shift;  // aligned to total_k - total_q
     if (ATTNIMPL_MUTANT(causal_top_left)) pos = i;
     if (ATTNIMPL_MUTANT(decode_position)) pos = p_.dims.lk - p_.dims.lq + i;  // the cache passes its capacity as lk
     bool causal = p_.causal;
@@ -196,7 +201,9 @@ inline std::int64_t unit_runner::classify(const unit_rows& ur, std::int64_t j0, 
     const std::int64_t cnt = std::clamp<std::int64_t>(ws_.hi[r] - j0, 0, kc);
     const std::int64_t from = std::clamp<std::int64_t>(ws_.lo[r] - j0, 0, cnt);  // window, chunk
     std::int64_t allowed = 0, last = 0;
-    if (!p_.mask.data && !p_.var.bias.data) {
+    // mutant: a paged decode step skips slot 0 of every page after the first
+    const bool drop_first_slot = ATTNIMPL_MUTANT(paged_decode_first_slot) && p_.kv.table && p_.dims.lq == 1;
+    if (!p_.mask.data && !p_.var.bias.data && !drop_first_slot) {
       std::fill(vis + from, vis + cnt, std::uint8_t{1});
       allowed = cnt - from;
       last = allowed > 0 ? cnt : 0;
@@ -208,7 +215,7 @@ inline std::int64_t unit_runner::classify(const unit_rows& ur, std::int64_t j0, 
                ws_.pos[r] * p_.mask.stride[2];
       const float* bias = bias_of(ur, r, j0, from, cnt);
       std::int64_t jj = from;
-      if (!mrow && bias) {
+      if (!mrow && bias && !drop_first_slot) {
         // Bias only: 8 entries tested at a time, most groups hold no -inf.
         for (; jj + 8 <= cnt; jj += 8) {
           const int masked = simd::neg_inf_lanes(bias + jj);
@@ -219,6 +226,7 @@ inline std::int64_t unit_runner::classify(const unit_rows& ur, std::int64_t j0, 
         }
       }
       for (; jj < cnt; ++jj) {
+        if (drop_first_slot && j0 + jj > 0 && (j0 + jj) % p_.kv.page_size == 0) continue;
         if (mrow && (mrow[(j0 + jj) * p_.mask.stride[3]] != 0) == ATTNIMPL_MUTANT(mask_polarity)) continue;
         if (bias && bias[jj] == neg_inf) continue;  // a -inf bias entry masks its key, as a false mask entry does
         vis[jj] = 1;

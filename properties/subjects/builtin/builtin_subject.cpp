@@ -15,6 +15,7 @@
 #include "attncheck/subject_host.hpp"
 #include "attnimpl/attention.hpp"
 #include "attnimpl/backward.hpp"
+#include "attnimpl/paged.hpp"
 #include "builtin_cache.hpp"
 
 namespace attncheck::builtin {
@@ -125,7 +126,77 @@ attnimpl::variants variants_of(const attncheck_problem* p) {
 
 namespace {
 
+int report(const attnimpl::status& st, char* err, std::size_t err_len) {
+  if (st.ok()) return 0;
+  write_err(err, err_len, st.message);
+  return 1;
+}
+
+attnimpl::tensor_in tensor_of(const attncheck_tensor& t, attnimpl::dtype type) {
+  return {t.data, type, {t.stride[0], t.stride[1], t.stride[2], t.stride[3]}};
+}
+
+attnimpl::paged_kv paged_of(const attncheck_paged_kv& pg, attnimpl::dtype type) {
+  attnimpl::paged_kv kv;
+  kv.page_size = pg.page_size;
+  kv.num_pages = pg.num_pages;
+  kv.k_pages = tensor_of(pg.k_pages, type);
+  kv.v_pages = tensor_of(pg.v_pages, type);
+  kv.table = pg.block_table;
+  kv.table_stride = pg.block_table_stride;
+  kv.max_pages = pg.max_pages;
+  return kv;
+}
+
+// The paged and ragged forms (docs/abi.md "Paged K/V", "Ragged batches"):
+// attnimpl's paged_attention and ragged_attention take them as they are.
+int attend_forms(const attncheck_problem* p, const attncheck_paged_kv* pg, const attncheck_ragged* rg,
+                 const attnimpl::config& cfg, char* err, std::size_t err_len) {
+  const auto t = to_impl(p->dtype);
+  const attnimpl::shape dims{p->b, p->hq, p->hkv, p->lq, p->lk, p->d, p->dv};
+  const attnimpl::tensor_out o{p->o, t, {p->o_stride[0], p->o_stride[1], p->o_stride[2], p->o_stride[3]}};
+  attnimpl::lse_out lse;
+  if (p->lse) lse = {p->lse, {p->lse_stride[0], p->lse_stride[1], p->lse_stride[2]}};
+  attnimpl::mask_in mask;
+  if (p->mask) mask = {p->mask, {p->mask_stride[0], p->mask_stride[1], p->mask_stride[2], p->mask_stride[3]}};
+  const attnimpl::paged_kv kv = pg ? paged_of(*pg, t) : attnimpl::paged_kv{};
+  if (!rg) {
+    attnimpl::paged_attention_args a;
+    a.dims = dims;
+    a.q = tensor_of(p->q, t);
+    a.kv = kv;
+    a.o = o;
+    a.lse = lse;
+    a.scale = p->scale;
+    a.causal = p->causal != 0;
+    a.key_len = p->key_len;
+    a.mask = mask;
+    a.var = variants_of(p);
+    return report(attnimpl::paged_attention(a, cfg), err, err_len);
+  }
+  attnimpl::ragged_attention_args a;
+  a.dims = dims;
+  a.cu_seqlens_q = rg->cu_seqlens_q;
+  a.cu_seqlens_k = rg->cu_seqlens_k;
+  a.q = tensor_of(p->q, t);
+  a.k = tensor_of(p->k, t);
+  a.v = tensor_of(p->v, t);
+  a.paged = pg ? &kv : nullptr;
+  a.key_len = pg ? p->key_len : nullptr;
+  a.o = o;
+  a.lse = lse;
+  a.scale = p->scale;
+  a.causal = p->causal != 0;
+  a.mask = mask;
+  a.var = variants_of(p);
+  return report(attnimpl::ragged_attention(a, cfg), err, err_len);
+}
+
 int attend(void* state, const attncheck_problem* p, char* err, std::size_t err_len) {
+  // paged and ragged are read only where the host's problem is long enough to hold them.
+  const bool has_forms = p->struct_size >= offsetof(attncheck_problem, ragged) + sizeof p->ragged;
+  if (has_forms && (p->paged || p->ragged))
+    return attend_forms(p, p->paged, p->ragged, config_for(static_cast<instance*>(state), p), err, err_len);
   attnimpl::attention_args a;
   a.dims = {p->b, p->hq, p->hkv, p->lq, p->lk, p->d, p->dv};
   const auto t = to_impl(p->dtype);
@@ -213,13 +284,20 @@ void describe(instance& in, const char* name) {
   attncheck_instance& d = in.desc;
   d.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_3;
   d.struct_size = sizeof d;
-  // Every contract 1.1 score variant, in the one-shot call (docs/impl.md); the cache path takes none.
+  // Every contract 1.1 score variant, in the one-shot call and the paged and
+  // ragged forms (docs/impl.md); the cache path takes none.
   d.features_v3 = ATTNCHECK_FEATURE3_WINDOW | ATTNCHECK_FEATURE3_CHUNK | ATTNCHECK_FEATURE3_SOFTCAP | ATTNCHECK_FEATURE3_SINKS |
-                  ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS | ATTNCHECK_FEATURE3_BACKWARD;
+                  ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS | ATTNCHECK_FEATURE3_BACKWARD | ATTNCHECK_FEATURE3_PAGED |
+                  ATTNCHECK_FEATURE3_RAGGED;
   // Backward (contract 1.0 problems, impl/src/backward): one fixed order of
   // every sum whatever the thread count or instruction set, multiplies and
   // adds only (no contraction), so the same bits everywhere.
-  d.invariances_v3 = ATTNCHECK_CLAIM3_BACKWARD_DETERMINISTIC;
+  // Paged and ragged (attnimpl/paged.hpp): the dense form's engine, whose
+  // arithmetic for a row depends only on the keys it sees, never on where
+  // they sit, the batch or Lq (tests/impl/paged_test.cpp, every ISA and
+  // thread count), so the forms give the dense form's bits.
+  d.invariances_v3 = ATTNCHECK_CLAIM3_BACKWARD_DETERMINISTIC | ATTNCHECK_CLAIM3_PAGE_PLACEMENT |
+                     ATTNCHECK_CLAIM3_PAGED_EQUALS_DENSE | ATTNCHECK_CLAIM3_RAGGED_EQUALS_DENSE;
   d.tanh_ulps = attnimpl::tanh_ulps();
   const attnimpl::config& t = in.tiles;
   in.name = name;
