@@ -5,6 +5,7 @@
 // (subject::attend); draw_paged_form is the one drawing of a paged form, used
 // by the page_table and ragged laws too.
 #include <algorithm>
+#include <array>
 
 #include "attncheck/case_space.hpp"
 #include "forms.hpp"
@@ -101,6 +102,25 @@ void draw_paged_form(attn_case& c, const subject& s, std::uint64_t salt, bool wi
 
 void prepare_paged(attn_case& c, const subject& s) {
   if (s.has_v3(ATTNCHECK_FEATURE3_PAGED)) draw_paged_form(c, s, 0x9a6ed);
+}
+
+void make_long_decode(attn_case& c, law_rng& rng) {
+  constexpr int powers[] = {12, 13, 15, 16, 17};
+  const std::int64_t lk = (std::int64_t{1} << powers[rng.below(5)]) + rng.below(3) - 1;
+  const std::int64_t b = 1 + rng.below(2);
+  // Each full dim of the mask and the bias follows the new shape.
+  const std::array<std::int64_t, 4> to = {b, 1, 1, lk};
+  for (int k = 0; k < 4; ++k) {
+    if (c.has_mask() && c.mask_shape[static_cast<std::size_t>(k)] != 1) c.mask_shape[static_cast<std::size_t>(k)] = to[k];
+    if (c.variants.has_bias() && c.variants.bias_shape[static_cast<std::size_t>(k)] != 1)
+      c.variants.bias_shape[static_cast<std::size_t>(k)] = to[k];
+  }
+  c.b = b, c.lq = 1, c.lk = lk, c.hq = c.hkv = 1;
+  c.d = std::min<std::int64_t>(c.d, 4), c.dv = std::min<std::int64_t>(c.dv, 4);
+  if (!c.key_len.empty()) {
+    c.key_len.clear();
+    for (std::int64_t i = 0; i < b; ++i) c.key_len.push_back(i == 0 ? lk : sequence_length(lk, rng));
+  }
 }
 
 std::string declares_paged(const subject& s) {
@@ -209,6 +229,15 @@ law_outcome shared_prefix_equals_private_copies(const subject& s, const attn_cas
   return o;
 }
 
+// An eighth of the cases of paged.equals_dense are long-context decodes
+// (make_long_decode), through thousands of pages of the sizes drawn as ever.
+void prepare_equals_dense(attn_case& c, const subject& s) {
+  if (!s.has_v3(ATTNCHECK_FEATURE3_PAGED)) return;
+  law_rng rng(c, 0x10e6);
+  if (rng.below(8) == 0) make_long_decode(c, rng);
+  draw_paged_form(c, s, 0x9a6ed);
+}
+
 }  // namespace
 
 std::vector<law> paged_laws() {
@@ -216,7 +245,7 @@ std::vector<law> paged_laws() {
                     "K and V through a block table (pages of 1..512 keys in any physical order, shared prefixes, stale or "
                     "invalid table tails) give the dense form's output: bit for bit when claimed, else within the bound")
               .applies_when(declares_paged)
-              .prepared_by(prepare_paged)
+              .prepared_by(prepare_equals_dense)
               .input_form(),
           law_entry("paged.placement_changes_nothing", placement_changes_nothing, 0.5,
                     "the same pages at other physical places, the table renamed to match (in order, reversed, shuffled), "
