@@ -34,8 +34,8 @@ struct campaign_options {
   /// variant capped at min(max_work, run_default::variant_max_work).
   bool variants = false;
   /// Contract 1.2's input form of every case (--form): "" (dense), "paged" or
-  /// "ragged", drawn as paged.equals_dense and ragged.equals_dense_per_sequence
-  /// draw it; the subject runs in that form against the oracle of the dense
+  /// "ragged", drawn by draw_input_form (attncheck/input_forms.hpp) as the
+  /// paged and ragged laws draw it, long-context decodes left out; the subject runs in that form against the oracle of the dense
   /// problem (for ragged, on the rows of the problem).
   std::string form;
   std::string out_dir;               ///< violating cases are saved here (first 20)

@@ -10,9 +10,11 @@
 namespace attncheck {
 
 /// "paged" or "ragged": puts a generated case in that form as the laws
-/// paged.equals_dense and ragged.equals_dense_per_sequence draw it (page
-/// sizes, boundaries, table tails, spare and shared pages; zero, one and long
-/// sequences, up to 64 of them). Before materialize(). Throws input_error
+/// paged.placement_changes_nothing and ragged.equals_dense_per_sequence
+/// draw it: page sizes, boundaries, table tails, spare and shared pages;
+/// zero, one and long sequences, up to 64 of them (paged.equals_dense's
+/// long-context decodes left out: the campaign's oracle may fall back to
+/// MPFR on them). Before materialize(). Throws input_error
 /// (field "--form") for another name or a subject that does not declare the form.
 void draw_input_form(attn_case& c, const subject& s, const std::string& form);
 
