@@ -234,8 +234,9 @@ law_outcome shared_prefix_equals_private_copies(const subject& s, const attn_cas
 void prepare_equals_dense(attn_case& c, const subject& s) {
   if (!s.has_v3(ATTNCHECK_FEATURE3_PAGED)) return;
   law_rng rng(c, 0x10e6);
-  if (rng.below(8) == 0) make_long_decode(c, rng);
-  draw_paged_form(c, s, 0x9a6ed);
+  const bool long_decode = rng.below(8) == 0;
+  if (long_decode) make_long_decode(c, rng);
+  draw_paged_form(c, s, 0x9a6ed, !long_decode);  // a long decode keeps its key counts
 }
 
 }  // namespace
