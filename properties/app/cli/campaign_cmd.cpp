@@ -65,6 +65,10 @@ void add_campaign(CLI::App& app) {
               "gate's differential law does: half the cases, each capped at B*Hq*Lq*Lk*(D+Dv) <= " +
                   std::to_string(run_default::variant_max_work) +
                   "; reports cases, elements, violations and the largest observed/bound per feature");
+  c->add_option("--form", copt.form,
+                "paged or ragged: every case in that contract 1.2 input form, drawn as the paged and ragged laws draw it "
+                "(page sizes 1..512 and boundaries, table tails, spare and shared pages; zero, one and long sequences), "
+                "judged against the oracle of the dense problem; the subject must declare the form");
   c->add_option("--out", copt.out_dir, "save violating cases here");
   c->add_option("--html", html_path,
                 "write a self-contained HTML report here (per-dtype histograms, worst cases, rate, oracle tiers)");

@@ -17,11 +17,20 @@ std::string law_alias(const std::string& law) {
   if (law == "masked.fully_masked_rows_are_zero") return "fully_masked";
   // The contract 1.1 groups hold several laws: each its own short name.
   static const std::pair<const char*, const char*> variant_aliases[] = {
-      {"window.outside_keys_never_matter", "window"},     {"window.wide_window_equals_plain", "window_plain"},
-      {"sinks.sink_rescales_plain_output", "sinks"},      {"sinks.common_shift_changes_nothing", "sink_shift"},
-      {"softcap.weights_within_capped_range", "softcap"}, {"softcap.far_cap_equals_none", "softcap_far"},
-      {"bias.alibi_equals_explicit_bias", "alibi"},       {"bias.row_constant_changes_nothing", "bias_row"},
-      {"bias.minus_inf_equals_mask", "bias_mask"},        {"bias.broadcast_equals_materialized", "bias_broadcast"},
+      {"window.outside_keys_never_matter", "window"},
+      {"window.wide_window_equals_plain", "window_plain"},
+      {"sinks.sink_rescales_plain_output", "sinks"},
+      {"sinks.common_shift_changes_nothing", "sink_shift"},
+      {"softcap.weights_within_capped_range", "softcap"},
+      {"softcap.far_cap_equals_none", "softcap_far"},
+      {"bias.alibi_equals_explicit_bias", "alibi"},
+      {"bias.row_constant_changes_nothing", "bias_row"},
+      {"bias.minus_inf_equals_mask", "bias_mask"},
+      {"bias.broadcast_equals_materialized", "bias_broadcast"},
+      // The input forms of contract 1.2: the first law of each group keeps the group's name.
+      {"paged.placement_changes_nothing", "paged_placement"},
+      {"paged.shared_prefix_equals_private_copies", "paged_shared"},
+      {"ragged.zero_length_sequences_are_inert", "ragged_empty"},
   };
   for (const auto& [full, alias] : variant_aliases)
     if (law == full) return alias;

@@ -20,6 +20,7 @@
 #include "attncheck/case_file.hpp"
 #include "attncheck/check.hpp"
 #include "attncheck/generators.hpp"
+#include "attncheck/input_forms.hpp"
 #include "attncheck/isolate.hpp"
 #include "attncheck/result_json.hpp"
 #include "attncheck/version.hpp"
@@ -104,9 +105,12 @@ slice_stats run_slice(const subject& s, const campaign_options& opt, std::int64_
     const std::int64_t k = opt.shard_index + opt.shard_count * p;
     attn_case c = gen(rc::Random(opt.seed + static_cast<std::uint64_t>(k)), static_cast<int>(k % 100)).value();
     if (opt.only_type) c.type = *opt.only_type;
+    if (!opt.form.empty()) draw_input_form(c, s, opt.form);
     materialize(c);
     const auto out = s.attend(c);
-    const oracle_result ref = reference(c, oracle_options_for(s, c, oracle_precision::auto_tier));
+    attn_case dense = c;  // the oracle answers the dense problem the form hands over
+    dense.form = input_form{};
+    const oracle_result ref = reference(dense, oracle_options_for(s, dense, oracle_precision::auto_tier));
     // This case's stats, added to its dtype's and to each of its features'.
     campaign_stats st;
     ++st.cases;
@@ -136,7 +140,7 @@ slice_stats run_slice(const subject& s, const campaign_options& opt, std::int64_
     } else {
       for (std::int64_t b = 0; b < c.b; ++b)
         for (std::int64_t i = 0; i < c.lq; ++i)
-          for (std::int64_t h = 0; h < c.hq; ++h) {
+          for (std::int64_t h = 0; h < c.hq && c.row_in_problem(b, i); ++h) {
             for (std::int64_t e = 0; e < c.dv; ++e) {
               const auto x = ref.o_index(b, i, h, e);
               one(o_where(b, i, h, e), ref.o[x], out.o.at(b, i, h, e), ref.o_bound[x]);
@@ -247,7 +251,13 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
   if (opt.shard_count > opt.cases)
     throw input_error("--shard", "N = " + std::to_string(opt.shard_count) + " must be at most --cases (" +
                                      std::to_string(opt.cases) + "): every shard runs at least one case");
+  if (!opt.form.empty() && opt.form != "paged" && opt.form != "ragged")
+    throw input_error("--form", "'" + opt.form + "' is not one of paged, ragged");
   const auto s = subject::load(opt.subject);
+  if (!opt.form.empty()) {
+    attn_case probe;  // the subject must declare the form: a clear error before any worker starts
+    draw_input_form(probe, *s, opt.form);
+  }
   campaign_result r;
   const std::int64_t todo = shard_cases(opt);
   const auto start = std::chrono::steady_clock::now();
@@ -352,6 +362,7 @@ void print_campaign(const campaign_result& r, std::ostream& out) {
         << opt.shard_count << " = " << opt.shard_index << ")";
   out << ", seed " << opt.seed;
   if (opt.variants) out << ", variants";
+  if (!opt.form.empty()) out << ", form " << opt.form;
   if (r.shards.size() > 1)
     out << ", " << r.shards.size() << " shards merged";
   else
@@ -453,7 +464,8 @@ void write_campaign_json(const std::string& path, const campaign_result& r) {
                                 {"shard", {{"index", o.shard_index}, {"count", o.shard_count}}},
                                 {"dtype", o.only_type ? std::string(name(*o.only_type)) : std::string("mixed")},
                                 {"max_work", o.max_work},
-                                {"variants", o.variants}}},
+                                {"variants", o.variants},
+                                {"form", o.form.empty() ? std::string("dense") : o.form}}},
                               {"jobs", o.jobs},
                               {"cases", total},
                               {"violations", r.violations()},
@@ -497,7 +509,9 @@ campaign_result read_campaign_json(const std::string& path) {
       if (!o.only_type) throw std::runtime_error("'" + t + "'");
     }
     field = "config.max_work", o.max_work = c.at("max_work");
-    field = "config.variants", o.variants = c.value("variants", false);  // absent: a result from before --variants
+    field = "config.variants", o.variants = c.value("variants", false);     // absent: a result from before --variants
+    field = "config.form", o.form = c.value("form", std::string("dense"));  // absent: a result from before --form
+    if (o.form == "dense") o.form.clear();
     field = "attncheck.version", r.version = doc.at("attncheck").at("version");
     field = "jobs", o.jobs = doc.at("jobs");
     field = "seconds", r.seconds = doc.at("seconds");
@@ -545,6 +559,7 @@ campaign_result merge_campaigns(const std::vector<campaign_result>& parts, const
             ao.only_type ? std::string(name(*ao.only_type)) : "mixed");
     differs("max_work", std::to_string(po.max_work), std::to_string(ao.max_work));
     differs("variants", po.variants ? "on" : "off", ao.variants ? "on" : "off");
+    differs("form", po.form.empty() ? "dense" : po.form, ao.form.empty() ? "dense" : ao.form);
     differs("shard count", std::to_string(po.shard_count), std::to_string(ao.shard_count));
     differs("attncheck version", p.version, a.version);
     // A merged file (count 1) is the whole run: its one shard is 0.

@@ -5,8 +5,10 @@
 // (subject::attend); draw_paged_form is the one drawing of a paged form, used
 // by the page_table and ragged laws too.
 #include <algorithm>
+#include <array>
 
 #include "attncheck/case_space.hpp"
+#include "forms.hpp"
 #include "law_support.hpp"
 #include "registry.hpp"
 
@@ -37,8 +39,57 @@ std::int64_t draw_page_size(const attn_case& c, const subject& s, law_rng& rng) 
 
 }  // namespace
 
-void draw_paged_form(attn_case& c, const subject& s, std::uint64_t salt) {
+std::int64_t sequence_length(std::int64_t lk, law_rng& rng) {
+  switch (rng.below(4)) {
+    case 0: return 0;   // an empty sequence: its whole table row is unspecified
+    case 1: return 1;   // one key
+    case 2: return lk;  // the longest
+    default: return rng.below(lk + 1);
+  }
+}
+
+// The values are drawn by materialize(); a new sequence's key count is drawn
+// as draw_sequences draws them.
+void set_batch(attn_case& c, std::int64_t nb, law_rng& rng) {
+  if (nb == c.b) return;
+  if (!c.key_len.empty()) {
+    c.key_len.resize(static_cast<std::size_t>(std::min(c.b, nb)));
+    while (static_cast<std::int64_t>(c.key_len.size()) < nb) c.key_len.push_back(sequence_length(c.lk, rng));
+  }
+  if (c.has_mask() && c.mask_shape[0] != 1) c.mask_shape[0] = nb;
+  if (c.variants.has_bias() && c.variants.bias_shape[0] != 1) c.variants.bias_shape[0] = nb;
+  c.b = nb;
+}
+
+void draw_sequences(attn_case& c, const subject& s, law_rng& rng) {
+  // A quarter of the cases: 16, 33 or 64 sequences, within the input-form
+  // laws' work cap (the heads cut to one first when they do not fit).
+  if (rng.below(4) == 0) {
+    constexpr std::int64_t widths[] = {16, 33, 64};
+    const std::int64_t want = widths[rng.below(3)];
+    if (want > c.b) {
+      const auto per_sequence = [&c] { return std::max<std::int64_t>(1, case_work(c) / c.b); };
+      const std::int64_t cap = run_default::variant_max_work;
+      if (per_sequence() * want > cap && c.hq > 1) {
+        c.hq = c.hkv = 1;
+        if (c.has_mask() && c.mask_shape[1] != 1) c.mask_shape[1] = 1;
+        if (c.variants.has_bias() && c.variants.bias_shape[1] != 1) c.variants.bias_shape[1] = 1;
+      }
+      const std::int64_t nb = std::min(want, cap / per_sequence());
+      if (nb >= 16) set_batch(c, nb, rng);
+    }
+  }
+  // Half the cases (a subject taking key padding): each sequence's key count
+  // drawn from none, one, Lk and any, so batches mix zero, one and long ones.
+  if (s.has(ATTNCHECK_FEATURE_PADDING) && rng.below(2) == 0) {
+    c.key_len.clear();
+    for (std::int64_t b = 0; b < c.b; ++b) c.key_len.push_back(sequence_length(c.lk, rng));
+  }
+}
+
+void draw_paged_form(attn_case& c, const subject& s, std::uint64_t salt, bool with_sequences) {
   law_rng rng(c, salt);
+  if (with_sequences) draw_sequences(c, s, rng);
   input_form& f = c.form;
   f.page_size = draw_page_size(c, s, rng);
   f.page_order = static_cast<page_order_kind>(rng.below(3));
@@ -53,8 +104,38 @@ void prepare_paged(attn_case& c, const subject& s) {
   if (s.has_v3(ATTNCHECK_FEATURE3_PAGED)) draw_paged_form(c, s, 0x9a6ed);
 }
 
+void make_long_decode(attn_case& c, law_rng& rng) {
+  constexpr int powers[] = {12, 13, 15, 16, 17};
+  const std::int64_t lk = (std::int64_t{1} << powers[rng.below(5)]) + rng.below(3) - 1;
+  const std::int64_t b = 1 + rng.below(2);
+  // Each full dim of the mask and the bias follows the new shape.
+  const std::array<std::int64_t, 4> to = {b, 1, 1, lk};
+  for (int k = 0; k < 4; ++k) {
+    if (c.has_mask() && c.mask_shape[static_cast<std::size_t>(k)] != 1) c.mask_shape[static_cast<std::size_t>(k)] = to[k];
+    if (c.variants.has_bias() && c.variants.bias_shape[static_cast<std::size_t>(k)] != 1)
+      c.variants.bias_shape[static_cast<std::size_t>(k)] = to[k];
+  }
+  c.b = b, c.lq = 1, c.lk = lk, c.hq = c.hkv = 1;
+  c.d = std::min<std::int64_t>(c.d, 4), c.dv = std::min<std::int64_t>(c.dv, 4);
+  if (!c.key_len.empty()) {
+    c.key_len.clear();
+    for (std::int64_t i = 0; i < b; ++i) c.key_len.push_back(i == 0 ? lk : sequence_length(lk, rng));
+  }
+}
+
 std::string declares_paged(const subject& s) {
   return s.has_v3(ATTNCHECK_FEATURE3_PAGED) ? "" : "subject does not declare paged K/V (ATTNCHECK_FEATURE3_PAGED)";
+}
+
+std::int64_t arena_pages(const attn_case& c) {
+  const input_form& f = c.form;
+  std::int64_t most = 0, own = 0;
+  for (std::int64_t b = 0; b < c.b; ++b) {
+    const std::int64_t used = (c.valid_keys(b) + f.page_size - 1) / f.page_size;
+    most = std::max(most, used);
+    own += used - std::min(f.shared_pages, used);
+  }
+  return std::min(f.shared_pages, most) + own + f.spare_pages;
 }
 
 namespace {
@@ -82,6 +163,82 @@ law_outcome paged_equals_dense(const subject& s, const attn_case& c) {
   return o;
 }
 
+// Two paged forms of one problem: bit for bit when the subject claims page
+// placement (or the dense form's bits, which implies it), else within the
+// bound of the dense form (docs/spec.md "Placement does not matter").
+comparison same_problem(const subject& s, const attn_case& c, const subject_output& a, const subject_output& b) {
+  if (s.claims_v3(ATTNCHECK_CLAIM3_PAGE_PLACEMENT) || s.claims_v3(ATTNCHECK_CLAIM3_PAGED_EQUALS_DENSE))
+    return compare_bitwise(c, a, b);
+  attn_case dense = c;
+  dense.form = input_form{};
+  const oracle_result ref = fast_bound(s, dense);
+  return compare_within_bounds(dense, a, ref, b, ref);
+}
+
+// The same pages at other physical places, the table renamed to match: in
+// order against reversed (different wherever the arena holds two pages or
+// more), and the case's own shuffle against in order.
+law_outcome placement_changes_nothing(const subject& s, const attn_case& c) {
+  law_outcome o;
+  if (arena_pages(c) < 2) o.nothing_to_judge("one page in the arena: no other placement");
+  attn_case in_order = c, reversed = c;
+  in_order.form.page_order = page_order_kind::in_order;
+  reversed.form.page_order = page_order_kind::reversed;
+  const auto x = s.attend(in_order), y = s.attend(reversed);
+  if (run_failed(x, o, "pages in order") || run_failed(y, o, "pages reversed")) return o;
+  const std::string claimed = s.claims_v3(ATTNCHECK_CLAIM3_PAGE_PLACEMENT) || s.claims_v3(ATTNCHECK_CLAIM3_PAGED_EQUALS_DENSE)
+                                  ? " (claimed bit for bit)"
+                                  : "";
+  const std::string pages = "pages=" + std::to_string(c.form.page_size) + ", " + std::to_string(arena_pages(c)) + " in the arena";
+  o.add(pages + ": reversed against in order" + claimed, same_problem(s, c, x, y));
+  if (c.form.page_order == page_order_kind::shuffled) {
+    const auto z = s.attend(c);
+    if (run_failed(z, o, "pages shuffled")) return o;
+    o.add(pages + ": shuffled against in order" + claimed, same_problem(s, c, x, z));
+  }
+  return o;
+}
+
+// Every law case of this law shares a prefix: two sequences or more, the
+// first 1..3 pages of each named once.
+void prepare_shared(attn_case& c, const subject& s) {
+  if (!s.has_v3(ATTNCHECK_FEATURE3_PAGED)) return;
+  draw_paged_form(c, s, 0x5a4ed);
+  law_rng rng(c, 0x5a4ed2);
+  if (c.b < 2) set_batch(c, 2 + rng.below(3), rng);
+  const std::int64_t pages = (c.lk + c.form.page_size - 1) / c.form.page_size;
+  if (c.form.shared_pages == 0) c.form.shared_pages = 1 + rng.below(std::min<std::int64_t>(pages, 3));
+}
+
+// The shared prefix against private copies of it (the same keys and values,
+// each sequence its own pages): the answer the sequences would get with
+// private copies (docs/spec.md "Shared pages"), bit for bit when placement is claimed.
+law_outcome shared_prefix_equals_private_copies(const subject& s, const attn_case& c) {
+  law_outcome o;
+  std::int64_t sharing = 0;
+  for (std::int64_t b = 0; b < c.b; ++b) sharing += c.valid_keys(b) > 0 ? 1 : 0;
+  if (c.form.shared_pages == 0 || sharing < 2) o.nothing_to_judge("fewer than two sequences reach a shared page");
+  attn_case own = c;
+  own.form.shared_pages = 0;  // the tensors stay: the prefix keys are equal, now copied into each sequence's pages
+  const auto x = s.attend(c), y = s.attend(own);
+  if (run_failed(x, o, "shared prefix") || run_failed(y, o, "private copies")) return o;
+  const bool claimed = s.claims_v3(ATTNCHECK_CLAIM3_PAGE_PLACEMENT) || s.claims_v3(ATTNCHECK_CLAIM3_PAGED_EQUALS_DENSE);
+  o.add("pages=" + std::to_string(c.form.page_size) + ": " + std::to_string(c.form.shared_pages) + " pages shared by " +
+            std::to_string(sharing) + " sequences against private copies" + (claimed ? " (claimed bit for bit)" : ""),
+        same_problem(s, c, x, y));
+  return o;
+}
+
+// An eighth of the cases of paged.equals_dense are long-context decodes
+// (make_long_decode), through thousands of pages of the sizes drawn as ever.
+void prepare_equals_dense(attn_case& c, const subject& s) {
+  if (!s.has_v3(ATTNCHECK_FEATURE3_PAGED)) return;
+  law_rng rng(c, 0x10e6);
+  const bool long_decode = rng.below(8) == 0;
+  if (long_decode) make_long_decode(c, rng);
+  draw_paged_form(c, s, 0x9a6ed, !long_decode);  // a long decode keeps its key counts
+}
+
 }  // namespace
 
 std::vector<law> paged_laws() {
@@ -89,7 +246,19 @@ std::vector<law> paged_laws() {
                     "K and V through a block table (pages of 1..512 keys in any physical order, shared prefixes, stale or "
                     "invalid table tails) give the dense form's output: bit for bit when claimed, else within the bound")
               .applies_when(declares_paged)
+              .prepared_by(prepare_equals_dense)
+              .input_form(),
+          law_entry("paged.placement_changes_nothing", placement_changes_nothing, 0.5,
+                    "the same pages at other physical places, the table renamed to match (in order, reversed, shuffled), "
+                    "give the same output: bit for bit when placement is claimed, else within the bound")
+              .applies_when(declares_paged)
               .prepared_by(prepare_paged)
+              .input_form(),
+          law_entry("paged.shared_prefix_equals_private_copies", shared_prefix_equals_private_copies, 0.5,
+                    "sequences sharing the pages of a common prefix get the output of private copies of it: bit for bit "
+                    "when placement is claimed, else within the bound")
+              .applies_when(declares_paged)
+              .prepared_by(prepare_shared)
               .input_form()};
 }
 

@@ -68,6 +68,9 @@ const std::vector<std::string>& fuzzed_law_names() {
       "paged.equals_dense",                                   // 32
       "page_table.unspecified_entries_never_matter",          // 33
       "ragged.equals_dense_per_sequence",                     // 34
+      "paged.placement_changes_nothing",                      // 35
+      "paged.shared_prefix_equals_private_copies",            // 36
+      "ragged.zero_length_sequences_are_inert",               // 37
   };
   return names;
 }

@@ -104,6 +104,69 @@ void case_stats::add(const attn_case& c, const subject& s) {
     for (std::size_t b = a + 1; b < std::size(on); ++b)
       count(std::string("variants ") + on[a].first + "+" + on[b].first, on[a].second && on[b].second);
   }
+  add_form(c, s);
+}
+
+void case_stats::add_form(const attn_case& c, const subject& s) {
+  const input_form& f = c.form;
+  if (f.dense()) return;
+  const auto count = [this](const std::string& k, bool yes) {
+    if (yes) ++counts[k];
+  };
+  bool empty = false, one = false, long_one = false, no_query = false, no_key_with_queries = false;
+  for (std::int64_t b = 0; b < c.b; ++b) {
+    const std::int64_t n = c.valid_keys(b), q = c.queries(b);
+    empty = empty || n == 0 || q == 0;
+    one = one || n == 1 || (f.ragged && q == 1);
+    long_one = long_one || n >= 16;
+    no_query = no_query || q == 0;
+    no_key_with_queries = no_key_with_queries || (n == 0 && q > 0);
+  }
+  for (const char* form : {"paged", "ragged"}) {
+    if (std::string(form) == "paged" ? !f.paged() : !f.ragged) continue;
+    count(std::string(form) + " B>=16", c.b >= 16);
+    count(std::string(form) + " zero, one and long", empty && one && long_one);
+  }
+  if (f.paged()) {
+    count("paged", true);
+    const std::int64_t p = f.page_size;
+    count("pages 1 or 3", p == 1 || p == 3);
+    count("pages 16 or 17", p == 16 || p == 17);
+    count("pages 64 or 128", p == 64 || p == 128);
+    count("pages 256 or 512", p == 256 || p == 512);
+    bool hinted = false;
+    for (std::int64_t h : hint_lengths(s)) hinted = hinted || (p >= h - 1 && p <= h + 1);
+    count("pages at a size hint", hinted);
+    // Sequence ends at page boundaries (P >= 3 tells the three apart), and
+    // table rows with unspecified entries (past ceil(n[b] / P)).
+    bool on = false, before = false, after = false, tail = false;
+    const std::int64_t max_pages = (c.lk + p - 1) / p + f.spare_pages;
+    std::int64_t reach_shared = 0;
+    for (std::int64_t b = 0; b < c.b; ++b) {
+      const std::int64_t n = c.valid_keys(b);
+      on = on || (p >= 3 && n > 0 && n % p == 0);
+      before = before || (p >= 3 && n % p == p - 1);
+      after = after || (p >= 3 && n > p && n % p == 1);
+      tail = tail || (n + p - 1) / p < max_pages;
+      reach_shared += f.shared_pages > 0 && n > 0 ? 1 : 0;
+    }
+    count("n = kP", on);
+    count("n = kP - 1", before);
+    count("n = kP + 1", after);
+    count("stale table tail", tail && f.table_tail == table_tail_kind::stale);
+    count("invalid table tail", tail && f.table_tail == table_tail_kind::invalid);
+    count("spare pages", f.spare_pages > 0);
+    count("shared pages", reach_shared >= 2);
+    count("paged n = 0", empty && !f.ragged);
+    std::int64_t longest = 0;
+    for (std::int64_t b = 0; b < c.b; ++b) longest = std::max(longest, c.valid_keys(b));
+    count("paged decode n>=4095", c.lq == 1 && longest >= 4095);
+  }
+  if (f.ragged) {
+    count("ragged", true);
+    count("ragged zero queries", no_query);
+    count("ragged zero keys", no_key_with_queries);
+  }
 }
 
 void case_stats::merge(const case_stats& o) {
@@ -164,6 +227,37 @@ const std::vector<share_floor>& distribution_floors() {
     return f;
   }();
   return all;
+}
+
+const std::vector<form_floor>& form_floors() {
+  // Floors near half the shares measured on the naive subject's gate
+  // (docs/distribution.md "Input forms"), over the paged cases or the ragged
+  // cases of the laws that draw the forms.
+  static const std::vector<form_floor> v = {
+      {"pages 1 or 3", "page size 1 or 3", 0.05, "paged"},
+      {"pages 16 or 17", "page size 16 or 17", 0.04, "paged"},
+      {"pages 64 or 128", "page size 64 or 128", 0.04, "paged"},
+      {"pages 256 or 512", "page size 256 or 512", 0.04, "paged"},
+      {"pages at a size hint", "page size at a size hint +-1 (the subject's, or 64)", 0.05, "paged"},
+      {"n = kP", "a sequence ends exactly on a page boundary (P >= 3)", 0.05, "paged"},
+      {"n = kP - 1", "a sequence ends one key before a page boundary (P >= 3)", 0.05, "paged"},
+      {"n = kP + 1", "a sequence ends one key after a page boundary (P >= 3)", 0.03, "paged"},
+      {"stale table tail", "table rows longer than needed, tails naming other sequences' and spare pages", 0.15, "paged"},
+      {"invalid table tail", "table rows longer than needed, tails of -1 and out-of-range entries", 0.10, "paged"},
+      {"spare pages", "an arena larger than needed (spare pages)", 0.20, "paged"},
+      {"shared pages", "a prefix's pages shared by two sequences or more", 0.10, "paged"},
+      {"paged n = 0", "an empty sequence (n = 0: its whole table row unspecified)", 0.05, "paged"},
+      {"paged decode n>=4095", "a long-context decode (n at 2^12..2^17 +-1, thousands of pages)", 0.01, "paged"},
+      {"paged B>=16", "16 to 64 sequences", 0.05, "paged"},
+      {"paged zero, one and long", "one batch mixing an empty sequence, one of a single key, one of 16 keys or more", 0.03,
+       "paged"},
+      {"ragged zero queries", "a sequence with no query", 0.25, "ragged"},
+      {"ragged zero keys", "a sequence with no key and some queries", 0.10, "ragged"},
+      {"ragged B>=16", "16 to 64 sequences", 0.05, "ragged"},
+      {"ragged zero, one and long", "one batch mixing an empty sequence, one of a single key or query, one of 16 keys or more",
+       0.03, "ragged"},
+  };
+  return v;
 }
 
 }  // namespace attncheck

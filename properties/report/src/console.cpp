@@ -226,6 +226,23 @@ void print_stats(const gate_result& g, std::ostream& out) {
         << "%   floor " << std::setw(4) << number_text(100 * f.floor, "%.0f") << "%"
         << (f.needs_all ? " (subjects taking every dtype and mask)" : "") << (low ? "   BELOW" : "") << "   " << f.what << "\n";
   }
+  // Contract 1.2's input forms: over the paged and the ragged cases (only the
+  // laws that draw a form hand one out), for a subject declaring the form.
+  const std::pair<const char*, std::uint32_t> forms[] = {{"paged", ATTNCHECK_FEATURE3_PAGED},
+                                                         {"ragged", ATTNCHECK_FEATURE3_RAGGED}};
+  for (const auto& [form, bit] : forms) {
+    if (!(g.declared.features_v3 & bit)) continue;
+    const auto n = all.counts.count(form) ? all.counts.at(form) : 0;
+    out << "contract 1.2 " << form << " form, over the " << n << " " << form << " cases of the laws that draw it:\n";
+    for (const auto& f : form_floors()) {
+      if (std::string(f.over) != form) continue;
+      const auto k = all.counts.count(f.key) ? all.counts.at(f.key) : 0;
+      const double share = n ? static_cast<double>(k) / static_cast<double>(n) : 0;
+      out << "  " << std::left << std::setw(28) << f.key << std::right << std::setw(7) << number_text(100 * share, "%.1f")
+          << "%   floor " << std::setw(4) << number_text(100 * f.floor, "%.0f") << "%" << (share < f.floor ? "   BELOW" : "")
+          << "   " << f.what << "\n";
+    }
+  }
   // Non-vacuity per variant (docs/spec.md "Variants"): of the cases carrying
   // a variant, those whose oracle proves switching it off moves the output.
   for (const auto& r : g.reports) {

@@ -33,6 +33,11 @@ struct campaign_options {
   /// as the gate's differential law does: half the cases, a case with a
   /// variant capped at min(max_work, run_default::variant_max_work).
   bool variants = false;
+  /// Contract 1.2's input form of every case (--form): "" (dense), "paged" or
+  /// "ragged", drawn by draw_input_form (attncheck/input_forms.hpp) as the
+  /// paged and ragged laws draw it, long-context decodes left out; the subject runs in that form against the oracle of the dense
+  /// problem (for ragged, on the rows of the problem).
+  std::string form;
   std::string out_dir;               ///< violating cases are saved here (first 20)
   std::ostream* progress = nullptr;  ///< progress lines go here (null: none)
   bool progress_tty = false;         ///< rewrite one line in place (a terminal) instead of plain lines

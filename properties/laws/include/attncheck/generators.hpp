@@ -57,6 +57,8 @@ struct case_stats {
   std::int64_t n = 0;
   std::map<std::string, std::int64_t> counts;
   void add(const attn_case& c, const subject& s);
+  /// The contract 1.2 input form counts of a paged or ragged case (add() calls it).
+  void add_form(const attn_case& c, const subject& s);
   void merge(const case_stats& o);
   double share(const std::string& key) const { return n ? static_cast<double>(counts.count(key) ? counts.at(key) : 0) / n : 0; }
 };
@@ -72,6 +74,17 @@ struct share_floor {
   bool variant = false;
 };
 const std::vector<share_floor>& distribution_floors();
+
+/// One share of the contract 1.2 input forms and its floor, over the paged
+/// cases (over = "paged") or the ragged cases (over = "ragged") of a gate run;
+/// it applies to a subject declaring that form.
+struct form_floor {
+  const char* key;   ///< as counted by case_stats::add_form
+  const char* what;  ///< in words
+  double floor;
+  const char* over;  ///< "paged" or "ragged": the count it is a share of
+};
+const std::vector<form_floor>& form_floors();
 
 }  // namespace attncheck
 
