@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The realized distribution of a gate run holds every documented floor
 # (docs/distribution.md): `attncheck gate --stats` must print no BELOW line.
+# The contract 1.2 input-form sections are left to form_stats_test.sh, which
+# runs the form laws alone at more cases: they draw a tenth of --cases, too
+# few at this test's 200 for their rarest shares (the long paged decodes).
 # Usage: gate_stats_test.sh ATTNCHECK OUTDIR SUBJECT [gate args...]
 set -uo pipefail
 attncheck=$1 out=$2 subject=$3
@@ -13,7 +16,8 @@ if ! printf '%s\n' "$log" | grep -q '^distribution of'; then
   printf '%s\n' "$log" | tail -20
   exit 1
 fi
-if printf '%s\n' "$log" | grep -q 'BELOW'; then
+dense=$(printf '%s\n' "$log" | awk '/^contract 1\.2 /{form=1; next} /^[^ ]/{form=0} !form')
+if printf '%s\n' "$dense" | grep -q 'BELOW'; then
   echo "FAIL: a share of the distribution is below its documented floor"
   exit 1
 fi
