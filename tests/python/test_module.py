@@ -207,10 +207,11 @@ def test_gate_takes_the_paged_and_ragged_forms_and_a_backward_from_python(tmp_pa
     from attncheck.subjects import numpy_backward, numpy_paged
 
     forms = ["paged", "page_table", "ragged"]
-    table = attncheck.gate(numpy_paged.attend, cases=50, seed=7, only=forms, out=tmp_path / "paged")
+    table = attncheck.gate(numpy_paged.attend, cases=200, seed=7, only=forms, out=tmp_path / "paged")
     assert {row["law"]: row["verdict"] for row in table} == {
-        "paged.equals_dense": "pass", "page_table.unspecified_entries_never_matter": "pass",
-        "ragged.equals_dense_per_sequence": "pass"}
+        "paged.equals_dense": "pass", "paged.placement_changes_nothing": "pass",
+        "paged.shared_prefix_equals_private_copies": "pass", "page_table.unspecified_entries_never_matter": "pass",
+        "ragged.equals_dense_per_sequence": "pass", "ragged.zero_length_sequences_are_inert": "pass"}
     with pytest.raises(attncheck.GateFailure) as failure:
         attncheck.gate(numpy_paged.attend_drops_partial_page, cases=50, seed=7, only=forms, out=tmp_path / "broken")
     assert "FAIL paged.equals_dense" in str(failure.value)
