@@ -77,7 +77,7 @@ void prepare_zero_length(attn_case& c, const subject& s) {
   }
   input_form& f = c.form;
   if (f.q_len.empty()) f.q_len.assign(static_cast<std::size_t>(c.b), c.lq);
-  const auto at = [&c](std::int64_t b) { return static_cast<std::size_t>(b); };
+  const auto at = [](std::int64_t b) { return static_cast<std::size_t>(b); };
   const std::int64_t no_query = rng.below(c.b), no_key = (no_query + 1 + rng.below(c.b - 1)) % c.b;
   std::int64_t both = rng.below(c.b);
   while (both == no_query || both == no_key) both = (both + 1) % c.b;
