@@ -207,6 +207,22 @@ bool row_sees_any(const attn_case& c, std::int64_t b, std::int64_t h, std::int64
   return false;
 }
 
+bool empty_rows_are_zero(const attn_case& c, const subject_output& out, comparison& z) {
+  bool any_empty = false;
+  for (std::int64_t b = 0; b < c.b; ++b)
+    for (std::int64_t h = 0; h < c.hq; ++h)
+      for (std::int64_t i = 0; i < c.lq; ++i) {
+        if (!c.row_in_problem(b, i) || row_sees_any(c, b, h, i)) continue;
+        any_empty = true;
+        for (std::int64_t e = 0; e < c.dv; ++e)
+          z.element(o_where(b, i, h, e) + " (row sees no key)", 0.0, out.o.at(b, i, h, e), 0.0);
+        const float l = lse_of(out, c, c.lq, b, h, i);
+        if (!out.lse.empty() && !std::isfinite(c.sink_of(h)) && !(std::isinf(l) && l < 0))
+          z.fail(lse_where(b, h, i).text + " = " + std::to_string(l) + " for a row that sees no key (must be -inf)");
+      }
+  return any_empty;
+}
+
 comparison rows_bitwise(const attn_case& c, const subject_output& a, const subject_output& b,
                         const std::function<bool(std::int64_t, std::int64_t, std::int64_t)>& keep) {
   comparison r;

@@ -149,6 +149,11 @@ std::uint32_t nan_bits(dtype t);
 /// True when row (b, h, i) sees at least one key.
 bool row_sees_any(const attn_case& c, std::int64_t b, std::int64_t h, std::int64_t i);
 
+/// Every row of the problem that sees no key must give O = 0 exactly and,
+/// without a finite sink for its head, LSE = -inf (docs/spec.md); into z.
+/// Returns whether the case has such a row.
+bool empty_rows_are_zero(const attn_case& c, const subject_output& out, comparison& z);
+
 /// Compares the O rows (and LSE) for which keep(b, h, i) holds, bit for bit.
 comparison rows_bitwise(const attn_case& c, const subject_output& a, const subject_output& b,
                         const std::function<bool(std::int64_t, std::int64_t, std::int64_t)>& keep);

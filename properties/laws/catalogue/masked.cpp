@@ -25,18 +25,7 @@ law_outcome fully_masked_rows_are_zero(const subject& s, const attn_case& c) {
   const auto out = s.attend(c);
   if (run_failed(out, o, "run")) return o;
   comparison z;
-  bool any_empty = false;
-  for (std::int64_t b = 0; b < c.b; ++b)
-    for (std::int64_t h = 0; h < c.hq; ++h)
-      for (std::int64_t i = 0; i < c.lq; ++i) {
-        if (row_sees_any(c, b, h, i)) continue;
-        any_empty = true;
-        for (std::int64_t e = 0; e < c.dv; ++e)
-          z.element(o_where(b, i, h, e) + " (row sees no key)", 0.0, out.o.at(b, i, h, e), 0.0);
-        const float l = lse_of(out, c, c.lq, b, h, i);
-        if (!out.lse.empty() && !(std::isinf(l) && l < 0))
-          z.fail(lse_where(b, h, i).text + " = " + std::to_string(l) + " for a row that sees no key (must be -inf)");
-      }
+  const bool any_empty = empty_rows_are_zero(c, out, z);
   if (!any_empty) o.nothing_to_judge("no row is fully masked");
   o.add("fully masked rows", z);
   return o;

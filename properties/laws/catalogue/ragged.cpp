@@ -137,18 +137,7 @@ law_outcome zero_length_sequences_are_inert(const subject& s, const attn_case& c
   const auto out = s.attend(c);
   if (run_failed(out, o, "ragged form")) return o;
   comparison z;
-  bool any_empty = false;
-  for (std::int64_t b = 0; b < c.b; ++b)
-    for (std::int64_t h = 0; h < c.hq; ++h)
-      for (std::int64_t i = 0; i < c.lq; ++i) {
-        if (!c.row_in_problem(b, i) || row_sees_any(c, b, h, i)) continue;
-        any_empty = true;
-        for (std::int64_t e = 0; e < c.dv; ++e)
-          z.element(o_where(b, i, h, e) + " (row sees no key)", 0.0, out.o.at(b, i, h, e), 0.0);
-        const float l = lse_of(out, c, c.lq, b, h, i);
-        if (!out.lse.empty() && !std::isfinite(c.sink_of(h)) && !(std::isinf(l) && l < 0))
-          z.fail(lse_where(b, h, i).text + " = " + std::to_string(l) + " for a row that sees no key (must be -inf)");
-      }
+  const bool any_empty = empty_rows_are_zero(c, out, z);
   if (any_empty) o.add("rows that see no key", z);
   std::vector<std::int64_t> keep;
   for (std::int64_t b = 0; b < c.b; ++b)
