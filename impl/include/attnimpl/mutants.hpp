@@ -80,6 +80,8 @@
   X(ragged_key_offset_first, "ragged", "B=2")                                            \
   X(ragged_empty_writes_neighbour, "ragged", "B=2, qlen=[1,0]")                          \
   X(ragged_causal_total, "ragged", "B=2, causal")                                        \
+  X(key_index_wraps_32768, "differential", "Lq=1, Lk>2^15, late dominant key")           \
+  X(key_index_wraps_65536, "differential", "Lq=1, Lk>2^16, late dominant key")           \
   /* The backward pass (docs/mutation.md, "Backward"). */                                \
   X(backward_dq_scale_dropped, "backward_gradients", "Lk=2")                             \
   X(backward_d_from_do_squared, "backward_gradients backward_key", "Lk=1")               \

@@ -60,6 +60,17 @@ void row_addresses(const kv_source& kv, const row_walk& w, std::int64_t b, std::
                    const char** out) {
   const strides4& s = *w.stride;
   const std::int64_t step = s[1] * w.esize;
+#ifdef ATTNIMPL_MUTATION
+  // mutant: the key index held in 15 or 16 bits, so key j is read as key j mod 2^15 or 2^16
+  const std::int64_t wrap = ATTNIMPL_MUTANT(key_index_wraps_32768) ? 32768 : ATTNIMPL_MUTANT(key_index_wraps_65536) ? 65536 : 0;
+  for (std::int64_t t = 0; wrap && t < count; ++t) {
+    const std::int64_t j = (j0 + t) % wrap;
+    const std::int64_t row = kv.table ? kv.table[b * kv.table_stride + j / kv.page_size] * w.page_stride + j % kv.page_size * s[1]
+                                      : b * s[0] + j * s[1];
+    out[t] = w.base + (row + g * s[2]) * w.esize;
+  }
+  if (wrap) return;
+#endif
   if (!kv.table) {
     const char* at = w.base + (b * s[0] + j0 * s[1] + g * s[2]) * w.esize;
     for (std::int64_t t = 0; t < count; ++t) out[t] = at + t * step;

@@ -9,8 +9,6 @@
 
 namespace attncheck::laws {
 
-/// A key count of a form law's sequence: none, one, Lk or any in [0, Lk].
-std::int64_t sequence_length(std::int64_t lk, law_rng& rng);
 /// Sets the batch to nb sequences (key counts, full-batch mask and bias dims follow).
 void set_batch(attn_case& c, std::int64_t nb, law_rng& rng);
 /// Batches of 16 to 64 sequences in a quarter of the cases (within
@@ -23,11 +21,6 @@ void draw_paged_form(attn_case& c, const subject& s, std::uint64_t salt, bool wi
 /// The paged laws' preparation (a subject declaring paged K/V), and their applicability.
 void prepare_paged(attn_case& c, const subject& s);
 std::string declares_paged(const subject& s);
-/// A long-context decode: Lk at 2^12, 2^13, 2^15, 2^16 or 2^17 (+-1), one
-/// query, one head, D and Dv at most 4, one or two sequences (the second's
-/// key count drawn as sequence_length; the mask and bias dims follow). The
-/// fast oracle tier answers it (binary64, no MPFR).
-void make_long_decode(attn_case& c, law_rng& rng);
 /// Pages in the arena the host builds for a paged case: the logical pages
 /// (the shared prefix once) and the spare ones.
 std::int64_t arena_pages(const attn_case& c);

@@ -3,6 +3,7 @@
 #include "attncheck/enum_names.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdio>
 #include <limits>
@@ -273,6 +274,34 @@ comparison require_changes(const subject& s, const attn_case& ca, const subject_
         }
       }
   return r;
+}
+
+std::int64_t sequence_length(std::int64_t lk, law_rng& rng) {
+  switch (rng.below(4)) {
+    case 0: return 0;   // an empty sequence: its whole table row is unspecified
+    case 1: return 1;   // one key
+    case 2: return lk;  // the longest
+    default: return rng.below(lk + 1);
+  }
+}
+
+void make_long_decode(attn_case& c, law_rng& rng) {
+  constexpr int powers[] = {12, 13, 15, 16, 17};
+  const std::int64_t lk = (std::int64_t{1} << powers[rng.below(5)]) + rng.below(3) - 1;
+  const std::int64_t b = 1 + rng.below(2);
+  // Each full dim of the mask and the bias follows the new shape.
+  const std::array<std::int64_t, 4> to = {b, 1, 1, lk};
+  for (int k = 0; k < 4; ++k) {
+    if (c.has_mask() && c.mask_shape[static_cast<std::size_t>(k)] != 1) c.mask_shape[static_cast<std::size_t>(k)] = to[k];
+    if (c.variants.has_bias() && c.variants.bias_shape[static_cast<std::size_t>(k)] != 1)
+      c.variants.bias_shape[static_cast<std::size_t>(k)] = to[k];
+  }
+  c.b = b, c.lq = 1, c.lk = lk, c.hq = c.hkv = 1;
+  c.d = std::min<std::int64_t>(c.d, 4), c.dv = std::min<std::int64_t>(c.dv, 4);
+  if (!c.key_len.empty()) {
+    c.key_len.clear();
+    for (std::int64_t i = 0; i < b; ++i) c.key_len.push_back(i == 0 ? lk : sequence_length(lk, rng));
+  }
 }
 
 }  // namespace laws

@@ -96,6 +96,14 @@ inline std::function<std::string(const subject&)> declares(std::uint32_t bit, co
 comparison compare_claimed(const subject& s, std::uint32_t claim, const attn_case& c, const subject_output& a,
                            const subject_output& b);
 
+/// A key count of a sequence in a batch of a form law or a long decode:
+/// none, one, Lk or any in [0, Lk].
+std::int64_t sequence_length(std::int64_t lk, law_rng& rng);
+/// A long-context decode: Lk at 2^12, 2^13, 2^15, 2^16 or 2^17 (+-1), one
+/// query, one head, D and Dv at most 4, one or two sequences (the second's
+/// key count drawn as sequence_length; the mask and bias dims follow). The
+/// fast oracle tier answers it (binary64, no MPFR).
+void make_long_decode(attn_case& c, law_rng& rng);
 /// The header of a case with no tensors or mask (cheap to copy and edit).
 attn_case header_only(const attn_case& c);
 
@@ -205,6 +213,8 @@ class law_entry {
   law_entry&& input_form() && { return std::move(*this).with_variants().sampled(0.1).capped(run_default::variant_max_work); }
   /// The law counts variants_judged, each held to this floor (law::variant_floor).
   law_entry&& judges_variants(double floor) && { return set(&law::variant_floor, floor); }
+  /// Its enlarged cases are charged to the work budget as drawn (law::charged_as_drawn).
+  law_entry&& charged_as_drawn() && { return set(&law::charged_as_drawn, true); }
   /// A law of the backward group (law::backward).
   law_entry&& backward_group() && { return set(&law::backward, true); }
   operator law() && { return std::move(l_); }

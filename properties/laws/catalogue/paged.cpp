@@ -39,15 +39,6 @@ std::int64_t draw_page_size(const attn_case& c, const subject& s, law_rng& rng) 
 
 }  // namespace
 
-std::int64_t sequence_length(std::int64_t lk, law_rng& rng) {
-  switch (rng.below(4)) {
-    case 0: return 0;   // an empty sequence: its whole table row is unspecified
-    case 1: return 1;   // one key
-    case 2: return lk;  // the longest
-    default: return rng.below(lk + 1);
-  }
-}
-
 // The values are drawn by materialize(); a new sequence's key count is drawn
 // as draw_sequences draws them.
 void set_batch(attn_case& c, std::int64_t nb, law_rng& rng) {
@@ -102,25 +93,6 @@ void draw_paged_form(attn_case& c, const subject& s, std::uint64_t salt, bool wi
 
 void prepare_paged(attn_case& c, const subject& s) {
   if (s.has_v3(ATTNCHECK_FEATURE3_PAGED)) draw_paged_form(c, s, 0x9a6ed);
-}
-
-void make_long_decode(attn_case& c, law_rng& rng) {
-  constexpr int powers[] = {12, 13, 15, 16, 17};
-  const std::int64_t lk = (std::int64_t{1} << powers[rng.below(5)]) + rng.below(3) - 1;
-  const std::int64_t b = 1 + rng.below(2);
-  // Each full dim of the mask and the bias follows the new shape.
-  const std::array<std::int64_t, 4> to = {b, 1, 1, lk};
-  for (int k = 0; k < 4; ++k) {
-    if (c.has_mask() && c.mask_shape[static_cast<std::size_t>(k)] != 1) c.mask_shape[static_cast<std::size_t>(k)] = to[k];
-    if (c.variants.has_bias() && c.variants.bias_shape[static_cast<std::size_t>(k)] != 1)
-      c.variants.bias_shape[static_cast<std::size_t>(k)] = to[k];
-  }
-  c.b = b, c.lq = 1, c.lk = lk, c.hq = c.hkv = 1;
-  c.d = std::min<std::int64_t>(c.d, 4), c.dv = std::min<std::int64_t>(c.dv, 4);
-  if (!c.key_len.empty()) {
-    c.key_len.clear();
-    for (std::int64_t i = 0; i < b; ++i) c.key_len.push_back(i == 0 ? lk : sequence_length(lk, rng));
-  }
 }
 
 std::string declares_paged(const subject& s) {

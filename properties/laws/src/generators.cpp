@@ -76,6 +76,7 @@ void case_stats::add(const attn_case& c, const subject& s) {
   count("prefill", c.lq >= 64 && c.dv % 8 == 0);
   count("decode", c.lq == 1);
   count("decode Lk>=512", c.lq == 1 && c.lk >= 512);
+  count("decode Lk>=4095", c.lq == 1 && c.lk >= 4095);
   count("G>=8", c.group() >= 8);
   count("MQA", c.hkv == 1 && c.hq > 1);
   count("MHA", c.hkv == c.hq);
@@ -187,6 +188,7 @@ const std::vector<share_floor>& distribution_floors() {
       {"prefill", "prefill shape: Lq >= 64 and Dv % 8 == 0", 0.06, false},
       {"decode", "decode shape: Lq = 1", 0.12, false},
       {"decode Lk>=512", "decode with Lk >= 512", 0.03, false},
+      {"decode Lk>=4095", "decode with Lk >= 4095 (long-context decodes: 2^12..2^17 +-1)", 0.001, false},
       {"G>=8", "group size G >= 8", 0.04, false},
       {"MQA", "MQA: Hkv = 1 < Hq", 0.10, false},
       {"MHA", "MHA: Hkv = Hq", 0.15, false},

@@ -62,6 +62,7 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
   const auto gen = any_case(s, gopt);
   auto property = [&] {
     attn_case c = *gen;
+    const std::int64_t drawn = case_work(c);  // law::charged_as_drawn
     l.prepare(c, s);
     law_outcome out;
     try {
@@ -76,7 +77,8 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
       r.stats.add(c, s);
       for (const auto& [bit, what] : variant_names)
         if (out.variants_judged & bit) ++r.stats.counts[std::string("judged ") + what];
-      gopt.budget->spent += std::max<std::int64_t>(0, case_work(c) - gopt.small_work);
+      const std::int64_t charged = l.charged_as_drawn ? std::min(drawn, case_work(c)) : case_work(c);
+      gopt.budget->spent += std::max<std::int64_t>(0, charged - gopt.small_work);
       ++r.ratio_histogram[ratio_bin(out.max_ratio)];
       r.shares[static_cast<std::size_t>(c.type) % r.shares.size()].add(out.shares());
       if (out.prob() != prob_verdict::na) {

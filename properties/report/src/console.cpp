@@ -223,7 +223,7 @@ void print_stats(const gate_result& g, std::ostream& out) {
     const double share = (f.variant ? with_variants : all).share(f.key);
     const bool low = share < f.floor;
     out << "  " << std::left << std::setw(20) << f.key << std::right << std::setw(7) << number_text(100 * share, "%.1f")
-        << "%   floor " << std::setw(4) << number_text(100 * f.floor, "%.0f") << "%"
+        << "%   floor " << std::setw(4) << number_text(100 * f.floor, f.floor < 0.01 ? "%.1f" : "%.0f") << "%"
         << (f.needs_all ? " (subjects taking every dtype and mask)" : "") << (low ? "   BELOW" : "") << "   " << f.what << "\n";
   }
   // Contract 1.2's input forms: over the paged and the ragged cases (only the
