@@ -75,6 +75,10 @@ engine::kv_source paged_source(const paged_kv& kv, const std::int32_t* table) {
   s.page_size = kv.page_size;
   s.k_page_stride = kv.k_pages.stride[0];
   s.v_page_stride = kv.v_pages.stride[0];
+  if (ATTNIMPL_MUTANT(paged_page_stride_from_slots)) {  // a page taken as P slots back to back
+    s.k_page_stride = kv.page_size * kv.k_pages.stride[1];
+    s.v_page_stride = kv.page_size * kv.v_pages.stride[1];
+  }
   s.num_pages = kv.num_pages;
   return s;
 }

@@ -77,6 +77,7 @@
   X(paged_last_page_past_n, "paged page_table", "Lk=P+1")                                \
   X(paged_wrong_page_size, "paged", "Lk=P+1, P=3")                                       \
   X(paged_decode_first_slot, "paged cache", "Lq=1, Lk=P+1")                              \
+  X(paged_page_stride_from_slots, "paged", "Lk=P+1, padded or head-major pages")         \
   X(ragged_key_offset_first, "ragged", "B=2")                                            \
   X(ragged_empty_writes_neighbour, "ragged", "B=2, qlen=[1,0]")                          \
   X(ragged_causal_total, "ragged", "B=2, causal")                                        \

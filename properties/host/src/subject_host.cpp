@@ -329,10 +329,14 @@ std::uint32_t canary_bits(const attn_case& c, std::size_t at) {
 // one of the shared-prefix pages for t < shared_pages; the logical pages and
 // the spare ones sit in the arena in the case's page order; every slot no
 // valid entry reaches holds a canary; every table entry past ceil(n[b] / P)
-// holds a stale page number or an invalid one.
+// holds a stale page number or an invalid one. The arenas take the case's
+// layout: bshd gives (num_pages, P, Hkv, D) dense (slot-major pages, as
+// FlashInfer's NHD), bhsd (num_pages, Hkv, P, D) (head-major pages, HND),
+// padded gaps between heads, slots and pages, with table rows longer than
+// max_pages (the entries between rows invalid).
 struct paged_parts {
-  std::int64_t page = 1, num_pages = 1, max_pages = 1;
-  tensor kp, vp;  // (num_pages, P, Hkv, D) and (num_pages, P, Hkv, Dv), dense
+  std::int64_t page = 1, num_pages = 1, max_pages = 1, table_stride = 1;
+  tensor kp, vp;  // (num_pages, P, Hkv, D) and (num_pages, P, Hkv, Dv) in the case's layout
   std::vector<std::int32_t> table;
   std::vector<unsigned char> k_bytes, v_bytes;  // the arenas as handed over, to see writes
   std::vector<std::unique_ptr<guarded_bytes>> guarded;
@@ -365,8 +369,8 @@ struct paged_parts {
     if (f.page_order == page_order_kind::shuffled)
       for (std::size_t i = perm.size(); i > 1; --i) std::swap(perm[i - 1], perm[form_mix(state) % i]);
 
-    kp = tensor::contiguous(c.type, {num_pages, page, c.hkv, c.d});
-    vp = tensor::contiguous(c.type, {num_pages, page, c.hkv, c.dv});
+    kp = make_tensor(c.type, {num_pages, page, c.hkv, c.d}, c.layout);
+    vp = make_tensor(c.type, {num_pages, page, c.hkv, c.dv}, c.layout);
     for (std::size_t i = 0; i < kp.bits.size(); ++i) kp.bits[i] = canary_bits(c, i);
     for (std::size_t i = 0; i < vp.bits.size(); ++i) vp.bits[i] = canary_bits(c, i);
     // A shared slot is written from a sequence that uses it: another one may
@@ -390,7 +394,8 @@ struct paged_parts {
         }
       }
 
-    table.assign(static_cast<std::size_t>(c.b * max_pages), -1);
+    table_stride = max_pages + (c.layout == layout_kind::padded ? 3 : 0);
+    table.assign(static_cast<std::size_t>(c.b * table_stride), std::numeric_limits<std::int32_t>::min());
     const std::int32_t invalid[] = {-1,
                                     static_cast<std::int32_t>(num_pages),
                                     std::numeric_limits<std::int32_t>::max(),
@@ -399,7 +404,7 @@ struct paged_parts {
                                     static_cast<std::int32_t>(num_pages + 7)};
     for (std::int64_t b = 0; b < c.b; ++b)
       for (std::int64_t t = 0; t < max_pages; ++t) {
-        std::int32_t& e = table[static_cast<std::size_t>(b * max_pages + t)];
+        std::int32_t& e = table[static_cast<std::size_t>(b * table_stride + t)];
         if (t < used[static_cast<std::size_t>(b)]) {
           e = static_cast<std::int32_t>(perm[static_cast<std::size_t>(logical_of(b, t))]);
         } else if (f.table_tail == table_tail_kind::invalid) {
@@ -431,7 +436,7 @@ struct paged_parts {
     pk.k_pages = view_of(*guarded[0], kp);
     pk.v_pages = view_of(*guarded[1], vp);
     pk.block_table = table.data();
-    pk.block_table_stride = max_pages;
+    pk.block_table_stride = table_stride;
     pk.max_pages = max_pages;
     p.paged = &pk;
     p.k = attncheck_tensor{};

@@ -56,17 +56,22 @@ std::uint32_t variants_with_effect(const subject& s, const attn_case& c, const o
   return judged;
 }
 
-// An eighth of the cases without a variant become long-context decodes
-// (make_long_decode: Lk at 2^12, 2^13, 2^15, 2^16 or 2^17, +-1), three in
-// four of them with one dominant key. A kernel whose key index wraps (key j
-// read as key j mod 2^15, say) loses or doubles that key, an O(1) error; on
-// random scores the error of so many wrong keys is about n^-1/2, below the
-// sound bound, which grows as n u. The fast oracle tier answers them, so the
-// work budget is charged the work drawn, not their length (charged_as_drawn).
+// A quarter of the drawn cases of 16 keys or more without a variant (about
+// an eighth of all) become long-context decodes (make_long_decode: Lk at
+// 2^12, 2^13, 2^15, 2^16 or 2^17, +-1), three in four of them with one
+// dominant key. A kernel whose key index wraps (key j read as key j mod 2^15,
+// say) loses or doubles that key, an O(1) error; on random scores the error
+// of so many wrong keys is about n^-1/2, below the sound bound, which grows
+// as n u. The fast oracle tier answers them, so the work budget is charged
+// the work drawn, not their length (charged_as_drawn).
+//
+// Shorter drawn cases stay as they are, so shrinking a case that fails for
+// any other reason (a crash from Lk = 3 on, say) passes below 16 keys
+// through cases that are never long decodes, and ends at the short case.
 void prepare_long_decodes(attn_case& c, const subject&) {
-  if (c.variants.any()) return;  // variant cases stay within variant_max_work
+  if (c.variants.any() || c.lk < 16) return;  // variant cases stay within variant_max_work
   law_rng rng(c, 0x10c0de);
-  if (rng.below(8) != 0) return;
+  if (rng.below(4) != 0) return;
   make_long_decode(c, rng);
   if (rng.below(4) != 0) c.values = value_kind::dominant;
 }

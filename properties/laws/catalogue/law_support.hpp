@@ -213,7 +213,7 @@ class law_entry {
   law_entry&& input_form() && { return std::move(*this).with_variants().sampled(0.1).capped(run_default::variant_max_work); }
   /// The law counts variants_judged, each held to this floor (law::variant_floor).
   law_entry&& judges_variants(double floor) && { return set(&law::variant_floor, floor); }
-  /// Its enlarged cases are charged to the work budget as drawn (law::charged_as_drawn).
+  /// Its enlarged cases are charged to the work budget as drawn, and kept within --max-work (law::charged_as_drawn).
   law_entry&& charged_as_drawn() && { return set(&law::charged_as_drawn, true); }
   /// A law of the backward group (law::backward).
   law_entry&& backward_group() && { return set(&law::backward, true); }

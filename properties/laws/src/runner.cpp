@@ -63,7 +63,13 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
   auto property = [&] {
     attn_case c = *gen;
     const std::int64_t drawn = case_work(c);  // law::charged_as_drawn
-    l.prepare(c, s);
+    if (l.charged_as_drawn) {
+      const attn_case as_drawn = c;  // a header: materialize() draws the tensors below
+      l.prepare(c, s);
+      if (case_work(c) > std::max(drawn, gopt.max_work)) c = as_drawn;
+    } else {
+      l.prepare(c, s);
+    }
     law_outcome out;
     try {
       materialize(c);

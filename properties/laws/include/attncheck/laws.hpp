@@ -120,9 +120,10 @@ struct law {
   /// variant that judged it (per variant, over at least
   /// min_variant_cases cases carrying it); below it the law is unjudged.
   double variant_floor = 0;
-  /// The work budget is charged the drawn work where the law's prepare
-  /// enlarges a case (else the prepared work): for enlargements the fast
-  /// oracle tier answers cheaply, such as the differential law's long decodes.
+  /// The law's prepare may enlarge a case into one the fast oracle tier
+  /// answers cheaply (the differential law's long decodes): the work budget
+  /// is charged the drawn work, and an enlarged case past the run's max_work
+  /// (`--max-work`) runs as drawn instead.
   bool charged_as_drawn = false;
   /// A law of the backward group: its prepare cuts every case to a small
   /// work cap, so --stats counts its cases apart from the shape floors.
