@@ -321,6 +321,27 @@ void decode_values(FuzzedDataProvider& in, int value_patches, attn_case& c) {
     }
     set_element(t, e, bits);
   }
+  // A shared prefix (docs/spec.md "Paged KV") must stay shared: the patches
+  // above write one sequence's slot, and the paged form keeps one copy of each
+  // shared slot (written from a sequence that sees it), so every sequence that
+  // sees shared key j of head g gets the first such sequence's bits (the
+  // dense form's answer must be the paged one's).
+  const std::int64_t shared = std::min(c.lk, c.form.shared_pages * c.form.page_size);
+  if (c.b < 2 || shared == 0) return;
+  const slot_usage usage = used_slots(c);
+  for (std::int64_t j = 0; j < shared; ++j)
+    for (std::int64_t g = 0; g < c.hkv; ++g) {
+      std::int64_t first = -1;
+      for (std::int64_t b = 0; b < c.b; ++b) {
+        if (!usage.key(c, b, j, g)) continue;
+        if (first < 0) {
+          first = b;
+          continue;
+        }
+        for (std::int64_t x = 0; x < c.d; ++x) c.k.set_bits(b, j, g, x, c.k.bits_at(first, j, g, x));
+        for (std::int64_t x = 0; x < c.dv; ++x) c.v.set_bits(b, j, g, x, c.v.bits_at(first, j, g, x));
+      }
+    }
 }
 
 namespace {
