@@ -69,6 +69,11 @@ void add_campaign(CLI::App& app) {
                 "paged or ragged: every case in that contract 1.2 input form, drawn as the paged and ragged laws draw it "
                 "(page sizes 1..512 and boundaries, table tails, spare and shared pages; zero, one and long sequences), "
                 "judged against the oracle of the dense problem; the subject must declare the form");
+  c->add_flag("--backward", copt.backward,
+              "judge the backward pass: every case drawn and cut as backward.gradients_within_bound_of_oracle draws it "
+              "(contract 1.0, B*Hq*Lq*Lk*(D+Dv) <= 3000, a dO recipe), dQ, dK and dV against the backward oracle within the "
+              "backward bound, per dtype and per gradient, beside what PyTorch's 180x and FlashAttention's 2x fudge-factor "
+              "rules accept on the same cases; the subject must declare backward");
   c->add_option("--out", copt.out_dir, "save violating cases here");
   c->add_option("--html", html_path,
                 "write a self-contained HTML report here (per-dtype histograms, worst cases, rate, oracle tiers)");

@@ -9,19 +9,24 @@
 #include <fstream>
 #include <iomanip>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <thread>
+#include <tuple>
 #include <atomic>
 #include <sys/mman.h>
 #include <vector>
 
+#include "attncheck/backward_fudge.hpp"
+#include "attncheck/backward_oracle.hpp"
 #include "attncheck/case_file.hpp"
 #include "attncheck/check.hpp"
 #include "attncheck/generators.hpp"
 #include "attncheck/input_forms.hpp"
 #include "attncheck/isolate.hpp"
+#include "attncheck/laws.hpp"
 #include "attncheck/result_json.hpp"
 #include "attncheck/version.hpp"
 #include "gate_internal.hpp"
@@ -65,6 +70,11 @@ nlohmann::json to_json(const campaign_stats& s) {
                           {"ratio", number_json(s.worst[i].first, json_numbers::exact)},
                           {"what", s.worst[i].second}});
   for (const auto& v : s.violating) j["violating"].push_back({{"index", v.index}, {"what", v.what}});
+  if (s.fudge_cases)
+    j["fudge"] = {{"cases", s.fudge_cases},
+                  {"bound_accepts", s.bound_accepts},
+                  {"pytorch_accepts", s.pytorch_accepts},
+                  {"flash_accepts", s.flash_accepts}};
   return j;
 }
 
@@ -74,6 +84,11 @@ campaign_stats stats_from(const nlohmann::json& j) {
   for (const auto& w : j.at("worst")) {
     s.worst.emplace_back(number_from_json(w.at("ratio")), w.at("what").get<std::string>());
     s.worst_index.push_back(w.at("index"));
+  }
+  if (j.contains("fudge")) {  // backward runs only
+    const auto& f = j.at("fudge");
+    s.fudge_cases = f.at("cases"), s.bound_accepts = f.at("bound_accepts");
+    s.pytorch_accepts = f.at("pytorch_accepts"), s.flash_accepts = f.at("flash_accepts");
   }
   return s;
 }
@@ -90,15 +105,192 @@ std::int64_t shard_cases(const campaign_options& opt) {
 // is at most 2^-20 of the bound on every element, mpfr50 otherwise
 // (docs/oracle.md, "Tiers"); fast_tier_cases counts the cases the fast tier judged.
 struct slice_stats {
-  std::map<std::string, campaign_stats> by_type, by_feature;
+  std::map<std::string, campaign_stats> by_type, by_feature, by_gradient;
 };
 
+// One case's judging: every element's observed/bound into the case's stats
+// (and, for backward, its gradient's), the worst element and the first failure.
+struct case_tally {
+  campaign_stats st;
+  comparison worst;
+  bool violated = false;
+  bool ran = true;  ///< false when the subject failed to run
+  explicit case_tally(dtype t) {
+    st.cases = 1;
+    worst.overflow_threshold = overflow_threshold(t);
+  }
+  // `where()` names the element (built only when the element may become the
+  // worst or fails); `also`, `also_worst`: a part of the case (a gradient)
+  // that tallies the element too.
+  template <class Where>
+  void element(const Where& where, double expected, double got, double bound, campaign_stats* also = nullptr,
+               comparison* also_worst = nullptr) {
+    campaign_stats* both[2] = {&st, also};
+    // The common case, decided as comparison::element decides it, without
+    // building the element's name: finite values within a finite bound that
+    // cannot displace the worst element (merge() keeps the worst on a tie).
+    if (std::isfinite(expected) && std::isfinite(got) && std::isfinite(bound) && bound >= 0) {
+      const double err = std::fabs(got - expected);
+      const double ratio = err == 0 ? 0.0 : (bound == 0 ? std::numeric_limits<double>::infinity() : err / bound);
+      const auto stays = [&](const comparison* w) { return !w || (!w->worst.where.empty() && ratio <= w->max_ratio); };
+      if (err <= bound && stays(&worst) && stays(also_worst)) {
+        for (campaign_stats* x : both)
+          if (x) ++x->elements, ++x->histogram[ratio_bin(ratio)], x->max_ratio = std::max(x->max_ratio, ratio);
+        ++worst.compared;
+        if (also_worst) ++also_worst->compared;
+        return;
+      }
+    }
+    comparison e;
+    e.overflow_threshold = worst.overflow_threshold;
+    e.element(where(), expected, got, bound);
+    if (std::isnan(expected)) return;
+    if (e.pass && e.compared == 0) {  // NaN or +inf bound: outside the bound's domain, nothing judged
+      for (campaign_stats* x : both)
+        if (x) ++x->unjudged_elements;
+      return;
+    }
+    for (campaign_stats* x : both)
+      if (x) {
+        ++x->elements;
+        ++x->histogram[e.pass ? ratio_bin(e.max_ratio) : campaign_edges.size() + 1];
+        if (!e.pass) ++x->violations;
+        x->max_ratio = std::max(x->max_ratio, e.max_ratio);
+      }
+    if (!e.pass) violated = true;
+    worst.merge(e);
+    if (also_worst) also_worst->merge(e);
+  }
+  void subject_failed(const std::string& why) {
+    violated = true;
+    ran = false;
+    ++st.violations;
+    worst.fail(why, failure_kind::subject_error);
+  }
+};
+
+// Forward: O and LSE of the case (in its form) against the oracle of the dense problem.
+void judge_forward(const subject& s, const attn_case& c, case_tally& t) {
+  const auto out = s.attend(c);
+  attn_case dense = c;  // the oracle answers the dense problem the form hands over
+  dense.form = input_form{};
+  const oracle_result ref = reference(dense, oracle_options_for(s, dense, oracle_precision::auto_tier));
+  if (ref.tier == oracle_tier::fast_binary64) ++t.st.fast_tier_cases;
+  if (!out.ok()) {
+    t.subject_failed(out.status ? "subject returned " + out.error : "subject wrote outside its output: " + out.guard_report);
+    return;
+  }
+  for (std::int64_t b = 0; b < c.b; ++b)
+    for (std::int64_t i = 0; i < c.lq; ++i)
+      for (std::int64_t h = 0; h < c.hq && c.row_in_problem(b, i); ++h) {
+        for (std::int64_t e = 0; e < c.dv; ++e) {
+          const auto x = ref.o_index(b, i, h, e);
+          t.element([&] { return o_where(b, i, h, e); }, ref.o[x], out.o.at(b, i, h, e), ref.o_bound[x]);
+        }
+        if (!out.lse.empty())
+          t.element([&] { return lse_where(b, h, i); }, ref.lse[ref.lse_index(b, h, i)],
+                    out.lse[static_cast<std::size_t>((b * c.hq + h) * c.lq + i)], ref.lse_bound[ref.lse_index(b, h, i)]);
+      }
+}
+
+// The law whose cases and verdict a backward campaign repeats at scale.
+constexpr const char* backward_law = "backward.gradients_within_bound_of_oracle";
+
+// Backward: dQ, dK and dV against the backward oracle within the backward
+// bound, the subject handed the oracle's O (storage type) and LSE (f32), as
+// the law hands them; then the fudge-factor rules on the same gradients.
+void judge_backward(const subject& s, const attn_case& c, case_tally& t, std::map<std::string, campaign_stats>& grads) {
+  const tensor d_o = draw_grad_output(c, c.grad.value_or(grad_kind::normal));
+  backward_bound_params bp;
+  bp.u_compute = s.desc().compute_unit_roundoff;
+  bp.exp_ulps = s.desc().exp_ulps;
+  std::tie(bp.dq_blocks, bp.dkv_blocks) = s.backward_blocks(c);
+  const backward_result r = reference_backward(c, d_o, bp);
+  backward_inputs in;
+  in.o = make_tensor(c.type, output_shape(c), c.layout);
+  for (std::int64_t b = 0; b < c.b; ++b)
+    for (std::int64_t i = 0; i < c.lq; ++i)
+      for (std::int64_t h = 0; h < c.hq; ++h)
+        for (std::int64_t e = 0; e < c.dv; ++e) in.o.set(b, i, h, e, r.o[backward_result::index(output_shape(c), b, i, h, e)]);
+  in.lse.assign(r.lse.begin(), r.lse.end());
+  in.d_o = d_o;
+  const auto out = s.backward(c, in);
+  if (!out.ok()) {
+    t.subject_failed(out.status ? "subject returned " + out.error : "subject wrote outside its output: " + out.guard_report);
+    return;
+  }
+  // Each gradient, dense row-major as the oracle's, judged element by element.
+  struct one_gradient {
+    const char* name;
+    const tensor& got;
+    const std::vector<double>& exact;
+    const std::vector<double>& bound;
+    const dims4& shape;
+    const char* axes[3];
+  };
+  const one_gradient all[3] = {{"dQ", out.dq, r.dq, r.dq_bound, r.dq_shape, {"i", "h", "d"}},
+                               {"dK", out.dk, r.dk, r.dk_bound, r.dk_shape, {"j", "g", "d"}},
+                               {"dV", out.dv, r.dv, r.dv_bound, r.dv_shape, {"j", "g", "e"}}};
+  gradient_values got;
+  std::vector<double>* got_of[3] = {&got.dq, &got.dk, &got.dv};
+  bool every_judged = true;
+  for (int k = 0; k < 3; ++k) {
+    const one_gradient& g = all[k];
+    campaign_stats& gs = grads[g.name];
+    comparison gw;
+    gw.overflow_threshold = t.worst.overflow_threshold;
+    gs.cases = 1;
+    std::vector<double>& values = *got_of[k];
+    values.reserve(g.exact.size());
+    for (std::int64_t x0 = 0; x0 < g.shape[0]; ++x0)
+      for (std::int64_t x1 = 0; x1 < g.shape[1]; ++x1)
+        for (std::int64_t x2 = 0; x2 < g.shape[2]; ++x2)
+          for (std::int64_t x3 = 0; x3 < g.shape[3]; ++x3) {
+            const std::size_t x = backward_result::index(g.shape, x0, x1, x2, x3);
+            const double v = g.got.at(x0, x1, x2, x3);
+            values.push_back(v);
+            every_judged = every_judged && std::isfinite(g.bound[x]);
+            const auto where = [&] {
+              char w[112];
+              std::snprintf(w, sizeof w, "%s[b=%lld,%s=%lld,%s=%lld,%s=%lld]", g.name, static_cast<long long>(x0), g.axes[0],
+                            static_cast<long long>(x1), g.axes[1], static_cast<long long>(x2), g.axes[2],
+                            static_cast<long long>(x3));
+              return element_where(w);
+            };
+            t.element(where, g.exact[x], v, g.bound[x], &gs, &gw);
+          }
+    gs.max_ratio_case = to_line(c) + "  " + gw.worst.describe();
+    if (gs.violations) {
+      gs.violating_cases = 1;
+      gs.first_violation = to_line(c) + "  " + gw.failure;
+      gs.violating.push_back({0, gs.first_violation.substr(0, 2000)});  // index set by the caller
+    }
+  }
+  if (!every_judged) return;
+  // The fudge-factor rules, on the cases whose every element the bound judges.
+  const gradient_values ref = same_precision_backward(c, d_o);
+  t.st.fudge_cases = 1;
+  t.st.bound_accepts = t.violated ? 0 : 1;
+  t.st.pytorch_accepts = pytorch_rule_accepts(got.dq, ref.dq, r.dq) && pytorch_rule_accepts(got.dk, ref.dk, r.dk) &&
+                         pytorch_rule_accepts(got.dv, ref.dv, r.dv);
+  t.st.flash_accepts = flash_rule_accepts(got.dq, ref.dq, r.dq) && flash_rule_accepts(got.dk, ref.dk, r.dk) &&
+                       flash_rule_accepts(got.dv, ref.dv, r.dv);
+}
+
+// Positions first..last-1 of this shard's cases (case k = shard_index +
+// shard_count * position); case k is drawn with seed opt.seed + k and size
+// k % 100, so its draw does not depend on the shard it runs in.
+// The forward oracle is auto_tier: its fast binary64 tier where that tier's own error
+// is at most 2^-20 of the bound on every element, mpfr50 otherwise
+// (docs/oracle.md, "Tiers"); fast_tier_cases counts the cases the fast tier judged.
+// The backward oracle is mpfr50 on every case.
 slice_stats run_slice(const subject& s, const campaign_options& opt, std::int64_t first, std::int64_t last, std::int64_t* done) {
   slice_stats by;
   gen_options g;
   g.max_work = opt.max_work;
   g.variants = opt.variants;  // as the differential law's generator: capped at variant_max_work
   const auto gen = any_case(s, g);
+  const law* bw = opt.backward ? find_law(backward_law) : nullptr;
   int saved = 0;
   for (std::int64_t p = first; p < last; ++p) {
     if (done) __atomic_store_n(done, p - first, __ATOMIC_RELAXED);
@@ -106,55 +298,22 @@ slice_stats run_slice(const subject& s, const campaign_options& opt, std::int64_
     attn_case c = gen(rc::Random(opt.seed + static_cast<std::uint64_t>(k)), static_cast<int>(k % 100)).value();
     if (opt.only_type) c.type = *opt.only_type;
     if (!opt.form.empty()) draw_input_form(c, s, opt.form);
+    if (bw) bw->prepare(c, s);  // cut to the backward law's work, contract 1.0, a dO recipe
     materialize(c);
-    const auto out = s.attend(c);
-    attn_case dense = c;  // the oracle answers the dense problem the form hands over
-    dense.form = input_form{};
-    const oracle_result ref = reference(dense, oracle_options_for(s, dense, oracle_precision::auto_tier));
-    // This case's stats, added to its dtype's and to each of its features'.
-    campaign_stats st;
-    ++st.cases;
-    if (ref.tier == oracle_tier::fast_binary64) ++st.fast_tier_cases;
-    comparison worst;  // per element: every ratio goes into the histogram
-    worst.overflow_threshold = overflow_threshold(c.type);
-    bool violated = false;
-    auto one = [&](const element_where& where, double expected, double got, double bound) {
-      comparison e;
-      e.overflow_threshold = worst.overflow_threshold;
-      e.element(where, expected, got, bound);
-      if (std::isnan(expected)) return;
-      if (e.pass && e.compared == 0) {  // NaN or +inf bound: outside the bound's domain, nothing judged
-        ++st.unjudged_elements;
-        return;
-      }
-      ++st.elements;
-      ++st.histogram[e.pass ? ratio_bin(e.max_ratio) : campaign_edges.size() + 1];
-      if (!e.pass) ++st.violations, violated = true;
-      worst.merge(e);
-    };
-    if (!out.ok()) {
-      violated = true;
-      ++st.violations;
-      worst.fail(out.status ? "subject returned " + out.error : "subject wrote outside its output: " + out.guard_report,
-                 failure_kind::subject_error);
-    } else {
-      for (std::int64_t b = 0; b < c.b; ++b)
-        for (std::int64_t i = 0; i < c.lq; ++i)
-          for (std::int64_t h = 0; h < c.hq && c.row_in_problem(b, i); ++h) {
-            for (std::int64_t e = 0; e < c.dv; ++e) {
-              const auto x = ref.o_index(b, i, h, e);
-              one(o_where(b, i, h, e), ref.o[x], out.o.at(b, i, h, e), ref.o_bound[x]);
-            }
-            if (!out.lse.empty())
-              one(lse_where(b, h, i), ref.lse[ref.lse_index(b, h, i)],
-                  out.lse[static_cast<std::size_t>((b * c.hq + h) * c.lq + i)], ref.lse_bound[ref.lse_index(b, h, i)]);
-          }
-    }
-    if (out.ok()) keep_worst(st, worst.max_ratio, k, to_line(c) + "  " + worst.worst.describe());
+    // This case's stats, added to its dtype's and to each of its features' (and gradients').
+    case_tally t(c.type);
+    std::map<std::string, campaign_stats> grads;
+    if (bw)
+      judge_backward(s, c, t, grads);
+    else
+      judge_forward(s, c, t);
+    campaign_stats& st = t.st;
+    const comparison& worst = t.worst;
+    if (t.ran) keep_worst(st, worst.max_ratio, k, to_line(c) + "  " + worst.worst.describe());
     st.max_ratio = worst.max_ratio;
     st.max_ratio_case = to_line(c) + "  " + worst.worst.describe();
     st.max_ratio_index = k;
-    if (violated) {
+    if (t.violated) {
       ++st.violating_cases;
       st.first_violation = to_line(c) + "  " + worst.failure;
       st.violating.push_back({k, to_line(c) + "  " + worst.failure.substr(0, 2000)});
@@ -164,10 +323,16 @@ slice_stats run_slice(const subject& s, const campaign_options& opt, std::int64_
         std::snprintf(file, sizeof file, "campaign-%016llx.json", static_cast<unsigned long long>(fingerprint(c)));
         // The subject's spec (a plugin's path absolute): `attncheck repro FILE` replays it as is.
         write_case_file((std::filesystem::path(opt.out_dir) / file).string(),
-                        {c, "differential.output_within_bound_of_oracle", gate_detail::absolute_spec(opt.subject),
-                         worst.failure.substr(0, 2000)});
+                        {c, bw ? backward_law : "differential.output_within_bound_of_oracle",
+                         gate_detail::absolute_spec(opt.subject), worst.failure.substr(0, 2000)});
         ++saved;
       }
+    }
+    for (auto& [gradient, gs] : grads) {
+      gs.max_ratio_index = k;
+      for (auto& v : gs.violating) v.index = k;
+      if (t.ran) keep_worst(gs, gs.max_ratio, k, gs.max_ratio_case);
+      by.by_gradient[gradient].add(gs);
     }
     by.by_type[std::string(name(c.type))].add(st);
     for (const std::string& f : features_of(c)) by.by_feature[f].add(st);
@@ -201,6 +366,8 @@ void campaign_stats::add(const campaign_stats& o) {
   const bool was_empty = cases == 0;
   cases += o.cases, elements += o.elements, violations += o.violations, violating_cases += o.violating_cases;
   unjudged_elements += o.unjudged_elements;
+  fudge_cases += o.fudge_cases, bound_accepts += o.bound_accepts;
+  pytorch_accepts += o.pytorch_accepts, flash_accepts += o.flash_accepts;
   for (std::size_t i = 0; i < histogram.size(); ++i) histogram[i] += o.histogram[i];
   // The case behind the largest ratio: the larger, ties the earlier case.
   if (was_empty || o.max_ratio > max_ratio || (o.max_ratio == max_ratio && o.max_ratio_index < max_ratio_index))
@@ -253,7 +420,13 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
                                      std::to_string(opt.cases) + "): every shard runs at least one case");
   if (!opt.form.empty() && opt.form != "paged" && opt.form != "ragged")
     throw input_error("--form", "'" + opt.form + "' is not one of paged, ragged");
+  if (opt.backward && opt.variants)
+    throw input_error("--backward", "not with --variants: the backward oracle covers contract 1.0 cases only");
+  if (opt.backward && !opt.form.empty())
+    throw input_error("--backward", "not with --form: the backward oracle judges the dense form only");
   const auto s = subject::load(opt.subject);
+  if (opt.backward && !s->has_backward())
+    throw input_error("--backward", "subject " + s->name() + " does not declare backward (ABI v3 FEATURE3_BACKWARD)");
   if (!opt.form.empty()) {
     attn_case probe;  // the subject must declare the form: a clear error before any worker starts
     draw_input_form(probe, *s, opt.form);
@@ -313,7 +486,7 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
       }
     } stop{finished, reporter};
     slice_stats sl = run_slice(*s, opt, 0, todo, &counts[0]);
-    r.by_type = std::move(sl.by_type), r.by_feature = std::move(sl.by_feature);
+    r.by_type = std::move(sl.by_type), r.by_feature = std::move(sl.by_feature), r.by_gradient = std::move(sl.by_gradient);
   } else {
     // Forked workers, each a contiguous slice of this shard's cases;
     // summaries come back as JSON. They are forked and polled from this one
@@ -324,10 +497,13 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
     for (int w = 0; w < opt.jobs; ++w) {
       const std::int64_t first = todo * w / opt.jobs, last = todo * (w + 1) / opt.jobs;
       slices.emplace_back([&, w, first, last] {
-        nlohmann::json j = {{"by_type", nlohmann::json::object()}, {"by_feature", nlohmann::json::object()}};
+        nlohmann::json j = {{"by_type", nlohmann::json::object()},
+                            {"by_feature", nlohmann::json::object()},
+                            {"by_gradient", nlohmann::json::object()}};
         const slice_stats sl = run_slice(*s, opt, first, last, &counts[w]);
         for (const auto& [t, st] : sl.by_type) j["by_type"][t] = to_json(st);
         for (const auto& [f, st] : sl.by_feature) j["by_feature"][f] = to_json(st);
+        for (const auto& [g, st] : sl.by_gradient) j["by_gradient"][g] = to_json(st);
         return j.dump();
       });
     }
@@ -340,6 +516,7 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
       const auto summary = nlohmann::json::parse(co.payload);  // named: items() refers into it
       for (const auto& [t, j] : summary.at("by_type").items()) r.by_type[t].add(stats_from(j));
       for (const auto& [f, j] : summary.at("by_feature").items()) r.by_feature[f].add(stats_from(j));
+      for (const auto& [g, j] : summary.at("by_gradient").items()) r.by_gradient[g].add(stats_from(j));
     }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -350,6 +527,48 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
   print_campaign(r, out);
   return r;
 }
+
+namespace {
+
+// --backward: the elements by gradient, and the fudge-factor rules beside the
+// bound on the same cases.
+void print_backward_tables(const campaign_result& r, std::ostream& out) {
+  out << "\nby gradient (every dtype):\n";
+  char row[200];
+  std::snprintf(row, sizeof row, "  %-8s %14s %12s %10s %12s  %s\n", "gradient", "elements", "unjudged", "violations",
+                "max obs/bd", "case of the largest observed/bound");
+  out << row;
+  for (const char* g : {"dQ", "dK", "dV"}) {
+    const auto it = r.by_gradient.find(g);
+    const campaign_stats empty;
+    const campaign_stats& st = it == r.by_gradient.end() ? empty : it->second;
+    std::snprintf(row, sizeof row, "  %-8s %14lld %12lld %10lld %12.4g  ", g, static_cast<long long>(st.elements),
+                  static_cast<long long>(st.unjudged_elements), static_cast<long long>(st.violations), st.max_ratio);
+    out << row << (st.cases ? st.max_ratio_case : std::string("-")) << "\n";
+  }
+  out << "\nthe fudge-factor rules on the same cases (docs/campaign.md, \"Backward\"): of the cases whose every gradient\n"
+         "element the bound judges, how many each accepts (a case is accepted when its dQ, dK and dV all are);\n"
+         "PyTorch: |x - exact| <= 180 (atol + rtol |exact|) from a same-precision reference's error,\n"
+         "FlashAttention: max |x - exact| <= 2 max |reference - exact|\n";
+  std::snprintf(row, sizeof row, "  %-6s %12s %22s %22s %22s\n", "dtype", "cases", "bound accepts", "PyTorch 180x accepts",
+                "FlashAttn 2x accepts");
+  out << row;
+  for (const auto& by_type : r.by_type) {
+    const std::string& t = by_type.first;
+    const campaign_stats& st = by_type.second;  // not a structured binding: the lambda captures it
+    const auto cell = [&](std::int64_t n) {
+      char c[40];
+      std::snprintf(c, sizeof c, "%lld (%.2f%%)", static_cast<long long>(n),
+                    st.fudge_cases ? 100.0 * static_cast<double>(n) / static_cast<double>(st.fudge_cases) : 0.0);
+      return std::string(c);
+    };
+    std::snprintf(row, sizeof row, "  %-6s %12lld %22s %22s %22s\n", t.c_str(), static_cast<long long>(st.fudge_cases),
+                  cell(st.bound_accepts).c_str(), cell(st.pytorch_accepts).c_str(), cell(st.flash_accepts).c_str());
+    out << row;
+  }
+}
+
+}  // namespace
 
 void print_campaign(const campaign_result& r, std::ostream& out) {
   const campaign_options& opt = r.options;
@@ -363,23 +582,30 @@ void print_campaign(const campaign_result& r, std::ostream& out) {
   out << ", seed " << opt.seed;
   if (opt.variants) out << ", variants";
   if (!opt.form.empty()) out << ", form " << opt.form;
+  if (opt.backward) out << ", backward";
   if (r.shards.size() > 1)
     out << ", " << r.shards.size() << " shards merged";
   else
     out << ", jobs " << opt.jobs;
   out << "\n";
-  out << "oracle: auto_tier: fast binary64 tier judged " << total_fast << " of " << total << " cases ("
-      << percent(total_fast, total) << "), mpfr50 the rest\n";
+  if (opt.backward)
+    out << "oracle: the backward oracle (mpfr50) on every case, cases drawn as " << backward_law
+        << " draws them (contract 1.0, B*Hq*Lq*Lk*(D+Dv) <= 3000)\n";
+  else
+    out << "oracle: auto_tier: fast binary64 tier judged " << total_fast << " of " << total << " cases ("
+        << percent(total_fast, total) << "), mpfr50 the rest\n";
   char rate[96];
   std::snprintf(rate, sizeof rate, "%.1f s%s, %.0f cases/s", r.seconds, r.shards.size() > 1 ? " (the shards' sum)" : "",
                 r.seconds > 0 ? static_cast<double>(total) / r.seconds : 0.0);
   out << "time: " << rate << "\n";
   for (const auto& [t, st] : r.by_type) {
-    out << "\n[" << t << "] " << st.cases << " cases, " << st.elements << " elements (O and LSE) judged, violations "
-        << st.violations << " in " << st.violating_cases << " cases; " << st.unjudged_elements
+    out << "\n[" << t << "] " << st.cases << " cases, " << st.elements
+        << (opt.backward ? " elements (dQ, dK, dV)" : " elements (O and LSE)") << " judged, violations " << st.violations
+        << " in " << st.violating_cases << " cases; " << st.unjudged_elements
         << " elements outside the bound's domain (NaN or +inf bound: not judged)\n";
-    out << "  judged by the fast oracle tier: " << st.fast_tier_cases << " cases (" << percent(st.fast_tier_cases, st.cases)
-        << ")\n";
+    if (!opt.backward)
+      out << "  judged by the fast oracle tier: " << st.fast_tier_cases << " cases (" << percent(st.fast_tier_cases, st.cases)
+          << ")\n";
     out << "  observed/bound histogram (per element):\n";
     out << "    " << std::setw(14) << "= 0"
         << "  " << std::setw(12) << st.histogram[0] << "  " << percent(st.histogram[0], st.elements) << "\n";
@@ -398,6 +624,7 @@ void print_campaign(const campaign_result& r, std::ostream& out) {
     out << "  largest observed/bound " << m << ": " << st.max_ratio_case << "\n";
     if (!st.first_violation.empty()) out << "  first violation: " << st.first_violation << "\n";
   }
+  if (opt.backward) print_backward_tables(r, out);
   if (opt.variants) {
     // Per feature: the same cases by contract 1.1 variant (a case with
     // several counts under each); "none" is a case without one.
@@ -450,8 +677,9 @@ void write_campaign_json(const std::string& path, const campaign_result& r) {
   const campaign_options& o = r.options;
   nlohmann::json by = nlohmann::json::object(), shards = nlohmann::json::array();
   for (const auto& [t, st] : r.by_type) by[t] = to_json(st);
-  nlohmann::json by_feature = nlohmann::json::object();
+  nlohmann::json by_feature = nlohmann::json::object(), by_gradient = nlohmann::json::object();
   for (const auto& [f, st] : r.by_feature) by_feature[f] = to_json(st);
+  for (const auto& [g, st] : r.by_gradient) by_gradient[g] = to_json(st);
   for (const auto& sh : r.shards) shards.push_back({{"index", sh.index}, {"cases", sh.cases}, {"seconds", sh.seconds}});
   const std::int64_t total = r.cases();
   const nlohmann::json doc = {{"kind", "attncheck campaign"},
@@ -465,7 +693,8 @@ void write_campaign_json(const std::string& path, const campaign_result& r) {
                                 {"dtype", o.only_type ? std::string(name(*o.only_type)) : std::string("mixed")},
                                 {"max_work", o.max_work},
                                 {"variants", o.variants},
-                                {"form", o.form.empty() ? std::string("dense") : o.form}}},
+                                {"form", o.form.empty() ? std::string("dense") : o.form},
+                                {"backward", o.backward}}},
                               {"jobs", o.jobs},
                               {"cases", total},
                               {"violations", r.violations()},
@@ -475,7 +704,8 @@ void write_campaign_json(const std::string& path, const campaign_result& r) {
                               {"histogram_edges", campaign_edges},
                               {"histogram_bins", bin_labels()},
                               {"by_type", by},
-                              {"by_feature", by_feature}};
+                              {"by_feature", by_feature},
+                              {"by_gradient", by_gradient}};
   std::ofstream f(path);
   if (!f) throw input_error("--json", "cannot write '" + path + "'");
   f << doc.dump(2) << "\n";
@@ -512,6 +742,7 @@ campaign_result read_campaign_json(const std::string& path) {
     field = "config.variants", o.variants = c.value("variants", false);     // absent: a result from before --variants
     field = "config.form", o.form = c.value("form", std::string("dense"));  // absent: a result from before --form
     if (o.form == "dense") o.form.clear();
+    field = "config.backward", o.backward = c.value("backward", false);  // absent: a result from before --backward
     field = "attncheck.version", r.version = doc.at("attncheck").at("version");
     field = "jobs", o.jobs = doc.at("jobs");
     field = "seconds", r.seconds = doc.at("seconds");
@@ -525,6 +756,9 @@ campaign_result read_campaign_json(const std::string& path) {
     field = "by_feature";
     if (doc.contains("by_feature"))
       for (const auto& [f, j] : doc.at("by_feature").items()) r.by_feature[f] = stats_from(j);
+    field = "by_gradient";
+    if (doc.contains("by_gradient"))
+      for (const auto& [g, j] : doc.at("by_gradient").items()) r.by_gradient[g] = stats_from(j);
   } catch (const std::exception& e) {
     throw input_error(path, std::string("field ") + field + ": " + e.what());
   }
@@ -560,6 +794,7 @@ campaign_result merge_campaigns(const std::vector<campaign_result>& parts, const
     differs("max_work", std::to_string(po.max_work), std::to_string(ao.max_work));
     differs("variants", po.variants ? "on" : "off", ao.variants ? "on" : "off");
     differs("form", po.form.empty() ? "dense" : po.form, ao.form.empty() ? "dense" : ao.form);
+    differs("backward", po.backward ? "on" : "off", ao.backward ? "on" : "off");
     differs("shard count", std::to_string(po.shard_count), std::to_string(ao.shard_count));
     differs("attncheck version", p.version, a.version);
     // A merged file (count 1) is the whole run: its one shard is 0.
@@ -577,6 +812,7 @@ campaign_result merge_campaigns(const std::vector<campaign_result>& parts, const
                                   std::to_string(want));
     for (const auto& [t, st] : p.by_type) m.by_type[t].add(st);
     for (const auto& [f, st] : p.by_feature) m.by_feature[f].add(st);
+    for (const auto& [g, st] : p.by_gradient) m.by_gradient[g].add(st);
     m.seconds += p.seconds;
     m.options.jobs = std::max(m.options.jobs, po.jobs);
     for (const auto& sh : p.shards) m.shards.push_back(sh);

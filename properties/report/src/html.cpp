@@ -524,9 +524,12 @@ void write_campaign_html(const std::string& path, const campaign_options& opt, c
           std::to_string(opt.max_work) + ", jobs " + std::to_string(opt.jobs));
   row(o, "time",
       num(r.seconds, "%.1f") + " s, " + num(r.seconds > 0 ? static_cast<double>(total) / r.seconds : 0, "%.0f") + " cases/s");
-  row(o, "oracle",
-      "auto_tier: the fast binary64 tier judged " + std::to_string(fast) + " of " + std::to_string(total) +
-          " cases, mpfr50 the rest");
+  if (opt.backward)
+    row(o, "oracle", "the backward oracle (mpfr50) on every case: dQ, dK and dV within the backward bound");
+  else
+    row(o, "oracle",
+        "auto_tier: the fast binary64 tier judged " + std::to_string(fast) + " of " + std::to_string(total) +
+            " cases, mpfr50 the rest");
   row(o, "violations", std::to_string(r.violations()));
   o << "</dl>\n";
   o << "<table class=\"dtypes\"><tr><th>dtype</th><th>cases</th><th>elements judged</th><th>violations (cases)</th>"
@@ -537,6 +540,29 @@ void write_campaign_html(const std::string& path, const campaign_options& opt, c
       << ")</td><td class=\"n\">" << st.unjudged_elements << "</td><td class=\"n\">" << st.fast_tier_cases
       << "</td><td class=\"n\">" << num(st.max_ratio, "%.4g") << "</td></tr>\n";
   o << "</table>\n";
+  if (opt.backward) {
+    // Per gradient, and the fudge-factor rules beside the bound, as the console prints them.
+    o << "<h2>Per gradient (--backward)</h2>\n<table class=\"gradients\"><tr><th>gradient</th><th>elements judged</th>"
+         "<th>not judged</th><th>violations</th><th>largest observed/bound</th><th>its case</th></tr>\n";
+    for (const char* g : {"dQ", "dK", "dV"}) {
+      const auto it = r.by_gradient.find(g);
+      const campaign_stats empty;
+      const campaign_stats& st = it == r.by_gradient.end() ? empty : it->second;
+      o << "<tr><td>" << g << "</td><td class=\"n\">" << st.elements << "</td><td class=\"n\">" << st.unjudged_elements
+        << "</td><td class=\"n " << (st.violations ? "fail" : "pass") << "\">" << st.violations << "</td><td class=\"n\">"
+        << (st.cases ? num(st.max_ratio, "%.4g") : std::string("-")) << "</td><td><code>"
+        << escape(st.cases ? st.max_ratio_case : std::string("-")) << "</code></td></tr>\n";
+    }
+    o << "</table>\n<h2>The fudge-factor rules on the same cases</h2>\n<p class=\"meta\">Of the cases whose every "
+         "gradient element the bound judges, how many each accepts (a case: its dQ, dK and dV all accepted). PyTorch: "
+         "180 times a same-precision reference's atol and rtol; FlashAttention: twice its largest error.</p>\n"
+         "<table class=\"fudge\"><tr><th>dtype</th><th>cases</th><th>bound accepts</th><th>PyTorch 180x accepts</th>"
+         "<th>FlashAttention 2x accepts</th></tr>\n";
+    for (const auto& [t, st] : r.by_type)
+      o << "<tr><td>" << escape(t) << "</td><td class=\"n\">" << st.fudge_cases << "</td><td class=\"n\">" << st.bound_accepts
+        << "</td><td class=\"n\">" << st.pytorch_accepts << "</td><td class=\"n\">" << st.flash_accepts << "</td></tr>\n";
+    o << "</table>\n";
+  }
   if (opt.variants) {
     // The same cases by contract 1.1 variant, as the console prints them
     // (a case with several variants counts under each; "none": without one).

@@ -1,6 +1,9 @@
 // Soundness and tightness campaign of the bound (docs/bound.md): the differential law
 // (O and LSE against the oracle) on many generated cases, with the
-// distribution of observed error / bound per dtype.
+// distribution of observed error / bound per dtype; with --backward, the
+// backward oracle law (dQ, dK and dV against the backward oracle and its
+// bound), per gradient too, beside what the PyTorch and FlashAttention
+// fudge-factor rules would accept on the same cases.
 #pragma once
 
 #include <array>
@@ -38,6 +41,12 @@ struct campaign_options {
   /// paged and ragged laws draw it, long-context decodes left out; the subject runs in that form against the oracle of the dense
   /// problem (for ragged, on the rows of the problem).
   std::string form;
+  /// Judge the backward pass instead (--backward): every case drawn and cut
+  /// as backward.gradients_within_bound_of_oracle draws it (contract 1.0, work
+  /// at most 3000, a dO recipe), dQ, dK and dV against reference_backward
+  /// within the backward bound; the subject must declare backward. Not with
+  /// variants or a form (the backward oracle covers contract 1.0 only).
+  bool backward = false;
   std::string out_dir;               ///< violating cases are saved here (first 20)
   std::ostream* progress = nullptr;  ///< progress lines go here (null: none)
   bool progress_tty = false;         ///< rewrite one line in place (a terminal) instead of plain lines
@@ -67,6 +76,11 @@ struct campaign_stats {
   std::vector<std::pair<double, std::string>> worst;
   std::vector<std::int64_t> worst_index;  ///< the case index of each entry of worst
   static constexpr std::size_t worst_kept = 8;
+  /// Backward only: the cases every gradient element of which the bound
+  /// judges (finite bound), and how many of those the bound, PyTorch's 180x
+  /// rule and FlashAttention's 2x rule accept (attncheck/backward_fudge.hpp:
+  /// a case is accepted when dQ, dK and dV all are).
+  std::int64_t fudge_cases = 0, bound_accepts = 0, pytorch_accepts = 0, flash_accepts = 0;
   /// Folds in the stats of other cases of the same run (another worker's or
   /// shard's): counts add, the kept lists keep what one run over both would.
   void add(const campaign_stats& o);
@@ -89,7 +103,10 @@ std::vector<std::string> features_of(const attn_case& c);
 struct campaign_result {
   std::map<std::string, campaign_stats> by_type;     ///< "f32", "f16", "bf16"
   std::map<std::string, campaign_stats> by_feature;  ///< campaign_features: the same cases by variant
-  double seconds = 0;                                ///< merged: the shards' seconds summed
+  /// Backward only: the same cases' elements by gradient, "dQ", "dK", "dV"
+  /// (each counts the cases that have an element of it).
+  std::map<std::string, campaign_stats> by_gradient;
+  double seconds = 0;  ///< merged: the shards' seconds summed
   std::string subject_name;
   campaign_options options;              ///< what produced it (progress cleared; merged: shard 0 of 1)
   std::string version = version_string;  ///< the attncheck that ran it

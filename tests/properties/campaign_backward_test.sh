@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# `attncheck campaign --backward`: the naive subject's gradients pass with
+# every fully judged case accepted by the bound, per dtype and per gradient,
+# and the JSON carries the fudge-factor counts; two shards merge into the
+# unsharded run; a broken backward (dQ without the scale) is caught and its
+# saved case replays as a failure of the backward law; --backward with
+# --variants or --form, and a subject without backward, are refused naming
+# --backward (exit 2).
+# Usage: campaign_backward_test.sh ATTNCHECK BROKEN_BACKWARD_PLUGIN FORWARD_ONLY_PLUGIN
+set -u
+attncheck=$1 broken=$2 forward_only=$3
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$attncheck" campaign --backward --subject naive --cases 300 --jobs 2 --json "$out/all.json" >"$out/all.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] || { tail -30 "$out/all.log"; fail "naive backward: exit $rc"; }
+grep -q ", backward" "$out/all.log" || fail "the run does not say it is a backward run"
+grep -q "elements (dQ, dK, dV) judged" "$out/all.log" || fail "the per-dtype lines do not name the gradients"
+python3 - "$out/all.json" <<'PY' || exit 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["config"]["backward"] is True, "config.backward"
+assert d["violations"] == 0, d["violations"]
+for g in ("dQ", "dK", "dV"):
+    s = d["by_gradient"][g]
+    assert s["elements"] > 0 and s["violations"] == 0, (g, s["elements"], s["violations"])
+total = sum(s["elements"] for s in d["by_type"].values())
+assert total == sum(d["by_gradient"][g]["elements"] for g in ("dQ", "dK", "dV")), "gradients do not add up to the dtypes"
+for t, s in d["by_type"].items():
+    f = s["fudge"]
+    assert 0 < f["cases"] <= s["cases"], (t, f)
+    assert f["bound_accepts"] == f["cases"], (t, f)  # a correct subject: every fully judged case accepted
+    assert 0 <= f["pytorch_accepts"] <= f["cases"] and 0 <= f["flash_accepts"] <= f["cases"], (t, f)
+PY
+
+for i in 0 1; do
+  "$attncheck" campaign --backward --subject naive --cases 300 --shard $i/2 --json "$out/s$i.json" >"$out/s$i.log" 2>&1 ||
+    { tail -20 "$out/s$i.log"; fail "shard $i/2"; }
+done
+"$attncheck" merge "$out/s0.json" "$out/s1.json" --json "$out/merged.json" >"$out/merge.log" 2>&1 ||
+  { cat "$out/merge.log"; fail "merging the two backward shards"; }
+python3 - "$out/all.json" "$out/merged.json" <<'PY' || exit 1
+import json, sys
+a, m = (json.load(open(p)) for p in sys.argv[1:])
+for key in ("by_type", "by_gradient"):
+    for k, s in a[key].items():
+        t = m[key][k]
+        for f in ("cases", "elements", "unjudged_elements", "violations", "histogram", "max_ratio"):
+            assert s[f] == t[f], (key, k, f, s[f], t[f])
+        assert s.get("fudge") == t.get("fudge"), (key, k, s.get("fudge"), t.get("fudge"))
+PY
+"$attncheck" merge "$out/s0.json" "$out/all.json" >"$out/mix.log" 2>&1
+[ $? -eq 2 ] || { cat "$out/mix.log"; fail "merge took a shard with the whole run"; }
+
+"$attncheck" campaign --backward --subject "$broken" --cases 300 --out "$out/cases" >"$out/broken.log" 2>&1
+rc=$?
+[ $rc -eq 1 ] || { tail -20 "$out/broken.log"; fail "the broken backward passed (exit $rc)"; }
+grep -q "grad=" "$out/broken.log" || fail "the violation's case line lacks its grad= recipe"
+file=$(ls "$out"/cases/campaign-*.json 2>/dev/null | head -1)
+[ -n "$file" ] || fail "no violating case saved"
+grep -q "backward.gradients_within_bound_of_oracle" "$file" || fail "the saved case does not name the backward law"
+"$attncheck" repro "$file" >"$out/repro.log" 2>&1
+rc=$?
+[ $rc -eq 1 ] || { cat "$out/repro.log"; fail "repro of the saved backward case should fail with exit 1, got $rc"; }
+
+"$attncheck" campaign --backward --subject naive --variants --cases 5 >"$out/v.log" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q -- "--backward: not with --variants" "$out/v.log" ||
+  { cat "$out/v.log"; fail "--backward --variants was not refused naming --backward (exit $rc)"; }
+"$attncheck" campaign --backward --subject naive --form paged --cases 5 >"$out/f.log" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q -- "--backward: not with --form" "$out/f.log" ||
+  { cat "$out/f.log"; fail "--backward --form was not refused naming --backward (exit $rc)"; }
+"$attncheck" campaign --backward --subject "$forward_only" --cases 5 >"$out/n.log" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q -- "does not declare backward" "$out/n.log" ||
+  { cat "$out/n.log"; fail "a subject without backward was not refused (exit $rc)"; }
+echo "ok: campaign --backward judges, merges, catches and refuses"
