@@ -2,6 +2,7 @@
 #include "attnimpl/backward.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -115,6 +116,10 @@ struct scratch {
   std::vector<float> dk_blk, dv_blk, dk_part, dv_part;
   std::vector<float> s, dp, p, ds;  // the query block's scores, dP (one row), P and dS (every row) over the key block
   std::vector<char> seen, vis;
+  // The mutant backward_dq_order_nondeterministic only: how far this call
+  // rotates the order of the key blocks and of the keys in each block's dQ
+  // partial (0 otherwise: key order).
+  std::int64_t dq_rotation = 0;
 };
 
 // The loops below keep one order for every sum (the one docs/impl.md
@@ -145,7 +150,9 @@ __attribute__((always_inline)) inline void one_kv_head(const backward_args& a, s
       row(a.d_o, &w.d_o[at * z(dv16)], dv);
     }
   std::vector<float> dq_acc(z(d16));
-  for (std::int64_t j0 = 0; j0 < s.lk; j0 += bk) {
+  const std::int64_t key_blocks = (s.lk + bk - 1) / bk;
+  for (std::int64_t kb = 0; kb < key_blocks; ++kb) {
+    const std::int64_t j0 = (kb + w.dq_rotation) % key_blocks * bk;
     const std::int64_t nk = std::min(bk, s.lk - j0), nk16 = padded(nk);
     // The last, partial key block never computed (key blocks counted as lk / bk): its dK, dV stay 0.
     const bool dropped = ATTNIMPL_MUTANT(backward_key_tail_tile_dropped) && nk < bk;
@@ -209,11 +216,20 @@ __attribute__((always_inline)) inline void one_kv_head(const backward_args& a, s
           for (std::int64_t jj = 0; jj < nk; ++jj) {
             if (!vis[jj]) continue;
             p[jj] = std::exp((ATTNIMPL_MUTANT(backward_p_unscaled) ? w.s[z(jj)] : w.s[z(jj)] * scale) - lse);
-            ds[jj] = p[jj] * (w.dp[z(jj)] - big_d[r]);
+            ds[jj] = ATTNIMPL_MUTANT(backward_ds_without_p) ? w.dp[z(jj)] - big_d[r] : p[jj] * (w.dp[z(jj)] - big_d[r]);
           }
           // dQ's partial over the block's visible keys, in key order, then added to the row's dQ.
           float* dq_row = &dq[z(((b * s.lq + i) * s.hq + h) * d)];
-          sum_rows_all(ds, 1, vis, w.k.data(), d16, nk, dq_acc.data(), d16, false);
+          if (ATTNIMPL_MUTANT(backward_dq_order_nondeterministic)) {  // the keys from a per-call start, as atomics land
+            std::fill(dq_acc.begin(), dq_acc.end(), 0.0f);
+            for (std::int64_t t = 0; t < nk; ++t) {
+              const std::int64_t jj = (t + w.dq_rotation) % nk;
+              if (vis[jj])
+                for (std::int64_t x = 0; x < d; ++x) dq_acc[z(x)] += ds[jj] * w.k[z(jj * d16 + x)];
+            }
+          } else {
+            sum_rows_all(ds, 1, vis, w.k.data(), d16, nk, dq_acc.data(), d16, false);
+          }
           for (std::int64_t x = 0; x < d; ++x) dq_row[x] += dq_acc[z(x)];
         }
         if (!block_on) continue;  // every partial would be +0: adding it changes nothing
@@ -298,8 +314,16 @@ status attention_backward(const backward_args& a, const backward_config& cfg) {
       static_cast<double>(s.b * s.hq) * static_cast<double>(s.lq) * static_cast<double>(s.lk) * static_cast<double>(s.d + s.dv);
   int threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads = static_cast<int>(std::min<double>({static_cast<double>(threads), static_cast<double>(heads), work / 1e6 + 1}));
+  // The mutant backward_dq_order_nondeterministic: dQ's sums in an order
+  // that changes with every call, as a kernel that adds them with atomics.
+  std::int64_t dq_rotation = 0;
+  if (ATTNIMPL_MUTANT(backward_dq_order_nondeterministic)) {
+    static std::atomic<std::int64_t> calls{0};
+    dq_rotation = calls.fetch_add(1);
+  }
   const auto run = [&](int t) {
     scratch w;
+    w.dq_rotation = dq_rotation;
     for (std::int64_t x = t; x < heads; x += threads) head(a, bq, bk, scale, big_d, sees, dq, x / s.hkv, x % s.hkv, w);
   };
   if (threads <= 1) {
