@@ -91,6 +91,7 @@ struct scratch {
   std::vector<float> k, v, kt, vt, dk_blk, dv_blk;
   std::vector<float> s, dp, p, ds;
   std::vector<char> seen, vis;
+  std::vector<std::int64_t> cnt, row_lo, key_lo, key_hi;  // a partly visible block: each row's keys, each key's rows
   // The mutant backward_dq_order_nondeterministic only: how far this call
   // rotates the order of the key blocks and of the keys in each block's dQ
   // partial (0 otherwise: key order).

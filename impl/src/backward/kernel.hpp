@@ -64,14 +64,67 @@ __attribute__((always_inline)) inline void tile_on(const float* a, std::int64_t 
   }
 }
 
+/// One t of tile_ranged for rows whose range holds it (Every: all NR do).
+template <int NR, int NV, bool Every>
+__attribute__((always_inline)) inline void ranged_step(typename vec::t (&acc)[NR][NV], const float* a, std::int64_t ar,
+                                                       std::int64_t at, const std::int64_t* lo, const std::int64_t* hi,
+                                                       const float* b, std::int64_t ldb, std::int64_t t) {
+  typename vec::t bv[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) bv[v] = vec::load(b + t * ldb + v * vec::width);
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r) {
+    if (!Every && (t < lo[r] || t >= hi[r])) continue;
+    const typename vec::t x = vec::bcast(a + r * ar + t * at);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = vec::fma(x, bv[v], acc[r][v]);
+  }
+}
+
+/// tile<NR, NV> in which row r's chain runs over t in [lo[r], hi[r]) only
+/// (the chain tile_on gives when on[] marks that range): the t every row
+/// takes as in tile, before and after them each row tests its range.
+template <int NR, int NV>
+__attribute__((always_inline)) inline void tile_ranged(const float* a, std::int64_t ar, std::int64_t at, const std::int64_t* lo,
+                                                       const std::int64_t* hi, const float* b, std::int64_t ldb, float* c,
+                                                       std::int64_t ldc, bool add) {
+  typename vec::t acc[NR][NV];
+  std::int64_t first = lo[0], last = hi[0], every_lo = lo[0], every_hi = hi[0];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r) {
+    first = std::min(first, lo[r]), last = std::max(last, hi[r]);
+    every_lo = std::max(every_lo, lo[r]), every_hi = std::min(every_hi, hi[r]);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = vec::zero();
+  }
+  if (every_lo >= every_hi) every_lo = every_hi = last;  // no t that every row takes
+  for (std::int64_t t = first; t < every_lo; ++t) ranged_step<NR, NV, false>(acc, a, ar, at, lo, hi, b, ldb, t);
+  for (std::int64_t t = every_lo; t < every_hi; ++t) ranged_step<NR, NV, true>(acc, a, ar, at, lo, hi, b, ldb, t);
+  for (std::int64_t t = every_hi; t < last; ++t) ranged_step<NR, NV, false>(acc, a, ar, at, lo, hi, b, ldb, t);
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      float* p = c + r * ldc + v * vec::width;
+      vec::store(p, add ? vec::add(vec::load(p), acc[r][v]) : acc[r][v]);
+    }
+}
+
+// tile<NR, nv> (lo null) or tile_ranged<NR, nv>.
 template <int NR>
-__attribute__((always_inline)) inline void tile_row(int nv, const float* a, std::int64_t ar, std::int64_t at, const float* b,
+__attribute__((always_inline)) inline void tile_row(int nv, const float* a, std::int64_t ar, std::int64_t at,
+                                                    const std::int64_t* lo, const std::int64_t* hi, const float* b,
                                                     std::int64_t ldb, std::int64_t count, float* c, std::int64_t ldc, bool add) {
   static_assert(vectors_max <= 16);
   switch (nv) {
-#define ATTNIMPL_BW_CASE(n)                                                             \
-  case n:                                                                               \
-    if constexpr (n <= vectors_max) tile<NR, n>(a, ar, at, b, ldb, count, c, ldc, add); \
+#define ATTNIMPL_BW_CASE(n)                                         \
+  case n:                                                           \
+    if constexpr (n <= vectors_max) {                               \
+      if (lo)                                                       \
+        tile_ranged<NR, n>(a, ar, at, lo, hi, b, ldb, c, ldc, add); \
+      else                                                          \
+        tile<NR, n>(a, ar, at, b, ldb, count, c, ldc, add);         \
+    }                                                               \
     break;
     ATTNIMPL_BW_CASE(1)
     ATTNIMPL_BW_CASE(2)
@@ -84,23 +137,27 @@ __attribute__((always_inline)) inline void tile_row(int nv, const float* a, std:
 }
 
 /// C (rows by cols, leading dimension ldc; cols a multiple of 16) (+)= A B:
-/// row r of A at a + r ar, its element t at + t at; row t of B at b + t ldb.
+/// row r of A at a + r ar, its element t at + t at; row t of B at b + t ldb;
+/// t < count, or with lo set, lo[r] <= t < hi[r].
 void gemm(const float* a, std::int64_t ar, std::int64_t at, const float* b, std::int64_t ldb, std::int64_t count, float* c,
-          std::int64_t ldc, std::int64_t rows, std::int64_t cols, bool add) {
+          std::int64_t ldc, std::int64_t rows, std::int64_t cols, bool add, const std::int64_t* lo = nullptr,
+          const std::int64_t* hi = nullptr) {
   constexpr std::int64_t chunk = vectors_max * vec::width;
   for (std::int64_t c0 = 0; c0 < cols; c0 += chunk) {
     const int nv = static_cast<int>(std::min(chunk, cols - c0) / vec::width);
     std::int64_t r0 = 0;
     for (; r0 + rows_max <= rows; r0 += rows_max)
-      tile_row<rows_max>(nv, a + r0 * ar, ar, at, b + c0, ldb, count, c + r0 * ldc + c0, ldc, add);
+      tile_row<rows_max>(nv, a + r0 * ar, ar, at, lo ? lo + r0 : nullptr, hi ? hi + r0 : nullptr, b + c0, ldb, count,
+                         c + r0 * ldc + c0, ldc, add);
     const float* ar0 = a + r0 * ar;
+    const std::int64_t *lo0 = lo ? lo + r0 : nullptr, *hi0 = hi ? hi + r0 : nullptr;
     float* cr0 = c + r0 * ldc + c0;
     switch (rows - r0) {
-      case 5: tile_row<5 <= rows_max ? 5 : 1>(nv, ar0, ar, at, b + c0, ldb, count, cr0, ldc, add); break;
-      case 4: tile_row<4 <= rows_max ? 4 : 1>(nv, ar0, ar, at, b + c0, ldb, count, cr0, ldc, add); break;
-      case 3: tile_row<3 <= rows_max ? 3 : 1>(nv, ar0, ar, at, b + c0, ldb, count, cr0, ldc, add); break;
-      case 2: tile_row<2 <= rows_max ? 2 : 1>(nv, ar0, ar, at, b + c0, ldb, count, cr0, ldc, add); break;
-      case 1: tile_row<1>(nv, ar0, ar, at, b + c0, ldb, count, cr0, ldc, add); break;
+      case 5: tile_row<5 <= rows_max ? 5 : 1>(nv, ar0, ar, at, lo0, hi0, b + c0, ldb, count, cr0, ldc, add); break;
+      case 4: tile_row<4 <= rows_max ? 4 : 1>(nv, ar0, ar, at, lo0, hi0, b + c0, ldb, count, cr0, ldc, add); break;
+      case 3: tile_row<3 <= rows_max ? 3 : 1>(nv, ar0, ar, at, lo0, hi0, b + c0, ldb, count, cr0, ldc, add); break;
+      case 2: tile_row<2 <= rows_max ? 2 : 1>(nv, ar0, ar, at, lo0, hi0, b + c0, ldb, count, cr0, ldc, add); break;
+      case 1: tile_row<1>(nv, ar0, ar, at, lo0, hi0, b + c0, ldb, count, cr0, ldc, add); break;
       default: break;
     }
   }
@@ -220,23 +277,40 @@ void one_kv_head(const job& jb, std::int64_t b, std::int64_t g, scratch& w) {
         }
         const std::int64_t rows = std::min(s.lq, i0 + bq) - i0, r0 = (h - g * group) * s.lq + i0;
         // Which keys of the block each row sees: all of them (the usual
-        // case: the dense tiles below) or some (the masked tiles, which
-        // skip the others).
+        // case: the dense tiles below) or some. Without a mask a row sees
+        // the keys [0, cnt) of the block; when each key's rows are
+        // contiguous too (causal diagonals, padding) the ranged tiles take
+        // each chain over its range, otherwise (a mask) the masked tiles
+        // skip the hidden pairs one by one.
         bool any = false, all = true;
+        w.cnt.resize(z(rows));
         for (std::int64_t ri = 0; ri < rows; ++ri) {
           const std::int64_t cnt = w.sees[z(r0 + ri)] ? std::clamp<std::int64_t>(w.limit[z(r0 + ri)] - j0, 0, nk) : 0;
+          w.cnt[z(ri)] = cnt;
           any = any || cnt > 0;
           all = all && cnt == nk;
         }
         if (!any) continue;  // every product would be skipped: nothing to add
         all = all && !masked;
         char* vis = w.vis.data();
-        if (!all)
+        bool ranged = false;
+        if (!all) {
           for (std::int64_t ri = 0; ri < rows; ++ri) {
             const std::int64_t lim = w.sees[z(r0 + ri)] ? w.limit[z(r0 + ri)] - j0 : 0;
             for (std::int64_t jj = 0; jj < nk16; ++jj)
               vis[ri * nk16 + jj] = jj < nk && jj < lim && mask_allows(a, b, h, i0 + ri, j0 + jj);
           }
+          ranged = !masked;
+          w.row_lo.assign(z(rows), 0);
+          w.key_lo.assign(z(nk), 0), w.key_hi.assign(z(nk), 0);
+          for (std::int64_t jj = 0; jj < nk && ranged; ++jj) {
+            std::int64_t lo = rows, hi = 0, n = 0;
+            for (std::int64_t ri = 0; ri < rows; ++ri)
+              if (jj < w.cnt[z(ri)]) lo = std::min(lo, ri), hi = ri + 1, ++n;
+            ranged = n == 0 || n == hi - lo;
+            w.key_lo[z(jj)] = n ? lo : 0, w.key_hi[z(jj)] = n ? hi : 0;
+          }
+        }
         const float* qblk = &w.q[z(r0 * d16)];
         const float* doblk = &w.d_o[z(r0 * dv16)];
         // Scores and dP of every (row, key) of the block.
@@ -280,6 +354,12 @@ void one_kv_head(const job& jb, std::int64_t b, std::int64_t g, scratch& w) {
           gemm(w.ds.data(), 1, nk16, qblk, d16, rows, w.dk_blk.data(), d16, nk, d16, true);
           if (!ATTNIMPL_MUTANT(backward_dq_order_nondeterministic))
             gemm(w.ds.data(), nk16, 1, w.k.data(), d16, nk, dqblk, d16, rows, d16, true);
+        } else if (ranged) {
+          const std::int64_t *klo = w.key_lo.data(), *khi = w.key_hi.data();
+          gemm(w.p.data(), 1, nk16, doblk, dv16, 0, w.dv_blk.data(), dv16, nk, dv16, true, klo, khi);
+          gemm(w.ds.data(), 1, nk16, qblk, d16, 0, w.dk_blk.data(), d16, nk, d16, true, klo, khi);
+          if (!ATTNIMPL_MUTANT(backward_dq_order_nondeterministic))
+            gemm(w.ds.data(), nk16, 1, w.k.data(), d16, 0, dqblk, d16, rows, d16, true, w.row_lo.data(), w.cnt.data());
         } else {
           gemm_on(w.p.data(), 1, nk16, vis, 1, nk16, doblk, dv16, rows, w.dv_blk.data(), dv16, nk, dv16, true);
           gemm_on(w.ds.data(), 1, nk16, vis, 1, nk16, qblk, d16, rows, w.dk_blk.data(), d16, nk, d16, true);
