@@ -93,4 +93,4 @@
   X(backward_gqa_last_head_only, "backward_gradients backward_value", "Hq=2, Hkv=1")     \
   X(backward_key_tail_tile_dropped, "backward_gradients backward_value", "Lk=1 (< T)")   \
   X(backward_ds_without_p, "backward_gradients backward_key", "Lk=2")                    \
-  X(backward_dq_order_nondeterministic, "backward_same", "Lk=3")
+  X(backward_dq_order_nondeterministic, "backward_same", "Lk=2")

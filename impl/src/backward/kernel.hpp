@@ -1,0 +1,401 @@
+// The backward pass's loops for one instruction set: included by
+// backward.cpp once per set, inside a namespace of its own and under that
+// set's target switch, after it has defined `vec` (the vector operations:
+// t, width, zero, load, bcast, store, fma, add), `rows_max` and
+// `vectors_max` (the register block: rows by vectors of accumulators) and
+// `exp_n` (the kernel's exp on n floats, engine.hpp). No include guard, on
+// purpose.
+//
+// Every product is a register-blocked tile product C (+)= A B in which each
+// element of C is one chain of FMAs over t = 0, 1, ... from +0, then stored
+// or added once to C: the block shape and the vector width decide which
+// elements are computed together, never the order inside one, so every
+// instruction set (the portable one with an exact fma) gives the same bits.
+
+/// c[r][x] = (c[r][x] +) sum_t a[r ar + t at] b[t ldb + x] for NR rows and
+/// NV vectors of columns, each sum a chain of FMAs in t order from +0.
+template <int NR, int NV>
+__attribute__((always_inline)) inline void tile(const float* a, std::int64_t ar, std::int64_t at, const float* b,
+                                                std::int64_t ldb, std::int64_t count, float* c, std::int64_t ldc, bool add) {
+  typename vec::t acc[NR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = vec::zero();
+  for (std::int64_t t = 0; t < count; ++t) {
+    typename vec::t bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = vec::load(b + t * ldb + v * vec::width);
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      const typename vec::t x = vec::bcast(a + r * ar + t * at);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = vec::fma(x, bv[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      float* p = c + r * ldc + v * vec::width;
+      vec::store(p, add ? vec::add(vec::load(p), acc[r][v]) : acc[r][v]);
+    }
+}
+
+/// tile<1, NV> over only the t with on[t * on_t] set: the chain skips the
+/// others (a pair outside the mask is never multiplied, so an infinite or
+/// NaN input it would meet stays out, as does the sign of a zero product).
+template <int NV>
+__attribute__((always_inline)) inline void tile_on(const float* a, std::int64_t at, const char* on, std::int64_t on_t,
+                                                   const float* b, std::int64_t ldb, std::int64_t count, float* c, bool add) {
+  typename vec::t acc[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) acc[v] = vec::zero();
+  for (std::int64_t t = 0; t < count; ++t) {
+    if (!on[t * on_t]) continue;
+    const typename vec::t x = vec::bcast(a + t * at);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[v] = vec::fma(x, vec::load(b + t * ldb + v * vec::width), acc[v]);
+  }
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    float* p = c + v * vec::width;
+    vec::store(p, add ? vec::add(vec::load(p), acc[v]) : acc[v]);
+  }
+}
+
+/// One t of tile_ranged for rows whose range holds it (Every: all NR do).
+template <int NR, int NV, bool Every>
+__attribute__((always_inline)) inline void ranged_step(typename vec::t (&acc)[NR][NV], const float* a, std::int64_t ar,
+                                                       std::int64_t at, const std::int64_t* lo, const std::int64_t* hi,
+                                                       const float* b, std::int64_t ldb, std::int64_t t) {
+  typename vec::t bv[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) bv[v] = vec::load(b + t * ldb + v * vec::width);
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r) {
+    if (!Every && (t < lo[r] || t >= hi[r])) continue;
+    const typename vec::t x = vec::bcast(a + r * ar + t * at);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = vec::fma(x, bv[v], acc[r][v]);
+  }
+}
+
+/// tile<NR, NV> in which row r's chain runs over t in [lo[r], hi[r]) only
+/// (the chain tile_on gives when on[] marks that range): the t every row
+/// takes as in tile, before and after them each row tests its range.
+template <int NR, int NV>
+__attribute__((always_inline)) inline void tile_ranged(const float* a, std::int64_t ar, std::int64_t at, const std::int64_t* lo,
+                                                       const std::int64_t* hi, const float* b, std::int64_t ldb, float* c,
+                                                       std::int64_t ldc, bool add) {
+  typename vec::t acc[NR][NV];
+  std::int64_t first = lo[0], last = hi[0], every_lo = lo[0], every_hi = hi[0];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r) {
+    first = std::min(first, lo[r]), last = std::max(last, hi[r]);
+    every_lo = std::max(every_lo, lo[r]), every_hi = std::min(every_hi, hi[r]);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = vec::zero();
+  }
+  if (every_lo >= every_hi) every_lo = every_hi = last;  // no t that every row takes
+  for (std::int64_t t = first; t < every_lo; ++t) ranged_step<NR, NV, false>(acc, a, ar, at, lo, hi, b, ldb, t);
+  for (std::int64_t t = every_lo; t < every_hi; ++t) ranged_step<NR, NV, true>(acc, a, ar, at, lo, hi, b, ldb, t);
+  for (std::int64_t t = every_hi; t < last; ++t) ranged_step<NR, NV, false>(acc, a, ar, at, lo, hi, b, ldb, t);
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      float* p = c + r * ldc + v * vec::width;
+      vec::store(p, add ? vec::add(vec::load(p), acc[r][v]) : acc[r][v]);
+    }
+}
+
+// tile<NR, nv> (lo null) or tile_ranged<NR, nv>.
+template <int NR>
+__attribute__((always_inline)) inline void tile_row(int nv, const float* a, std::int64_t ar, std::int64_t at,
+                                                    const std::int64_t* lo, const std::int64_t* hi, const float* b,
+                                                    std::int64_t ldb, std::int64_t count, float* c, std::int64_t ldc, bool add) {
+  static_assert(vectors_max <= 16);
+  switch (nv) {
+#define ATTNIMPL_BW_CASE(n)                                         \
+  case n:                                                           \
+    if constexpr (n <= vectors_max) {                               \
+      if (lo)                                                       \
+        tile_ranged<NR, n>(a, ar, at, lo, hi, b, ldb, c, ldc, add); \
+      else                                                          \
+        tile<NR, n>(a, ar, at, b, ldb, count, c, ldc, add);         \
+    }                                                               \
+    break;
+    ATTNIMPL_BW_CASE(1)
+    ATTNIMPL_BW_CASE(2)
+    ATTNIMPL_BW_CASE(3)
+    ATTNIMPL_BW_CASE(4)
+    ATTNIMPL_BW_CASE(16)
+#undef ATTNIMPL_BW_CASE
+    default: break;
+  }
+}
+
+/// C (rows by cols, leading dimension ldc; cols a multiple of 16) (+)= A B:
+/// row r of A at a + r ar, its element t at + t at; row t of B at b + t ldb;
+/// t < count, or with lo set, lo[r] <= t < hi[r].
+void gemm(const float* a, std::int64_t ar, std::int64_t at, const float* b, std::int64_t ldb, std::int64_t count, float* c,
+          std::int64_t ldc, std::int64_t rows, std::int64_t cols, bool add, const std::int64_t* lo = nullptr,
+          const std::int64_t* hi = nullptr) {
+  constexpr std::int64_t chunk = vectors_max * vec::width;
+  for (std::int64_t c0 = 0; c0 < cols; c0 += chunk) {
+    const int nv = static_cast<int>(std::min(chunk, cols - c0) / vec::width);
+    std::int64_t r0 = 0;
+    for (; r0 + rows_max <= rows; r0 += rows_max)
+      tile_row<rows_max>(nv, a + r0 * ar, ar, at, lo ? lo + r0 : nullptr, hi ? hi + r0 : nullptr, b + c0, ldb, count,
+                         c + r0 * ldc + c0, ldc, add);
+    const float* ar0 = a + r0 * ar;
+    const std::int64_t *lo0 = lo ? lo + r0 : nullptr, *hi0 = hi ? hi + r0 : nullptr;
+    float* cr0 = c + r0 * ldc + c0;
+    switch (rows - r0) {
+      case 5: tile_row<5 <= rows_max ? 5 : 1>(nv, ar0, ar, at, lo0, hi0, b + c0, ldb, count, cr0, ldc, add); break;
+      case 4: tile_row<4 <= rows_max ? 4 : 1>(nv, ar0, ar, at, lo0, hi0, b + c0, ldb, count, cr0, ldc, add); break;
+      case 3: tile_row<3 <= rows_max ? 3 : 1>(nv, ar0, ar, at, lo0, hi0, b + c0, ldb, count, cr0, ldc, add); break;
+      case 2: tile_row<2 <= rows_max ? 2 : 1>(nv, ar0, ar, at, lo0, hi0, b + c0, ldb, count, cr0, ldc, add); break;
+      case 1: tile_row<1>(nv, ar0, ar, at, lo0, hi0, b + c0, ldb, count, cr0, ldc, add); break;
+      default: break;
+    }
+  }
+}
+
+/// gemm with row r's element t taken only where on[r on_r + t on_t] is set.
+void gemm_on(const float* a, std::int64_t ar, std::int64_t at, const char* on, std::int64_t on_r, std::int64_t on_t,
+             const float* b, std::int64_t ldb, std::int64_t count, float* c, std::int64_t ldc, std::int64_t rows,
+             std::int64_t cols, bool add) {
+  constexpr std::int64_t chunk = vectors_max * vec::width;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c0 = 0; c0 < cols; c0 += chunk) {
+      const int nv = static_cast<int>(std::min(chunk, cols - c0) / vec::width);
+      const float* ar0 = a + r * ar;
+      const char* on0 = on + r * on_r;
+      float* cr0 = c + r * ldc + c0;
+      switch (nv) {
+#define ATTNIMPL_BW_CASE(n)                                                                       \
+  case n:                                                                                         \
+    if constexpr (n <= vectors_max) tile_on<n>(ar0, at, on0, on_t, b + c0, ldb, count, cr0, add); \
+    break;
+        ATTNIMPL_BW_CASE(1)
+        ATTNIMPL_BW_CASE(2)
+        ATTNIMPL_BW_CASE(3)
+        ATTNIMPL_BW_CASE(4)
+        ATTNIMPL_BW_CASE(16)
+#undef ATTNIMPL_BW_CASE
+        default: break;
+      }
+    }
+}
+
+/// dQ (into the group's f32 rows), dK and dV of one (batch element, KV head).
+void one_kv_head(const job& jb, std::int64_t b, std::int64_t g, scratch& w) {
+  const backward_args& a = jb.a;
+  const shape& s = a.dims;
+  const std::int64_t group = s.hq / s.hkv, d = s.d, dv = s.dv, d16 = padded(d), dv16 = padded(dv);
+  const std::int64_t bq = jb.bq, bk = jb.bk, rows_all = group * s.lq;
+  const float scale = jb.scale;
+  // The group's rows (h - g G, i): Q and dO in f32, D = rowsum(dO O) (e
+  // order, from 0), the LSE, how many keys the row may see (mask aside) and
+  // whether it sees any. A row that sees no key is never read.
+  w.q.assign(z(rows_all * d16), 0.0f);
+  w.d_o.assign(z(rows_all * dv16), 0.0f);
+  w.dq.assign(z(rows_all * d16), 0.0f);
+  w.big_d.assign(z(rows_all), 0.0f);
+  w.lse.assign(z(rows_all), 0.0f);
+  w.limit.assign(z(rows_all), 0);
+  w.sees.assign(z(rows_all), 0);
+  w.o_row.assign(z(dv16), 0.0f);
+  std::int64_t seen_limit = 0;  // without a mask: keys [0, seen_limit) are seen by some row
+  for (std::int64_t h = g * group; h < (g + 1) * group; ++h)
+    for (std::int64_t i = 0; i < s.lq; ++i) {
+      const std::int64_t at = (h - g * group) * s.lq + i;
+      const std::int64_t lim = key_limit(a, b, i);
+      w.limit[z(at)] = lim;
+      seen_limit = std::max(seen_limit, lim);
+      bool sees = false;
+      for (std::int64_t j = 0; j < lim && !sees; ++j) sees = mask_allows(a, b, h, i, j);
+      if (!sees) continue;
+      w.sees[z(at)] = 1;
+      const auto row = [&](const tensor_in& t, float* dst, std::int64_t n) {
+        const std::int64_t off = b * t.stride[0] + i * t.stride[1] + h * t.stride[2];
+        convert::load_row(dst, static_cast<const char*>(t.data) + off * convert::size_of(t.type), t.type, t.stride[3], n);
+      };
+      row(a.q, &w.q[z(at * d16)], d);
+      float* dorow = &w.d_o[z(at * dv16)];
+      row(a.d_o, dorow, dv);
+      row(ATTNIMPL_MUTANT(backward_d_from_do_squared) ? a.d_o : a.o, w.o_row.data(), dv);
+      float acc = 0.0f;
+      for (std::int64_t e = 0; e < dv; ++e) acc += dorow[e] * w.o_row[z(e)];
+      w.big_d[z(at)] = acc;
+      w.lse[z(at)] = a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + i * a.lse_stride[2]];
+    }
+  const bool masked = a.mask.data != nullptr;
+  const std::int64_t key_blocks = (s.lk + bk - 1) / bk;
+  for (std::int64_t kb = 0; kb < key_blocks; ++kb) {
+    const std::int64_t j0 = (kb + w.dq_rotation) % key_blocks * bk;
+    const std::int64_t nk = std::min(bk, s.lk - j0), nk16 = padded(nk);
+    // The last, partial key block never computed (key blocks counted as lk / bk): its dK, dV stay 0.
+    const bool dropped = ATTNIMPL_MUTANT(backward_key_tail_tile_dropped) && nk < bk;
+    // The key block's K and V (f32, row-major and transposed; keys no row
+    // sees stay 0, never read), and its dK, dV sums.
+    w.k.assign(z(nk * d16), 0.0f);
+    w.v.assign(z(nk * dv16), 0.0f);
+    w.kt.assign(z(d * nk16), 0.0f);
+    w.vt.assign(z(dv * nk16), 0.0f);
+    w.dk_blk.assign(z(nk * d16), 0.0f);
+    w.dv_blk.assign(z(nk * dv16), 0.0f);
+    w.seen.assign(z(nk), 0);
+    if (!masked) {
+      for (std::int64_t jj = 0; jj < nk && j0 + jj < seen_limit; ++jj) w.seen[z(jj)] = 1;
+    } else {
+      std::int64_t seen_count = 0;
+      for (std::int64_t at = rows_all - 1; at >= 0 && seen_count < nk; --at)  // last rows first: causal rows see the most
+        for (std::int64_t jj = 0; jj < nk && j0 + jj < w.limit[z(at)]; ++jj)
+          if (!w.seen[z(jj)] && mask_allows(a, b, g * group + at / s.lq, at % s.lq, j0 + jj)) w.seen[z(jj)] = 1, ++seen_count;
+    }
+    for (std::int64_t jj = 0; jj < nk; ++jj) {
+      if (!w.seen[z(jj)]) continue;
+      const auto row = [&](const tensor_in& t, float* dst, std::int64_t n) {
+        const std::int64_t off = b * t.stride[0] + (j0 + jj) * t.stride[1] + g * t.stride[2];
+        convert::load_row(dst, static_cast<const char*>(t.data) + off * convert::size_of(t.type), t.type, t.stride[3], n);
+      };
+      row(a.k, &w.k[z(jj * d16)], d);
+      row(a.v, &w.v[z(jj * dv16)], dv);
+      for (std::int64_t x = 0; x < d; ++x) w.kt[z(x * nk16 + jj)] = w.k[z(jj * d16 + x)];
+      for (std::int64_t e = 0; e < dv; ++e) w.vt[z(e * nk16 + jj)] = w.v[z(jj * dv16 + e)];
+    }
+    w.s.assign(z(bq * nk16), 0.0f), w.dp.assign(z(bq * nk16), 0.0f);
+    w.p.assign(z(bq * nk16), 0.0f), w.ds.assign(z(bq * nk16), 0.0f), w.vis.assign(z(bq * nk16), 0);
+    for (std::int64_t h = g * group; h < (g + 1) * group && !dropped; ++h)
+      for (std::int64_t i0 = 0; i0 < s.lq; i0 += bq) {
+        if (ATTNIMPL_MUTANT(backward_gqa_last_head_only) && i0 == 0) {  // each query head starts the sums afresh
+          std::fill(w.dk_blk.begin(), w.dk_blk.end(), 0.0f);
+          std::fill(w.dv_blk.begin(), w.dv_blk.end(), 0.0f);
+        }
+        const std::int64_t rows = std::min(s.lq, i0 + bq) - i0, r0 = (h - g * group) * s.lq + i0;
+        // Which keys of the block each row sees: all of them (the usual
+        // case: the dense tiles below) or some. Without a mask a row sees
+        // the keys [0, cnt) of the block; when each key's rows are
+        // contiguous too (causal diagonals, padding) the ranged tiles take
+        // each chain over its range, otherwise (a mask) the masked tiles
+        // skip the hidden pairs one by one.
+        bool any = false, all = true;
+        w.cnt.resize(z(rows));
+        for (std::int64_t ri = 0; ri < rows; ++ri) {
+          const std::int64_t cnt = w.sees[z(r0 + ri)] ? std::clamp<std::int64_t>(w.limit[z(r0 + ri)] - j0, 0, nk) : 0;
+          w.cnt[z(ri)] = cnt;
+          any = any || cnt > 0;
+          all = all && cnt == nk;
+        }
+        if (!any) continue;  // every product would be skipped: nothing to add
+        all = all && !masked;
+        char* vis = w.vis.data();
+        bool ranged = false;
+        if (!all) {
+          for (std::int64_t ri = 0; ri < rows; ++ri) {
+            const std::int64_t lim = w.sees[z(r0 + ri)] ? w.limit[z(r0 + ri)] - j0 : 0;
+            for (std::int64_t jj = 0; jj < nk16; ++jj)
+              vis[ri * nk16 + jj] = jj < nk && jj < lim && mask_allows(a, b, h, i0 + ri, j0 + jj);
+          }
+          ranged = !masked;
+          w.row_lo.assign(z(rows), 0);
+          w.key_lo.assign(z(nk), 0), w.key_hi.assign(z(nk), 0);
+          for (std::int64_t jj = 0; jj < nk && ranged; ++jj) {
+            std::int64_t lo = rows, hi = 0, n = 0;
+            for (std::int64_t ri = 0; ri < rows; ++ri)
+              if (jj < w.cnt[z(ri)]) lo = std::min(lo, ri), hi = ri + 1, ++n;
+            ranged = n == 0 || n == hi - lo;
+            w.key_lo[z(jj)] = n ? lo : 0, w.key_hi[z(jj)] = n ? hi : 0;
+          }
+        }
+        const float* qblk = &w.q[z(r0 * d16)];
+        const float* doblk = &w.d_o[z(r0 * dv16)];
+        // Scores and dP of every (row, key) of the block.
+        gemm(qblk, d16, 1, w.kt.data(), nk16, d, w.s.data(), nk16, rows, nk16, false);
+        gemm(doblk, dv16, 1, w.vt.data(), nk16, dv, w.dp.data(), nk16, rows, nk16, false);
+        // P = exp(S scale - LSE) and dS = P (dP - D) where the row sees the key, 0 elsewhere.
+        float* sc = w.s.data();
+        for (std::int64_t ri = 0; ri < rows; ++ri) {
+          const std::int64_t lse_row = ATTNIMPL_MUTANT(backward_lse_previous_row) && i0 + ri > 0 ? r0 + ri - 1 : r0 + ri;
+          const float lse = w.lse[z(lse_row)];
+          float* x = sc + ri * nk16;
+          if (ATTNIMPL_MUTANT(backward_p_unscaled))
+            for (std::int64_t jj = 0; jj < nk16; ++jj) x[jj] = x[jj] - lse;
+          else
+            for (std::int64_t jj = 0; jj < nk16; ++jj) x[jj] = x[jj] * scale - lse;
+        }
+        exp_n(sc, w.p.data(), z(rows * nk16));
+        for (std::int64_t ri = 0; ri < rows; ++ri) {
+          float* p = &w.p[z(ri * nk16)];
+          float* ds = &w.ds[z(ri * nk16)];
+          const float* dp = &w.dp[z(ri * nk16)];
+          const float big_d = w.big_d[z(r0 + ri)];
+          if (ATTNIMPL_MUTANT(backward_ds_without_p))
+            for (std::int64_t jj = 0; jj < nk16; ++jj) ds[jj] = dp[jj] - big_d;
+          else
+            for (std::int64_t jj = 0; jj < nk16; ++jj) ds[jj] = p[jj] * (dp[jj] - big_d);
+          if (!all) {
+            const char* on = vis + ri * nk16;
+            for (std::int64_t jj = 0; jj < nk16; ++jj) {
+              p[jj] = on[jj] ? p[jj] : 0.0f;
+              ds[jj] = on[jj] ? ds[jj] : 0.0f;
+            }
+          }
+        }
+        // dV += P^T dO and dK += dS^T Q over the block's rows (each key's
+        // partial in row order, added once), dQ += dS K over its keys (each
+        // row's partial in key order, added once).
+        float* dqblk = &w.dq[z(r0 * d16)];
+        if (all) {
+          gemm(w.p.data(), 1, nk16, doblk, dv16, rows, w.dv_blk.data(), dv16, nk, dv16, true);
+          gemm(w.ds.data(), 1, nk16, qblk, d16, rows, w.dk_blk.data(), d16, nk, d16, true);
+          if (!ATTNIMPL_MUTANT(backward_dq_order_nondeterministic))
+            gemm(w.ds.data(), nk16, 1, w.k.data(), d16, nk, dqblk, d16, rows, d16, true);
+        } else if (ranged) {
+          const std::int64_t *klo = w.key_lo.data(), *khi = w.key_hi.data();
+          gemm(w.p.data(), 1, nk16, doblk, dv16, 0, w.dv_blk.data(), dv16, nk, dv16, true, klo, khi);
+          gemm(w.ds.data(), 1, nk16, qblk, d16, 0, w.dk_blk.data(), d16, nk, d16, true, klo, khi);
+          if (!ATTNIMPL_MUTANT(backward_dq_order_nondeterministic))
+            gemm(w.ds.data(), nk16, 1, w.k.data(), d16, 0, dqblk, d16, rows, d16, true, w.row_lo.data(), w.cnt.data());
+        } else {
+          gemm_on(w.p.data(), 1, nk16, vis, 1, nk16, doblk, dv16, rows, w.dv_blk.data(), dv16, nk, dv16, true);
+          gemm_on(w.ds.data(), 1, nk16, vis, 1, nk16, qblk, d16, rows, w.dk_blk.data(), d16, nk, d16, true);
+          if (!ATTNIMPL_MUTANT(backward_dq_order_nondeterministic))
+            gemm_on(w.ds.data(), nk16, 1, vis, nk16, 1, w.k.data(), d16, nk, dqblk, d16, rows, d16, true);
+        }
+        if (ATTNIMPL_MUTANT(backward_dq_order_nondeterministic))  // the keys from a per-call start, as atomics land
+          for (std::int64_t ri = 0; ri < rows; ++ri) {
+            w.part.assign(z(d16), 0.0f);
+            for (std::int64_t t = 0; t < nk; ++t) {
+              const std::int64_t jj = (t + w.dq_rotation) % nk;
+              if (all || vis[ri * nk16 + jj])
+                for (std::int64_t x = 0; x < d; ++x)
+                  w.part[z(x)] = std::fma(w.ds[z(ri * nk16 + jj)], w.k[z(jj * d16 + x)], w.part[z(x)]);
+            }
+            for (std::int64_t x = 0; x < d; ++x) dqblk[ri * d16 + x] += w.part[z(x)];
+          }
+      }
+    // The block's dK = scale dS^T Q and dV, rounded once to the storage type.
+    for (std::int64_t jj = 0; jj < nk; ++jj) {
+      for (std::int64_t x = 0; x < d; ++x) w.dk_blk[z(jj * d16 + x)] *= scale;
+      const auto out = [&](const tensor_out& t, const float* src, std::int64_t n) {
+        const std::int64_t off = b * t.stride[0] + (j0 + jj) * t.stride[1] + g * t.stride[2];
+        convert::store_row(static_cast<char*>(t.data) + off * convert::size_of(t.type), t.type, t.stride[3], src, n);
+      };
+      out(a.dk, &w.dk_blk[z(jj * d16)], d);
+      out(a.dv, &w.dv_blk[z(jj * dv16)], dv);
+    }
+  }
+  // The group's dQ = scale dS K, rounded once (rows that see no key: 0).
+  const float dq_scale = ATTNIMPL_MUTANT(backward_dq_scale_dropped) ? 1.0f : scale;
+  for (std::int64_t h = g * group; h < (g + 1) * group; ++h)
+    for (std::int64_t i = 0; i < s.lq; ++i) {
+      float* row = &w.dq[z(((h - g * group) * s.lq + i) * d16)];
+      for (std::int64_t x = 0; x < d; ++x) row[x] *= dq_scale;
+      const std::int64_t off = b * a.dq.stride[0] + i * a.dq.stride[1] + h * a.dq.stride[2];
+      convert::store_row(static_cast<char*>(a.dq.data) + off * convert::size_of(a.dq.type), a.dq.type, a.dq.stride[3], row, d);
+    }
+}
