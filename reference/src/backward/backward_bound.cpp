@@ -187,7 +187,11 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
         for (std::size_t kk = 0; kk < nkeys; ++kk) {
           const double e_delta = (1 + u) * (e_dp[kk] + e_d) + u * std::fabs(delta[kk]);
           const double a = std::fabs(delta[kk]) + e_delta;  // >= |fl(dP_hat - D_hat)|
-          worst = std::max(worst, a);
+          // A kernel may fold the scale into dS before its products with K and
+          // Q (g_j = scale P_j (dP_j - D), as autograd's fused order and the
+          // Triton tutorial's backward do): scale a >= |scale dS_hat| and
+          // |scale fl(dP_hat - D_hat)| must stay in range too.
+          worst = std::max({worst, a, scale * a});
           e_ds[kk] = e_p[kk] * a + p[kk] * e_delta + u * p_hi[kk] * a + half_eta;
           ds_hi[kk] = std::fabs(ds[kk]) + e_ds[kk];
           // A weight's error that is not finite (Psi_j huge: |LSE| near 1e38) bounds nothing,
