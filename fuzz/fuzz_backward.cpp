@@ -95,6 +95,14 @@ int judge(const subject& s, attn_case& c, grad_kind grad, FuzzedDataProvider& in
 
 }  // namespace
 
+// Before any input: a subject that cannot be loaded or has no backward pass
+// prints one line and exits 2 here, not inside an input, where libFuzzer would
+// take the exit for a finding and save a crash file.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  backward_subject();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const subject& s = backward_subject();
   const int version = fuzz::case_space_version(data, size);
