@@ -77,8 +77,9 @@ const subject& backward_subject() {
 
 // The law's prepare (contract 1.0, case_work <= 3000, far_below, far_above and
 // unmasked masked_lead values made large_logits), then the values from the
-// bytes, then the law's check. An input that judges no element (every bound
-// NaN or +inf) is rejected, so libFuzzer keeps only inputs that test a gradient.
+// bytes, then the law's check. An input whose check judged no element
+// (law_outcome::compared 0: every bound +inf, or NaN where the value tells
+// nothing) is rejected, so libFuzzer keeps only inputs that test a gradient.
 int judge(const subject& s, attn_case& c, grad_kind grad, FuzzedDataProvider& in, int value_patches) {
   c.grad = grad;  // the law's prepare keeps a recipe the case has
   gradients().prepare(c, s);
@@ -86,7 +87,7 @@ int judge(const subject& s, attn_case& c, grad_kind grad, FuzzedDataProvider& in
   try {
     fuzz::decode_values(in, value_patches, c);
   } catch (const input_error&) {
-    return -1;  // prepare() made a header the caps never meant (never seen; kept safe)
+    return -1;  // a header the law's cut left invalid: outside the domain, never a finding
   }
   const law_outcome o = gradients().check(s, c);
   fuzz::expect_pass(gradients().name, s, c, o);
