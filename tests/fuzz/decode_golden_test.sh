@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Saved fuzz inputs keep decoding to the same cases: every committed seed and
-# regression input of fuzz_differential and fuzz_laws, replayed on the
+# regression input of fuzz_differential, fuzz_laws and fuzz_backward, replayed on the
 # tiny-tile bundled kernel, gives the law and case line recorded in
 # decoded_cases.txt (or is rejected as recorded). The case space and the
 # input formats are append-only (docs/fuzz.md, "Input formats"); a change
@@ -12,9 +12,11 @@ golden="$src/tests/fuzz/decoded_cases.txt"
 out=$(mktemp)
 trap 'rm -f "$out" "$out.log"' EXIT
 cd "$src" || exit 2
-for h in fuzz_differential fuzz_laws; do
-  ATTNCHECK_FUZZ_SUBJECT=builtin:tiles=tiny ATTNCHECK_FUZZ=verbose=1 "$bin/$h" --allow-rejected \
-    "fuzz/corpus/$h" "tests/regressions/inputs/$h" >"$out.log" 2>&1
+for h in fuzz_differential fuzz_laws fuzz_backward; do
+  # A harness without saved regression inputs yet has no folder for them.
+  inputs=("fuzz/corpus/$h")
+  [ -d "tests/regressions/inputs/$h" ] && inputs+=("tests/regressions/inputs/$h")
+  ATTNCHECK_FUZZ_SUBJECT=builtin:tiles=tiny ATTNCHECK_FUZZ=verbose=1 "$bin/$h" --allow-rejected "${inputs[@]}" >"$out.log" 2>&1
   rc=$?
   [ $rc -eq 0 ] || { cat "$out.log"; echo "$h: replay exit $rc"; exit 1; }
   # One line per input: harness, file, then the law and case line, or "rejected".
