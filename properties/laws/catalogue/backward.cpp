@@ -227,7 +227,10 @@ std::string takes_backward_with_lse(const subject& s) {
 // LSE error e_L in it, judged against the exact P^T dO; a separate law would
 // judge the same elements against the same values. The forward elements
 // outside their own bound (the differential law reports them) or without a
-// finite one give +inf errors: their rows go unjudged here.
+// finite one give +inf errors: their rows go unjudged here. oracle_of may
+// answer from the fast tier: a forward it accepts lies within (1 + 2^-19) of
+// the MPFR bound of the MPFR value (docs/oracle.md "Tiers"), a slack far
+// inside the backward bound's F = 2.
 law_outcome own_forward_within_bound(const subject& s, const attn_case& c) {
   law_outcome o;
   const subject_output f = s.attend(c);
