@@ -71,6 +71,10 @@ const std::vector<std::string>& fuzzed_law_names() {
       "paged.placement_changes_nothing",                      // 35
       "paged.shared_prefix_equals_private_copies",            // 36
       "ragged.zero_length_sequences_are_inert",               // 37
+      "backward.own_forward_within_bound_of_oracle",          // 38
+      "backward.translated_keys_change_no_gradient",          // 39
+      "backward.gqa_sums_repeated_mha_gradients",             // 40
+      "backward.additive_in_output_gradient",                 // 41
   };
   return names;
 }

@@ -72,4 +72,24 @@ struct backward_bound_params {
 /// outside (0, 1), exp_ulps negative or not finite, a block count < 1).
 backward_result reference_backward(const attn_case& c, const tensor& d_o, const backward_bound_params& bound);
 
+/// The O and LSE a backward subject is handed when they are not the oracle's
+/// (e.g. the subject's own forward pass): per element, a bound on their
+/// distance from the exact O, dense (B, Lq, Hq, Dv), and from the exact LSE,
+/// dense (B, Hq, Lq), each after its rounding to the storage type (O) and to
+/// f32 (LSE): for a subject's own forward within its bound, the forward
+/// oracle's o_bound and lse_bound (docs/bound.md "Backward", "Handed its own
+/// forward"). A NaN error gives its row NaN bounds (no bound exists), an
+/// infinite one +inf bounds; rows with no visible key are not read.
+struct backward_handed_errors {
+  std::vector<double> o, lse;
+};
+
+/// reference_backward(c, d_o, bound), its bounds for a subject handed O and
+/// LSE within `handed` of the exact ones in place of the oracle's rounded
+/// once: E_O,e is handed.o and e_L is handed.lse plus the log2(e) multiply's
+/// u (|LSE| + handed.lse). Throws input_error ("handed") when a vector's size
+/// is not the case's, besides reference_backward's errors.
+backward_result reference_backward(const attn_case& c, const tensor& d_o, const backward_bound_params& bound,
+                                   const backward_handed_errors& handed);
+
 }  // namespace attncheck

@@ -41,7 +41,7 @@ void check_backward_bound_params(const backward_bound_params& bp) {
 }
 
 void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_result<mpfr50>& fwd, const backward_bound_params& bp,
-                          backward_result& r) {
+                          backward_result& r, const backward_handed_errors* handed) {
   check_backward_bound_params(bp);
   oracle_options opt;
   opt.bound.u_compute = bp.u_compute;
@@ -58,8 +58,11 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
   const double g_dv = gamma_n(dv, u);        // dP_j and D = rowsum(dO O_in): Dv products and Dv - 1 additions
   const double g_sub = gamma_n(2, u);        // S_hat - LSE_in: the subtraction, and a log2(e) multiply of it
   const double g_exp = gamma_n(s.c_exp, u);  // exp's own error as a log-perturbation
-  // The handed-in O and LSE: the oracle's, rounded once to the storage type and to f32.
-  const auto o_in_error = [&](double o) { return s.u_out * std::fabs(o) + s.eta_out / 2; };
+  // The handed-in O: the oracle's rounded once to the storage type, or within
+  // handed->o of the exact O (the subject's own forward, its o_bound).
+  const auto o_in_error = [&](double o, std::size_t at) {
+    return handed ? handed->o[at] : s.u_out * std::fabs(o) + s.eta_out / 2;
+  };
   // The element's bound from its compute-type error ec: F ec, then the one
   // rounding to the storage type (exact, not multiplied by F). Where the
   // interval reaches the storage type's overflow, the subject may return an
@@ -109,6 +112,17 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
           for (std::int64_t d = 0; d < c.d; ++d) finite = finite && std::isfinite(x.k[(kb + z(j)) * z(c.d) + z(d)]);
           for (std::int64_t e = 0; e < c.dv; ++e) finite = finite && std::isfinite(x.v[(kb + z(j)) * z(c.dv) + z(e)]);
         }
+        // Handed O and LSE errors: NaN (the forward has no bound: no bound here
+        // either) or +inf (the forward's analysis says nothing: nor does this one).
+        bool handed_unbounded = false;
+        if (handed) {
+          const auto take = [&](double e) {
+            finite = finite && !std::isnan(e);
+            handed_unbounded = handed_unbounded || std::isinf(e);
+          };
+          take(handed->lse[row]);
+          for (std::int64_t e = 0; e < c.dv; ++e) take(handed->o[z(((bi * c.lq + i) * c.hq + h) * c.dv + e)]);
+        }
         if (!finite) {
           for (std::int64_t d = 0; d < c.d; ++d) dq_b[d] = nan;
           for (const std::int64_t j : keys) ks[kb + z(j)].no_bound = true;
@@ -122,10 +136,11 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
         double e_d_a = dv * half_eta, do_o_in = 0, q_abs_sum = 0, q_abs_max = 0;
         for (std::int64_t e = 0; e < c.dv; ++e) {
           d_out_m[z(e)] = mpfr50(d_out[z(e)]);
-          const mpfr50& o_m = fwd.o[z(((bi * c.lq + i) * c.hq + h) * c.dv + e)];
+          const std::size_t at = z(((bi * c.lq + i) * c.hq + h) * c.dv + e);
+          const mpfr50& o_m = fwd.o[at];
           big_d += d_out_m[z(e)] * o_m;
           const double o = std::fabs(static_cast<double>(o_m)), a = std::fabs(d_out[z(e)]);
-          const double e_o = o_in_error(o);
+          const double e_o = o_in_error(o, at);
           e_d_a += a * e_o;
           do_o_in += a * (o + e_o);
         }
@@ -135,7 +150,9 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
           q_abs_max = std::max(q_abs_max, std::fabs(q[d]));
         }
         // LSE_in = fl32(LSE), and a kernel may multiply it by log2(e): (u_lse + u) |LSE|.
-        const double e_l = (s.u_lse + u) * std::fabs(lse) + s.eta_lse / 2;
+        // A handed LSE within e_h of LSE: e_h, and the multiply's u |LSE_in| <= u (|LSE| + e_h).
+        const double e_l =
+            handed ? handed->lse[row] + u * (std::fabs(lse) + handed->lse[row]) : (s.u_lse + u) * std::fabs(lse) + s.eta_lse / 2;
 
         // Per key: the weight's error (step 1), dP (step 2), and the terms of D's variant b.
         e_ds.assign(nkeys, 0.0);
@@ -198,8 +215,8 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
           // and would turn 0 * inf into NaN below: the row is unbounded, not unboundable.
           terms_finite = terms_finite && std::isfinite(e_ds[kk]) && std::isfinite(p_hi[kk]);
         }
-        const bool row_unbounded = worst > big || !terms_finite || !std::isfinite(g_dot) || !std::isfinite(g_dv) ||
-                                   !std::isfinite(g_n) || !std::isfinite(g_exp) || !std::isfinite(e_d);
+        const bool row_unbounded = handed_unbounded || worst > big || !terms_finite || !std::isfinite(g_dot) ||
+                                   !std::isfinite(g_dv) || !std::isfinite(g_n) || !std::isfinite(g_exp) || !std::isfinite(e_d);
         if (row_unbounded) {
           for (std::int64_t d = 0; d < c.d; ++d) dq_b[d] = inf;
           for (const std::int64_t j : keys) ks[kb + z(j)].unbounded = true;
@@ -291,3 +308,22 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
 }
 
 }  // namespace attncheck::oracle_detail
+
+namespace attncheck {
+
+// The handed errors change only the bound: the oracle's values are
+// reference_backward(c, d_o)'s (which validates c, dO and refuses variants),
+// and the forward oracle runs once more for the bound's P, O and gaps
+// (run_backward in backward_oracle.cpp keeps its own run private).
+backward_result reference_backward(const attn_case& c, const tensor& d_o, const backward_bound_params& bound,
+                                   const backward_handed_errors& handed) {
+  oracle_detail::check_backward_bound_params(bound);
+  backward_result r = reference_backward(c, d_o);
+  if (handed.o.size() != r.o.size()) throw input_error("handed", "o must hold B*Lq*Hq*Dv errors, dense (B, Lq, Hq, Dv)");
+  if (handed.lse.size() != r.lse.size()) throw input_error("handed", "lse must hold B*Hq*Lq errors, dense (B, Hq, Lq)");
+  const auto fwd = oracle_detail::naive_attention<oracle_detail::mpfr50>(c);
+  oracle_detail::fill_backward_bounds(c, d_o, fwd, bound, r, &handed);
+  return r;
+}
+
+}  // namespace attncheck
