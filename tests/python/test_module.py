@@ -215,5 +215,8 @@ def test_gate_takes_the_paged_and_ragged_forms_and_a_backward_from_python(tmp_pa
     with pytest.raises(attncheck.GateFailure) as failure:
         attncheck.gate(numpy_paged.attend_drops_partial_page, cases=50, seed=7, only=forms, out=tmp_path / "broken")
     assert "FAIL paged.equals_dense" in str(failure.value)
-    table = attncheck.gate(numpy_backward.attend, cases=30, seed=7, only=["backward"], out=tmp_path / "backward")
-    assert {row["verdict"] for row in table} == {"pass"} and len(table) == 6
+    # 100 cases: the translated-keys law samples a tenth of them and judges
+    # about three in four (keys with no exact shift are left unjudged); at 30
+    # cases it ran 3 and judged 1, under its 0.6 floor.
+    table = attncheck.gate(numpy_backward.attend, cases=100, seed=7, only=["backward"], out=tmp_path / "backward")
+    assert {row["verdict"] for row in table} == {"pass"} and len(table) == 10
