@@ -4,11 +4,31 @@
 
 #include <array>
 #include <cstdint>
+#include <random>
 
 #include "attncheck/backward_oracle.hpp"
 #include "attncheck/case.hpp"
+#include "oracle_test_support.hpp"
 
 namespace attncheck::oracle_testing {
+
+/// Longer rows and wider heads than any_small_case, drawn from rng: B = 1,
+/// Hkv and G in [1, 2], Lq in [1, 24], Lk in [1, 48], D and Dv in [1, 32],
+/// causal and padding at random, then any storage (with_random_storage).
+inline attn_case any_long_shape(std::mt19937_64& rng) {
+  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  attn_case c;
+  c.b = 1;
+  c.hkv = 1 + below(2);
+  c.hq = c.hkv * (1 + below(2));
+  c.lq = 1 + below(24);
+  c.lk = 1 + below(48);
+  c.d = 1 + below(32);
+  c.dv = 1 + below(32);
+  c.causal = below(2) == 0;
+  if (below(3) == 0) c.key_len = {below(c.lk + 1)};
+  return with_random_storage(c, below, rng);
+}
 
 /// A backward case's dO and the kind it was drawn with.
 struct grad_draw {

@@ -273,25 +273,13 @@ struct tally {
   std::int64_t bound_accepts = 0, pytorch_accepts = 0, flash_accepts = 0;  // of fudge_cases
 };
 
-/// Longer rows and wider heads than any_small_case: B = 1, Hkv in [1, 2],
-/// G in [1, 2], Lq in [1, 24], Lk in [1, 48], D and Dv in [1, 32], causal and
-/// padding at random, every storage type, value kind and dO kind; key blocks
-/// of 1 to 16, query blocks of 1 to 8.
+/// The long cases (oracle_testing::any_long_shape), every value kind and dO
+/// kind; key blocks of 1 to 16, query blocks of 1 to 8.
 bound_case any_long_case(std::uint64_t seed) {
   std::mt19937_64 rng(seed ^ 0x6c6f6e67ull);
   const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
   bound_case f;
-  attn_case& c = f.c;
-  c.b = 1;
-  c.hkv = 1 + below(2);
-  c.hq = c.hkv * (1 + below(2));
-  c.lq = 1 + below(24);
-  c.lk = 1 + below(48);
-  c.d = 1 + below(32);
-  c.dv = 1 + below(32);
-  c.causal = below(2) == 0;
-  if (below(3) == 0) c.key_len = {below(c.lk + 1)};
-  c = oracle_testing::with_random_storage(c, below, rng);
+  f.c = oracle_testing::any_long_shape(rng);
   draw_the_rest(f, below, 16, 8);
   return f;
 }

@@ -130,23 +130,10 @@ void judge(const attn_case& c, const char* what, const std::vector<double>& got,
   }
 }
 
-/// Longer rows and wider heads than any_small_case (test_backward_bound's long
-/// cases): B = 1, Hkv and G in [1, 2], Lq in [1, 24], Lk in [1, 48], D and Dv
-/// in [1, 32], causal and padding at random, every storage type.
+/// test_backward_bound's long cases (oracle_testing::any_long_shape).
 attn_case any_long_case(std::uint64_t seed) {
   std::mt19937_64 rng(seed ^ 0x6c6f6e67ull);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
-  attn_case c;
-  c.b = 1;
-  c.hkv = 1 + below(2);
-  c.hq = c.hkv * (1 + below(2));
-  c.lq = 1 + below(24);
-  c.lk = 1 + below(48);
-  c.d = 1 + below(32);
-  c.dv = 1 + below(32);
-  c.causal = below(2) == 0;
-  if (below(3) == 0) c.key_len = {below(c.lk + 1)};
-  return oracle_testing::with_random_storage(c, below, rng);
+  return oracle_testing::any_long_shape(rng);
 }
 
 /// Runs `cases` cases of make(seed + n), each with a random value kind, scale
