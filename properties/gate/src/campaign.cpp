@@ -14,12 +14,12 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <thread>
-#include <tuple>
 #include <atomic>
 #include <sys/mman.h>
 #include <vector>
 
 #include "attncheck/backward_fudge.hpp"
+#include "attncheck/backward_inputs.hpp"
 #include "attncheck/backward_oracle.hpp"
 #include "attncheck/case_file.hpp"
 #include "attncheck/check.hpp"
@@ -201,20 +201,8 @@ constexpr const char* backward_law = "backward.gradients_within_bound_of_oracle"
 // the law hands them; then the fudge-factor rules on the same gradients.
 void judge_backward(const subject& s, const attn_case& c, case_tally& t, std::map<std::string, campaign_stats>& grads) {
   const tensor d_o = draw_grad_output(c, c.grad.value_or(grad_kind::normal));
-  backward_bound_params bp;
-  bp.u_compute = s.desc().compute_unit_roundoff;
-  bp.exp_ulps = s.desc().exp_ulps;
-  std::tie(bp.dq_blocks, bp.dkv_blocks) = s.backward_blocks(c);
-  const backward_result r = reference_backward(c, d_o, bp);
-  backward_inputs in;
-  in.o = make_tensor(c.type, output_shape(c), c.layout);
-  for (std::int64_t b = 0; b < c.b; ++b)
-    for (std::int64_t i = 0; i < c.lq; ++i)
-      for (std::int64_t h = 0; h < c.hq; ++h)
-        for (std::int64_t e = 0; e < c.dv; ++e) in.o.set(b, i, h, e, r.o[backward_result::index(output_shape(c), b, i, h, e)]);
-  in.lse.assign(r.lse.begin(), r.lse.end());
-  in.d_o = d_o;
-  const auto out = s.backward(c, in);
+  const backward_result r = reference_backward(c, d_o, backward_bound_for(s, c));
+  const auto out = s.backward(c, handed_inputs(c, r.o, r.lse, d_o));
   if (!out.ok()) {
     t.subject_failed(out.status ? "subject returned " + out.error : "subject wrote outside its output: " + out.guard_report);
     return;

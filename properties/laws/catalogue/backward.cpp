@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "attncheck/backward_inputs.hpp"
 #include "attncheck/backward_oracle.hpp"
 #include "attncheck/case_space.hpp"
 #include "law_support.hpp"
@@ -107,37 +108,11 @@ void prepare_gradients(attn_case& c, const subject& s) {
 
 grad_kind grad_of(const attn_case& c) { return c.grad.value_or(grad_kind::normal); }
 
-backward_bound_params bound_params(const subject& s, const attn_case& c) {
-  backward_bound_params bp;
-  bp.u_compute = s.desc().compute_unit_roundoff;
-  bp.exp_ulps = s.desc().exp_ulps;
-  const auto [dq, dkv] = s.backward_blocks(c);
-  bp.dq_blocks = dq;
-  bp.dkv_blocks = dkv;
-  return bp;
-}
-
-// What the subject is handed: O (dense (B, Lq, Hq, Dv) doubles) rounded once to
-// the storage type in the case's layout, LSE ((B, Hq, Lq)) rounded to f32, and dO.
-backward_inputs inputs_of(const attn_case& c, const std::vector<double>& o, const std::vector<double>& lse, const tensor& d_o) {
-  backward_inputs in;
-  in.o = make_tensor(c.type, output_shape(c), c.layout);
-  for (std::int64_t bi = 0; bi < c.b; ++bi)
-    for (std::int64_t i = 0; i < c.lq; ++i)
-      for (std::int64_t h = 0; h < c.hq; ++h)
-        for (std::int64_t e = 0; e < c.dv; ++e)
-          in.o.set(bi, i, h, e, o[static_cast<std::size_t>(((bi * c.lq + i) * c.hq + h) * c.dv + e)]);
-  in.lse.resize(lse.size());
-  for (std::size_t k = 0; k < lse.size(); ++k) in.lse[k] = static_cast<float>(lse[k]);
-  in.d_o = d_o;
-  return in;
-}
-
 // The forward oracle's O and LSE (its fast tier where sound), for the laws
 // that do not run the backward oracle.
 backward_inputs oracle_inputs(const subject& s, const attn_case& c, const tensor& d_o) {
   const oracle_result f = oracle_of(s, c);
-  return inputs_of(c, f.o, f.lse, d_o);
+  return handed_inputs(c, f.o, f.lse, d_o);
 }
 
 std::string where(const char* t, std::int64_t bi, const char* n1, std::int64_t x1, const char* n2, std::int64_t x2,
@@ -202,8 +177,8 @@ comparison against_oracle(const attn_case& c, const backward_result& r, const ba
 law_outcome gradients_within_bound(const subject& s, const attn_case& c) {
   law_outcome o;
   const tensor d_o = draw_grad_output(c, grad_of(c));
-  const backward_result r = reference_backward(c, d_o, bound_params(s, c));
-  const auto out = s.backward(c, inputs_of(c, r.o, r.lse, d_o));
+  const backward_result r = reference_backward(c, d_o, backward_bound_for(s, c));
+  const auto out = s.backward(c, handed_inputs(c, r.o, r.lse, d_o));
   if (run_failed(out, o, "backward")) return o;
   o.add("dQ, dK, dV against the backward oracle (grad=" + std::string(name(grad_of(c))) + ")", against_oracle(c, r, out));
   return o;
@@ -257,7 +232,7 @@ law_outcome own_forward_within_bound(const subject& s, const attn_case& c) {
           err = inf, any_outside = true;
       }
   const tensor d_o = draw_grad_output(c, grad_of(c));
-  const backward_result r = reference_backward(c, d_o, bound_params(s, c), handed);
+  const backward_result r = reference_backward(c, d_o, backward_bound_for(s, c), handed);
   const auto out = s.backward(c, backward_inputs{f.o, f.lse, d_o});
   if (run_failed(out, o, "backward on the subject's own O and LSE")) return o;
   o.add(std::string("dQ, dK, dV on the subject's own forward O and LSE against the backward oracle") +
@@ -324,8 +299,8 @@ struct backward_run {
 };
 backward_run run_on_oracle(const subject& s, const attn_case& c, const tensor& d_o) {
   backward_run run;
-  run.r = reference_backward(c, d_o, bound_params(s, c));
-  run.out = s.backward(c, inputs_of(c, run.r.o, run.r.lse, d_o));
+  run.r = reference_backward(c, d_o, backward_bound_for(s, c));
+  run.out = s.backward(c, handed_inputs(c, run.r.o, run.r.lse, d_o));
   return run;
 }
 
@@ -507,8 +482,8 @@ law_outcome additive_in_output_gradient(const subject& s, const attn_case& c) {
 law_outcome gradient_sums(const subject& s, const attn_case& c, bool keys) {
   law_outcome o;
   const tensor d_o = draw_grad_output(c, grad_of(c));
-  const backward_result r = reference_backward(c, d_o, bound_params(s, c));
-  const auto out = s.backward(c, inputs_of(c, r.o, r.lse, d_o));
+  const backward_result r = reference_backward(c, d_o, backward_bound_for(s, c));
+  const auto out = s.backward(c, handed_inputs(c, r.o, r.lse, d_o));
   if (run_failed(out, o, "backward")) return o;
   comparison cmp;
   const std::int64_t width = keys ? c.d : c.dv;
