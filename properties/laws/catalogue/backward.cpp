@@ -393,12 +393,7 @@ law_outcome gqa_sums_repeated_mha(const subject& s, const attn_case& c) {
     o.nothing_to_judge("one query head per KV head (the case was cut to G = 1)");
     return o;
   }
-  attn_case mha = c;
-  mha.hkv = c.hq;
-  mha.k = remake(c.type, {c.b, c.lk, c.hq, c.d}, c.layout,
-                 [&](auto b, auto j, auto h, auto x) { return c.k.bits_at(b, j, c.kv_head(h), x); });
-  mha.v = remake(c.type, {c.b, c.lk, c.hq, c.dv}, c.layout,
-                 [&](auto b, auto j, auto h, auto x) { return c.v.bits_at(b, j, c.kv_head(h), x); });
+  const attn_case mha = repeated_kv(c);
   const tensor d_o = draw_grad_output(c, grad_of(c));
   const backward_run a = run_on_oracle(s, c, d_o), m = run_on_oracle(s, mha, d_o);
   if (run_failed(a.out, o, "GQA backward") || run_failed(m.out, o, "MHA backward on repeated K/V")) return o;

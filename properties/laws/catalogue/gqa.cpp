@@ -24,12 +24,7 @@ law_outcome gqa_matches_repeated_kv(const subject& s, const attn_case& c) {
   if (run_failed(base, o, "GQA run")) return o;
   const oracle_result ref = fast_bound(s, c);
   // MHA on K/V repeated in place (repeat_interleave): KV head h holds the old h / G.
-  attn_case mha = c;
-  mha.hkv = c.hq;
-  mha.k = remake(c.type, {c.b, c.lk, c.hq, c.d}, c.layout,
-                 [&](auto b, auto j, auto h, auto x) { return c.k.bits_at(b, j, c.kv_head(h), x); });
-  mha.v = remake(c.type, {c.b, c.lk, c.hq, c.dv}, c.layout,
-                 [&](auto b, auto j, auto h, auto x) { return c.v.bits_at(b, j, c.kv_head(h), x); });
+  const attn_case mha = repeated_kv(c);
   const auto rep = s.attend(mha);
   if (run_failed(rep, o, "MHA run on repeated K/V")) return o;
   o.add("GQA vs MHA on repeated K/V", compare_within_bounds(c, base, ref, rep, fast_bound(s, mha)));

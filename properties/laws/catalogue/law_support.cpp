@@ -88,6 +88,16 @@ tensor remake(dtype t, dims4 shape, layout_kind layout,
   return x;
 }
 
+attn_case repeated_kv(const attn_case& c) {
+  attn_case mha = c;
+  mha.hkv = c.hq;
+  mha.k = remake(c.type, {c.b, c.lk, c.hq, c.d}, c.layout,
+                 [&](auto b, auto j, auto h, auto x) { return c.k.bits_at(b, j, c.kv_head(h), x); });
+  mha.v = remake(c.type, {c.b, c.lk, c.hq, c.dv}, c.layout,
+                 [&](auto b, auto j, auto h, auto x) { return c.v.bits_at(b, j, c.kv_head(h), x); });
+  return mha;
+}
+
 attn_case relayout(const attn_case& c, layout_kind layout) {
   attn_case r = c;
   r.layout = layout;

@@ -41,6 +41,10 @@ tensor remake(dtype t, dims4 shape, layout_kind layout,
 /// The same case (same values) stored in another layout.
 attn_case relayout(const attn_case& c, layout_kind layout);
 
+/// The MHA case of a GQA case: K and V repeated in place (repeat_interleave),
+/// Hkv = Hq, KV head h holding c's KV head h / G; everything else unchanged.
+attn_case repeated_kv(const attn_case& c);
+
 /// A deterministic stream of numbers for a law, from the case's seed and a salt.
 struct law_rng {
   std::uint64_t state;
