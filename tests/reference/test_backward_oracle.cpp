@@ -71,7 +71,28 @@ fd_case any_fd_case(std::uint64_t seed) {
   return f;
 }
 
-enum class input : std::uint8_t { q, k, v };
+/// any_fd_case's shapes and values with every contract 1.1 variant drawn on
+/// its own coin (oracle_testing::draw_variants: windows, chunks, softcaps c in
+/// [0.25, 8.25], every sink, ALiBi and bias kind), at least one of them on.
+fd_case any_fd_variant_case(std::uint64_t seed) {
+  fd_case f;
+  f.c = oracle_testing::any_small_case(seed);
+  std::mt19937_64 rng(seed ^ 0x76617269616e74ull);
+  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  do {
+    f.c.variants = score_variants{};
+    oracle_testing::draw_variants(f.c, below, 8.0);
+  } while (!f.c.variants.any());
+  f.c.values = static_cast<value_kind>(below(static_cast<std::int64_t>(value_kind::max_v) + 1));
+  constexpr std::array<float, 4> scales{-0.5f, 2.0f, 0.125f, -3.0f};
+  if (below(4) == 0) f.c.scale = scales[z(below(4))];
+  materialize(f.c);
+  f.grad = static_cast<grad_kind>(below(3));
+  f.d_o = draw_grad_output(f.c, f.grad);
+  return f;
+}
+
+enum class input : std::uint8_t { q, k, v, sink };
 
 /// The case's stored inputs with one element moved by delta, in fd_real.
 struct perturbed_inputs {
@@ -94,6 +115,7 @@ struct perturbed_inputs {
   fd_real v(std::int64_t b, std::int64_t j, std::int64_t g, std::int64_t e) const {
     return moved(input::v, b, j, g, e, base.v(b, j, g, e));
   }
+  fd_real sink(std::int64_t h) const { return moved(input::sink, h, 0, 0, 0, base.sink(h)); }
 };
 
 /// A query row (b, h, i).
@@ -104,6 +126,7 @@ struct row_id {
 /// What the comparison needs of the unperturbed case, from the mpfr50 forward.
 struct case_terms {
   double t_max = 0;        // largest visible |scale| sum_d |Q_d K_jd|
+  double t_var = 0;        // largest visible T_j + |alibi| + |bias|: t_max without variants
   mpfr50 eps_backward;     // the backward oracle's stated relative accuracy
   std::vector<mpfr50> mp;  // Mp_rj = sum_e |dO_re| |V_je| (row, key), 0 where not visible
   std::vector<mpfr50> ms;  // MS_rj = P_rj (Mp_rj + MD_r)
@@ -127,6 +150,8 @@ case_terms terms_of(const attn_case& c, const tensor& d_o, const naive_result<mp
           double tj = 0;
           for (std::int64_t d = 0; d < c.d; ++d) tj += std::fabs(c.q.at(bi, i, h, d) * c.k.at(bi, j, g, d));
           t.t_max = std::max(t.t_max, s * tj);
+          // With ALiBi and bias the scores reach |softcap(x)| + |alibi| + |bias| <= T_j + both.
+          t.t_var = std::max(t.t_var, s * tj + std::fabs(c.alibi_at(bi, h, i, j)) + std::fabs(c.bias_at(bi, h, i, j)));
           mpfr50 mp = 0;
           for (std::int64_t e = 0; e < c.dv; ++e) {
             const mpfr50 dov = abs(mpfr50(d_o.at(bi, i, h, e)) * mpfr50(c.v.at(bi, j, g, e)));
@@ -143,8 +168,14 @@ case_terms terms_of(const attn_case& c, const tensor& d_o, const naive_result<mp
   // docs/oracle.md "Backward": eps_b = 2 eps_fwd + 2u (2 Dv + Lk + G Lq + 6),
   // eps_fwd = 2u (4 (D + 2)(T + 1) + 2 Lk + 8), u = 2^-168.
   const double dd = static_cast<double>(c.d), lk = static_cast<double>(c.lk);
-  const mpfr50 eps_fwd = u_oracle * (4 * (dd + 2) * (t.t_max + 1) + 2 * lk + 8);
+  const mpfr50 eps_fwd = u_oracle * (4 * (dd + 2) * (t.t_var + 1) + 2 * lk + 8);
   t.eps_backward = 2 * eps_fwd + u_oracle * static_cast<double>(2 * c.dv + c.lk + c.group() * c.lq + 6);
+  // A softcap c: g = 1 - tanh^2(x / c) off by |t_hat - t| (2 + ...) with t off by
+  // x's error over c ((D + 2) T u) and tanh's few u (docs/oracle.md "Backward").
+  if (c.variants.has_softcap())
+    t.eps_backward += u_oracle * (2 * (dd + 2) * t.t_max / static_cast<double>(c.variants.softcap) + 4);
+  // d(sink) sums up to B Lq rows more.
+  if (c.variants.has_sinks()) t.eps_backward += u_oracle * static_cast<double>(c.b * c.lq);
   return t;
 }
 
@@ -220,18 +251,29 @@ difference central_difference(const attn_case& c, const tensor& d_o, input which
 struct fd_stats {
   std::int64_t elements = 0;                      // used elements compared
   std::int64_t zero_elements = 0;                 // unused elements, required exactly 0
-  std::array<std::int64_t, 4> failed_elements{};  // per formula
-  std::array<std::int64_t, 4> failed_cases{};     // per formula
+  std::array<std::int64_t, 6> failed_elements{};  // per formula
+  std::array<std::int64_t, 6> failed_cases{};     // per formula
   double worst_ratio = 0;                         // exact formula: max |g - fd| / tolerance
   std::int64_t at_stated_accuracy = 0;            // elements whose fd error is at most the oracle's stated error
   std::int64_t beyond_double = 0;                 // elements whose whole tolerance is at most 2^-64 of their magnitude
   std::int64_t exact_zero = 0;                    // elements of magnitude 0: the stated accuracy demands exactly 0
   std::int64_t cases = 0, fully_masked_rows = 0, unseen_keys = 0, gqa_cases = 0, causal_lq_ne_lk = 0;
+  std::int64_t sink_elements = 0, softcap_cases = 0;  // variant cases: d(sink) entries judged, cases with a softcap
   std::array<std::int64_t, 3> grad_kinds{};
 };
 
-constexpr std::array<backward_formula, 4> formulas{backward_formula::exact, backward_formula::ds_without_p,
-                                                   backward_formula::d_from_do_squared, backward_formula::dq_without_scale};
+constexpr std::array<backward_formula, 6> formulas{backward_formula::exact,
+                                                   backward_formula::ds_without_p,
+                                                   backward_formula::d_from_do_squared,
+                                                   backward_formula::dq_without_scale,
+                                                   backward_formula::softcap_without_derivative,
+                                                   backward_formula::sink_grad_positive};
+constexpr std::array<const char*, 6> formula_names{"exact",
+                                                   "dS without the P factor",
+                                                   "D = rowsum(dO dO)",
+                                                   "dQ without the scale",
+                                                   "softcap without 1 - t^2",
+                                                   "d(sink) with its sign flipped"};
 
 template <backward_formula F>
 naive_grads<mpfr50> grads(const attn_case& c, const tensor& d_o, const naive_result<mpfr50>& fwd) {
@@ -242,31 +284,33 @@ void check_case(const fd_case& f, fd_stats& st) {
   const attn_case& c = f.c;
   const tensor& d_o = f.d_o;
   const naive_result<mpfr50> fwd = naive_attention<mpfr50>(c);
-  const std::array<naive_grads<mpfr50>, 4> g{grads<formulas[0]>(c, d_o, fwd), grads<formulas[1]>(c, d_o, fwd),
-                                             grads<formulas[2]>(c, d_o, fwd), grads<formulas[3]>(c, d_o, fwd)};
+  const std::array<naive_grads<mpfr50>, 6> g{grads<formulas[0]>(c, d_o, fwd), grads<formulas[1]>(c, d_o, fwd),
+                                             grads<formulas[2]>(c, d_o, fwd), grads<formulas[3]>(c, d_o, fwd),
+                                             grads<formulas[4]>(c, d_o, fwd), grads<formulas[5]>(c, d_o, fwd)};
   const case_terms t = terms_of(c, d_o, fwd);
   const slot_usage used = used_slots(c);
   const mpfr50 s_abs = abs(mpfr50(static_cast<double>(c.effective_scale())));
-  std::array<bool, 4> case_failed{};
+  std::array<bool, 6> case_failed{};
 
   // Judges element `at` of gradient `which` for every formula: exactly 0 where
   // its slot is unused, else against the finite difference that `measure`
   // returns with the element's magnitude.
   const auto judge = [&](input which, std::array<std::int64_t, 4> at, bool slot_used, const auto& measure) {
-    static constexpr std::array<const char*, 3> grad_names{"dQ", "dK", "dV"};
-    static constexpr std::array<const char*, 3> axes{"b=%lld,i=%lld,h=%lld,d=%lld", "b=%lld,j=%lld,g=%lld,d=%lld",
-                                                     "b=%lld,j=%lld,g=%lld,e=%lld"};
+    static constexpr std::array<const char*, 4> grad_names{"dQ", "dK", "dV", "dSink"};
+    static constexpr std::array<const char*, 4> axes{"b=%lld,i=%lld,h=%lld,d=%lld", "b=%lld,j=%lld,g=%lld,d=%lld",
+                                                     "b=%lld,j=%lld,g=%lld,e=%lld", "h=%lld%.0lld%.0lld%.0lld"};
     const auto w = static_cast<std::size_t>(which);
     char index_text[160];
     std::snprintf(index_text, sizeof index_text, axes[w], static_cast<long long>(at[0]), static_cast<long long>(at[1]),
                   static_cast<long long>(at[2]), static_cast<long long>(at[3]));
     const std::string where = std::string(grad_names[w]) + "[" + index_text + "]";
-    const dims4 shape = which == input::q   ? dims4{c.b, c.lq, c.hq, c.d}
-                        : which == input::k ? dims4{c.b, c.lk, c.hkv, c.d}
-                                            : dims4{c.b, c.lk, c.hkv, c.dv};
+    const dims4 shape = which == input::q      ? dims4{c.b, c.lq, c.hq, c.d}
+                        : which == input::k    ? dims4{c.b, c.lk, c.hkv, c.d}
+                        : which == input::sink ? dims4{c.hq, 1, 1, 1}
+                                               : dims4{c.b, c.lk, c.hkv, c.dv};
     const std::size_t x = backward_result::index(shape, at[0], at[1], at[2], at[3]);
     const auto pick = [&](const naive_grads<mpfr50>& gr) -> const mpfr50& {
-      return which == input::q ? gr.dq[x] : which == input::k ? gr.dk[x] : gr.dv[x];
+      return which == input::q ? gr.dq[x] : which == input::k ? gr.dk[x] : which == input::v ? gr.dv[x] : gr.d_sinks[x];
     };
     if (!slot_used) {
       ++st.zero_elements;
@@ -316,6 +360,9 @@ void check_case(const fd_case& f, fd_stats& st) {
     return m;
   };
   const double scale = static_cast<double>(c.effective_scale());
+  // A softcap c bends each score: |s'| <= r, |s''| <= r^2 / c, |s'''| <= 2 r^3 / c^2 for a
+  // rate r of x, so L''' gains the chain rule's terms: (1 + 1/c)^3 covers them.
+  const double soft = c.variants.has_softcap() ? std::pow(1 + 1 / static_cast<double>(c.variants.softcap), 3) : 1.0;
 
   // dQ[b, i, h, d]: only row (b, h, i) moves; its scores move at rates scale K_jd.
   for (std::int64_t bi = 0; bi < c.b; ++bi)
@@ -336,9 +383,9 @@ void check_case(const fd_case& f, fd_stats& st) {
             }
             const fd_real h_step = step_for(rate);
             // |L'''| <= 4 A R^3, A <= 2 max_j Mp_j, R <= 2 rate: (h^2 / 6) 64 max Mp rate^3, times 2.
-            const double trunc = 2 * static_cast<double>(h_step * h_step) / 6 * 64 * max_mp(w) * rate * rate * rate;
+            const double trunc = 2 * static_cast<double>(h_step * h_step) / 6 * 64 * max_mp(w) * rate * rate * rate * soft;
             return std::pair{
-                central_difference(c, d_o, input::q, {bi, i, h, d}, h_step, c.q.at(bi, i, h, d), {w}, trunc, t.t_max),
+                central_difference(c, d_o, input::q, {bi, i, h, d}, h_step, c.q.at(bi, i, h, d), {w}, trunc, t.t_var),
                 mpfr50(magnitude * s_abs)};
           });
       }
@@ -363,9 +410,9 @@ void check_case(const fd_case& f, fd_stats& st) {
             }
             const fd_real h_step = step_for(rate);
             // Per row |L_r'''| <= 4 A R^3 with A <= 2 max Mp, R <= rate_r: (h^2 / 6) 8 sum_r max Mp_r rate_r^3, times 2.
-            const double trunc = 2 * static_cast<double>(h_step * h_step) / 6 * 8 * cubes;
+            const double trunc = 2 * static_cast<double>(h_step * h_step) / 6 * 8 * cubes * soft;
             return std::pair{
-                central_difference(c, d_o, input::k, {bi, j, g, d}, h_step, c.k.at(bi, j, g, d), rows, trunc, t.t_max),
+                central_difference(c, d_o, input::k, {bi, j, g, d}, h_step, c.k.at(bi, j, g, d), rows, trunc, t.t_var),
                 mpfr50(magnitude * s_abs)};
           });
         for (std::int64_t e = 0; e < c.dv; ++e)
@@ -375,25 +422,59 @@ void check_case(const fd_case& f, fd_stats& st) {
             double column = 0;  // largest |V| of the column: L is linear in V, no truncation
             for (std::int64_t jj = 0; jj < c.lk; ++jj) column = std::max(column, std::fabs(c.v.at(bi, jj, g, e)));
             return std::pair{central_difference(c, d_o, input::v, {bi, j, g, e}, linear_step_for(column), c.v.at(bi, j, g, e),
-                                                rows, 0.0, t.t_max),
+                                                rows, 0.0, t.t_var),
                              magnitude};
           });
       }
 
+  // d(sink)_h: every row of head h that sees a key moves; its scores do not
+  // (rate 1 on the sink's own logit alone).
+  if (c.variants.has_sinks())
+    for (std::int64_t h = 0; h < c.hq; ++h) {
+      std::vector<row_id> rows;
+      for (std::int64_t bi = 0; bi < c.b; ++bi)
+        for (std::int64_t i = 0; i < c.lq; ++i)
+          if (used.query_row(c, bi, i, h)) rows.push_back({bi, h, i});
+      const bool used_sink = c.sink_of(h) > -std::numeric_limits<double>::infinity() && !rows.empty();
+      if (used_sink) ++st.sink_elements;
+      judge(input::sink, {h, 0, 0, 0}, used_sink, [&] {
+        mpfr50 magnitude = 0;  // sum_rows P_sink,r MD_r: MD_r = sum_e |dO_e| sum_j P_j |V_je| >= |D_r|
+        double cubes = 0;
+        for (const row_id& w : rows) {
+          const std::size_t row = row_index(w);
+          mpfr50 md = 0;
+          for (std::int64_t j = 0; j < c.lk; ++j)
+            if (c.visible(w.b, w.h, w.i, j))
+              for (std::int64_t e = 0; e < c.dv; ++e)
+                md +=
+                    fwd.p[row * z(c.lk) + z(j)] * abs(mpfr50(d_o.at(w.b, w.i, w.h, e)) * mpfr50(c.v.at(w.b, j, c.kv_head(h), e)));
+          magnitude += exp(mpfr50(c.sink_of(h)) - fwd.lse[row]) * md;
+          cubes += max_mp(w);
+        }
+        const fd_real h_step = step_for(1.0);
+        // The sink tilts each row's softmax along the sink alone (range 1): as for K, 64 sum_r max Mp_r h^2 / 6, times 2.
+        const double trunc = 2 * static_cast<double>(h_step * h_step) / 6 * 64 * cubes;
+        return std::pair{central_difference(c, d_o, input::sink, {h, 0, 0, 0}, h_step, c.sink_of(h), rows, trunc, t.t_var),
+                         magnitude};
+      });
+    }
+
   ++st.cases;
+  if (c.variants.has_softcap()) ++st.softcap_cases;
   if (c.group() > 1) ++st.gqa_cases;
   if (c.causal && c.lq != c.lk) ++st.causal_lq_ne_lk;
   ++st.grad_kinds[static_cast<std::size_t>(f.grad)];
   for (std::size_t m = 0; m < formulas.size(); ++m) st.failed_cases[m] += case_failed[m] ? 1 : 0;
 }
 
-TEST(backward_oracle_self_check, gradients_match_finite_differences_and_planted_bugs_do_not) {
+/// Runs the self-check on `cases` cases make(seed + n), prints its figures and
+/// expects every planted bug of the first `bugs` formulas caught.
+void run_self_check(int cases, fd_case (*make)(std::uint64_t), std::size_t bugs) {
   const std::uint64_t seed = oracle_testing::base_seed();
-  const int cases = ATTNCHECK_BACKWARD_FD_CASES;
   std::printf("ATTNCHECK_SEED=%llu (cases seed .. seed+%d)\n", static_cast<unsigned long long>(seed), cases - 1);
   fd_stats st;
   for (int n = 0; n < cases; ++n) {
-    check_case(any_fd_case(seed + static_cast<std::uint64_t>(n)), st);
+    check_case(make(seed + static_cast<std::uint64_t>(n)), st);
     if (st.failed_cases[0] > 0) {
       std::printf("first failing case: seed %llu\n", static_cast<unsigned long long>(seed + static_cast<std::uint64_t>(n)));
       return;
@@ -407,19 +488,31 @@ TEST(backward_oracle_self_check, gradients_match_finite_differences_and_planted_
       static_cast<long long>(st.fully_masked_rows), static_cast<long long>(st.unseen_keys),
       static_cast<long long>(st.grad_kinds[0]), static_cast<long long>(st.grad_kinds[1]),
       static_cast<long long>(st.grad_kinds[2]));
+  if (bugs > 4)
+    std::printf("variants: %lld cases with a softcap, %lld d(sink) entries judged\n", static_cast<long long>(st.softcap_cases),
+                static_cast<long long>(st.sink_elements));
   std::printf(
       "exact formulas: worst |oracle - fd| / tolerance = %.3g; fd error within the oracle's stated error on %lld elements, "
       "tolerance within 2^-64 of the magnitude on %lld, magnitude 0 (oracle exactly 0) on %lld\n",
       st.worst_ratio, static_cast<long long>(st.at_stated_accuracy), static_cast<long long>(st.beyond_double),
       static_cast<long long>(st.exact_zero));
-  const char* names[4] = {"exact", "dS without the P factor", "D = rowsum(dO dO)", "dQ without the scale"};
-  for (std::size_t m = 1; m < formulas.size(); ++m) {
-    std::printf("planted bug %-24s caught in %lld of %lld cases (%lld elements)\n", names[m],
+  for (std::size_t m = 1; m < bugs; ++m) {
+    std::printf("planted bug %-30s caught in %lld of %lld cases (%lld elements)\n", formula_names[m],
                 static_cast<long long>(st.failed_cases[m]), static_cast<long long>(st.cases),
                 static_cast<long long>(st.failed_elements[m]));
-    EXPECT_GT(st.failed_cases[m], 0) << names[m] << " passed the self-check: the check is toothless";
+    EXPECT_GT(st.failed_cases[m], 0) << formula_names[m] << " passed the self-check: the check is toothless";
   }
   EXPECT_EQ(st.failed_cases[0], 0);
+}
+
+TEST(backward_oracle_self_check, gradients_match_finite_differences_and_planted_bugs_do_not) {
+  run_self_check(ATTNCHECK_BACKWARD_FD_CASES, any_fd_case, 4);
+}
+
+// Every contract 1.1 variant (window, chunk, softcap, sinks, ALiBi, bias),
+// d(sink) included, and the two variant bugs caught.
+TEST(backward_oracle_self_check, variant_gradients_match_finite_differences_and_planted_bugs_do_not) {
+  run_self_check(ATTNCHECK_BACKWARD_FD_CASES / 2, any_fd_variant_case, formulas.size());
 }
 
 TEST(backward_oracle, grad_output_is_drawn_from_the_seed_alone) {

@@ -22,10 +22,12 @@ namespace attncheck {
 tensor draw_grad_output(const attn_case& c, grad_kind kind);
 
 /// Gradients of L = sum dO * O, each rounded once to double, dense row-major:
-/// dq (B, Lq, Hq, D), dk (B, Lk, Hkv, D), dv (B, Lk, Hkv, Dv).
+/// dq (B, Lq, Hq, D), dk (B, Lk, Hkv, D), dv (B, Lk, Hkv, Dv); with sinks,
+/// d_sinks (Hq): the gradient of each query head's sink logit.
 struct backward_result {
   dims4 dq_shape{}, dk_shape{}, dv_shape{};
   std::vector<double> dq, dk, dv;
+  std::vector<double> d_sinks;  ///< Hq entries with sinks, else empty
   /// A-priori bounds on |subject - oracle| per element (docs/bound.md,
   /// "Backward"), same shapes; empty unless reference_backward() was given a
   /// backward_bound_params. Finite >= 0 where judged; 0 where the gradient
@@ -34,6 +36,9 @@ struct backward_result {
   /// where an intermediate may overflow the compute type or the declared u is
   /// too coarse for the lengths. A non-finite bound is never a pass.
   std::vector<double> dq_bound, dk_bound, dv_bound;
+  /// The bound on |subject - oracle| of each d_sinks entry (returned in f32,
+  /// whatever the storage type), with the same meaning; empty without sinks.
+  std::vector<double> d_sinks_bound;
   /// The forward oracle's O (B, Lq, Hq, Dv) and LSE (B, Hq, Lq) of the same
   /// run, each rounded once to double, dense row-major: what a backward
   /// subject is handed (rounded to the storage type and to f32) in the bound's class.
@@ -48,11 +53,14 @@ struct backward_result {
 /// Runs the backward oracle (MPFR at 168 bits, the forward oracle's type and
 /// loops) on a validated, materialized case and its dO: P and O recomputed by
 /// the forward oracle, then dP = dO V^T, D = rowsum(dO O), dS = P (dP - D),
-/// dQ = scale dS K, dK = scale dS^T Q (summed over a KV head's G query heads),
-/// dV = P^T dO. Masked and padded keys get exactly 0; a row with no visible key
-/// contributes nothing (its dO is not read) and its dQ is 0. Throws
-/// input_error ("d_o") when dO's shape or type is not the case's or its view
-/// leaves its storage, and ("variants") for a case with a contract 1.1 variant.
+/// with a softcap c dX = dS (1 - tanh^2(scale q.k / c)) (else dX = dS),
+/// dQ = scale dX K, dK = scale dX^T Q (summed over a KV head's G query heads),
+/// dV = P^T dO, and with sinks d(sink)_h = -sum_(b,i) exp(sigma_h - LSE) D.
+/// Every contract 1.1 variant is covered (window and chunk as visibility,
+/// ALiBi and bias as additive terms whose gradient is dS). Masked and padded
+/// keys get exactly 0; a row with no visible key contributes nothing (its dO
+/// is not read) and its dQ is 0. Throws input_error ("d_o") when dO's shape or
+/// type is not the case's or its view leaves its storage.
 backward_result reference_backward(const attn_case& c, const tensor& d_o);
 
 /// What a backward subject declares about its arithmetic, for the bound
@@ -61,15 +69,16 @@ backward_result reference_backward(const attn_case& c, const tensor& d_o);
 /// and dV rounded once to the case's storage type.
 struct backward_bound_params {
   double u_compute =
-      0x1p-24;            ///< unit roundoff of the compute type (f32); a P or dS rounded to a narrower type declares that type's
-  double exp_ulps = 1.0;  ///< c_exp: the declared accuracy of exp, in ulps, as the forward bound counts it
+      0x1p-24;             ///< unit roundoff of the compute type (f32); a P or dS rounded to a narrower type declares that type's
+  double exp_ulps = 1.0;   ///< c_exp: the declared accuracy of exp, in ulps, as the forward bound counts it
+  double tanh_ulps = 1.0;  ///< c_tanh: the declared accuracy of tanh, in ulps (used only with a softcap)
   std::int64_t dq_blocks = 1;   ///< key blocks whose partial sums are added into a row's dQ
   std::int64_t dkv_blocks = 1;  ///< query blocks (over all G query heads of a KV head) added into one key's dK and dV
 };
 
 /// reference_backward(c, d_o) plus dq_bound, dk_bound and dv_bound. Throws
 /// input_error naming the field when the declaration is invalid (u_compute
-/// outside (0, 1), exp_ulps negative or not finite, a block count < 1).
+/// outside (0, 1), exp_ulps or tanh_ulps negative or not finite, a block count < 1).
 backward_result reference_backward(const attn_case& c, const tensor& d_o, const backward_bound_params& bound);
 
 /// The O and LSE a backward subject is handed when they are not the oracle's

@@ -36,6 +36,7 @@ struct key_sums {
 void check_backward_bound_params(const backward_bound_params& bp) {
   if (!(bp.u_compute > 0 && bp.u_compute < 1)) throw input_error("bound.u_compute", "must lie in (0, 1), e.g. 2^-24 for f32");
   if (!(bp.exp_ulps >= 0 && std::isfinite(bp.exp_ulps))) throw input_error("bound.exp_ulps", "must be finite and >= 0");
+  if (!(bp.tanh_ulps >= 0 && std::isfinite(bp.tanh_ulps))) throw input_error("bound.tanh_ulps", "must be finite and >= 0");
   if (bp.dq_blocks < 1) throw input_error("bound.dq_blocks", "must be >= 1 (the key blocks summed into dQ)");
   if (bp.dkv_blocks < 1) throw input_error("bound.dkv_blocks", "must be >= 1 (the query blocks summed into dK and dV)");
 }
@@ -46,6 +47,7 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
   oracle_options opt;
   opt.bound.u_compute = bp.u_compute;
   opt.bound.exp_ulps = bp.exp_ulps;
+  opt.bound.tanh_ulps = bp.tanh_ulps;
   opt.out_type = c.type;  // dQ, dK, dV and the handed-in O are stored in the case's type
   const bound_setup s = make_bound_setup(c, opt);
   const dense_inputs x = decode_dense(c);
@@ -58,6 +60,10 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
   const double g_dv = gamma_n(dv, u);        // dP_j and D = rowsum(dO O_in): Dv products and Dv - 1 additions
   const double g_sub = gamma_n(2, u);        // S_hat - LSE_in: the subtraction, and a log2(e) multiply of it
   const double g_exp = gamma_n(s.c_exp, u);  // exp's own error as a log-perturbation
+  const score_variants& w = c.variants;
+  const bool variant_scores = w.has_softcap() || w.has_alibi() || w.has_bias();
+  const double cap = static_cast<double>(w.softcap);
+  const mpfr50 scale_m = mpfr50(static_cast<double>(c.effective_scale())), cap_m = mpfr50(cap);
   // The handed-in O: the oracle's rounded once to the storage type, or within
   // handed->o of the exact O (the subject's own forward, its o_bound).
   const auto o_in_error = [&](double o, std::size_t at) {
@@ -83,6 +89,9 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
   // sum_r E_P |dO_re|, sum_r |P_hat| |dO_re|.
   std::vector<double> dk_err(keys_total * z(c.d)), dk_mag(dk_err.size()), dk_qsum(dk_err.size());
   std::vector<double> dv_err(keys_total * z(c.dv)), dv_mag(dv_err.size());
+  // Per query head with a sink (step 8): sum_r E_term, sum_r |term_hi|, rows, and the head's state.
+  std::vector<key_sums> sink_sums(w.has_sinks() ? z(c.hq) : 0);
+  std::vector<double> sink_err(sink_sums.size(), 0.0), sink_mag(sink_sums.size(), 0.0);
 
   std::vector<std::int64_t> keys;
   std::vector<double> d_out(z(c.dv)), e_ds, ds_hi, e_p, p_hi;
@@ -91,9 +100,11 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
     for (std::int64_t h = 0; h < c.hq; ++h) {
       const std::int64_t g = c.kv_head(h);
       const std::size_t kb = x.key_base(c, bi, g);
+      const double sigma = c.sink_of(h);
+      key_sums* sink = sink_sums.empty() || !(sigma > -inf) ? nullptr : &sink_sums[z(h)];
       for (std::int64_t i = 0; i < c.lq; ++i) {
         visible_keys(c, bi, h, i, keys);
-        if (keys.empty()) continue;  // dQ must be exactly 0; the row adds nothing to dK, dV
+        if (keys.empty()) continue;  // dQ must be exactly 0; the row adds nothing to dK, dV or d(sink)
         const std::size_t row = z((bi * c.hq + h) * c.lq + i);
         const std::size_t nkeys = keys.size();
         const double n = static_cast<double>(nkeys);
@@ -111,6 +122,7 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
         for (const std::int64_t j : keys) {
           for (std::int64_t d = 0; d < c.d; ++d) finite = finite && std::isfinite(x.k[(kb + z(j)) * z(c.d) + z(d)]);
           for (std::int64_t e = 0; e < c.dv; ++e) finite = finite && std::isfinite(x.v[(kb + z(j)) * z(c.dv) + z(e)]);
+          finite = finite && std::isfinite(c.bias_at(bi, h, i, j));  // +inf or NaN bias: no bound (-inf hides the key)
         }
         // Handed O and LSE errors: NaN (the forward has no bound: no bound here
         // either) or +inf (the forward's analysis says nothing: nor does this one).
@@ -126,6 +138,7 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
         if (!finite) {
           for (std::int64_t d = 0; d < c.d; ++d) dq_b[d] = nan;
           for (const std::int64_t j : keys) ks[kb + z(j)].no_bound = true;
+          if (sink) sink->no_bound = true;
           continue;
         }
 
@@ -160,6 +173,8 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
         e_p.assign(nkeys, 0.0);
         p_hi.assign(nkeys, 0.0);
         std::vector<double> delta(nkeys), dp_abs(nkeys), e_dp(nkeys), ds(nkeys), p(nkeys);
+        // With a softcap (step 4b): g_j = 1 - tanh^2(x_j / c) and the bound e_g_j on the kernel's g_hat_j.
+        std::vector<double> soft_g(nkeys, 1.0), soft_e(nkeys, 0.0);
         double worst = 0, e_d_b = n * half_eta, pdp_sum = 0;
         for (std::size_t kk = 0; kk < nkeys; ++kk) {
           const std::int64_t j = keys[kk];
@@ -169,7 +184,29 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
           const double t_j = scale * raw;
           worst = std::max({worst, raw, t_j, scale * std::max(q_abs_max, x.k_abs_max[key])});
           const double zeta = half_eta * ((dd + 1) * scale + 1 + q_abs_sum + x.k_abs_sum[key]);
-          const double sigma = g_dot * t_j + zeta;                      // |S_hat_j - S_j|
+          double sigma = g_dot * t_j + zeta;  // |S_hat_j - S_j|
+          if (variant_scores) {
+            // The variants' terms of the score (the forward bound's own: softcap, ALiBi, bias).
+            const variant_score vs = variant_score_terms(s, c, bi, h, i, j, t_j);
+            worst = std::max(worst, vs.magnitude);
+            if (w.has_softcap()) {
+              // t = tanh(x / c) as the kernel evaluates it: its argument off by the
+              // score's error e_x plus the division's (2u: x times a rounded 1/c),
+              // tanh 1-Lipschitz, then its own c_tanh ulps (2 c_tanh u |t|), or t
+              // recovered from the capped score c tanh divided by c (2u |t| more).
+              const double e_x = sigma;
+              const double t_cap = std::min(1.0, (t_j + e_x) / cap);
+              const double e_arg = (e_x + 2 * u * (t_j + e_x)) / cap + s.eta_c;
+              const double e_t = e_arg + (2 * s.c_tanh + 2) * u * t_cap + 2 * s.eta_c;
+              // g = 1 - t^2 in at most three roundings (t^2, the subtraction, or an fma): |t_hat^2 - t^2| + gamma_3.
+              mpfr50 dot = 0;
+              for (std::int64_t d = 0; d < c.d; ++d) dot += mpfr50(q[d]) * mpfr50(k[d]);
+              const mpfr50 th = tanh(scale_m * dot / cap_m);
+              soft_g[kk] = static_cast<double>(mpfr50(1) - th * th);
+              soft_e[kk] = e_t * (2 * t_cap + e_t) + gamma_n(3, u) * (1 + t_cap * t_cap) + s.eta_c;
+            }
+            sigma += vs.error;
+          }
           const double dist = fwd.gap[row * z(c.lk) + z(j)] + log_sum;  // |S_j - LSE| = (m - S_j) + log L
           const double psi = sigma + e_l + g_sub * (dist + sigma + e_l) + g_exp;
           const mpfr50& p_m = fwd.p[row * z(c.lk) + z(j)];
@@ -209,7 +246,16 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
           // Triton tutorial's backward do): scale a >= |scale dS_hat| and
           // |scale fl(dP_hat - D_hat)| must stay in range too.
           worst = std::max({worst, a, scale * a});
-          e_ds[kk] = e_p[kk] * a + p[kk] * e_delta + u * p_hi[kk] * a + half_eta;
+          if (w.has_softcap()) {
+            // dX = P (dP - D) g: the kernel's three factors, each within its error,
+            // multiplied in any order (gamma_2), with one underflow each.
+            const double g_hi = soft_g[kk] + soft_e[kk];
+            e_ds[kk] = g_hi * (e_p[kk] * a + p[kk] * e_delta) + p_hi[kk] * a * soft_e[kk] + gamma_n(2, u) * p_hi[kk] * a * g_hi +
+                       2 * half_eta;
+            ds[kk] *= soft_g[kk];
+          } else {
+            e_ds[kk] = e_p[kk] * a + p[kk] * e_delta + u * p_hi[kk] * a + half_eta;
+          }
           ds_hi[kk] = std::fabs(ds[kk]) + e_ds[kk];
           // A weight's error that is not finite (Psi_j huge: |LSE| near 1e38) bounds nothing,
           // and would turn 0 * inf into NaN below: the row is unbounded, not unboundable.
@@ -220,7 +266,21 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
         if (row_unbounded) {
           for (std::int64_t d = 0; d < c.d; ++d) dq_b[d] = inf;
           for (const std::int64_t j : keys) ks[kb + z(j)].unbounded = true;
+          if (sink) sink->unbounded = true;
           continue;
+        }
+        if (sink) {
+          // d(sink) (step 8): this row's term -P_sink D, P_sink = exp(sigma - LSE_in)
+          // with the weights' error (sigma exact, no score error), D within e_d.
+          const mpfr50 p_s = exp(mpfr50(sigma) - fwd.lse[row]);
+          const double ps = static_cast<double>(p_s), dist_s = std::fabs(static_cast<double>(fwd.lse[row] - mpfr50(sigma)));
+          const double psi_s = e_l + g_sub * (dist_s + e_l) + g_exp;
+          const double e_ps = (ps > 0 ? ps * std::expm1(psi_s) : std::exp(psi_s - dist_s)) + half_eta;
+          const double d_abs = std::fabs(static_cast<double>(big_d)), d_hi = d_abs + e_d;
+          sink->m += 1;
+          sink_err[z(h)] += e_ps * d_hi + ps * e_d + u * (ps + e_ps) * d_hi + half_eta;
+          sink_mag[z(h)] += (ps + e_ps) * d_hi;
+          if (!std::isfinite(e_ps) || !std::isfinite(sink_err[z(h)])) sink->unbounded = true;
         }
 
         // dQ (step 5): n products, at most n - 1 additions inside and across the nk blocks, the scale.
@@ -262,6 +322,31 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
           }
         }
       }
+    }
+  }
+
+  // d(sink)_h (step 8): the sum of its rows' terms in any order (gamma_(m+1)),
+  // returned in f32 whatever the storage type. A head whose sink is -inf, or
+  // whose rows see no key, must return exactly 0.
+  if (w.has_sinks()) {
+    constexpr double u32 = 0x1p-24, eta32 = 0x1p-149, max32 = 0x1.fffffep127;
+    r.d_sinks_bound.assign(r.d_sinks.size(), 0.0);
+    for (std::size_t h = 0; h < sink_sums.size(); ++h) {
+      const key_sums& t = sink_sums[h];
+      if (t.no_bound || t.unbounded) {
+        r.d_sinks_bound[h] = t.no_bound ? nan : inf;
+        continue;
+      }
+      if (t.m == 0) continue;
+      const double g_s = gamma_n(t.m + 1, u);
+      if (!std::isfinite(g_s) || sink_mag[h] > big) {
+        r.d_sinks_bound[h] = inf;
+        continue;
+      }
+      const double ec = sink_err[h] + g_s * sink_mag[h];
+      const double value = std::fabs(r.d_sinks[h]);
+      const double b = f * ec + u32 * (value + f * ec) + eta32 / 2;
+      r.d_sinks_bound[h] = value + b >= max32 ? inf : b;
     }
   }
 
@@ -312,7 +397,7 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
 namespace attncheck {
 
 // The handed errors change only the bound: the oracle's values are
-// reference_backward(c, d_o)'s (which validates c, dO and refuses variants),
+// reference_backward(c, d_o)'s (which validates c and dO),
 // and the forward oracle runs once more for the bound's P, O and gaps
 // (run_backward in backward_oracle.cpp keeps its own run private).
 backward_result reference_backward(const attn_case& c, const tensor& d_o, const backward_bound_params& bound,

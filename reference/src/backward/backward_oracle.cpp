@@ -83,13 +83,6 @@ namespace {
 
 backward_result run_backward(const attn_case& c, const tensor& d_o, const backward_bound_params* bound) {
   validate(c);
-  // The gradients of softcap, sinks, ALiBi and bias are not derived here yet:
-  // refuse rather than return the gradients of another function.
-  if (c.variants.any())
-    throw input_error("variants",
-                      "the backward oracle covers contract 1.0 cases only (no window, chunk, softcap, sinks, "
-                      "ALiBi or bias yet): " +
-                          to_line(c));
   check_grad_output(c, d_o);
   if (bound) oracle_detail::check_backward_bound_params(*bound);
   using oracle_detail::mpfr50;
@@ -102,6 +95,7 @@ backward_result run_backward(const attn_case& c, const tensor& d_o, const backwa
   r.dq = rounded(g.dq);
   r.dk = rounded(g.dk);
   r.dv = rounded(g.dv);
+  r.d_sinks = rounded(g.d_sinks);
   r.o = rounded(fwd.o);
   r.lse = rounded(fwd.lse);
   if (bound) oracle_detail::fill_backward_bounds(c, d_o, fwd, *bound, r);

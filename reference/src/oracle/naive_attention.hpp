@@ -37,11 +37,14 @@ struct stored_inputs {
   double q(std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t d) const { return c.q.at(bi, i, h, d); }
   double k(std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t d) const { return c.k.at(bi, j, g, d); }
   double v(std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t e) const { return c.v.at(bi, j, g, e); }
+  /// Query head h's sink logit (-inf: none), read only where the head has a finite one.
+  double sink(std::int64_t h) const { return c.sink_of(h); }
 };
 
 /// Computes S, P, O and LSE of docs/spec.md for a validated case in Real
 /// arithmetic, reading Q, K and V from `in` (q(b, i, h, d), k(b, j, g, d),
-/// v(b, j, g, e), each convertible to Real). Reads them only at visible pairs
+/// v(b, j, g, e), each convertible to Real) and a finite sink logit from
+/// in.sink(h). Reads them only at visible pairs
 /// (c.visible), so a masked slot never enters any arithmetic. Non-finite
 /// visible inputs propagate (NaN or inf results), never a crash.
 template <class Real, class Inputs>
@@ -80,10 +83,10 @@ naive_result<Real> naive_attention(const attn_case& c, const Inputs& in) {
           if (c.visible(bi, h, i, j)) keys.push_back(j);
         }
         // The sink sigma_h (contract 1.1): a term of the denominator with no value; -inf is no sink.
-        const double sigma = c.sink_of(h);
-        const bool sink = sigma > -std::numeric_limits<double>::infinity();
+        const bool sink = c.sink_of(h) > -std::numeric_limits<double>::infinity();
+        const Real sigma = sink ? Real(in.sink(h)) : Real(0);
         if (keys.empty()) {  // docs/spec.md: O = 0, P = 0, LSE = -inf (sigma with a sink), never NaN
-          r.lse[row] = sink ? Real(sigma) : -std::numeric_limits<Real>::infinity();
+          r.lse[row] = sink ? sigma : -std::numeric_limits<Real>::infinity();
           if (sink) r.sink_p[row] = 1.0;
           continue;
         }
@@ -113,8 +116,8 @@ naive_result<Real> naive_attention(const attn_case& c, const Inputs& in) {
 
         Real sink_w = 0;
         if (sink) {
-          if (!isnan(m)) r.sink_above[row] = static_cast<double>(Real(sigma) - m);
-          if (Real(sigma) > m) m = Real(sigma);
+          if (!isnan(m)) r.sink_above[row] = static_cast<double>(Real(sigma - m));
+          if (sigma > m) m = sigma;
         }
         Real sum = 0;
         Real* p = &r.p[row * n(c.lk)];
@@ -123,7 +126,7 @@ naive_result<Real> naive_attention(const attn_case& c, const Inputs& in) {
           sum += p[j];
         }
         if (sink) {
-          sink_w = exp(Real(sigma) - m);
+          sink_w = exp(sigma - m);
           sum += sink_w;
         }
         for (std::int64_t j : keys) {
