@@ -39,9 +39,19 @@ using oracle_testing::grad_draw;
 double stored(dtype t, double x) { return decode(t, encode(t, x)); }
 
 /// The subject's planted bugs (the backward mutants a value check can see).
-enum class mutant : std::uint8_t { none, dq_without_scale, d_from_do_squared, ds_without_p, dv_unnormalized };
-constexpr std::array<mutant, 4> mutants{mutant::dq_without_scale, mutant::d_from_do_squared, mutant::ds_without_p,
-                                        mutant::dv_unnormalized};
+enum class mutant : std::uint8_t {
+  none,
+  dq_without_scale,
+  d_from_do_squared,
+  ds_without_p,
+  dv_unnormalized,
+  softcap_grad_ignored,  ///< dX = dS: the softcap's 1 - t^2 dropped
+  sink_grad_positive,    ///< d(sink) = + sum P_sink D
+};
+const std::vector<mutant> mutants{mutant::dq_without_scale, mutant::d_from_do_squared, mutant::ds_without_p,
+                                  mutant::dv_unnormalized};
+const std::vector<mutant> variant_mutants{mutant::dq_without_scale, mutant::d_from_do_squared,    mutant::ds_without_p,
+                                          mutant::dv_unnormalized,  mutant::softcap_grad_ignored, mutant::sink_grad_positive};
 const char* name(mutant m) {
   switch (m) {
     case mutant::none: return "correct";
@@ -49,6 +59,8 @@ const char* name(mutant m) {
     case mutant::d_from_do_squared: return "d_from_do_squared";
     case mutant::ds_without_p: return "ds_without_p";
     case mutant::dv_unnormalized: return "dv_unnormalized";
+    case mutant::softcap_grad_ignored: return "softcap_grad_ignored";
+    case mutant::sink_grad_positive: return "sink_grad_positive";
   }
   return "?";
 }
@@ -60,7 +72,7 @@ struct subject_config {
 };
 
 struct grads {
-  std::vector<double> dq, dk, dv;
+  std::vector<double> dq, dk, dv, d_sinks;
 };
 
 /// The f32 subject. o_in (B, Lq, Hq, Dv) and lse_in (B, Hq, Lq): what a forward
@@ -84,10 +96,26 @@ grads subject(const attn_case& c, const tensor& d_o, const std::vector<float>& o
   const auto dov = [&](std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t e) {
     return static_cast<float>(d_o.at(bi, i, h, e));
   };
-  const auto score = [&](std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) {
+  // The scaled score x, and the score s = softcap(x) + alibi + bias (each term in f32).
+  const score_variants& w = c.variants;
+  const float cap = w.softcap;
+  const auto scaled = [&](std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) {
     float s = 0;
     for (std::int64_t d = 0; d < c.d; ++d) s += q(bi, i, h, d) * k(bi, j, c.kv_head(h), d);
     return s * scale;
+  };
+  const auto score = [&](std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) {
+    float s = scaled(bi, h, i, j);
+    if (w.has_softcap()) s = cap * std::tanh(s / cap);
+    if (w.has_alibi() || w.has_bias())
+      s = s + static_cast<float>(c.alibi_at(bi, h, i, j)) + static_cast<float>(c.bias_at(bi, h, i, j));
+    return s;
+  };
+  // d softcap / dx = 1 - tanh^2(x / c), from the kernel's own tanh.
+  const auto softcap_grad = [&](std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) {
+    if (!w.has_softcap() || cfg.bug == mutant::softcap_grad_ignored) return 1.0f;
+    const float t = std::tanh(scaled(bi, h, i, j) / cap);
+    return 1.0f - t * t;
   };
   const auto dot_dp = [&](std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) {
     float dp = 0;
@@ -126,6 +154,23 @@ grads subject(const attn_case& c, const tensor& d_o, const std::vector<float>& o
         }
         big_d[r] = dd;
       }
+  // d(sink)_h = -sum_(b,i) exp(sigma_h - LSE_in) D, rows in order, in f32.
+  if (w.has_sinks()) {
+    out.d_sinks.assign(z(c.hq), 0.0);
+    for (std::int64_t h = 0; h < c.hq; ++h) {
+      const float sigma = static_cast<float>(c.sink_of(h));
+      if (!(sigma > -std::numeric_limits<float>::infinity())) continue;
+      float acc = 0;
+      for (std::int64_t bi = 0; bi < c.b; ++bi)
+        for (std::int64_t i = 0; i < c.lq; ++i) {
+          const std::size_t r = row_of(bi, h, i);
+          if (!sees[r]) continue;
+          const float term = std::exp(sigma - lse_in[r]) * big_d[r];
+          acc += cfg.bug == mutant::sink_grad_positive ? term : -term;
+        }
+      out.d_sinks[z(h)] = acc;
+    }
+  }
 
   const std::int64_t bk = cfg.bk, bq = cfg.bq;
   std::vector<float> dq_acc(out.dq.size(), 0.f), dk_acc(out.dk.size(), 0.f), dv_acc(out.dv.size(), 0.f);
@@ -148,7 +193,8 @@ grads subject(const attn_case& c, const tensor& d_o, const std::vector<float>& o
                 const float s = score(bi, h, i, j);
                 const float p = weight(bi, h, i, s);
                 const float dp = dot_dp(bi, h, i, j);
-                const float ds = cfg.bug == mutant::ds_without_p ? dp - big_d[r] : p * (dp - big_d[r]);
+                const float ds =
+                    (cfg.bug == mutant::ds_without_p ? dp - big_d[r] : p * (dp - big_d[r])) * softcap_grad(bi, h, i, j);
                 const float pv = cfg.bug == mutant::dv_unnormalized ? std::exp(s - row_max[r]) : p;
                 for (std::int64_t d = 0; d < c.d; ++d) {
                   dq_part[z(d)] += ds * k(bi, j, g, d);
@@ -267,7 +313,7 @@ bool all_finite(const std::vector<double>& b) {
 }
 
 struct tally {
-  judged dq, dk, dv;
+  judged dq, dk, dv, d_sinks;
   std::int64_t cases_outside = 0;  // cases with an element outside the bound
   std::int64_t fudge_cases = 0;    // cases every element of which is judged: the fudge comparison's
   std::int64_t bound_accepts = 0, pytorch_accepts = 0, flash_accepts = 0;  // of fudge_cases
@@ -286,10 +332,10 @@ bound_case any_long_case(std::uint64_t seed) {
 
 /// Runs `cases` cases of make(seed + n) and returns the correct subject's and
 /// each mutant's tallies, printing them.
-std::array<tally, 5> run_cases(int cases, bound_case (*make)(std::uint64_t)) {
+std::vector<tally> run_cases(int cases, bound_case (*make)(std::uint64_t), const std::vector<mutant>& bugs = mutants) {
   const std::uint64_t seed = oracle_testing::base_seed();
   std::printf("ATTNCHECK_SEED=%llu (cases seed .. seed+%d)\n", static_cast<unsigned long long>(seed), cases - 1);
-  std::array<tally, 5> t{};  // correct, then the mutants
+  std::vector<tally> t(bugs.size() + 1);  // correct, then the mutants
   std::int64_t unjudged_cases = 0;
   for (int n = 0; n < cases; ++n) {
     const bound_case f = make(seed + static_cast<std::uint64_t>(n));
@@ -297,6 +343,7 @@ std::array<tally, 5> run_cases(int cases, bound_case (*make)(std::uint64_t)) {
     backward_bound_params bp;
     bp.dq_blocks = ceil_div(c.lk, f.cfg.bk);
     bp.dkv_blocks = c.group() * ceil_div(c.lq, f.cfg.bq);
+    bp.tanh_ulps = 2;  // glibc's tanhf: at most 2 ulps on x86-64 (its libm-test-ulps)
     const backward_result r = reference_backward(c, f.d_o, bp);
     // The forward a subject's backward is handed: the oracle's O in the storage type, LSE in f32.
     oracle_options opt;
@@ -305,29 +352,33 @@ std::array<tally, 5> run_cases(int cases, bound_case (*make)(std::uint64_t)) {
     std::vector<float> o_in(fwd.o.size()), lse_in(fwd.lse.size());
     for (std::size_t x = 0; x < o_in.size(); ++x) o_in[x] = static_cast<float>(stored(c.type, fwd.o[x]));
     for (std::size_t x = 0; x < lse_in.size(); ++x) lse_in[x] = static_cast<float>(fwd.lse[x]);
-    const gradient_values ref = same_precision_backward(c, f.d_o);
-    const bool every_judged = all_finite(r.dq_bound) && all_finite(r.dk_bound) && all_finite(r.dv_bound);
+    // The fudge-factor rules' same-precision reference covers contract 1.0 only.
+    const bool fudge = !c.variants.any();
+    const gradient_values ref = fudge ? same_precision_backward(c, f.d_o) : gradient_values{};
+    const bool every_judged =
+        all_finite(r.dq_bound) && all_finite(r.dk_bound) && all_finite(r.dv_bound) && all_finite(r.d_sinks_bound);
     if (!every_judged) ++unjudged_cases;
     grads correct;
     for (std::size_t m = 0; m < t.size(); ++m) {
       subject_config cfg = f.cfg;
-      cfg.bug = m == 0 ? mutant::none : mutants[m - 1];
+      cfg.bug = m == 0 ? mutant::none : bugs[m - 1];
       const grads g = subject(c, f.d_o, o_in, lse_in, cfg);
       tally& s = t[m];
       if (m == 0) correct = g;
-      const std::int64_t before = s.dq.outside + s.dk.outside + s.dv.outside;
+      const std::int64_t before = s.dq.outside + s.dk.outside + s.dv.outside + s.d_sinks.outside;
       const std::string line = to_line(c) + " grad=" + std::string(name(f.grad));
       judge(g.dq, r.dq, r.dq_bound, c.type, m ? &correct.dq : nullptr, line, s.dq);
       judge(g.dk, r.dk, r.dk_bound, c.type, m ? &correct.dk : nullptr, line, s.dk);
       judge(g.dv, r.dv, r.dv_bound, c.type, m ? &correct.dv : nullptr, line, s.dv);
-      const bool outside = s.dq.outside + s.dk.outside + s.dv.outside > before;
+      judge(g.d_sinks, r.d_sinks, r.d_sinks_bound, dtype::f32, m ? &correct.d_sinks : nullptr, line, s.d_sinks);
+      const bool outside = s.dq.outside + s.dk.outside + s.dv.outside + s.d_sinks.outside > before;
       if (outside) ++s.cases_outside;
       if (m == 0 && outside) {
         ADD_FAILURE() << "outside the bound: " << line << "\n dQ " << s.dq.first_outside << "\n dK " << s.dk.first_outside
-                      << "\n dV " << s.dv.first_outside;
-        s.dq.first_outside.clear(), s.dk.first_outside.clear(), s.dv.first_outside.clear();
+                      << "\n dV " << s.dv.first_outside << "\n d(sink) " << s.d_sinks.first_outside;
+        s.dq.first_outside.clear(), s.dk.first_outside.clear(), s.dv.first_outside.clear(), s.d_sinks.first_outside.clear();
       }
-      if (every_judged) {
+      if (every_judged && fudge) {
         ++s.fudge_cases;
         if (!outside) ++s.bound_accepts;
         if (pytorch_rule_accepts(g.dq, ref.dq, r.dq) && pytorch_rule_accepts(g.dk, ref.dk, r.dk) &&
@@ -355,12 +406,20 @@ std::array<tally, 5> run_cases(int cases, bound_case (*make)(std::uint64_t)) {
       std::snprintf(buf, sizeof buf, "%5.1f%% (%5.1f%%)", pct(j.outside, j.elements), pct(j.changed_outside, j.changed));
       return std::string(buf);
     };
-    std::printf("%-18s %16s %16s %16s  %5lld/%-6d  %lld: %lld / %lld / %lld\n", name(m == 0 ? mutant::none : mutants[m - 1]),
+    std::printf("%-18s %16s %16s %16s  %5lld/%-6d  %lld: %lld / %lld / %lld\n", name(m == 0 ? mutant::none : bugs[m - 1]),
                 share(s.dq).c_str(), share(s.dk).c_str(), share(s.dv).c_str(), static_cast<long long>(s.cases_outside), cases,
                 static_cast<long long>(s.fudge_cases), static_cast<long long>(s.bound_accepts),
                 static_cast<long long>(s.pytorch_accepts), static_cast<long long>(s.flash_accepts));
   }
   const tally& ok = t[0];
+  if (ok.d_sinks.elements > 0) {
+    std::printf("d(sink) entries outside the bound (of those the bug changes):");
+    for (std::size_t m = 0; m < t.size(); ++m)
+      std::printf(" %s %lld of %lld (%lld of %lld);", name(m == 0 ? mutant::none : bugs[m - 1]),
+                  static_cast<long long>(t[m].d_sinks.outside), static_cast<long long>(t[m].d_sinks.elements),
+                  static_cast<long long>(t[m].d_sinks.changed_outside), static_cast<long long>(t[m].d_sinks.changed));
+    std::printf("\nmax observed/bound d(sink) %.3g\n", ok.d_sinks.worst_ratio);
+  }
   std::printf(
       "correct subject: judged elements dQ %lld, dK %lld, dV %lld; unjudged %lld; overflow accepted %lld;\n"
       "max observed/bound dQ %.3g, dK %.3g, dV %.3g\n",
@@ -378,7 +437,7 @@ std::array<tally, 5> run_cases(int cases, bound_case (*make)(std::uint64_t)) {
 }
 
 TEST(backward_bound, f32_subject_stays_within_and_mutants_fall_outside) {
-  const std::array<tally, 5> t = run_cases(ATTNCHECK_BACKWARD_BOUND_CASES, any_bound_case);
+  const std::vector<tally> t = run_cases(ATTNCHECK_BACKWARD_BOUND_CASES, any_bound_case);
   const tally& ok = t[0];
   EXPECT_EQ(ok.dq.outside + ok.dk.outside + ok.dv.outside, 0);
   EXPECT_GT(ok.dq.elements, 0);
@@ -399,12 +458,44 @@ TEST(backward_bound, f32_subject_stays_within_and_mutants_fall_outside) {
 
 // The same on longer rows and wider heads, where the gamma_n terms grow with n.
 TEST(backward_bound, long_rows_stay_within) {
-  const std::array<tally, 5> t = run_cases(ATTNCHECK_BACKWARD_BOUND_CASES / 10, any_long_case);
+  const std::vector<tally> t = run_cases(ATTNCHECK_BACKWARD_BOUND_CASES / 10, any_long_case);
   const tally& ok = t[0];
   EXPECT_EQ(ok.dq.outside + ok.dk.outside + ok.dv.outside, 0);
   EXPECT_GT(ok.dq.elements, 0);
   EXPECT_GT(ok.dk.elements, 0);
   EXPECT_GT(ok.dv.elements, 0);
+}
+
+/// any_bound_case with every contract 1.1 variant drawn on its own coin
+/// (oracle_testing::draw_variants: softcaps c in [0.25, 30.25]), at least one on.
+bound_case any_variant_bound_case(std::uint64_t seed) {
+  bound_case f;
+  f.c = oracle_testing::any_small_case(seed);
+  std::mt19937_64 rng(seed ^ 0x7661726273ull);
+  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  do {
+    f.c.variants = score_variants{};
+    oracle_testing::draw_variants(f.c, below, 30.0);
+  } while (!f.c.variants.any());
+  draw_the_rest(f, below, 3, 2);
+  return f;
+}
+
+// Every variant (window, chunk, softcap, sinks, ALiBi, bias) with d(sink):
+// the f32 subject stays within, each planted bug falls outside where it acts.
+TEST(backward_bound, variant_cases_stay_within_and_mutants_fall_outside) {
+  const std::vector<tally> t = run_cases(ATTNCHECK_BACKWARD_BOUND_CASES / 2, any_variant_bound_case, variant_mutants);
+  const tally& ok = t[0];
+  EXPECT_EQ(ok.dq.outside + ok.dk.outside + ok.dv.outside + ok.d_sinks.outside, 0);
+  EXPECT_GT(ok.d_sinks.elements, 0);
+  const auto caught = [](const judged& j) {
+    return j.changed ? static_cast<double>(j.changed_outside) / static_cast<double>(j.changed) : 0.0;
+  };
+  EXPECT_GE(caught(t[1].dq), 0.5) << "dq_without_scale";
+  EXPECT_GE(caught(t[3].dk), 0.5) << "ds_without_p";
+  EXPECT_GE(caught(t[5].dq), 0.5) << "softcap_grad_ignored";
+  EXPECT_GE(caught(t[5].dk), 0.5) << "softcap_grad_ignored";
+  EXPECT_GE(caught(t[6].d_sinks), 0.5) << "sink_grad_positive";
 }
 
 TEST(backward_bound, rejects_invalid_declarations_naming_the_field) {
@@ -423,6 +514,9 @@ TEST(backward_bound, rejects_invalid_declarations_naming_the_field) {
   bp = {};
   bp.exp_ulps = -1;
   EXPECT_NE(field_of(bp).find("bound.exp_ulps"), std::string::npos);
+  bp = {};
+  bp.tanh_ulps = std::numeric_limits<double>::infinity();
+  EXPECT_NE(field_of(bp).find("bound.tanh_ulps"), std::string::npos);
   bp = {};
   bp.dq_blocks = 0;
   EXPECT_NE(field_of(bp).find("bound.dq_blocks"), std::string::npos);
