@@ -756,6 +756,8 @@ void check_v3_declaration(const v3_declaration& v, const std::string& spec) {
                                                          (ATTNCHECK_FEATURE3_BIAS | ATTNCHECK_FEATURE3_BACKWARD))
     throw input_error("subject.features_v3",
                       spec + " declares FEATURE3_BIAS_GRAD without both FEATURE3_BIAS and FEATURE3_BACKWARD");
+  if ((v.features & ATTNCHECK_FEATURE3_BACKWARD_VARIANTS) && !(v.features & ATTNCHECK_FEATURE3_BACKWARD))
+    throw input_error("subject.features_v3", spec + " declares FEATURE3_BACKWARD_VARIANTS without FEATURE3_BACKWARD");
   if ((v.features & ATTNCHECK_FEATURE3_SOFTCAP) && !(v.tanh_ulps >= 0 && v.tanh_ulps <= ATTNCHECK_MAX_TANH_ULPS))
     throw input_error("subject.tanh_ulps", spec + " declares tanh_ulps = " + std::to_string(v.tanh_ulps) +
                                                "; it must lie in [0, " +
@@ -1254,6 +1256,11 @@ backward_output subject::backward(const attn_case& c, const backward_inputs& in,
     out.error = "the backward entry point takes the dense form only (docs/abi.md)";
     return out;
   }
+  if (c.variants.any() && !has_backward_variants()) {
+    out.status = -1;
+    out.error = "subject declares no backward under variants (FEATURE3_BACKWARD_VARIANTS)";
+    return out;
+  }
   if (in.o.shape != output_shape(c) || in.d_o.shape != output_shape(c) || in.o.type != c.type || in.d_o.type != c.type ||
       in.lse.size() != static_cast<std::size_t>(c.b * c.hq * c.lq))
     throw input_error("backward", "O, LSE and dO must have the case's shapes and storage type: " + to_line(c));
@@ -1279,6 +1286,9 @@ backward_output subject::backward(const attn_case& c, const backward_inputs& in,
   std::copy(in.lse.begin(), in.lse.end(), lse.begin() + guard_elems);
   guarded_output dq(c.type, c.q.shape, c.layout, "dQ"), dk(c.type, c.k.shape, c.layout, "dK"),
       dv(c.type, c.v.shape, c.layout, "dV");
+  // d(sink): Hq f32 entries with sinks (a subject without BACKWARD_VARIANTS is never handed a variant).
+  const bool sinks = c.variants.has_sinks();
+  guarded_output ds(dtype::f32, dims4{sinks ? c.hq : 1, 1, 1, 1}, layout_kind::bshd, "d_sinks");
   attncheck_backward_problem bp{};
   bp.struct_size = sizeof bp;
   bp.forward = &p;
@@ -1287,6 +1297,7 @@ backward_output subject::backward(const attn_case& c, const backward_inputs& in,
   bp.lse_stride[0] = c.hq * c.lq, bp.lse_stride[1] = c.lq, bp.lse_stride[2] = 1;
   bp.d_o = view_of(dog, in.d_o);
   bp.dq = dq.view(), bp.dk = dk.view(), bp.dv = dv.view();
+  if (sinks) bp.d_sinks = static_cast<float*>(ds.view());
   for (int a = 0; a < 4; ++a)
     bp.dq_stride[a] = dq.t.stride[a], bp.dk_stride[a] = dk.t.stride[a], bp.dv_stride[a] = dv.t.stride[a];
   char err[err_cap] = {0};
@@ -1295,7 +1306,7 @@ backward_output subject::backward(const attn_case& c, const backward_inputs& in,
     if (call_isolation()) {
       // The call in its own forked child, as attend_in_child: the child sends
       // back the status, the message and the three outputs' guarded buffers.
-      std::vector<guarded_output*> outs{&dq, &dk, &dv};
+      std::vector<guarded_output*> outs{&dq, &dk, &dv, &ds};
       std::size_t total = 0;
       for (auto* o : outs) total += o->g.bytes.size();
       const child_outcome co = run_isolated(
@@ -1328,11 +1339,13 @@ backward_output subject::backward(const attn_case& c, const backward_inputs& in,
   err[err_cap - 1] = 0;
   if (out.status != 0) out.error = err;
   std::ostringstream why;
-  const bool v1 = dq.collect(why), v2 = dk.collect(why), v3 = dv.collect(why);
-  out.guard_violated = v1 || v2 || v3;
+  const bool v1 = dq.collect(why), v2 = dk.collect(why), v3 = dv.collect(why), v4 = ds.collect(why);
+  out.guard_violated = v1 || v2 || v3 || v4;
   out.guard_report = why.str();
   if (out.guard_report.size() >= 2) out.guard_report.resize(out.guard_report.size() - 2);
   out.dq = std::move(dq.t), out.dk = std::move(dk.t), out.dv = std::move(dv.t);
+  if (sinks)
+    for (std::int64_t h = 0; h < c.hq; ++h) out.d_sinks.push_back(static_cast<float>(ds.t.at(h, 0, 0, 0)));
   return out;
 }
 

@@ -181,7 +181,45 @@ law_outcome gradients_within_bound(const subject& s, const attn_case& c) {
   const auto out = s.backward(c, handed_inputs(c, r.o, r.lse, d_o));
   if (run_failed(out, o, "backward")) return o;
   o.add("dQ, dK, dV against the backward oracle (grad=" + std::string(name(grad_of(c))) + ")", against_oracle(c, r, out));
+  if (!r.d_sinks.empty()) {
+    // d(sink), returned in f32 whatever the storage type.
+    comparison cmp;
+    cmp.overflow_threshold = overflow_threshold(dtype::f32);
+    for (std::int64_t h = 0; h < c.hq; ++h) {
+      const auto k = static_cast<std::size_t>(h);
+      cmp.element("dSink[h=" + std::to_string(h) + "]", r.d_sinks[k], out.d_sinks[k], r.d_sinks_bound[k]);
+    }
+    o.add("d(sink) against the backward oracle", cmp);
+  }
+  if (o.judged()) o.variants_judged = variants_of(c);
   return o;
+}
+
+// ---- backward.variant_gradients_within_bound_of_oracle ----
+
+std::string takes_backward_variants(const subject& s) {
+  if (auto why = takes_backward(s); !why.empty()) return why;
+  if (!s.has_backward_variants()) return "subject's backward takes no variants (ABI v3 FEATURE3_BACKWARD_VARIANTS)";
+  return (s.features_v3() & score_variant_bits) ? "" : "subject declares no contract 1.1 variant";
+}
+
+// A variant case of the backward group: drawn with the variants the subject
+// declares (law entry with_variants, capped at backward_max_work); a case the
+// generator left without one gets a variant choice from its seed, so every
+// case judges a variant. Value kinds as prepare_gradients.
+void prepare_variant_gradients(attn_case& c, const subject& s) {
+  cut_to(c, backward_max_work);
+  if (!c.variants.any()) {
+    law_rng rng(c, 0xb7a2);
+    variant_choice v;
+    for (const variant_choice_spec& spec : variant_choices) v.*spec.field = static_cast<int>(rng.below(spec.n));
+    v.any = 1;
+    apply_variants(c, v, s.features_v3() & score_variant_bits, hint_lengths(s));
+  }
+  if (!c.grad) c.grad = static_cast<grad_kind>(c.seed % 3);
+  if (c.values == value_kind::far_below || c.values == value_kind::far_above ||
+      (c.values == value_kind::masked_lead && !c.has_mask()))
+    c.values = value_kind::large_logits;
 }
 
 // ---- backward.own_forward_within_bound_of_oracle ----
@@ -781,6 +819,15 @@ std::vector<law> backward_laws() {
           .applies_when(takes_backward)
           .backward_group()
           .prepared_by(prepare_gradients),
+      law_entry("backward.variant_gradients_within_bound_of_oracle", gradients_within_bound, 0.9,
+                "under every variant the subject declares, every dQ, dK, dV and d(sink) element within the backward bound "
+                "(docs/bound.md) of the high-precision backward oracle")
+          .applies_when(takes_backward_variants)
+          .backward_group()
+          .with_variants()
+          .capped(backward_max_work)
+          .prepared_by(prepare_variant_gradients)
+          .sampled(0.5),
       law_entry("backward.own_forward_within_bound_of_oracle", own_forward_within_bound, 0.9,
                 "on the subject's own forward O and LSE, every dQ, dK, dV element within the backward bound extended by the "
                 "forward bound (docs/bound.md) of the oracle's")

@@ -75,6 +75,7 @@ const std::vector<std::string>& fuzzed_law_names() {
       "backward.translated_keys_change_no_gradient",          // 39
       "backward.gqa_sums_repeated_mha_gradients",             // 40
       "backward.additive_in_output_gradient",                 // 41
+      "backward.variant_gradients_within_bound_of_oracle",    // 42
   };
   return names;
 }

@@ -9,6 +9,7 @@ backward_bound_params backward_bound_for(const subject& s, const attn_case& c) {
   backward_bound_params bp;
   bp.u_compute = s.desc().compute_unit_roundoff;
   bp.exp_ulps = s.desc().exp_ulps;
+  if (c.variants.has_softcap()) bp.tanh_ulps = s.tanh_ulps();
   const auto [dq, dkv] = s.backward_blocks(c);
   bp.dq_blocks = dq;
   bp.dkv_blocks = dkv;

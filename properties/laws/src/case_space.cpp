@@ -278,8 +278,7 @@ case_context context_of(const subject& s, bool allow_masks, bool allow_poison) {
   ctx.allow_poison = allow_poison;
   ctx.hints = hint_lengths(s);
   ctx.hinted_dims = hint_dims(s);
-  ctx.variants = s.features_v3() & (ATTNCHECK_FEATURE3_WINDOW | ATTNCHECK_FEATURE3_CHUNK | ATTNCHECK_FEATURE3_SOFTCAP |
-                                    ATTNCHECK_FEATURE3_SINKS | ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS);
+  ctx.variants = s.features_v3() & score_variant_bits;
   return ctx;
 }
 

@@ -311,7 +311,12 @@ void print_declaration(const gate_result& g, std::ostream& out) {
         << ((d.features_v3 & ATTNCHECK_FEATURE3_SOFTCAP) ? ", tanh " + number_text(d.tanh_ulps) + " ulps" : std::string())
         << "; drawn by the laws that take variants (" << variant_law_groups() << ")\n";
   if (d.features_v3 & ATTNCHECK_FEATURE3_BACKWARD)
-    out << "  backward: dQ, dK, dV judged by the backward laws (backward.*) on contract 1.0 cases\n";
+    out << "  backward: dQ, dK, dV judged by the backward laws (backward.*) on contract 1.0 cases"
+        << ((d.features_v3 & ATTNCHECK_FEATURE3_BACKWARD_VARIANTS) && !on.empty()
+                ? "; under its variants (" + on + ", d(sink)) by backward.variant_gradients_within_bound_of_oracle"
+            : !on.empty() ? "; its variants have no backward (FEATURE3_BACKWARD_VARIANTS not declared)"
+                          : std::string())
+        << "\n";
   if (!form.empty())
     out << "  input forms (contract 1.2): " << form
         << "; judged by the paged, page_table and ragged laws (the other laws hand out the dense form)\n";

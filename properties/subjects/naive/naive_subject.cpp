@@ -390,8 +390,10 @@ void v3_destroy(attncheck_instance* self) { delete self; }
 // ---- Backward (docs/spec.md "Backward"): straight loops from the formulas ----
 //
 // Per query row r = (b, h, i) that sees a key, in f32: the scores as the
-// forward computes them, P_j = exp(S_j - LSE_in) from the LSE handed in,
-// dP_j = dO . V_j, D = dO . O_in (the O handed in), dS_j = P_j (dP_j - D);
+// forward computes them (variants included), P_j = exp(S_j - LSE_in) from the
+// LSE handed in, dP_j = dO . V_j, D = dO . O_in (the O handed in),
+// dS_j = P_j (dP_j - D), times 1 - tanh^2(x_j / c) under a softcap c; with
+// sinks d_sinks[h] -= exp(sigma - LSE_in) D;
 // then dQ = scale sum_j dS_j K_j, and into one running f32 sum per key over
 // every row of its KV head (the G query heads, rows in order):
 // dK_j += dS_j Q_r (times scale at the end) and dV_j += P_j dO_r. One block
@@ -404,6 +406,12 @@ void v3_destroy(attncheck_instance* self) { delete self; }
 #ifndef NAIVE_BACKWARD_D_TERM
 #define NAIVE_BACKWARD_D_TERM(d_o, o) ((d_o) * (o)) /* D = rowsum(dO O) */
 #endif
+#ifndef NAIVE_BACKWARD_SOFTCAP_GRAD
+#define NAIVE_BACKWARD_SOFTCAP_GRAD(th) (1.0f - (th) * (th)) /* d softcap(x) / dx at tanh(x / c) = th */
+#endif
+#ifndef NAIVE_BACKWARD_SINK_TERM
+#define NAIVE_BACKWARD_SINK_TERM(p_sink, d) (-(p_sink) * (d)) /* d(sink) += -P_sink D */
+#endif
 #ifndef NAIVE_BACKWARD_ADDS_TO_KV
 #define NAIVE_BACKWARD_ADDS_TO_KV(h, first) true /* every query head of the group adds into dK, dV */
 #endif
@@ -413,10 +421,14 @@ int v3_attend_backward(void*, const attncheck_backward_problem* bp, char* err, s
     write_err(err, err_len, "hq must be a positive multiple of hkv");
     return 1;
   }
-  if (p->struct_size >= offsetof(attncheck_problem, variants) + sizeof p->variants && p->variants) {
-    write_err(err, err_len, "naive's backward takes no score variants");
+  const attncheck_variants* vs =
+      p->struct_size >= offsetof(attncheck_problem, variants) + sizeof p->variants ? p->variants : nullptr;
+  if (vs && vs->sinks && !bp->d_sinks) {
+    write_err(err, err_len, "d_sinks: must be set (hq entries) when the problem has sinks");
     return 1;
   }
+  if (vs && vs->sinks)
+    for (std::int64_t h = 0; h < p->hq; ++h) bp->d_sinks[h] = 0.0f;
   const std::int64_t group = p->hq / p->hkv;
   const attncheck_dtype t = p->dtype;
   const auto at4 = [](const std::int64_t* st, std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
@@ -436,10 +448,12 @@ int v3_attend_backward(void*, const attncheck_backward_problem* bp, char* err, s
         for (std::int64_t i = 0; i < p->lq; ++i) {
           load_query(p, b, i, h, q);
           const std::int64_t pos = n - p->lq + i;
+          const row_variants rv = variants_of(vs, b, h, i, pos);
           bool any = false;
           for (std::int64_t j = 0; j < p->lk; ++j) {
             bool vis = j < n && !(p->causal && j > pos);
             if (vis && p->mask) vis = p->mask[at4(p->mask_stride, b, h, i, j)] != 0;
+            vis = vis && rv.visible(j);
             on[static_cast<std::size_t>(j)] = vis;
             any = any || vis;
           }
@@ -451,15 +465,23 @@ int v3_attend_backward(void*, const attncheck_backward_problem* bp, char* err, s
           float big_d = 0.0f;
           for (std::int64_t e = 0; e < p->dv; ++e)
             big_d += NAIVE_BACKWARD_D_TERM(d_o(e), load(t, bp->o.data, at4(bp->o.stride, b, i, h, e)));
+          // d(sink): this row's -exp(sigma - LSE) D, rows in order.
+          if (rv.sigma != -std::numeric_limits<float>::infinity())
+            bp->d_sinks[h] += NAIVE_BACKWARD_SINK_TERM(std::exp(rv.sigma - lse), big_d);
           for (std::int64_t j = 0; j < p->lk; ++j) {
             if (!on[static_cast<std::size_t>(j)]) continue;
             float dot = 0.0f;
             for (std::int64_t x = p->d - 1; x >= 0; --x) dot += q[static_cast<std::size_t>(x)] * key(j, x);
-            const float pj = std::exp(dot * p->scale - lse);
+            const float x_j = dot * p->scale;
+            const float pj = std::exp(rv.score(x_j, j) - lse);
             float dp = 0.0f;
             for (std::int64_t e = 0; e < p->dv; ++e) dp += d_o(e) * val(j, e);
             pr[static_cast<std::size_t>(j)] = pj;
             ds[static_cast<std::size_t>(j)] = pj * (dp - big_d);
+            if (vs && vs->softcap != 0) {  // d softcap(x) / dx = 1 - tanh^2(x / c)
+              const float th = std::tanh(x_j / vs->softcap);
+              ds[static_cast<std::size_t>(j)] *= NAIVE_BACKWARD_SOFTCAP_GRAD(th);
+            }
           }
           for (std::int64_t x = 0; x < p->d; ++x) {
             float acc = 0.0f;
@@ -512,11 +534,12 @@ attncheck_instance* naive_v3(const char* options, char* err, std::size_t err_len
   x->destroy = v3_destroy;
   // Every score variant, in the one-shot call (the cache path takes none).
   x->features_v3 = ATTNCHECK_FEATURE3_WINDOW | ATTNCHECK_FEATURE3_CHUNK | ATTNCHECK_FEATURE3_SOFTCAP | ATTNCHECK_FEATURE3_SINKS |
-                   ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS | ATTNCHECK_FEATURE3_BACKWARD | ATTNCHECK_FEATURE3_PAGED |
-                   ATTNCHECK_FEATURE3_RAGGED;
+                   ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS | ATTNCHECK_FEATURE3_BACKWARD |
+                   ATTNCHECK_FEATURE3_BACKWARD_VARIANTS | ATTNCHECK_FEATURE3_PAGED | ATTNCHECK_FEATURE3_RAGGED;
   // Paged K/V and ragged batches: each sequence reads its own valid keys in the dense order, so the
   // forms give the dense form's bits.
-  // Backward on contract 1.0 problems; f32 compute and glibc expf as the forward. backward_blocks NULL: one block each way.
+  // Backward under every variant (d(sink) too); f32 compute and glibc expf as the forward. backward_blocks NULL: one
+  // block each way.
   x->attend_backward = v3_attend_backward;
   // Same call, same bits: every sum runs in one fixed order whatever the thread count.
   x->invariances_v3 = ATTNCHECK_CLAIM3_BACKWARD_DETERMINISTIC | ATTNCHECK_CLAIM3_PAGE_PLACEMENT |

@@ -241,8 +241,12 @@ typedef attncheck_instance* (*attncheck_subject_entry_v2)(const char* options, c
 #define ATTNCHECK_FEATURE3_RAGGED 0x080u    /* packed sequences, cu_seqlens (docs/abi.md) */
 #define ATTNCHECK_FEATURE3_BACKWARD 0x100u  /* attend_backward (docs/abi.md) */
 #define ATTNCHECK_FEATURE3_BIAS_GRAD 0x200u /* d(bias) from the backward pass (docs/abi.md) */
+/* attend_backward takes the score variants the subject declares (window, chunk,
+ * softcap, sinks with d_sinks, ALiBi, bias); without it the host hands backward
+ * contract 1.0 problems only (docs/abi.md "The backward problem"). */
+#define ATTNCHECK_FEATURE3_BACKWARD_VARIANTS 0x400u
 /* The bits this header defines; a host refuses any other. */
-#define ATTNCHECK_FEATURE3_KNOWN 0x3ffu
+#define ATTNCHECK_FEATURE3_KNOWN 0x7ffu
 
 /* Claim bits of attncheck_instance.invariances_v3, checked bit for bit. */
 #define ATTNCHECK_CLAIM3_PAGE_PLACEMENT 0x01u         /* where pages sit in the arena changes no bit */
@@ -317,8 +321,12 @@ struct attncheck_ragged {
  * Every tensor has the forward's storage dtype except lse (f32). dK and dV of
  * a key no row sees (masked, padded, causally hidden) are exactly 0; a row that
  * sees no key adds nothing (its dQ is 0). A KV head's dK and dV are the sums
- * over its G query heads. The host poisons every output element and the guard
- * bands around each buffer before the call and checks them after it. */
+ * over its G query heads. With FEATURE3_BACKWARD_VARIANTS the forward problem
+ * may carry variants: under a softcap c the score's gradient is multiplied by
+ * 1 - tanh^2(scale q.k / c); with sinks the subject also writes d_sinks[h] =
+ * -sum over (b, i) of exp(sink_h - LSE) D (D = rowsum(dO O); 0 for a -inf
+ * sink). The host poisons every output element and the guard bands around
+ * each buffer before the call and checks them after it. */
 struct attncheck_backward_problem {
   uint32_t struct_size;             /* sizeof(attncheck_backward_problem) of the host */
   const attncheck_problem* forward; /* shapes, masks, scale, q, k, v; its o and lse are NULL and not written */
@@ -332,7 +340,7 @@ struct attncheck_backward_problem {
   int64_t dk_stride[4];
   void* dv; /* output (B, Lk, Hkv, Dv) */
   int64_t dv_stride[4];
-  float* d_sinks; /* Hq entries when the forward has sinks, else NULL (not handed out yet) */
+  float* d_sinks; /* Hq entries (f32) when the forward has sinks, else NULL (FEATURE3_BACKWARD_VARIANTS) */
   void* d_bias;   /* with FEATURE3_BIAS_GRAD and a bias, else NULL (not handed out yet) */
   int64_t d_bias_stride[4];
 };

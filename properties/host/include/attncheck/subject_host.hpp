@@ -34,7 +34,8 @@ struct backward_output {
   int status = 0;     ///< the subject's return code (0 = ok)
   std::string error;  ///< its message when status != 0
   tensor dq, dk, dv;
-  bool guard_violated = false;  ///< wrote outside dQ, dK or dV's views
+  std::vector<float> d_sinks;   ///< Hq entries when the case has sinks (unwritten: NaN), else empty
+  bool guard_violated = false;  ///< wrote outside dQ, dK, dV or d_sinks' views
   std::string guard_report;     ///< where, when guard_violated
 
   bool ok() const { return status == 0 && !guard_violated; }
@@ -141,6 +142,8 @@ class subject {
 
   /// True when the subject declares FEATURE3_BACKWARD (attend_backward is set).
   bool has_backward() const { return has_v3(ATTNCHECK_FEATURE3_BACKWARD); }
+  /// True when its backward takes the variants it declares (FEATURE3_BACKWARD_VARIANTS), d(sink) included.
+  bool has_backward_variants() const { return has_v3(ATTNCHECK_FEATURE3_BACKWARD_VARIANTS); }
   /// nb of the backward bound on this case (subject.h backward_blocks): dQ's
   /// key blocks, capped at max(1, 2 Lk), and the query blocks summed into one
   /// key's dK and dV, capped at max(1, 2 G Lq); 1 each without a declaration.

@@ -135,6 +135,10 @@ attn_case case_of(const raw_choice& r, const case_context& ctx, std::int64_t cap
 /// drawn after the header only for a law that takes variants and a subject
 /// that declares some (so every other law and subject keeps its stream).
 /// Each shrinks toward 0 = that variant off.
+/// The ABI v3 feature bits of the contract 1.1 score variants.
+inline constexpr std::uint32_t score_variant_bits = ATTNCHECK_FEATURE3_WINDOW | ATTNCHECK_FEATURE3_CHUNK |
+                                                    ATTNCHECK_FEATURE3_SOFTCAP | ATTNCHECK_FEATURE3_SINKS |
+                                                    ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS;
 struct variant_choice {
   int any = 0;  ///< 0: no variant at all (half the cases: large contract 1.0 cases stay in the law's reach)
   int window = 0, window_left = 0, window_right = 0, chunk = 0, chunk_size = 0, softcap = 0, sinks = 0, alibi = 0, bias = 0,
