@@ -219,4 +219,7 @@ def test_gate_takes_the_paged_and_ragged_forms_and_a_backward_from_python(tmp_pa
     # about three in four (keys with no exact shift are left unjudged); at 30
     # cases it ran 3 and judged 1, under its 0.6 floor.
     table = attncheck.gate(numpy_backward.attend, cases=100, seed=7, only=["backward"], out=tmp_path / "backward")
-    assert {row["verdict"] for row in table} == {"pass"} and len(table) == 10
+    # A Python backward takes no variants yet (no FEATURE3_BACKWARD_VARIANTS): that law skips, saying so.
+    verdicts = {row["law"]: row["verdict"] for row in table}
+    assert verdicts.pop("backward.variant_gradients_within_bound_of_oracle") == "skipped"
+    assert set(verdicts.values()) == {"pass"} and len(verdicts) == 10
