@@ -116,9 +116,9 @@ struct job {
   const backward_args& a;
   std::int64_t bq, bk;
   float scale;
-  bool ranges;    // a window or a chunk: a row's keys may start past 0
-  bool pairwise;  // a mask or a bias: pairs within a row's range may be hidden
-  bool terms;     // softcap, ALiBi or bias: the scores are more than scale q.k
+  bool ranges;       // a window or a chunk: a row's keys may start past 0
+  bool pairwise;     // a mask or a bias: pairs within a row's range may be hidden
+  bool terms;        // softcap, ALiBi or bias: the scores are more than scale q.k
   float* sink_part;  // with sinks: per (b, h), sum over i of P_sink D (f32, i order); null otherwise
 };
 
