@@ -2,9 +2,10 @@
 // FlashAttention 2's algorithm on the CPU: key blocks outside, query blocks
 // inside, P recomputed from the LSE handed in, D = rowsum(dO O) in a
 // preprocessing pass, every sum in f32, each result rounded once to the
-// storage type. Contract 1.0 problems only (no variants yet). Deterministic:
-// one fixed order of every sum, whatever the thread count or the CPU's
-// vector width (docs/impl.md "Backward").
+// storage type. The contract 1.1 score variants (window, chunk, softcap,
+// ALiBi, bias, sinks) as the forward takes them, with the sinks' gradient.
+// Deterministic: one fixed order of every sum, whatever the thread count or
+// the CPU's vector width (docs/impl.md "Backward").
 #pragma once
 
 #include <array>
@@ -30,6 +31,15 @@ struct backward_args {
   bool causal = false;
   const std::int64_t* key_len = nullptr;  ///< optional, b entries
   mask_in mask;                           ///< optional
+  /// The forward's score variants (contract 1.1), the same fields and rules
+  /// (check_variants): P is recomputed from the scores they define, the
+  /// softcap's derivative 1 - tanh^2 enters dS, and the keys they hide are
+  /// hidden here too.
+  variants var;
+  /// dL/dsinks (hq entries, f32): -sum over (b, i) of exp(sinks[h] - LSE) D
+  /// for the rows that see a key (0 exactly for a sink of -inf). Must be set
+  /// when var.sinks is; ignored (not written) otherwise.
+  float* d_sinks = nullptr;
 };
 
 /// Block sizes of the backward pass; 0: 64 each.
@@ -40,10 +50,11 @@ struct backward_config {
   isa simd = isa::automatic;  ///< vector width of the loops; the same bits on each (an unsupported one: invalid_argument)
 };
 
-/// Computes dQ, dK, dV. Keys no row sees get dK = dV = 0; rows that see no
-/// key get dQ = 0 and add nothing. Returns invalid_argument (and writes
-/// nothing) for bad shapes, null pointers, hq % hkv != 0, key_len out of
-/// range or a negative tile.
+/// Computes dQ, dK, dV (and d_sinks with sinks). Keys no row sees get
+/// dK = dV = 0; rows that see no key get dQ = 0 and add nothing. Returns
+/// invalid_argument (and writes nothing) for bad shapes, null pointers,
+/// hq % hkv != 0, key_len out of range, a bad variants field (named as
+/// check_variants names it), sinks without d_sinks or a negative tile.
 status attention_backward(const backward_args& args, const backward_config& cfg = {});
 
 /// The block counts the backward bound needs (docs/bound.md "Backward"):

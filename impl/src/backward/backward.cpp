@@ -41,6 +41,8 @@ status check(const backward_args& a, const backward_config& cfg) {
   if (a.key_len)
     for (std::int64_t b = 0; b < s.b; ++b)
       if (a.key_len[b] < 0 || a.key_len[b] > s.lk) return status::invalid("key_len: each entry must lie in [0, lk]");
+  if (status st = check_variants(a.var, s.hq); !st.ok()) return st;
+  if (a.var.sinks && !a.d_sinks) return status::invalid("d_sinks: must be set (hq entries) when var.sinks is set");
   return status::success();
 }
 
@@ -58,14 +60,33 @@ namespace {
 constexpr std::int64_t lanes = 16;
 std::int64_t padded(std::int64_t n) { return (n + lanes - 1) / lanes * lanes; }
 
-// Row (b, i) may see keys [0, key_limit) (padding and causal, bottom-right
-// aligned as the forward), within the mask.
-std::int64_t key_limit(const backward_args& a, std::int64_t b, std::int64_t i) {
-  const shape& s = a.dims;
-  const std::int64_t n = a.key_len ? a.key_len[b] : s.lk;
-  if (!a.causal || ATTNIMPL_MUTANT(backward_causal_ignored)) return n;
-  const std::int64_t pos = ATTNIMPL_MUTANT(backward_causal_top_left) ? i : n - s.lq + i;
-  return std::clamp<std::int64_t>(pos + 1, 0, n);
+// Row (b, i)'s aligned position p = n[b] - lq + i (causal, window, chunk
+// and ALiBi use it, as the forward does).
+std::int64_t position(const backward_args& a, std::int64_t b, std::int64_t i) {
+  return (a.key_len ? a.key_len[b] : a.dims.lk) - a.dims.lq + i;
+}
+
+// Row (b, i) may see keys [lo, hi): padding and causal (bottom-right aligned
+// as the forward), a window and a chunk (contract 1.1); within the mask and
+// the bias's finite entries (allowed). Empty: lo = hi = 0.
+std::pair<std::int64_t, std::int64_t> key_range(const backward_args& a, std::int64_t b, std::int64_t i) {
+  const std::int64_t n = a.key_len ? a.key_len[b] : a.dims.lk, pos = position(a, b, i);
+  std::int64_t lo = 0, hi = n;
+  if (a.causal && !ATTNIMPL_MUTANT(backward_causal_ignored))
+    hi = std::clamp<std::int64_t>((ATTNIMPL_MUTANT(backward_causal_top_left) ? i : pos) + 1, 0, n);
+  const variants& var = a.var;
+  if (!ATTNIMPL_MUTANT(backward_window_ignored)) {
+    if (var.window_left >= 0) lo = std::max(lo, pos - var.window_left);
+    if (var.window_right >= 0) hi = std::min(hi, pos + var.window_right + 1);
+  }
+  if (var.chunk > 0) {
+    const std::int64_t c = var.chunk;
+    const std::int64_t start = (pos >= 0 ? pos / c : -((-pos + c - 1) / c)) * c;  // floor(pos / c) * c
+    lo = std::max(lo, start);
+    hi = std::min(hi, start + c);
+  }
+  if (hi <= lo) lo = hi = 0;
+  return {lo, hi};
 }
 
 bool mask_allows(const backward_args& a, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
@@ -73,11 +94,32 @@ bool mask_allows(const backward_args& a, std::int64_t b, std::int64_t h, std::in
          a.mask.data[b * a.mask.stride[0] + h * a.mask.stride[1] + i * a.mask.stride[2] + j * a.mask.stride[3]] != 0;
 }
 
+// Bias[b, h, i, j0 .. j0 + n - 1] as f32 into dst.
+void load_bias(const backward_args& a, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j0, std::int64_t n,
+               float* dst) {
+  const bias_in& t = a.var.bias;
+  const std::int64_t off = b * t.stride[0] + h * t.stride[1] + i * t.stride[2] + j0 * t.stride[3];
+  convert::load_row(dst, static_cast<const char*>(t.data) + off * convert::size_of(t.type), t.type, t.stride[3], n);
+}
+
+// The mask and the bias allow pair (b, h, i, j) (a -inf bias entry hides its key).
+bool allowed(const backward_args& a, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
+  if (!mask_allows(a, b, h, i, j)) return false;
+  if (!a.var.bias.data) return true;
+  float x = 0.0f;
+  load_bias(a, b, h, i, j, 1, &x);
+  return x != -std::numeric_limits<float>::infinity();
+}
+
 // One call's constants.
 struct job {
   const backward_args& a;
   std::int64_t bq, bk;
   float scale;
+  bool ranges;       // a window or a chunk: a row's keys may start past 0
+  bool pairwise;     // a mask or a bias: pairs within a row's range may be hidden
+  bool terms;        // softcap, ALiBi or bias: the scores are more than scale q.k
+  float* sink_part;  // with sinks: per (b, h), sum over i of P_sink D (f32, i order); null otherwise
 };
 
 // The f32 inputs and accumulators of one (batch element, KV head): its G
@@ -86,10 +128,11 @@ struct job {
 // and dS over the key block. Each worker thread owns one.
 struct scratch {
   std::vector<float> q, d_o, dq, big_d, lse, o_row, part;
-  std::vector<std::int64_t> limit;
+  std::vector<std::int64_t> limit, first, pos;  // each row's keys [first, limit), its aligned position
   std::vector<char> sees;
   std::vector<float> k, v, kt, vt, dk_blk, dv_blk;
   std::vector<float> s, dp, p, ds;
+  std::vector<float> th, bias;  // the variants: tanh(x / c) of each pair (softcap), the bias's entries
   std::vector<char> seen, vis;
   std::vector<std::int64_t> cnt, row_lo, key_lo, key_hi;  // a partly visible block: each row's keys, each key's rows
   // The mutant backward_dq_order_nondeterministic only: how far this call
@@ -114,6 +157,7 @@ struct vec {
 };
 constexpr int rows_max = 2, vectors_max = 16;
 void exp_n(const float* x, float* y, std::size_t n) { engine::exp_array(x, y, n, isa::portable); }
+void tanh_n(const float* x, float* y, std::size_t n) { engine::tanh_array(x, y, n, isa::portable); }
 #include "kernel.hpp"
 }  // namespace portable
 
@@ -137,6 +181,7 @@ struct vec {
 };
 constexpr int rows_max = 6, vectors_max = 2;  // 12 accumulators of the 16 registers
 void exp_n(const float* x, float* y, std::size_t n) { engine::avx2::exp_array(x, y, n); }
+void tanh_n(const float* x, float* y, std::size_t n) { engine::avx2::tanh_array(x, y, n); }
 #include "kernel.hpp"
 }  // namespace avx2
 #if defined(__clang__)
@@ -160,6 +205,7 @@ struct vec {
 };
 constexpr int rows_max = 6, vectors_max = 4;  // 24 accumulators of the 32 registers
 void exp_n(const float* x, float* y, std::size_t n) { engine::avx512::exp_array(x, y, n); }
+void tanh_n(const float* x, float* y, std::size_t n) { engine::avx512::tanh_array(x, y, n); }
 #include "kernel.hpp"
 }  // namespace avx512
 #if defined(__clang__)
@@ -174,7 +220,18 @@ void exp_n(const float* x, float* y, std::size_t n) { engine::avx512::exp_array(
 status attention_backward(const backward_args& a, const backward_config& cfg) {
   if (status st = check(a, cfg); !st.ok()) return st;
   const shape& s = a.dims;
-  const job jb{a, tile_of(cfg.q_tile), tile_of(cfg.k_tile), a.scale ? *a.scale : default_scale(s.d)};
+  const variants& var = a.var;
+  // With sinks: each (b, h)'s sum of P_sink D, written by the thread of its
+  // KV head, then summed over b in b order below (the same bits at any thread count).
+  std::vector<float> sink_part(var.sinks ? z(s.b * s.hq) : 0, 0.0f);
+  const job jb{a,
+               tile_of(cfg.q_tile),
+               tile_of(cfg.k_tile),
+               a.scale ? *a.scale : default_scale(s.d),
+               var.window_left >= 0 || var.window_right >= 0 || var.chunk > 0,
+               a.mask.data != nullptr || var.bias.data != nullptr,
+               var.softcap > 0.0f || var.alibi != nullptr || var.bias.data != nullptr,
+               var.sinks ? sink_part.data() : nullptr};
   auto* head = portable::one_kv_head;
 #if defined(__x86_64__) || defined(_M_X64)
   const isa which = resolve_isa(cfg.simd);
@@ -209,6 +266,15 @@ status attention_backward(const backward_args& a, const backward_config& cfg) {
     run(0);
     for (auto& th : pool) th.join();
   }
+  // dL/dsinks[h] = -sum_b sum_i P_sink D (0 exactly for a sink of -inf: its P_sink is 0).
+  if (var.sinks)
+    for (std::int64_t h = 0; h < s.hq; ++h) {
+      float total = 0.0f;
+      for (std::int64_t b = 0; b < s.b; ++b) total += sink_part[z(b * s.hq + h)];
+      a.d_sinks[h] = ATTNIMPL_MUTANT(backward_sink_grad_dropped) || var.sinks[h] == -std::numeric_limits<float>::infinity()
+                         ? 0.0f
+                         : 0.0f - total;
+    }
   return status::success();
 }
 

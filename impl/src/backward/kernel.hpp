@@ -2,9 +2,9 @@
 // backward.cpp once per set, inside a namespace of its own and under that
 // set's target switch, after it has defined `vec` (the vector operations:
 // t, width, zero, load, bcast, store, fma, add), `rows_max` and
-// `vectors_max` (the register block: rows by vectors of accumulators) and
-// `exp_n` (the kernel's exp on n floats, engine.hpp). No include guard, on
-// purpose.
+// `vectors_max` (the register block: rows by vectors of accumulators),
+// `exp_n` and `tanh_n` (the kernel's exp and tanh on n floats, engine.hpp:
+// the forward's, the same bits on every set). No include guard, on purpose.
 //
 // Every product is a register-blocked tile product C (+)= A B in which each
 // element of C is one chain of FMAs over t = 0, 1, ... from +0, then stored
@@ -197,26 +197,34 @@ void one_kv_head(const job& jb, std::int64_t b, std::int64_t g, scratch& w) {
   const std::int64_t group = s.hq / s.hkv, d = s.d, dv = s.dv, d16 = padded(d), dv16 = padded(dv);
   const std::int64_t bq = jb.bq, bk = jb.bk, rows_all = group * s.lq;
   const float scale = jb.scale;
+  const bool softcap = a.var.softcap > 0.0f;
   // The group's rows (h - g G, i): Q and dO in f32, D = rowsum(dO O) (e
-  // order, from 0), the LSE, how many keys the row may see (mask aside) and
-  // whether it sees any. A row that sees no key is never read.
+  // order, from 0), the LSE, the keys [first, limit) the row may see (mask
+  // and bias aside), its aligned position and whether it sees any key. A
+  // row that sees no key is never read. With sinks each head's sum over its
+  // rows of P_sink D (i order) goes to jb.sink_part.
   w.q.assign(z(rows_all * d16), 0.0f);
   w.d_o.assign(z(rows_all * dv16), 0.0f);
   w.dq.assign(z(rows_all * d16), 0.0f);
   w.big_d.assign(z(rows_all), 0.0f);
   w.lse.assign(z(rows_all), 0.0f);
   w.limit.assign(z(rows_all), 0);
+  w.first.assign(z(rows_all), 0);
+  w.pos.assign(z(rows_all), 0);
   w.sees.assign(z(rows_all), 0);
   w.o_row.assign(z(dv16), 0.0f);
-  std::int64_t seen_limit = 0;  // without a mask: keys [0, seen_limit) are seen by some row
-  for (std::int64_t h = g * group; h < (g + 1) * group; ++h)
+  std::int64_t seen_limit = 0;  // without a mask, a bias, a window or a chunk: keys [0, seen_limit) are seen by some row
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
+    float sink_sum = 0.0f;
+    const float sink = jb.sink_part ? a.var.sinks[h] : neg_inf;
     for (std::int64_t i = 0; i < s.lq; ++i) {
       const std::int64_t at = (h - g * group) * s.lq + i;
-      const std::int64_t lim = key_limit(a, b, i);
-      w.limit[z(at)] = lim;
-      seen_limit = std::max(seen_limit, lim);
+      const auto [lo, hi] = key_range(a, b, i);
+      w.first[z(at)] = lo, w.limit[z(at)] = hi, w.pos[z(at)] = position(a, b, i);
+      seen_limit = std::max(seen_limit, hi);
       bool sees = false;
-      for (std::int64_t j = 0; j < lim && !sees; ++j) sees = mask_allows(a, b, h, i, j);
+      for (std::int64_t j = lo; j < hi && !sees; ++j) sees = !jb.pairwise || allowed(a, b, h, i, j);
       if (!sees) continue;
       w.sees[z(at)] = 1;
       const auto row = [&](const tensor_in& t, float* dst, std::int64_t n) {
@@ -231,8 +239,16 @@ void one_kv_head(const job& jb, std::int64_t b, std::int64_t g, scratch& w) {
       for (std::int64_t e = 0; e < dv; ++e) acc += dorow[e] * w.o_row[z(e)];
       w.big_d[z(at)] = acc;
       w.lse[z(at)] = a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + i * a.lse_stride[2]];
+      if (sink != neg_inf) {  // P_sink = exp(sigma_h - LSE) (the LSE handed in holds the sink)
+        const float arg = sink - w.lse[z(at)];
+        float p_sink = 0.0f;
+        exp_n(&arg, &p_sink, 1);
+        sink_sum += p_sink * acc;
+      }
     }
-  const bool masked = a.mask.data != nullptr;
+    if (jb.sink_part) jb.sink_part[b * s.hq + h] = sink_sum;
+  }
+  const bool per_key = jb.pairwise || jb.ranges;  // which keys some row sees: found key by key
   const std::int64_t key_blocks = (s.lk + bk - 1) / bk;
   for (std::int64_t kb = 0; kb < key_blocks; ++kb) {
     const std::int64_t j0 = (kb + w.dq_rotation) % key_blocks * bk;
@@ -248,13 +264,16 @@ void one_kv_head(const job& jb, std::int64_t b, std::int64_t g, scratch& w) {
     w.dk_blk.assign(z(nk * d16), 0.0f);
     w.dv_blk.assign(z(nk * dv16), 0.0f);
     w.seen.assign(z(nk), 0);
-    if (!masked) {
+    if (!per_key) {
       for (std::int64_t jj = 0; jj < nk && j0 + jj < seen_limit; ++jj) w.seen[z(jj)] = 1;
     } else {
       std::int64_t seen_count = 0;
-      for (std::int64_t at = rows_all - 1; at >= 0 && seen_count < nk; --at)  // last rows first: causal rows see the most
-        for (std::int64_t jj = 0; jj < nk && j0 + jj < w.limit[z(at)]; ++jj)
-          if (!w.seen[z(jj)] && mask_allows(a, b, g * group + at / s.lq, at % s.lq, j0 + jj)) w.seen[z(jj)] = 1, ++seen_count;
+      for (std::int64_t at = rows_all - 1; at >= 0 && seen_count < nk; --at) {  // last rows first: causal rows see the most
+        if (!w.sees[z(at)]) continue;
+        for (std::int64_t jj = std::max<std::int64_t>(0, w.first[z(at)] - j0); jj < nk && j0 + jj < w.limit[z(at)]; ++jj)
+          if (!w.seen[z(jj)] && (!jb.pairwise || allowed(a, b, g * group + at / s.lq, at % s.lq, j0 + jj)))
+            w.seen[z(jj)] = 1, ++seen_count;
+      }
     }
     for (std::int64_t jj = 0; jj < nk; ++jj) {
       if (!w.seen[z(jj)]) continue;
@@ -269,6 +288,8 @@ void one_kv_head(const job& jb, std::int64_t b, std::int64_t g, scratch& w) {
     }
     w.s.assign(z(bq * nk16), 0.0f), w.dp.assign(z(bq * nk16), 0.0f);
     w.p.assign(z(bq * nk16), 0.0f), w.ds.assign(z(bq * nk16), 0.0f), w.vis.assign(z(bq * nk16), 0);
+    if (softcap) w.th.assign(z(bq * nk16), 0.0f);
+    if (a.var.bias.data) w.bias.assign(z(bq * nk16), 0.0f);
     for (std::int64_t h = g * group; h < (g + 1) * group && !dropped; ++h)
       for (std::int64_t i0 = 0; i0 < s.lq; i0 += bq) {
         if (ATTNIMPL_MUTANT(backward_gqa_last_head_only) && i0 == 0) {  // each query head starts the sums afresh
@@ -277,36 +298,54 @@ void one_kv_head(const job& jb, std::int64_t b, std::int64_t g, scratch& w) {
         }
         const std::int64_t rows = std::min(s.lq, i0 + bq) - i0, r0 = (h - g * group) * s.lq + i0;
         // Which keys of the block each row sees: all of them (the usual
-        // case: the dense tiles below) or some. Without a mask a row sees
-        // the keys [0, cnt) of the block; when each key's rows are
-        // contiguous too (causal diagonals, padding) the ranged tiles take
-        // each chain over its range, otherwise (a mask) the masked tiles
-        // skip the hidden pairs one by one.
+        // case: the dense tiles below) or some. Without a mask or a bias a
+        // row sees the keys [row_lo, cnt) of the block (row_lo > 0 only
+        // with a window or a chunk); when each key's rows are contiguous too
+        // (causal diagonals, padding, windows, chunks) the ranged tiles take
+        // each chain over its range, otherwise (a mask or a bias that hides
+        // pairs inside the ranges) the masked tiles skip the hidden pairs one
+        // by one. The three give the same chain for the pairs they take.
         bool any = false, all = true;
-        w.cnt.resize(z(rows));
+        w.cnt.resize(z(rows)), w.row_lo.resize(z(rows));
         for (std::int64_t ri = 0; ri < rows; ++ri) {
-          const std::int64_t cnt = w.sees[z(r0 + ri)] ? std::clamp<std::int64_t>(w.limit[z(r0 + ri)] - j0, 0, nk) : 0;
-          w.cnt[z(ri)] = cnt;
-          any = any || cnt > 0;
-          all = all && cnt == nk;
+          const bool sees = w.sees[z(r0 + ri)] != 0;
+          const std::int64_t lo = sees ? std::clamp<std::int64_t>(w.first[z(r0 + ri)] - j0, 0, nk) : 0;
+          const std::int64_t hi = sees ? std::clamp<std::int64_t>(w.limit[z(r0 + ri)] - j0, lo, nk) : 0;
+          w.row_lo[z(ri)] = lo, w.cnt[z(ri)] = hi;
+          any = any || hi > lo;
+          all = all && lo == 0 && hi == nk;
         }
         if (!any) continue;  // every product would be skipped: nothing to add
-        all = all && !masked;
+        // The bias's entries of the rows' ranges (0 elsewhere: hidden lanes).
+        if (a.var.bias.data)
+          for (std::int64_t ri = 0; ri < rows; ++ri) {
+            float* br = &w.bias[z(ri * nk16)];
+            std::fill(br, br + nk16, 0.0f);
+            const std::int64_t lo = w.row_lo[z(ri)], hi = w.cnt[z(ri)];
+            if (hi > lo) load_bias(a, b, h, i0 + ri, j0 + lo, hi - lo, br + lo);
+          }
         char* vis = w.vis.data();
+        bool holes = false;  // a pair inside a row's range hidden by the mask or the bias
+        if (!all || jb.pairwise)
+          for (std::int64_t ri = 0; ri < rows; ++ri) {
+            const std::int64_t lo = w.row_lo[z(ri)], hi = w.cnt[z(ri)];
+            const float* br = a.var.bias.data ? &w.bias[z(ri * nk16)] : nullptr;
+            for (std::int64_t jj = 0; jj < nk16; ++jj) {
+              const bool in = jj >= lo && jj < hi;
+              const bool on = in && (!jb.pairwise || (mask_allows(a, b, h, i0 + ri, j0 + jj) && (!br || br[jj] != neg_inf)));
+              vis[ri * nk16 + jj] = on;
+              holes = holes || (in && !on);
+            }
+          }
+        all = all && !holes;
         bool ranged = false;
         if (!all) {
-          for (std::int64_t ri = 0; ri < rows; ++ri) {
-            const std::int64_t lim = w.sees[z(r0 + ri)] ? w.limit[z(r0 + ri)] - j0 : 0;
-            for (std::int64_t jj = 0; jj < nk16; ++jj)
-              vis[ri * nk16 + jj] = jj < nk && jj < lim && mask_allows(a, b, h, i0 + ri, j0 + jj);
-          }
-          ranged = !masked;
-          w.row_lo.assign(z(rows), 0);
+          ranged = !holes;
           w.key_lo.assign(z(nk), 0), w.key_hi.assign(z(nk), 0);
           for (std::int64_t jj = 0; jj < nk && ranged; ++jj) {
             std::int64_t lo = rows, hi = 0, n = 0;
             for (std::int64_t ri = 0; ri < rows; ++ri)
-              if (jj < w.cnt[z(ri)]) lo = std::min(lo, ri), hi = ri + 1, ++n;
+              if (jj >= w.row_lo[z(ri)] && jj < w.cnt[z(ri)]) lo = std::min(lo, ri), hi = ri + 1, ++n;
             ranged = n == 0 || n == hi - lo;
             w.key_lo[z(jj)] = n ? lo : 0, w.key_hi[z(jj)] = n ? hi : 0;
           }
@@ -316,16 +355,49 @@ void one_kv_head(const job& jb, std::int64_t b, std::int64_t g, scratch& w) {
         // Scores and dP of every (row, key) of the block.
         gemm(qblk, d16, 1, w.kt.data(), nk16, d, w.s.data(), nk16, rows, nk16, false);
         gemm(doblk, dv16, 1, w.vt.data(), nk16, dv, w.dp.data(), nk16, rows, nk16, false);
-        // P = exp(S scale - LSE) and dS = P (dP - D) where the row sees the key, 0 elsewhere.
+        // P = exp(S - LSE) and dS = P (dP - D) where the row sees the key,
+        // 0 elsewhere. S = scale q.k, or with the variants (the forward's
+        // order) S = c tanh(x / c) + m_h (j - p) + Bias with x = scale q.k.
         float* sc = w.s.data();
-        for (std::int64_t ri = 0; ri < rows; ++ri) {
-          const std::int64_t lse_row = ATTNIMPL_MUTANT(backward_lse_previous_row) && i0 + ri > 0 ? r0 + ri - 1 : r0 + ri;
-          const float lse = w.lse[z(lse_row)];
-          float* x = sc + ri * nk16;
-          if (ATTNIMPL_MUTANT(backward_p_unscaled))
+        const auto lse_of = [&](std::int64_t ri) {
+          return w.lse[z(ATTNIMPL_MUTANT(backward_lse_previous_row) && i0 + ri > 0 ? r0 + ri - 1 : r0 + ri)];
+        };
+        if (!jb.terms) {
+          for (std::int64_t ri = 0; ri < rows; ++ri) {
+            const float lse = lse_of(ri);
+            float* x = sc + ri * nk16;
+            if (ATTNIMPL_MUTANT(backward_p_unscaled))
+              for (std::int64_t jj = 0; jj < nk16; ++jj) x[jj] = x[jj] - lse;
+            else
+              for (std::int64_t jj = 0; jj < nk16; ++jj) x[jj] = x[jj] * scale - lse;
+          }
+        } else {
+          const std::int64_t n = rows * nk16;
+          if (!ATTNIMPL_MUTANT(backward_p_unscaled))
+            for (std::int64_t k = 0; k < n; ++k) sc[k] = sc[k] * scale;
+          if (softcap) {
+            // t = tanh(x / c) with the forward's tanh (kept for dS), x -> c t.
+            const float cap = a.var.softcap;
+            float* u = w.p.data();  // free until the exp below
+            for (std::int64_t k = 0; k < n; ++k) u[k] = sc[k] / cap;
+            tanh_n(u, w.th.data(), z(n));
+            for (std::int64_t k = 0; k < n; ++k) sc[k] = cap * w.th[z(k)];
+          }
+          const bool alibi = a.var.alibi && !ATTNIMPL_MUTANT(backward_alibi_ignored);
+          for (std::int64_t ri = 0; ri < rows; ++ri) {
+            float* x = sc + ri * nk16;
+            if (alibi) {  // j - p exact in f32 (|j - p| < 2^24), as the forward
+              const float slope = a.var.alibi[h];
+              const std::int64_t rel = j0 - w.pos[z(r0 + ri)];
+              for (std::int64_t jj = 0; jj < nk16; ++jj) x[jj] = x[jj] + slope * static_cast<float>(rel + jj);
+            }
+            if (a.var.bias.data) {
+              const float* br = &w.bias[z(ri * nk16)];
+              for (std::int64_t jj = 0; jj < nk16; ++jj) x[jj] = x[jj] + br[jj];
+            }
+            const float lse = lse_of(ri);
             for (std::int64_t jj = 0; jj < nk16; ++jj) x[jj] = x[jj] - lse;
-          else
-            for (std::int64_t jj = 0; jj < nk16; ++jj) x[jj] = x[jj] * scale - lse;
+          }
         }
         exp_n(sc, w.p.data(), z(rows * nk16));
         for (std::int64_t ri = 0; ri < rows; ++ri) {
@@ -337,6 +409,10 @@ void one_kv_head(const job& jb, std::int64_t b, std::int64_t g, scratch& w) {
             for (std::int64_t jj = 0; jj < nk16; ++jj) ds[jj] = dp[jj] - big_d;
           else
             for (std::int64_t jj = 0; jj < nk16; ++jj) ds[jj] = p[jj] * (dp[jj] - big_d);
+          if (softcap && !ATTNIMPL_MUTANT(backward_softcap_grad_ignored)) {  // dX = dS (1 - t^2), the cap's derivative
+            const float* t = &w.th[z(ri * nk16)];
+            for (std::int64_t jj = 0; jj < nk16; ++jj) ds[jj] = ds[jj] * (1.0f - t[jj] * t[jj]);
+          }
           if (!all) {
             const char* on = vis + ri * nk16;
             for (std::int64_t jj = 0; jj < nk16; ++jj) {
