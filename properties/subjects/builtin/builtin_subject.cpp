@@ -229,14 +229,10 @@ attnimpl::backward_config backward_config_of(const instance* in, const attncheck
   return {in->tiles.q_tile, in->tiles.k_tile, p->threads, in->tiles.simd};
 }
 
-// dQ, dK, dV of a contract 1.0 problem (docs/spec.md "Backward"). The score
-// variants have no backward in the contract yet: refused, not ignored.
+// dQ, dK, dV (and d(sink)) of a problem with any of the score variants
+// (docs/spec.md "Backward"): impl's backward takes the forward's variants.
 int attend_backward(void* state, const attncheck_backward_problem* bp, char* err, std::size_t err_len) {
   const attncheck_problem* p = bp->forward;
-  if (variants_of(p).any()) {
-    write_err(err, err_len, "the builtin's backward takes no score variants (contract 1.0 problems only)");
-    return 1;
-  }
   attnimpl::backward_args a;
   a.dims = {p->b, p->hq, p->hkv, p->lq, p->lk, p->d, p->dv};
   const auto t = to_impl(p->dtype);
@@ -260,6 +256,8 @@ int attend_backward(void* state, const attncheck_backward_problem* bp, char* err
   a.causal = p->causal != 0;
   a.key_len = p->key_len;
   if (p->mask) a.mask = {p->mask, {p->mask_stride[0], p->mask_stride[1], p->mask_stride[2], p->mask_stride[3]}};
+  a.var = variants_of(p);
+  a.d_sinks = bp->d_sinks;
   const auto st = attnimpl::attention_backward(a, backward_config_of(static_cast<instance*>(state), p));
   if (!st.ok()) {
     write_err(err, err_len, st.message);
@@ -287,9 +285,9 @@ void describe(instance& in, const char* name) {
   // Every contract 1.1 score variant, in the one-shot call and the paged and
   // ragged forms (docs/impl.md); the cache path takes none.
   d.features_v3 = ATTNCHECK_FEATURE3_WINDOW | ATTNCHECK_FEATURE3_CHUNK | ATTNCHECK_FEATURE3_SOFTCAP | ATTNCHECK_FEATURE3_SINKS |
-                  ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS | ATTNCHECK_FEATURE3_BACKWARD | ATTNCHECK_FEATURE3_PAGED |
-                  ATTNCHECK_FEATURE3_RAGGED;
-  // Backward (contract 1.0 problems, impl/src/backward): one fixed order of
+                  ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS | ATTNCHECK_FEATURE3_BACKWARD |
+                  ATTNCHECK_FEATURE3_BACKWARD_VARIANTS | ATTNCHECK_FEATURE3_PAGED | ATTNCHECK_FEATURE3_RAGGED;
+  // Backward (every score variant, d(sink) too, impl/src/backward): one fixed order of
   // every sum whatever the thread count or instruction set, multiplies and
   // adds only (no contraction), so the same bits everywhere.
   // Paged and ragged (attnimpl/paged.hpp): the dense form's engine, whose
