@@ -94,7 +94,7 @@
   X(backward_key_tail_tile_dropped, "backward_gradients backward_value", "Lk=1 (< T)")   \
   X(backward_ds_without_p, "backward_gradients backward_key", "Lk=2")                    \
   X(backward_dq_order_nondeterministic, "backward_same", "Lk=2")                         \
-  X(backward_softcap_grad_ignored, "backward_variant", "Lk=2, softcap")                \
-  X(backward_window_ignored, "backward_variant", "Lq=1, Lk=2, left=0") \
-  X(backward_sink_grad_dropped, "backward_variant", "Lk=1, sinks")                     \
+  X(backward_softcap_grad_ignored, "backward_variant", "Lk=2, softcap")                  \
+  X(backward_window_ignored, "backward_variant", "Lq=1, Lk=2, left=0")                   \
+  X(backward_sink_grad_dropped, "backward_variant", "Lk=1, sinks")                       \
   X(backward_alibi_ignored, "backward_variant", "Lk=2, ALiBi")
