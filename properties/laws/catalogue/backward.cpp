@@ -205,10 +205,15 @@ std::string takes_backward_variants(const subject& s) {
 
 // A variant case of the backward group: drawn with the variants the subject
 // declares (law entry with_variants, capped at backward_max_work); a case the
-// generator left without one gets a variant choice from its seed, so every
-// case judges a variant. Value kinds as prepare_gradients.
+// generator left without one, or one too large (a fuzzed header: cut_to keeps
+// no bias shape or per-head values in step), gets a variant choice from its
+// seed after the cut, so every case judges a variant. Value kinds as
+// prepare_gradients.
 void prepare_variant_gradients(attn_case& c, const subject& s) {
-  cut_to(c, backward_max_work);
+  if (case_work(c) > backward_max_work) {
+    c.variants = {};
+    cut_to(c, backward_max_work);
+  }
   if (!c.variants.any()) {
     law_rng rng(c, 0xb7a2);
     variant_choice v;
