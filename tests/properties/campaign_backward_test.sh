@@ -3,12 +3,16 @@
 # every fully judged case accepted by the bound, per dtype and per gradient,
 # and the JSON carries the fudge-factor counts; two shards merge into the
 # unsharded run; a broken backward (dQ without the scale) is caught and its
-# saved case replays as a failure of the backward law; --backward with
-# --variants or --form, and a subject without backward, are refused naming
-# --backward (exit 2).
-# Usage: campaign_backward_test.sh ATTNCHECK BROKEN_BACKWARD_PLUGIN FORWARD_ONLY_PLUGIN
+# saved case replays as a failure of the backward law; with --variants the
+# naive subject passes with d(sink) judged as dSink, a d(sink) of the wrong
+# sign is caught and replays as a failure of the variant law, and a subject
+# whose backward takes no variants is refused naming --variants; --backward
+# with --form, and a subject without backward, are refused naming --backward
+# (exit 2).
+# Usage: campaign_backward_test.sh ATTNCHECK BROKEN_BACKWARD_PLUGIN FORWARD_ONLY_PLUGIN BROKEN_SINK_PLUGIN
+#        NO_VARIANT_BACKWARD_PLUGIN
 set -u
-attncheck=$1 broken=$2 forward_only=$3
+attncheck=$1 broken=$2 forward_only=$3 broken_sink=$4 no_variants=$5
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -65,10 +69,35 @@ grep -q "backward.gradients_within_bound_of_oracle" "$file" || fail "the saved c
 rc=$?
 [ $rc -eq 1 ] || { cat "$out/repro.log"; fail "repro of the saved backward case should fail with exit 1, got $rc"; }
 
-"$attncheck" campaign --backward --subject naive --variants --cases 5 >"$out/v.log" 2>&1
+"$attncheck" campaign --backward --variants --subject naive --cases 300 --json "$out/v.json" >"$out/v.log" 2>&1
 rc=$?
-[ $rc -eq 2 ] && grep -q -- "--backward: not with --variants" "$out/v.log" ||
-  { cat "$out/v.log"; fail "--backward --variants was not refused naming --backward (exit $rc)"; }
+[ $rc -eq 0 ] || { tail -30 "$out/v.log"; fail "naive backward with variants: exit $rc"; }
+grep -q "elements (dQ, dK, dV, dSink) judged" "$out/v.log" || fail "the variant run's lines do not name dSink"
+grep -q "no fudge-factor comparison with --variants" "$out/v.log" || fail "the variant run does not say why it has no fudge table"
+python3 - "$out/v.json" <<'PY' || exit 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["config"]["backward"] is True and d["config"]["variants"] is True, d["config"]
+assert d["violations"] == 0, d["violations"]
+for g in ("dQ", "dK", "dV", "dSink"):
+    s = d["by_gradient"][g]
+    assert s["elements"] > 0 and s["violations"] == 0, (g, s["elements"], s["violations"])
+assert d["by_feature"].get("none", {"cases": 0})["cases"] == 0, "a backward variant case without a variant"
+PY
+"$attncheck" campaign --backward --variants --subject "$broken_sink" --cases 300 --out "$out/vcases" >"$out/vb.log" 2>&1
+rc=$?
+[ $rc -eq 1 ] || { tail -20 "$out/vb.log"; fail "the d(sink) of the wrong sign passed (exit $rc)"; }
+grep -q "dSink\[h=" "$out/vb.log" || fail "the violation does not name a dSink element"
+file=$(ls "$out"/vcases/campaign-*.json 2>/dev/null | head -1)
+[ -n "$file" ] || fail "no violating variant case saved"
+grep -q "backward.variant_gradients_within_bound_of_oracle" "$file" || fail "the saved case does not name the variant law"
+"$attncheck" repro "$file" >"$out/vrepro.log" 2>&1
+rc=$?
+[ $rc -eq 1 ] || { cat "$out/vrepro.log"; fail "repro of the saved variant case should fail with exit 1, got $rc"; }
+"$attncheck" campaign --backward --variants --subject "$no_variants" --cases 5 >"$out/nv.log" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q -- "--variants: with --backward" "$out/nv.log" ||
+  { cat "$out/nv.log"; fail "a backward without variants was not refused naming --variants (exit $rc)"; }
 "$attncheck" campaign --backward --subject naive --form paged --cases 5 >"$out/f.log" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q -- "--backward: not with --form" "$out/f.log" ||

@@ -73,7 +73,10 @@ void add_campaign(CLI::App& app) {
               "judge the backward pass: every case drawn and cut as backward.gradients_within_bound_of_oracle draws it "
               "(contract 1.0, B*Hq*Lq*Lk*(D+Dv) <= 3000, a dO recipe), dQ, dK and dV against the backward oracle within the "
               "backward bound, per dtype and per gradient, beside what PyTorch's 180x and FlashAttention's 2x fudge-factor "
-              "rules accept on the same cases; the subject must declare backward");
+              "rules accept on the same cases; the subject must declare backward. With --variants: drawn as "
+              "backward.variant_gradients_within_bound_of_oracle draws them (every declared variant), d(sink) judged as a "
+              "fourth gradient, dSink, and no fudge-factor comparison (its reference covers contract 1.0 only); the subject "
+              "must declare FEATURE3_BACKWARD_VARIANTS");
   c->add_option("--out", copt.out_dir, "save violating cases here");
   c->add_option("--html", html_path,
                 "write a self-contained HTML report here (per-dtype histograms, worst cases, rate, oracle tiers)");

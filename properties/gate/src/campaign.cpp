@@ -121,10 +121,11 @@ struct case_tally {
   }
   // `where()` names the element (built only when the element may become the
   // worst or fails); `also`, `also_worst`: a part of the case (a gradient)
-  // that tallies the element too.
+  // that tallies the element too; `overflow`: the element's own type's
+  // overflow threshold where it is not the case's (0: the case's).
   template <class Where>
   void element(const Where& where, double expected, double got, double bound, campaign_stats* also = nullptr,
-               comparison* also_worst = nullptr) {
+               comparison* also_worst = nullptr, double overflow = 0) {
     campaign_stats* both[2] = {&st, also};
     // The common case, decided as comparison::element decides it, without
     // building the element's name: finite values within a finite bound that
@@ -142,7 +143,7 @@ struct case_tally {
       }
     }
     comparison e;
-    e.overflow_threshold = worst.overflow_threshold;
+    e.overflow_threshold = overflow > 0 ? overflow : worst.overflow_threshold;
     e.element(where(), expected, got, bound);
     if (std::isnan(expected)) return;
     if (e.pass && e.compared == 0) {  // NaN or +inf bound: outside the bound's domain, nothing judged
@@ -193,8 +194,10 @@ void judge_forward(const subject& s, const attn_case& c, case_tally& t) {
       }
 }
 
-// The law whose cases and verdict a backward campaign repeats at scale.
+// The law whose cases and verdict a backward campaign repeats at scale
+// (with --variants, the variant law: its cases carry the declared variants).
 constexpr const char* backward_law = "backward.gradients_within_bound_of_oracle";
+constexpr const char* backward_variant_law = "backward.variant_gradients_within_bound_of_oracle";
 
 // Backward: dQ, dK and dV against the backward oracle within the backward
 // bound, the subject handed the oracle's O (storage type) and LSE (f32), as
@@ -216,13 +219,20 @@ void judge_backward(const subject& s, const attn_case& c, case_tally& t, std::ma
     const dims4& shape;
     const char* axes[3];
   };
-  const one_gradient all[3] = {{"dQ", out.dq, r.dq, r.dq_bound, r.dq_shape, {"i", "h", "d"}},
+  // d(sink) (Hq entries, f32 whatever the storage type) as a fourth, with sinks.
+  tensor d_sinks = make_tensor(
+      dtype::f32, dims4{std::max<std::int64_t>(1, static_cast<std::int64_t>(out.d_sinks.size())), 1, 1, 1}, layout_kind::bshd);
+  for (std::size_t h = 0; h < out.d_sinks.size(); ++h) d_sinks.set(static_cast<std::int64_t>(h), 0, 0, 0, out.d_sinks[h]);
+  const dims4 sink_shape{c.hq, 1, 1, 1};
+  const one_gradient all[4] = {{"dQ", out.dq, r.dq, r.dq_bound, r.dq_shape, {"i", "h", "d"}},
                                {"dK", out.dk, r.dk, r.dk_bound, r.dk_shape, {"j", "g", "d"}},
-                               {"dV", out.dv, r.dv, r.dv_bound, r.dv_shape, {"j", "g", "e"}}};
+                               {"dV", out.dv, r.dv, r.dv_bound, r.dv_shape, {"j", "g", "e"}},
+                               {"dSink", d_sinks, r.d_sinks, r.d_sinks_bound, sink_shape, {"-", "-", "-"}}};
   gradient_values got;
-  std::vector<double>* got_of[3] = {&got.dq, &got.dk, &got.dv};
+  std::vector<double> got_sinks;
+  std::vector<double>* got_of[4] = {&got.dq, &got.dk, &got.dv, &got_sinks};
   bool every_judged = true;
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < (r.d_sinks.empty() ? 3 : 4); ++k) {
     const one_gradient& g = all[k];
     campaign_stats& gs = grads[g.name];
     comparison gw;
@@ -240,12 +250,15 @@ void judge_backward(const subject& s, const attn_case& c, case_tally& t, std::ma
             every_judged = every_judged && std::isfinite(g.bound[x]);
             const auto where = [&] {
               char w[112];
-              std::snprintf(w, sizeof w, "%s[b=%lld,%s=%lld,%s=%lld,%s=%lld]", g.name, static_cast<long long>(x0), g.axes[0],
-                            static_cast<long long>(x1), g.axes[1], static_cast<long long>(x2), g.axes[2],
-                            static_cast<long long>(x3));
+              if (k == 3)
+                std::snprintf(w, sizeof w, "dSink[h=%lld]", static_cast<long long>(x0));
+              else
+                std::snprintf(w, sizeof w, "%s[b=%lld,%s=%lld,%s=%lld,%s=%lld]", g.name, static_cast<long long>(x0), g.axes[0],
+                              static_cast<long long>(x1), g.axes[1], static_cast<long long>(x2), g.axes[2],
+                              static_cast<long long>(x3));
               return element_where(w);
             };
-            t.element(where, g.exact[x], v, g.bound[x], &gs, &gw);
+            t.element(where, g.exact[x], v, g.bound[x], &gs, &gw, k == 3 ? overflow_threshold(dtype::f32) : 0.0);
           }
     gs.max_ratio_case = to_line(c) + "  " + gw.worst.describe();
     if (gs.violations) {
@@ -254,8 +267,9 @@ void judge_backward(const subject& s, const attn_case& c, case_tally& t, std::ma
       gs.violating.push_back({0, gs.first_violation.substr(0, 2000)});  // index set by the caller
     }
   }
-  if (!every_judged) return;
-  // The fudge-factor rules, on the cases whose every element the bound judges.
+  // The fudge-factor rules, on the cases whose every element the bound judges
+  // (their same-precision reference covers contract 1.0 cases only).
+  if (!every_judged || c.variants.any()) return;
   const gradient_values ref = same_precision_backward(c, d_o);
   t.st.fudge_cases = 1;
   t.st.bound_accepts = t.violated ? 0 : 1;
@@ -277,8 +291,9 @@ slice_stats run_slice(const subject& s, const campaign_options& opt, std::int64_
   gen_options g;
   g.max_work = opt.max_work;
   g.variants = opt.variants;  // as the differential law's generator: capped at variant_max_work
+  const law* bw = opt.backward ? find_law(opt.variants ? backward_variant_law : backward_law) : nullptr;
+  if (bw && bw->max_work > 0) g.max_work = std::min(g.max_work, bw->max_work);  // as the runner caps the law's cases
   const auto gen = any_case(s, g);
-  const law* bw = opt.backward ? find_law(backward_law) : nullptr;
   int saved = 0;
   for (std::int64_t p = first; p < last; ++p) {
     if (done) __atomic_store_n(done, p - first, __ATOMIC_RELAXED);
@@ -286,7 +301,7 @@ slice_stats run_slice(const subject& s, const campaign_options& opt, std::int64_
     attn_case c = gen(rc::Random(opt.seed + static_cast<std::uint64_t>(k)), static_cast<int>(k % 100)).value();
     if (opt.only_type) c.type = *opt.only_type;
     if (!opt.form.empty()) draw_input_form(c, s, opt.form);
-    if (bw) bw->prepare(c, s);  // cut to the backward law's work, contract 1.0, a dO recipe
+    if (bw) bw->prepare(c, s);  // the backward law's: its work, its variants (contract 1.0 without), a dO recipe
     materialize(c);
     // This case's stats, added to its dtype's and to each of its features' (and gradients').
     case_tally t(c.type);
@@ -311,7 +326,7 @@ slice_stats run_slice(const subject& s, const campaign_options& opt, std::int64_
         std::snprintf(file, sizeof file, "campaign-%016llx.json", static_cast<unsigned long long>(fingerprint(c)));
         // The subject's spec (a plugin's path absolute): `attncheck repro FILE` replays it as is.
         write_case_file((std::filesystem::path(opt.out_dir) / file).string(),
-                        {c, bw ? backward_law : "differential.output_within_bound_of_oracle",
+                        {c, bw ? bw->name.c_str() : "differential.output_within_bound_of_oracle",
                          gate_detail::absolute_spec(opt.subject), worst.failure.substr(0, 2000)});
         ++saved;
       }
@@ -408,13 +423,14 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
                                      std::to_string(opt.cases) + "): every shard runs at least one case");
   if (!opt.form.empty() && opt.form != "paged" && opt.form != "ragged")
     throw input_error("--form", "'" + opt.form + "' is not one of paged, ragged");
-  if (opt.backward && opt.variants)
-    throw input_error("--backward", "not with --variants: the backward oracle covers contract 1.0 cases only");
   if (opt.backward && !opt.form.empty())
     throw input_error("--backward", "not with --form: the backward oracle judges the dense form only");
   const auto s = subject::load(opt.subject);
   if (opt.backward && !s->has_backward())
     throw input_error("--backward", "subject " + s->name() + " does not declare backward (ABI v3 FEATURE3_BACKWARD)");
+  if (opt.backward && opt.variants && !s->has_backward_variants())
+    throw input_error("--variants", "with --backward: subject " + s->name() +
+                                        "'s backward takes no variants (ABI v3 FEATURE3_BACKWARD_VARIANTS)");
   if (!opt.form.empty()) {
     attn_case probe;  // the subject must declare the form: a clear error before any worker starts
     draw_input_form(probe, *s, opt.form);
@@ -526,13 +542,18 @@ void print_backward_tables(const campaign_result& r, std::ostream& out) {
   std::snprintf(row, sizeof row, "  %-8s %14s %12s %10s %12s  %s\n", "gradient", "elements", "unjudged", "violations",
                 "max obs/bd", "case of the largest observed/bound");
   out << row;
-  for (const char* g : {"dQ", "dK", "dV"}) {
+  for (const char* g : campaign_gradients) {
     const auto it = r.by_gradient.find(g);
+    if (std::string_view(g) == "dSink" && it == r.by_gradient.end()) continue;  // no case had sinks
     const campaign_stats empty;
     const campaign_stats& st = it == r.by_gradient.end() ? empty : it->second;
     std::snprintf(row, sizeof row, "  %-8s %14lld %12lld %10lld %12.4g  ", g, static_cast<long long>(st.elements),
                   static_cast<long long>(st.unjudged_elements), static_cast<long long>(st.violations), st.max_ratio);
     out << row << (st.cases ? st.max_ratio_case : std::string("-")) << "\n";
+  }
+  if (r.options.variants) {
+    out << "\nno fudge-factor comparison with --variants: its same-precision reference covers contract 1.0 only\n";
+    return;
   }
   out << "\nthe fudge-factor rules on the same cases (docs/campaign.md, \"Backward\"): of the cases whose every gradient\n"
          "element the bound judges, how many each accepts (a case is accepted when its dQ, dK and dV all are);\n"
@@ -577,8 +598,9 @@ void print_campaign(const campaign_result& r, std::ostream& out) {
     out << ", jobs " << opt.jobs;
   out << "\n";
   if (opt.backward)
-    out << "oracle: the backward oracle (mpfr50) on every case, cases drawn as " << backward_law
-        << " draws them (contract 1.0, B*Hq*Lq*Lk*(D+Dv) <= 3000)\n";
+    out << "oracle: the backward oracle (mpfr50) on every case, cases drawn as "
+        << (opt.variants ? backward_variant_law : backward_law) << " draws them ("
+        << (opt.variants ? "the declared variants, d(sink) judged as dSink" : "contract 1.0") << ", B*Hq*Lq*Lk*(D+Dv) <= 3000)\n";
   else
     out << "oracle: auto_tier: fast binary64 tier judged " << total_fast << " of " << total << " cases ("
         << percent(total_fast, total) << "), mpfr50 the rest\n";
@@ -588,8 +610,8 @@ void print_campaign(const campaign_result& r, std::ostream& out) {
   out << "time: " << rate << "\n";
   for (const auto& [t, st] : r.by_type) {
     out << "\n[" << t << "] " << st.cases << " cases, " << st.elements
-        << (opt.backward ? " elements (dQ, dK, dV)" : " elements (O and LSE)") << " judged, violations " << st.violations
-        << " in " << st.violating_cases << " cases; " << st.unjudged_elements
+        << (opt.backward ? (opt.variants ? " elements (dQ, dK, dV, dSink)" : " elements (dQ, dK, dV)") : " elements (O and LSE)")
+        << " judged, violations " << st.violations << " in " << st.violating_cases << " cases; " << st.unjudged_elements
         << " elements outside the bound's domain (NaN or +inf bound: not judged)\n";
     if (!opt.backward)
       out << "  judged by the fast oracle tier: " << st.fast_tier_cases << " cases (" << percent(st.fast_tier_cases, st.cases)

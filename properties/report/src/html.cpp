@@ -544,8 +544,9 @@ void write_campaign_html(const std::string& path, const campaign_options& opt, c
     // Per gradient, and the fudge-factor rules beside the bound, as the console prints them.
     o << "<h2>Per gradient (--backward)</h2>\n<table class=\"gradients\"><tr><th>gradient</th><th>elements judged</th>"
          "<th>not judged</th><th>violations</th><th>largest observed/bound</th><th>its case</th></tr>\n";
-    for (const char* g : {"dQ", "dK", "dV"}) {
+    for (const char* g : campaign_gradients) {
       const auto it = r.by_gradient.find(g);
+      if (std::string_view(g) == "dSink" && it == r.by_gradient.end()) continue;  // no case had sinks
       const campaign_stats empty;
       const campaign_stats& st = it == r.by_gradient.end() ? empty : it->second;
       o << "<tr><td>" << g << "</td><td class=\"n\">" << st.elements << "</td><td class=\"n\">" << st.unjudged_elements
@@ -553,7 +554,13 @@ void write_campaign_html(const std::string& path, const campaign_options& opt, c
         << (st.cases ? num(st.max_ratio, "%.4g") : std::string("-")) << "</td><td><code>"
         << escape(st.cases ? st.max_ratio_case : std::string("-")) << "</code></td></tr>\n";
     }
-    o << "</table>\n<h2>The fudge-factor rules on the same cases</h2>\n<p class=\"meta\">Of the cases whose every "
+    o << "</table>\n";
+    if (opt.variants)
+      o << "<p class=\"meta\">No fudge-factor comparison with --variants: its same-precision reference covers contract "
+           "1.0 only.</p>\n";
+  }
+  if (opt.backward && !opt.variants) {
+    o << "<h2>The fudge-factor rules on the same cases</h2>\n<p class=\"meta\">Of the cases whose every "
          "gradient element the bound judges, how many each accepts (a case: its dQ, dK and dV all accepted). PyTorch: "
          "180 times a same-precision reference's atol and rtol; FlashAttention: twice its largest error.</p>\n"
          "<table class=\"fudge\"><tr><th>dtype</th><th>cases</th><th>bound accepts</th><th>PyTorch 180x accepts</th>"

@@ -97,6 +97,8 @@ struct campaign_shard {
 /// 1.1 variant, then "none" (a case with no variant). A case with several
 /// variants counts under each of them.
 inline constexpr const char* campaign_features[] = {"window", "chunk", "softcap", "sinks", "alibi", "bias", "none"};
+/// The rows of by_gradient (--backward): dSink only where a case had sinks (--variants).
+inline constexpr const char* campaign_gradients[] = {"dQ", "dK", "dV", "dSink"};
 /// The campaign_features rows of a case.
 std::vector<std::string> features_of(const attn_case& c);
 
