@@ -230,6 +230,21 @@ def tanh_without_softcap(q, k, v, **kw):
 tanh_without_softcap.__attncheck__ = dict(u=2**-53, exp_ulps=1, tanh_ulps=2, features=["window"])
 
 
+def backward_variants_without_backward(q, k, v, **kw):
+    return _nv.attention(q, k, v, **kw)
+
+
+backward_variants_without_backward.__attncheck__ = dict(u=2**-53, exp_ulps=1, features=["window", "backward_variants"])
+
+
+def backward_variants_without_variants(q, k, v, **kw):
+    return _nv.attention(q, k, v, **kw)
+
+
+backward_variants_without_variants.__attncheck__ = dict(u=2**-53, exp_ulps=1, features=["backward_variants"],
+                                                        backward=lambda *a, **kw: None)
+
+
 def tanh_ulps_too_large(q, k, v, **kw):
     return _nv.attention(q, k, v, **kw)
 

@@ -57,7 +57,7 @@ __all__ = ["declare", "bf16_bits", "bf16_values", "oracle", "Oracle", "gate", "C
 
 _DTYPES = ("f32", "f16", "bf16")
 _FEATURES = ("causal", "padding", "mask", "lse", "threads", "window", "chunk", "softcap", "sinks", "alibi", "bias", "paged",
-             "ragged")
+             "ragged", "backward_variants")
 _CLAIMS = ("deterministic", "threads", "batch", "cache", "layout", "lq", "page_placement", "paged_equals_dense",
            "ragged_equals_dense", "backward_deterministic")
 
@@ -74,7 +74,9 @@ def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), 
                "alibi", "bias" (each reaches the callable as a keyword when a
                case uses it: docs/python.md, "Variants"), and the contract 1.2
                input forms "paged" and "ragged" (docs/python.md, "Paged K/V
-               and ragged batches")
+               and ragged batches"), and "backward_variants" (with backward:
+               the backward is handed the variants' keywords too and, with
+               sinks, returns d_sinks fourth: docs/python.md, "Backward")
     tanh_ulps  accuracy of the tanh used, in ulps, in [0, 4096]: required with
                "softcap", refused without it
     claims     invariances checked bit for bit: "deterministic", "threads",

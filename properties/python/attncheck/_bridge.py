@@ -31,6 +31,9 @@ FORMS3 = {"paged": 0x040, "ragged": 0x080}
 FORM_KEYWORDS = {"paged": ("k_pages", "v_pages", "block_table", "page_size"), "ragged": ("cu_seqlens_q", "cu_seqlens_k")}
 # ATTNCHECK_FEATURE3_BACKWARD: set by a declaration's `backward` callable (docs/python.md "Backward").
 FEATURE3_BACKWARD = 0x100
+# ATTNCHECK_FEATURE3_BACKWARD_VARIANTS: the feature "backward_variants", with a backward callable: it is handed
+# the declared variants' keywords too and, with sinks, returns d(sink) as a fourth result (docs/python.md "Backward").
+BACKWARD3 = {"backward_variants": 0x400}
 # Version 3 claims (attncheck_instance.invariances_v3, ATTNCHECK_CLAIM3_*), checked bit for bit.
 CLAIMS3 = {"page_placement": 0x01, "paged_equals_dense": 0x02, "ragged_equals_dense": 0x04,
            "backward_deterministic": 0x08}
@@ -130,7 +133,7 @@ class Subject:
         if "backward" in features:
             raise DeclarationError("features: 'backward' is declared by giving the backward callable "
                                    "(declare(backward=fn), docs/python.md \"Backward\")")
-        v3 = {**FEATURES3, **FORMS3}
+        v3 = {**FEATURES3, **FORMS3, **BACKWARD3}
         self.feature_bits = _names({"features": [f for f in features if f not in v3]}, "features", {**FEATURES, **v3}, [])
         self.feature3_bits = _names({"features": [f for f in features if f in v3]}, "features", v3, [])
         self.variants = [name for name in FEATURES3 if self.feature3_bits & FEATURES3[name]]
@@ -144,6 +147,12 @@ class Subject:
             if not callable(self.backward_fn):
                 raise DeclarationError(f"backward: {self.backward_fn!r} is not callable")
             self.feature3_bits |= FEATURE3_BACKWARD
+        if self.feature3_bits & BACKWARD3["backward_variants"]:
+            if self.backward_fn is None:
+                raise DeclarationError("features: 'backward_variants' needs the backward callable (declare(backward=fn))")
+            if not self.variants:
+                raise DeclarationError("features: 'backward_variants' needs a variant declared (window, chunk, softcap, "
+                                       "sinks, alibi or bias)")
         self.cache_class = decl.get("cache")
         if self.cache_class is not None:
             for method in ("append", "attend"):
@@ -196,16 +205,26 @@ class Subject:
         q, k, v = (None if x is None else self._arg(x, name) for x in (q, k, v))
         self._store(self.fn(q, k, v, **kwargs), name, o, lse)
 
-    def backward(self, dtype, q, k, v, o, lse, d_o, scale, causal, key_len, mask, threads, dq, dk, dv, variants=None):
+    def backward(self, dtype, q, k, v, o, lse, d_o, scale, causal, key_len, mask, threads, dq, dk, dv, variants=None,
+                 d_sinks=None):
         name = DTYPE_NAMES[dtype]
         kwargs = self._kwargs(name, scale, causal, key_len, mask, threads, variants)
         q, k, v, o, d_o = (self._arg(x, name) for x in (q, k, v, o, d_o))
         lse = self._torch_of(lse) if self.tensors == "torch" else lse
         result = self.backward_fn(q, k, v, o, lse, d_o, **kwargs)
-        if not isinstance(result, (tuple, list)) or len(result) != 3:
-            raise TypeError("the subject's backward must return (dQ, dK, dV)")
+        # With sinks (backward_variants), d(sink) comes fourth: Hq float32 values.
+        want = 3 if d_sinks is None else 4
+        if not isinstance(result, (tuple, list)) or len(result) != want:
+            raise TypeError("the subject's backward must return " +
+                            ("(dQ, dK, dV)" if want == 3 else "(dQ, dK, dV, d_sinks) when the case has sinks"))
         for got, into, what in zip(result, (dq, dk, dv), ("dQ", "dK", "dV")):
             self._copy_into(got, into, name, what)
+        if d_sinks is not None:
+            got = self._numpy_of(result[3], "d_sinks")
+            if got.dtype != np.float32 or got.shape != d_sinks.shape:
+                raise TypeError(f"the subject returned d_sinks as {got.dtype} {tuple(got.shape)}; expected float32 "
+                                f"{d_sinks.shape} (one per query head)")
+            np.copyto(d_sinks, got, casting="no")
 
     def cache_create(self, dtype, b, hkv, d, dv, capacity, page_size, page_order):
         config = CacheConfig(DTYPE_NAMES[dtype], b, hkv, d, dv, capacity, page_size, page_order, self.tensors)

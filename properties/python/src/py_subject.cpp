@@ -197,6 +197,10 @@ int attend_backward(void* st, const attncheck_backward_problem* bp, char* err, s
     if (bp->lse) lse = view(bp->lse, py::dtype("float32"), 4, {p.b, p.hq, p.lq}, bp->lse_stride, false);
     const py::dtype dt = numpy_storage(p.dtype);
     const std::size_t w = width_of(p.dtype);
+    // d(sink): Hq float32 entries, writable, with sinks (FEATURE3_BACKWARD_VARIANTS).
+    const std::int64_t one = 1;
+    py::object d_sinks = py::none();
+    if (bp->d_sinks) d_sinks = view(bp->d_sinks, py::dtype("float32"), 4, {p.hq}, &one, true);
     of(st)->subject.attr("backward")(
         static_cast<int>(p.dtype), tensor_view(p.q, p.dtype, p.b, p.lq, p.hq, p.d),
         tensor_view(p.k, p.dtype, p.b, p.lk, p.hkv, p.d), tensor_view(p.v, p.dtype, p.b, p.lk, p.hkv, p.dv),
@@ -204,7 +208,7 @@ int attend_backward(void* st, const attncheck_backward_problem* bp, char* err, s
         static_cast<double>(p.scale), p.causal != 0, key_len, mask, p.threads,
         view(bp->dq, dt, w, {p.b, p.lq, p.hq, p.d}, bp->dq_stride, true),
         view(bp->dk, dt, w, {p.b, p.lk, p.hkv, p.d}, bp->dk_stride, true),
-        view(bp->dv, dt, w, {p.b, p.lk, p.hkv, p.dv}, bp->dv_stride, true), variants_of(p));
+        view(bp->dv, dt, w, {p.b, p.lk, p.hkv, p.dv}, bp->dv_stride, true), variants_of(p), d_sinks);
   });
 }
 

@@ -25,6 +25,13 @@ exp_ulps"):
   attn_mask, and declaring no mask; it takes no scale and divides Q by
   sqrt(D), so the case's scale is folded into Q as scale * sqrt(D) (one
   rounding, as torch_mha does);
+- `variants_guarded`: `math_guarded` with every contract 1.1 variant
+  (declaring `backward_variants`): the softcap, ALiBi and bias added to the
+  scores, window, chunk and -inf bias hiding keys, and the sink a column of
+  the softmax; autograd differentiates the sink logits too, so d(sink) is
+  torch's, independent of the oracle's formula;
+- `variants_sink_detached`: the same with the sink logits detached in the
+  forward (a common slip: the sink as a constant), so d(sink) comes back 0;
 - `tutorial_<module>_corrected`: the corrected modules of the tutorials
   (attncheck.tutorials, docs/tutorials.md) whose forward is differentiable,
   with their masks.
@@ -34,17 +41,22 @@ import math as _pymath
 import torch
 
 from .torch_math import allowed_keys, math_attention
+from .torch_variants import variant_mask
 
 _sdpa = torch.nn.functional._scaled_dot_product_attention
 
 
 def autograd_backward(forward):
-    """The backward of a differentiable forward, by torch.autograd: (dQ, dK, dV) of L = sum dO * O."""
+    """The backward of a differentiable forward, by torch.autograd: (dQ, dK, dV) of L = sum dO * O, and with
+    sinks (a subject declaring backward_variants) d(sink) fourth, the sink logits a leaf too."""
 
     def backward(q, k, v, o, lse, d_o, **kw):
         with torch.enable_grad():
             leaves = [x.detach().clone().requires_grad_(True) for x in (q, k, v)]
-            out = forward(*leaves, **kw)
+            if kw.get("sinks") is not None:
+                kw["sinks"] = kw["sinks"].detach().clone().to(torch.float32).requires_grad_(True)
+                leaves.append(kw["sinks"])
+            out = forward(*leaves[:3], **kw)
             if isinstance(out, (tuple, list)):
                 out = out[0]
             grads = torch.autograd.grad(out, leaves, grad_outputs=d_o.to(out.dtype), allow_unused=True)
@@ -100,6 +112,51 @@ def _guarded(q, k, v, *, scale, causal, key_len, mask, dtype):
     return out.transpose(1, 2)
 
 
+def _variants_guarded(q, k, v, *, scale, causal, key_len, mask, dtype, window=None, chunk=None, softcap=None,
+                      sinks=None, alibi_slopes=None, bias=None):
+    """_guarded with every contract 1.1 variant, written from docs/spec.md's order of operations:
+    s = softcap(scale q.k) + alibi + bias, the window, chunk and -inf bias entries hiding keys as the masks
+    do, and the sink a column of the softmax with no value (dropped after it). A row that sees no key and has
+    no finite sink gets finite scores before the softmax and O = 0 after it, as in _guarded."""
+    b, lq, hq, _ = q.shape
+    lk, hkv = k.shape[1], k.shape[2]
+    ok = allowed_keys(b, hq, lq, lk, causal=causal, key_len=key_len, mask=mask)
+    hides = variant_mask(b, hq, lq, lk, key_len=key_len, window=window, chunk=chunk)  # 0 or -inf
+    ok = ok & (hides == 0)
+    if bias is not None:
+        ok = ok & (bias.to(torch.float32).expand(b, hq, lq, lk) != float("-inf"))
+    seen_row = ok.any(dim=-1, keepdim=True)
+    seen_key = ok.reshape(b, hkv, hq // hkv, lq, lk).any(dim=3).any(dim=2)
+    keep = seen_key.transpose(1, 2).unsqueeze(-1)
+    zero = torch.zeros((), dtype=q.dtype)
+    k, v = torch.where(keep, k, zero), torch.where(keep, v, zero)
+    q = torch.where(seen_row.squeeze(-1).transpose(1, 2).unsqueeze(-1), q, zero)
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    if hq != hkv:
+        kt = kt.repeat_interleave(hq // hkv, dim=1)
+        vt = vt.repeat_interleave(hq // hkv, dim=1)
+    scores = torch.matmul(qt, kt.transpose(-1, -2)) * scale
+    if softcap is not None:
+        scores = softcap * torch.tanh(scores / softcap)
+    if alibi_slopes is not None or bias is not None:
+        add = variant_mask(b, hq, lq, lk, key_len=key_len, alibi_slopes=alibi_slopes, bias=bias)
+        scores = scores + add.masked_fill(~ok, 0.0)  # hidden pairs: -inf below, never inf - inf
+    scores = scores.masked_fill(~ok, float("-inf"))
+    if sinks is not None:
+        sink = sinks.to(torch.float32).view(1, hq, 1, 1).expand(b, hq, lq, 1)
+        has_sink = sink > float("-inf")
+        live = seen_row | has_sink
+        scores = scores.masked_fill(~live, 0.0)
+        col = torch.where(live, sink, torch.zeros((), dtype=torch.float32))  # finite where the row is dead
+        weights = torch.softmax(torch.cat([scores, col], dim=-1), dim=-1)[..., :lk]
+    else:
+        scores = scores.masked_fill(~seen_row, 0.0)
+        weights = torch.softmax(scores, dim=-1)
+    weights = weights.masked_fill(~ok, 0.0)
+    out = torch.where(seen_row, torch.matmul(weights, vt), zero)
+    return out.transpose(1, 2)
+
+
 def _sdpa_forward(q, k, v, *, scale, causal, key_len, mask, dtype):
     hq, d = q.shape[2], q.shape[3]
     if k.shape[2] != hq:
@@ -120,6 +177,21 @@ math_unmasked = autograd(_math, name="torch-math f32 autograd unmasked", feature
 sdpa = autograd(_sdpa_forward, name="torch-1.13 _scaled_dot_product_attention autograd", features=_MASKS, **_F32)
 sdpa_unmasked = autograd(_sdpa_forward, name="torch-1.13 _scaled_dot_product_attention autograd unmasked", features=[],
                          **_F32)
+_VARIANTS = ["window", "chunk", "softcap", "sinks", "alibi", "bias"]
+# torch's CPU tanhf (Sleef's, within 1 ulp); declared 2 as glibc's, the looser of the two.
+variants_guarded = autograd(_variants_guarded, name="torch-math f32 guarded autograd, every variant",
+                            features=_MASKS + _VARIANTS + ["backward_variants"], tanh_ulps=2, **_F32)
+
+
+def _sink_detached(q, k, v, **kw):
+    """_variants_guarded with the sink logits detached: the forward is right, d(sink) comes back 0."""
+    if kw.get("sinks") is not None:
+        kw["sinks"] = kw["sinks"].detach()
+    return _variants_guarded(q, k, v, **kw)
+
+
+variants_sink_detached = autograd(_sink_detached, name="torch-math f32 guarded autograd, sink detached",
+                                  features=_MASKS + _VARIANTS + ["backward_variants"], tanh_ulps=2, **_F32)
 
 
 def _tutorials():
