@@ -35,8 +35,10 @@ constexpr fuzz::shape_caps v1_caps{
 };
 
 // Version 3 and 4 inputs: the gate's case space, one-shot only (the backward
-// entry takes no cache plan), contract 1.0 (the backward oracle refuses
-// variants, so a version 4 input decodes as version 3). 224 of 256 budgets
+// entry takes no cache plan). Version 3 is contract 1.0; a version 4 input
+// draws the variants a subject with FEATURE3_BACKWARD_VARIANTS declares and
+// is judged by backward.variant_gradients_within_bound_of_oracle (for any
+// other subject it decodes as version 3). 224 of 256 budgets
 // give cap / 100 = 3000, the law's cap; the larger shapes the other 32 draw are
 // cut to it by the law's prepare (batch and heads first, then head sizes,
 // then lengths), so long keys with few heads are reached as well.
@@ -46,18 +48,21 @@ constexpr fuzz::reach_caps v3_caps{
     .cache = false,
 };
 
-const char* const law_name = "backward.gradients_within_bound_of_oracle";
-
+const law& named(const char* name) {
+  const law* found = find_law(name);
+  if (!found) {
+    std::fprintf(stderr, "fuzz_backward: %s is no law\n", name);
+    std::exit(2);
+  }
+  return *found;
+}
 const law& gradients() {
-  static const law* l = [] {
-    const law* found = find_law(law_name);
-    if (!found) {
-      std::fprintf(stderr, "fuzz_backward: %s is no law\n", law_name);
-      std::exit(2);
-    }
-    return found;
-  }();
-  return *l;
+  static const law& l = named("backward.gradients_within_bound_of_oracle");
+  return l;
+}
+const law& variant_gradients() {
+  static const law& l = named("backward.variant_gradients_within_bound_of_oracle");
+  return l;
 }
 
 // The subject under test, which must declare backward: a forward-only one
@@ -80,17 +85,17 @@ const subject& backward_subject() {
 // bytes, then the law's check. An input whose check judged no element
 // (law_outcome::compared 0: every bound +inf, or NaN where the value tells
 // nothing) is rejected, so libFuzzer keeps only inputs that test a gradient.
-int judge(const subject& s, attn_case& c, grad_kind grad, FuzzedDataProvider& in, int value_patches) {
+int judge(const law& l, const subject& s, attn_case& c, grad_kind grad, FuzzedDataProvider& in, int value_patches) {
   c.grad = grad;  // the law's prepare keeps a recipe the case has
-  gradients().prepare(c, s);
+  l.prepare(c, s);
   if (!s.cannot_take(c).empty()) return -1;
   try {
     fuzz::decode_values(in, value_patches, c);
   } catch (const input_error&) {
     return -1;  // a header the law's cut left invalid: outside the domain, never a finding
   }
-  const law_outcome o = gradients().check(s, c);
-  fuzz::expect_pass(gradients().name, s, c, o);
+  const law_outcome o = l.check(s, c);
+  fuzz::expect_pass(l.name, s, c, o);
   return o.compared > 0 ? 0 : -1;
 }
 
@@ -114,14 +119,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // The last byte: dO's recipe (dyadic, normal, adversarial), then the version 1 header.
     const auto grad = static_cast<grad_kind>(in.ConsumeIntegralInRange<int>(0, 2));
     attn_case c = fuzz::decode_header(in, v1_caps, s);
-    return judge(s, c, grad, in, v1_caps.value_patches);
+    return judge(gradients(), s, c, grad, in, v1_caps.value_patches);
   }
   const std::uint8_t* const body = data + sizeof fuzz::v3_magic;
   byte_choices choices(body, size - sizeof fuzz::v3_magic);
   const auto grad = static_cast<grad_kind>(choices.in_range(0, 2));
-  fuzz::case_v3 h = fuzz::decode_case(choices, v3_caps, s);  // one-shot, no variants
+  const bool variants = version == 4 && s.has_backward_variants();
+  fuzz::case_v3 h = fuzz::decode_case(choices, v3_caps, s, variants);  // one-shot
   FuzzedDataProvider in(body, choices.remaining());
-  return judge(s, h.c, grad, in, v3_caps.value_patches);
+  return judge(variants ? variant_gradients() : gradients(), s, h.c, grad, in, v3_caps.value_patches);
 }
 
 extern "C" std::size_t LLVMFuzzerCustomMutator(std::uint8_t* data, std::size_t size, std::size_t max_size, unsigned seed) {

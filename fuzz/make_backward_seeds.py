@@ -7,7 +7,10 @@ last, each choice's most significant byte last):
         D, Dv, B, Hkv, G, causal, padding, mask, scale, layout, values, poison,
         seed), then decode_values' (mask bits, dense runs, patches);
   b3-*  version 3: the dO recipe, the budget, then the case space's choices
-        (header_choices, the pad cuts, the seed), as fuzz/make_v4_seeds.py.
+        (header_choices, the pad cuts, the seed), as fuzz/make_v4_seeds.py;
+  b4-*  version 4: the same, then the contract 1.1 variant choices
+        (variant_choices), judged by backward.variant_gradients_within_bound_of_oracle
+        on a subject whose backward takes variants.
 The ranges mirror decode_header (fuzz/fuzz_support.cpp), fuzz_backward.cpp's
 v1 caps and header_choices (properties/laws/include/attncheck/case_space.hpp)
 for a subject that takes f32, f16 and bf16, causal, padding and masks (the
@@ -17,6 +20,7 @@ import os
 import random
 
 MAGIC3 = bytes([0xA7, ord("A"), ord("C"), 0x03])
+MAGIC4 = bytes([0xA7, ord("A"), ord("C"), 0x04])
 GRADS = {"dyadic": 0, "normal": 1, "adversarial": 2}
 TYPES = {"f32": 0, "f16": 1, "bf16": 2}
 # fuzz_backward.cpp v1_caps
@@ -82,6 +86,9 @@ HEADER = [("regime", 100), ("b", 64), ("hkv", 60), ("group", 60), ("lq", 840), (
           ("causal", 2), ("padding", 2), ("mask", 3), ("mask_dims", 16), ("values", 16), ("layout", 3),
           ("poison", 3), ("scale", 36)]
 PAD_COUNT, PAD_KINDS, SEED_RANGE = 8, 12, 1 << 30
+# variant_choices' ranges, in order (as fuzz/make_v4_seeds.py)
+VARIANTS = [("any", 2), ("window", 5), ("window_left", 40), ("window_right", 40), ("chunk", 4), ("chunk_size", 40),
+            ("softcap", 8), ("sinks", 6), ("alibi", 4), ("bias", 4), ("bias_dims", 16), ("bias_type", 3)]
 
 
 def v3_seed(rnd, grad, budget, fixed):
@@ -95,6 +102,23 @@ def v3_seed(rnd, grad, budget, fixed):
     r.append((0, SEED_RANGE - 1, rnd.randrange(SEED_RANGE)))
     values = bytes(rnd.randrange(256) for _ in range(rnd.choice([0, 8, 32])))
     return MAGIC3 + values + encode(r)
+
+
+def v4_seed(rnd, grad, budget, fixed, variant):
+    h = {name: rnd.randrange(n) for name, n in HEADER}
+    h["regime"] = rnd.randrange(60)
+    h["scale"] = rnd.randrange(27)
+    h.update(fixed)
+    r = [(0, 2, GRADS[grad]), (0, 255, budget)]
+    r += [(0, n - 1, h[name]) for name, n in HEADER]
+    r += [(0, PAD_KINDS - 1, rnd.randrange(PAD_KINDS)) for _ in range(PAD_COUNT)]
+    r.append((0, SEED_RANGE - 1, rnd.randrange(SEED_RANGE)))
+    v = {name: 0 for name, _ in VARIANTS}
+    v["any"] = 1
+    v.update(variant)
+    r += [(0, n - 1, v[name]) for name, n in VARIANTS]
+    values = bytes(rnd.randrange(256) for _ in range(rnd.choice([0, 8, 32])))
+    return MAGIC4 + values + encode(r)
 
 
 V1_SEEDS = {
@@ -139,6 +163,20 @@ V3_SEEDS = [
     ("b3-05", "dyadic", 0, {"type": 2, "causal": 0, "padding": 0, "mask": 1, "mask_dims": 3}),
 ]
 
+# Version 4: each variant alone once, and two with several; budget 0 (the law's 3000).
+V4_SEEDS = [
+    ("b4-00-window", "normal", {"type": 0, "causal": 1}, {"window": 3, "window_left": 2, "window_right": 1}),
+    ("b4-01-chunk", "dyadic", {"type": 1}, {"chunk": 3, "chunk_size": 3}),
+    ("b4-02-softcap", "adversarial", {"type": 0}, {"softcap": 1}),
+    ("b4-03-sinks", "normal", {"type": 2}, {"sinks": 4}),
+    ("b4-04-alibi", "dyadic", {"type": 0, "causal": 1}, {"alibi": 1}),
+    ("b4-05-bias", "normal", {"type": 1}, {"bias": 2, "bias_dims": 12, "bias_type": 1}),
+    ("b4-06-several", "adversarial", {"type": 0, "padding": 1},
+     {"window": 3, "window_left": 4, "window_right": 4, "softcap": 3, "sinks": 2, "alibi": 2}),
+    ("b4-07-several", "normal", {"type": 2, "mask": 1, "mask_dims": 15},
+     {"chunk": 3, "chunk_size": 5, "bias": 1, "bias_dims": 5, "softcap": 7, "sinks": 1}),
+]
+
 if __name__ == "__main__":
     folder = os.path.join("fuzz", "corpus", "fuzz_backward")
     os.makedirs(folder, exist_ok=True)
@@ -153,3 +191,7 @@ if __name__ == "__main__":
     for name, grad, budget, fixed in V3_SEEDS:
         with open(os.path.join(folder, name), "wb") as f:
             f.write(v3_seed(rnd, grad, budget, fixed))
+    rnd = random.Random(40)
+    for name, grad, fixed, variant in V4_SEEDS:
+        with open(os.path.join(folder, name), "wb") as f:
+            f.write(v4_seed(rnd, grad, 0, fixed, variant))
