@@ -51,4 +51,14 @@ grad_draw with_random_values_and_grad(attn_case& c, const Below& below) {
   return g;
 }
 
+/// Draws the contract 1.1 variants onto c (draw_variants, softcaps in
+/// [0.25, 0.25 + softcap_span]) until at least one is on.
+template <class Below>
+void draw_some_variants(attn_case& c, const Below& below, double softcap_span) {
+  do {
+    c.variants = score_variants{};
+    draw_variants(c, below, softcap_span);
+  } while (!c.variants.any());
+}
+
 }  // namespace attncheck::oracle_testing

@@ -18,6 +18,7 @@
 
 #include "attncheck/backward_oracle.hpp"
 #include "naive_backward.hpp"
+#include "backward_test_support.hpp"
 #include "oracle_test_support.hpp"
 
 // Cases of the finite-difference self-check: a CMake cache variable
@@ -62,12 +63,9 @@ fd_case any_fd_case(std::uint64_t seed) {
   f.c = oracle_testing::any_small_case(seed);
   std::mt19937_64 rng(~seed);
   const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
-  f.c.values = static_cast<value_kind>(below(static_cast<std::int64_t>(value_kind::max_v) + 1));
-  constexpr std::array<float, 4> scales{-0.5f, 2.0f, 0.125f, -3.0f};
-  if (below(4) == 0) f.c.scale = scales[z(below(4))];
-  materialize(f.c);
-  f.grad = static_cast<grad_kind>(below(3));
-  f.d_o = draw_grad_output(f.c, f.grad);
+  oracle_testing::grad_draw g = oracle_testing::with_random_values_and_grad(f.c, below);
+  f.grad = g.grad;
+  f.d_o = std::move(g.d_o);
   return f;
 }
 
@@ -79,16 +77,10 @@ fd_case any_fd_variant_case(std::uint64_t seed) {
   f.c = oracle_testing::any_small_case(seed);
   std::mt19937_64 rng(seed ^ 0x76617269616e74ull);
   const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
-  do {
-    f.c.variants = score_variants{};
-    oracle_testing::draw_variants(f.c, below, 8.0);
-  } while (!f.c.variants.any());
-  f.c.values = static_cast<value_kind>(below(static_cast<std::int64_t>(value_kind::max_v) + 1));
-  constexpr std::array<float, 4> scales{-0.5f, 2.0f, 0.125f, -3.0f};
-  if (below(4) == 0) f.c.scale = scales[z(below(4))];
-  materialize(f.c);
-  f.grad = static_cast<grad_kind>(below(3));
-  f.d_o = draw_grad_output(f.c, f.grad);
+  oracle_testing::draw_some_variants(f.c, below, 8.0);
+  oracle_testing::grad_draw g = oracle_testing::with_random_values_and_grad(f.c, below);
+  f.grad = g.grad;
+  f.d_o = std::move(g.d_o);
   return f;
 }
 
