@@ -217,17 +217,16 @@ void judge_backward(const subject& s, const attn_case& c, case_tally& t, std::ma
     const std::vector<double>& exact;
     const std::vector<double>& bound;
     const dims4& shape;
-    const char* axes[3];
   };
   // d(sink) (Hq entries, f32 whatever the storage type) as a fourth, with sinks.
   tensor d_sinks = make_tensor(
       dtype::f32, dims4{std::max<std::int64_t>(1, static_cast<std::int64_t>(out.d_sinks.size())), 1, 1, 1}, layout_kind::bshd);
   for (std::size_t h = 0; h < out.d_sinks.size(); ++h) d_sinks.set(static_cast<std::int64_t>(h), 0, 0, 0, out.d_sinks[h]);
   const dims4 sink_shape{c.hq, 1, 1, 1};
-  const one_gradient all[4] = {{"dQ", out.dq, r.dq, r.dq_bound, r.dq_shape, {"i", "h", "d"}},
-                               {"dK", out.dk, r.dk, r.dk_bound, r.dk_shape, {"j", "g", "d"}},
-                               {"dV", out.dv, r.dv, r.dv_bound, r.dv_shape, {"j", "g", "e"}},
-                               {"dSink", d_sinks, r.d_sinks, r.d_sinks_bound, sink_shape, {"-", "-", "-"}}};
+  const one_gradient all[4] = {{"dQ", out.dq, r.dq, r.dq_bound, r.dq_shape},
+                               {"dK", out.dk, r.dk, r.dk_bound, r.dk_shape},
+                               {"dV", out.dv, r.dv, r.dv_bound, r.dv_shape},
+                               {"dSink", d_sinks, r.d_sinks, r.d_sinks_bound, sink_shape}};
   gradient_values got;
   std::vector<double> got_sinks;
   std::vector<double>* got_of[4] = {&got.dq, &got.dk, &got.dv, &got_sinks};
@@ -248,16 +247,7 @@ void judge_backward(const subject& s, const attn_case& c, case_tally& t, std::ma
             const double v = g.got.at(x0, x1, x2, x3);
             values.push_back(v);
             every_judged = every_judged && std::isfinite(g.bound[x]);
-            const auto where = [&] {
-              char w[112];
-              if (k == 3)
-                std::snprintf(w, sizeof w, "dSink[h=%lld]", static_cast<long long>(x0));
-              else
-                std::snprintf(w, sizeof w, "%s[b=%lld,%s=%lld,%s=%lld,%s=%lld]", g.name, static_cast<long long>(x0), g.axes[0],
-                              static_cast<long long>(x1), g.axes[1], static_cast<long long>(x2), g.axes[2],
-                              static_cast<long long>(x3));
-              return element_where(w);
-            };
+            const auto where = [&] { return element_where(k == 3 ? sink_where(x0) : gradient_where(k, x0, x1, x2, x3)); };
             t.element(where, g.exact[x], v, g.bound[x], &gs, &gw, k == 3 ? overflow_threshold(dtype::f32) : 0.0);
           }
     gs.max_ratio_case = to_line(c) + "  " + gw.worst.describe();

@@ -115,22 +115,9 @@ backward_inputs oracle_inputs(const subject& s, const attn_case& c, const tensor
   return handed_inputs(c, f.o, f.lse, d_o);
 }
 
-std::string where(const char* t, std::int64_t bi, const char* n1, std::int64_t x1, const char* n2, std::int64_t x2,
-                  const char* n3, std::int64_t x3) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "%s[b=%lld,%s=%lld,%s=%lld,%s=%lld]", t, static_cast<long long>(bi), n1,
-                static_cast<long long>(x1), n2, static_cast<long long>(x2), n3, static_cast<long long>(x3));
-  return buf;
-}
-std::string dq_where(std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t x) {
-  return where("dQ", bi, "i", i, "h", h, "d", x);
-}
-std::string dk_where(std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t x) {
-  return where("dK", bi, "j", j, "g", g, "d", x);
-}
-std::string dv_where(std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t e) {
-  return where("dV", bi, "j", j, "g", g, "e", e);
-}
+std::string dq_where(std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t x) { return gradient_where(0, bi, i, h, x); }
+std::string dk_where(std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t x) { return gradient_where(1, bi, j, g, x); }
+std::string dv_where(std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t e) { return gradient_where(2, bi, j, g, e); }
 
 // True when row (b, h, i) sees key j, for rows of KV head g's query heads.
 bool sees(const attn_case& c, std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) { return c.visible(bi, h, i, j); }
@@ -187,7 +174,7 @@ law_outcome gradients_within_bound(const subject& s, const attn_case& c) {
     cmp.overflow_threshold = overflow_threshold(dtype::f32);
     for (std::int64_t h = 0; h < c.hq; ++h) {
       const auto k = static_cast<std::size_t>(h);
-      cmp.element("dSink[h=" + std::to_string(h) + "]", r.d_sinks[k], out.d_sinks[k], r.d_sinks_bound[k]);
+      cmp.element(sink_where(h), r.d_sinks[k], out.d_sinks[k], r.d_sinks_bound[k]);
     }
     o.add("d(sink) against the backward oracle", cmp);
   }
@@ -779,17 +766,17 @@ law_outcome backward_same_bits(const subject& s, const attn_case& c) {
     const std::string label = "threads " + std::to_string(threads);
     if (run_failed(again, o, label)) return o;
     comparison cmp;
-    const auto same = [&](const tensor& a, const tensor& b, const char* what) {
+    const auto same = [&](const tensor& a, const tensor& b, int what) {
       for (std::int64_t x0 = 0; x0 < a.shape[0]; ++x0)
         for (std::int64_t x1 = 0; x1 < a.shape[1]; ++x1)
           for (std::int64_t x2 = 0; x2 < a.shape[2]; ++x2)
             for (std::int64_t x3 = 0; x3 < a.shape[3]; ++x3)
-              cmp.exact(where(what, x0, "x1", x1, "x2", x2, "x3", x3), a.bits_at(x0, x1, x2, x3), b.bits_at(x0, x1, x2, x3),
+              cmp.exact(gradient_where(what, x0, x1, x2, x3), a.bits_at(x0, x1, x2, x3), b.bits_at(x0, x1, x2, x3),
                         a.at(x0, x1, x2, x3), b.at(x0, x1, x2, x3));
     };
-    same(first.dq, again.dq, "dQ");
-    same(first.dk, again.dk, "dK");
-    same(first.dv, again.dv, "dV");
+    same(first.dq, again.dq, 0);
+    same(first.dk, again.dk, 1);
+    same(first.dv, again.dv, 2);
     o.add("first run vs " + label, cmp);
   }
   return o;

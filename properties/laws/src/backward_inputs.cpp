@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 
 namespace attncheck {
 
@@ -30,5 +31,16 @@ backward_inputs handed_inputs(const attn_case& c, const std::vector<double>& o, 
   in.d_o = d_o;
   return in;
 }
+
+std::string gradient_where(int g, std::int64_t x0, std::int64_t x1, std::int64_t x2, std::int64_t x3) {
+  static constexpr const char* names[3] = {"dQ", "dK", "dV"};
+  static constexpr const char* axes[3][3] = {{"i", "h", "d"}, {"j", "g", "d"}, {"j", "g", "e"}};
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%s[b=%lld,%s=%lld,%s=%lld,%s=%lld]", names[g], static_cast<long long>(x0), axes[g][0],
+                static_cast<long long>(x1), axes[g][1], static_cast<long long>(x2), axes[g][2], static_cast<long long>(x3));
+  return buf;
+}
+
+std::string sink_where(std::int64_t h) { return "dSink[h=" + std::to_string(h) + "]"; }
 
 }  // namespace attncheck
