@@ -177,8 +177,10 @@ TEST(impl_backward, larger_shapes_within_the_bound_and_the_same_bits_everywhere)
 }
 
 // ---------------------------------------------------------------------------
-// The contract 1.1 score variants. The MPFR backward oracle above takes
-// contract 1.0 cases only here, so these tests carry their own reference: the
+// The contract 1.1 score variants. Written while the MPFR backward oracle
+// took contract 1.0 cases only, these tests carry their own reference (the
+// gate's backward.variant_gradients_within_bound_of_oracle now judges the
+// same code against the oracle through the builtin subject): the
 // formulas of docs/spec.md ("Variants", "Backward") in double precision, per
 // row, from the case's stored values, and an a-priori bound on the f32
 // kernel's error carried alongside each value (first order, see

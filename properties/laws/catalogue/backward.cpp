@@ -82,8 +82,9 @@ void cut_to(attn_case& c, std::int64_t cap) {
   }
 }
 
-// Every backward law: contract 1.0 (the oracle refuses variants), a small
-// case, and a dO recipe from the seed when the case has none.
+// Every backward law but the variant law: contract 1.0 (their identities,
+// or the fudge comparison, assume no variant; docs/spec.md "Backward"), a
+// small case, and a dO recipe from the seed when the case has none.
 void prepare_backward(attn_case& c, const subject&) {
   c.variants = {};
   cut_to(c, backward_max_work);

@@ -44,8 +44,10 @@ struct campaign_options {
   /// Judge the backward pass instead (--backward): every case drawn and cut
   /// as backward.gradients_within_bound_of_oracle draws it (contract 1.0, work
   /// at most 3000, a dO recipe), dQ, dK and dV against reference_backward
-  /// within the backward bound; the subject must declare backward. Not with
-  /// variants or a form (the backward oracle covers contract 1.0 only).
+  /// within the backward bound; the subject must declare backward. With
+  /// variants: drawn as backward.variant_gradients_within_bound_of_oracle
+  /// draws them, d(sink) judged too (the subject must declare
+  /// FEATURE3_BACKWARD_VARIANTS). Not with a form (backward takes the dense one).
   bool backward = false;
   std::string out_dir;               ///< violating cases are saved here (first 20)
   std::ostream* progress = nullptr;  ///< progress lines go here (null: none)
