@@ -52,6 +52,30 @@ struct dense_out {
   }
 };
 
+// The backward arguments of case c as the host hands them: Q, K, V, O and dO
+// staged (their bytes kept alive in `bytes`), LSE dense (B, Hq, Lq), the
+// scale, causal, padding and the boolean mask; the outputs are the caller's.
+struct staged_args {
+  std::vector<unsigned char> q, k, v, o, d_o;
+  std::vector<float> lse;
+  attnimpl::backward_args a;
+  staged_args(const attn_case& c, const tensor& o_in, std::vector<float> lse_in, const tensor& d_o_in) : lse(std::move(lse_in)) {
+    a.dims = attnimpl::shape{c.b, c.hq, c.hkv, c.lq, c.lk, c.d, c.dv};
+    a.q = in_of(c.q, q), a.k = in_of(c.k, k), a.v = in_of(c.v, v), a.o = in_of(o_in, o), a.d_o = in_of(d_o_in, d_o);
+    a.lse = lse.data();
+    a.lse_stride = {c.hq * c.lq, c.lq, 1};
+    a.scale = c.effective_scale();
+    a.causal = c.causal;
+    if (c.has_padding()) a.key_len = c.key_len.data();
+    if (c.has_mask()) {
+      const auto& ms = c.mask_shape;
+      const std::int64_t dense[4] = {ms[1] * ms[2] * ms[3], ms[2] * ms[3], ms[3], 1};
+      a.mask.data = c.mask.data();
+      for (int x = 0; x < 4; ++x) a.mask.stride[x] = ms[x] == 1 ? 0 : dense[x];
+    }
+  }
+};
+
 // Runs attnimpl's backward on case c with cfg, handed the oracle's O (in the
 // storage type) and LSE (f32) from r, as the host hands them; returns false
 // (with a test failure) when the call fails.
@@ -63,22 +87,8 @@ bool run_impl(const attn_case& c, const tensor& d_o, const backward_result& r, c
       for (std::int64_t h = 0; h < c.hq; ++h)
         for (std::int64_t e = 0; e < c.dv; ++e)
           o.set(bi, i, h, e, r.o[static_cast<std::size_t>(((bi * c.lq + i) * c.hq + h) * c.dv + e)]);
-  std::vector<float> lse(r.lse.begin(), r.lse.end());
-  std::vector<unsigned char> qb, kb, vb, ob, dob;
-  attnimpl::backward_args a;
-  a.dims = attnimpl::shape{c.b, c.hq, c.hkv, c.lq, c.lk, c.d, c.dv};
-  a.q = in_of(c.q, qb), a.k = in_of(c.k, kb), a.v = in_of(c.v, vb), a.o = in_of(o, ob), a.d_o = in_of(d_o, dob);
-  a.lse = lse.data();
-  a.lse_stride = {c.hq * c.lq, c.lq, 1};
-  a.scale = c.effective_scale();
-  a.causal = c.causal;
-  if (c.has_padding()) a.key_len = c.key_len.data();
-  if (c.has_mask()) {
-    const auto& ms = c.mask_shape;
-    const std::int64_t dense[4] = {ms[1] * ms[2] * ms[3], ms[2] * ms[3], ms[3], 1};
-    a.mask.data = c.mask.data();
-    for (int x = 0; x < 4; ++x) a.mask.stride[x] = ms[x] == 1 ? 0 : dense[x];
-  }
+  staged_args staged(c, o, std::vector<float>(r.lse.begin(), r.lse.end()), d_o);
+  attnimpl::backward_args& a = staged.a;
   a.dq = dq.view(), a.dk = dk.view(), a.dv = dv.view();
   const attnimpl::status st = attnimpl::attention_backward(a, cfg);
   EXPECT_TRUE(st.ok()) << st.message;
@@ -407,22 +417,8 @@ struct variant_run {
 variant_run run_variant(const attn_case& c, const tensor& d_o, const variant_reference& r, const attnimpl::backward_config& cfg) {
   variant_run out(c);
   const variant_view vv(c);
-  std::vector<float> lse = r.lse;
-  std::vector<unsigned char> qb, kb, vb, ob, dob;
-  attnimpl::backward_args a;
-  a.dims = attnimpl::shape{c.b, c.hq, c.hkv, c.lq, c.lk, c.d, c.dv};
-  a.q = in_of(c.q, qb), a.k = in_of(c.k, kb), a.v = in_of(c.v, vb), a.o = in_of(r.o, ob), a.d_o = in_of(d_o, dob);
-  a.lse = lse.data();
-  a.lse_stride = {c.hq * c.lq, c.lq, 1};
-  a.scale = c.effective_scale();
-  a.causal = c.causal;
-  if (c.has_padding()) a.key_len = c.key_len.data();
-  if (c.has_mask()) {
-    const auto& ms = c.mask_shape;
-    const std::int64_t dense[4] = {ms[1] * ms[2] * ms[3], ms[2] * ms[3], ms[3], 1};
-    a.mask.data = c.mask.data();
-    for (int x = 0; x < 4; ++x) a.mask.stride[x] = ms[x] == 1 ? 0 : dense[x];
-  }
+  staged_args staged(c, r.o, r.lse, d_o);
+  attnimpl::backward_args& a = staged.a;
   a.var = vv.var;
   a.d_sinks = out.d_sinks.data();
   a.dq = out.dq.view(), a.dk = out.dk.view(), a.dv = out.dv.view();
