@@ -10,26 +10,12 @@
 #include <string>
 #include <tuple>
 
+#include "attncheck/backward_inputs.hpp"
 #include "attncheck/backward_oracle.hpp"
 #include "attncheck/subject_host.hpp"
 
 namespace attncheck {
 namespace {
-
-// The inputs a backward call is handed: the oracle's O and LSE (rounded to
-// the storage type and to f32) and dO.
-backward_inputs inputs_of(const attn_case& c, const backward_result& r, const tensor& d_o) {
-  backward_inputs in;
-  in.o = make_tensor(c.type, output_shape(c), c.layout);
-  for (std::int64_t bi = 0; bi < c.b; ++bi)
-    for (std::int64_t i = 0; i < c.lq; ++i)
-      for (std::int64_t h = 0; h < c.hq; ++h)
-        for (std::int64_t e = 0; e < c.dv; ++e)
-          in.o.set(bi, i, h, e, r.o[static_cast<std::size_t>(((bi * c.lq + i) * c.hq + h) * c.dv + e)]);
-  for (double x : r.lse) in.lse.push_back(static_cast<float>(x));
-  in.d_o = d_o;
-  return in;
-}
 
 TEST(backward_abi, naive_and_builtin_declare_backward_and_their_blocks) {
   const auto naive = subject::load("naive");
@@ -84,7 +70,7 @@ TEST_P(round_trip, is_within_the_bound_in_every_layout_and_dtype) {
           bp.exp_ulps = s->desc().exp_ulps;
           std::tie(bp.dq_blocks, bp.dkv_blocks) = s->backward_blocks(c);
           const backward_result r = reference_backward(c, d_o, bp);
-          const auto out = s->backward(c, inputs_of(c, r, d_o));
+          const auto out = s->backward(c, handed_inputs(c, r.o, r.lse, d_o));
           const std::string line = to_line(c);
           ASSERT_TRUE(out.ok()) << line << ": " << out.error << out.guard_report;
           EXPECT_EQ(out.dq.shape, c.q.shape);
@@ -133,7 +119,7 @@ TEST(backward_abi, builtin_backward_same_bits_on_every_isa_and_thread_count) {
       materialize(c);
       const tensor d_o = draw_grad_output(c, *c.grad);
       const backward_result r = reference_backward(c, d_o, backward_bound_params{});
-      const backward_inputs in = inputs_of(c, r, d_o);
+      const backward_inputs in = handed_inputs(c, r.o, r.lse, d_o);
       const auto first = subject::load(std::string("builtin:") + tiles + "simd=portable")->backward(c, in, 1);
       ASSERT_TRUE(first.ok()) << line << ": " << first.error;
       for (const char* simd : {"portable", "avx2", "avx512"}) {
