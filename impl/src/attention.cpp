@@ -80,22 +80,13 @@ status attention(const attention_args& a, const config& cfg) {
       if (a.key_len[b] < 0 || a.key_len[b] > s.lk)
         return status::invalid("key_len[" + std::to_string(b) + "] = " + std::to_string(a.key_len[b]) +
                                " is outside [0, lk = " + std::to_string(s.lk) + "]");
-  engine::problem p;
-  p.dims = s;
-  p.q = a.q;
-  p.kv.k = a.k.data;
-  p.kv.v = a.v.data;
-  p.kv.type = a.k.type;
-  p.kv.ks = a.k.stride;
-  p.kv.vs = a.v.stride;
-  p.o = a.o;
-  p.lse = a.lse;
-  p.scale = a.scale ? *a.scale : default_scale(s.d);
-  p.causal = a.causal;
-  p.key_len = a.key_len;
-  p.mask = a.mask;
-  p.var = a.var;
-  engine::run(p, resolve(cfg));
+  engine::kv_source kv;
+  kv.k = a.k.data;
+  kv.v = a.v.data;
+  kv.type = a.k.type;
+  kv.ks = a.k.stride;
+  kv.vs = a.v.stride;
+  engine::run(engine::call_problem(a, kv), resolve(cfg));
   return status::success();
 }
 

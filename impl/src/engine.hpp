@@ -54,6 +54,25 @@ struct problem {
   std::int64_t pos_shift = 0;
 };
 
+/// The problem of a one-shot call (attention_args, paged_attention_args):
+/// the caller's shape, Q, O, LSE, scale (default_scale(D) when unset),
+/// causal flag, key lengths, mask and variants, with K and V from kv.
+template <class Args>
+problem call_problem(const Args& a, const kv_source& kv) {
+  problem p;
+  p.dims = a.dims;
+  p.q = a.q;
+  p.kv = kv;
+  p.o = a.o;
+  p.lse = a.lse;
+  p.scale = a.scale ? *a.scale : default_scale(a.dims.d);
+  p.causal = a.causal;
+  p.key_len = a.key_len;
+  p.mask = a.mask;
+  p.var = a.var;
+  return p;
+}
+
 /// Computes the problem with a resolved config (every field > 0, simd
 /// avx512, avx2 or portable), on that instruction set's build of the kernel.
 void run(const problem& p, const config& cfg);

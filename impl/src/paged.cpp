@@ -117,17 +117,7 @@ status paged_attention(const paged_attention_args& a, const config& cfg) {
   if (status st = check_paged(a.kv, s.b, a.key_len, "kv"); !st.ok()) return st;
   if (s.lq == 0) return status::success();
   if (!a.q.data || !a.o.data) return status::invalid("q and o must not be null");
-  engine::problem p;
-  p.dims = s;
-  p.q = a.q;
-  p.kv = paged_source(a.kv, a.kv.table);
-  p.o = a.o;
-  p.lse = a.lse;
-  p.scale = a.scale ? *a.scale : default_scale(s.d);
-  p.causal = a.causal;
-  p.key_len = a.key_len;
-  p.mask = a.mask;
-  p.var = a.var;
+  engine::problem p = engine::call_problem(a, paged_source(a.kv, a.kv.table));
 #ifdef ATTNIMPL_MUTATION
   std::vector<std::int64_t> keys(a.key_len, a.key_len + s.b);
   if (ATTNIMPL_MUTANT(paged_last_page_past_n) || ATTNIMPL_MUTANT(paged_table_tail_read)) {

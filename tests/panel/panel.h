@@ -33,6 +33,14 @@ typedef struct panel_row {
   void* work;         /* the kernel's scratch: work_bytes(lk, d, dv) bytes, 16-aligned */
 } panel_row;
 
+/* The end of the run of r's visible keys from j0 on that share key j0's block
+ * of `size` positions (the keys a tiled kernel takes together). */
+static inline int64_t panel_block_end(const panel_row* r, int64_t j0, int64_t size) {
+  int64_t j1 = j0;
+  while (j1 < r->n && r->pos[j1] / size == r->pos[j0] / size) ++j1;
+  return j1;
+}
+
 /* A kernel: its row arithmetic and what it takes. */
 typedef struct panel_kernel {
   const char* name;

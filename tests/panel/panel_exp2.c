@@ -37,9 +37,7 @@ static void row(const void* state, const panel_row* r, double* o, double* lse) {
   for (int64_t e = 0; e < r->dv; ++e) acc[e] = 0.0f;
   float m2 = -INFINITY, l = 0.0f;
   for (int64_t j0 = 0; j0 < r->n;) {
-    const int64_t tile = r->pos[j0] / TILE;
-    int64_t j1 = j0;
-    while (j1 < r->n && r->pos[j1] / TILE == tile) ++j1;
+    const int64_t j1 = panel_block_end(r, j0, TILE);
     float bm = -INFINITY;
     for (int64_t j = j0; j < j1; ++j) {
       const float dot = dot_lanes(r->q, r->k + j * r->d, r->d);

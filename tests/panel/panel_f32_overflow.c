@@ -32,9 +32,7 @@ static void row(const void* state, const panel_row* r, double* o, double* lse) {
   float m = -INFINITY, l = 0.0f;
   for (int64_t j0 = 0; j0 < r->n;) {
     /* The visible keys of one 16-position tile. */
-    const int64_t tile = r->pos[j0] / TILE;
-    int64_t j1 = j0;
-    while (j1 < r->n && r->pos[j1] / TILE == tile) ++j1;
+    const int64_t j1 = panel_block_end(r, j0, TILE);
     float m_new = m;
     for (int64_t j = j0; j < j1; ++j) {
       s[j - j0] = dot4(r->q, r->k + j * r->d, r->d) * r->scale;

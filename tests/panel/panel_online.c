@@ -42,9 +42,7 @@ static void row(const void* state, const panel_row* r, double* o, double* lse) {
   float m = -INFINITY, l = 0.0f;
   int seen = 0;
   for (int64_t j0 = 0; j0 < r->n;) {
-    const int64_t tile = r->pos[j0] / self->size;
-    int64_t j1 = j0;
-    while (j1 < r->n && r->pos[j1] / self->size == tile) ++j1;
+    const int64_t j1 = panel_block_end(r, j0, self->size);
     float bm = -INFINITY;
     for (int64_t j = j0; j < j1; ++j) {
       float dot = 0.0f;

@@ -27,9 +27,7 @@ static void row(const void* state, const panel_row* r, double* o, double* lse) {
   float* part = acc + r->dv; /* per chunk: lse_c, then O_c */
   int64_t parts = 0;
   for (int64_t j0 = 0; j0 < r->n;) {
-    const int64_t chunk = r->pos[j0] / self->size;
-    int64_t j1 = j0;
-    while (j1 < r->n && r->pos[j1] / self->size == chunk) ++j1;
+    const int64_t j1 = panel_block_end(r, j0, self->size);
     float m = -INFINITY;
     for (int64_t j = j0; j < j1; ++j) {
       float dot = 0.0f;

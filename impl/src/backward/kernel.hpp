@@ -12,6 +12,19 @@
 // elements are computed together, never the order inside one, so every
 // instruction set (the portable one with an exact fma) gives the same bits.
 
+/// c[r][x] = acc[r][x] (add: c[r][x] + acc[r][x]): a tile's one store of each chain.
+template <int NR, int NV>
+__attribute__((always_inline)) inline void store_tile(const typename vec::t (&acc)[NR][NV], float* c, std::int64_t ldc,
+                                                      bool add) {
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      float* p = c + r * ldc + v * vec::width;
+      vec::store(p, add ? vec::add(vec::load(p), acc[r][v]) : acc[r][v]);
+    }
+}
+
 /// c[r][x] = (c[r][x] +) sum_t a[r ar + t at] b[t ldb + x] for NR rows and
 /// NV vectors of columns, each sum a chain of FMAs in t order from +0.
 template <int NR, int NV>
@@ -33,13 +46,7 @@ __attribute__((always_inline)) inline void tile(const float* a, std::int64_t ar,
       for (int v = 0; v < NV; ++v) acc[r][v] = vec::fma(x, bv[v], acc[r][v]);
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) {
-      float* p = c + r * ldc + v * vec::width;
-      vec::store(p, add ? vec::add(vec::load(p), acc[r][v]) : acc[r][v]);
-    }
+  store_tile(acc, c, ldc, add);
 }
 
 /// tile<1, NV> over only the t with on[t * on_t] set: the chain skips the
@@ -101,13 +108,7 @@ __attribute__((always_inline)) inline void tile_ranged(const float* a, std::int6
   for (std::int64_t t = first; t < every_lo; ++t) ranged_step<NR, NV, false>(acc, a, ar, at, lo, hi, b, ldb, t);
   for (std::int64_t t = every_lo; t < every_hi; ++t) ranged_step<NR, NV, true>(acc, a, ar, at, lo, hi, b, ldb, t);
   for (std::int64_t t = every_hi; t < last; ++t) ranged_step<NR, NV, false>(acc, a, ar, at, lo, hi, b, ldb, t);
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) {
-      float* p = c + r * ldc + v * vec::width;
-      vec::store(p, add ? vec::add(vec::load(p), acc[r][v]) : acc[r][v]);
-    }
+  store_tile(acc, c, ldc, add);
 }
 
 // tile<NR, nv> (lo null) or tile_ranged<NR, nv>.

@@ -27,7 +27,9 @@
 // The engine's parts, in one translation unit (same inlining as one file).
 #include "state.hpp"
 #include "unit_runner.hpp"
+#include "rows.hpp"
 #include "blocks.hpp"
+#include "scores.hpp"
 #include "softmax.hpp"
 #include "values.hpp"
 

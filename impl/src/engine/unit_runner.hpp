@@ -1,6 +1,7 @@
 // One work unit (batch, KV head, query tile) through its key blocks: the class;
-// its parts are defined in blocks.hpp (query rows, key blocks, scores),
-// softmax.hpp (online softmax, rescale, merge, output) and values.hpp (P.V).
+// its parts are defined in rows.hpp (query rows), blocks.hpp (key blocks),
+// scores.hpp (Q K^T), softmax.hpp (online softmax, rescale, merge, output)
+// and values.hpp (P.V).
 // Part of engine/kernel.hpp, included there only: everything stays in its anonymous
 // namespace (one translation unit, the same inlining as one file).
 #pragma once

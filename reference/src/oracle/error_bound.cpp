@@ -233,6 +233,15 @@ double row_o_bound(const bound_setup& s, const row_terms& t, const column_sums& 
   return t.unbounded || accumulator_may_overflow ? inf : bound;
 }
 
+void zero_bounds(oracle_result& r) {
+  r.o_bound.assign(r.o.size(), 0.0);
+  r.lse_bound.assign(r.lse.size(), 0.0);
+  r.o_pbound.assign(r.o.size(), 0.0);
+  r.lse_pbound.assign(r.lse.size(), 0.0);
+  r.o_sound_useless.assign(r.o.size(), 0);
+  r.lse_sound_useless.assign(r.lse.size(), 0);
+}
+
 void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vector<double>& gap,
                  const std::vector<double>& log_sum, oracle_result& r, const std::vector<double>& sink_p,
                  const std::vector<double>& sink_above) {
@@ -240,12 +249,7 @@ void fill_bounds(const attn_case& c, const oracle_options& opt, const std::vecto
   const bound_setup sp = make_bound_setup(c, opt, true);
   const dense_inputs x = decode_dense(c);
   const auto n = [](std::int64_t v) { return static_cast<std::size_t>(v); };
-  r.o_bound.assign(r.o.size(), 0.0);
-  r.lse_bound.assign(r.lse.size(), 0.0);
-  r.o_pbound.assign(r.o.size(), 0.0);
-  r.lse_pbound.assign(r.lse.size(), 0.0);
-  r.o_sound_useless.assign(r.o.size(), 0);
-  r.lse_sound_useless.assign(r.lse.size(), 0);
+  zero_bounds(r);
   const row_slack none{};
   const bool variant_scores = c.variants.has_softcap() || c.variants.has_alibi() || c.variants.has_bias();
   std::vector<std::int64_t> keys;

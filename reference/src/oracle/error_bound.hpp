@@ -83,6 +83,9 @@ struct bound_setup {
   /// gamma_prob(k, u, lambda) with lambda = lambda_for(n (D + 2), u).
   bool probabilistic = false;
 };
+/// r's bounds (sound and probabilistic) and useless flags, one per O and LSE
+/// entry of r.o and r.lse, all 0 before the rows fill them.
+void zero_bounds(oracle_result& r);
 /// Validates opt.bound (input_error as fill_bounds) and derives the constants;
 /// probabilistic selects the probabilistic bound's gammas.
 bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt, bool probabilistic = false);

@@ -68,15 +68,10 @@ fast_tier_result fast_tier(const attn_case& c, const oracle_options& opt, const 
   r.dv = c.dv;
   r.tier = oracle_tier::fast_binary64;
   r.o.assign(n(c.b * c.lq * c.hq * c.dv), 0.0);
-  r.o_bound.assign(r.o.size(), 0.0);
   out.o_error.assign(r.o.size(), 0.0);
   r.lse.assign(n(c.b * c.hq * c.lq), -std::numeric_limits<double>::infinity());
-  r.lse_bound.assign(r.lse.size(), 0.0);
   out.lse_error.assign(r.lse.size(), 0.0);
-  r.o_pbound.assign(r.o.size(), 0.0);
-  r.lse_pbound.assign(r.lse.size(), 0.0);
-  r.o_sound_useless.assign(r.o.size(), 0);
-  r.lse_sound_useless.assign(r.lse.size(), 0);
+  zero_bounds(r);
   if (opt.want_p) r.p.assign(n(c.b * c.hq * c.lq * c.lk), 0.0);
   out.accepted = true;
   const auto reject = [&](std::size_t row, const char* why) {
