@@ -44,13 +44,14 @@ def fed_modules(build, feeds, output=None, feed=Feed):
 
 # The declarations shared by the modules of one seed, as variants() takes them.
 # Seed 000's MHA and MQA (cross_attention, mqa) take the causal flag and key
-# padding of their test script's additive mask; nan_rows shows behind
-# masked_keys_weighted, and in bf16 the float32 mask (mask_dtype) too.
+# padding of their test script's additive mask; nan_rows hides behind
+# masked_keys_weighted, and so does, in bf16, the fix mask_dtype (the script's
+# mask is float32).
 SEED000 = dict(features=("causal", "padding"), pairs=(("nan_rows", "masked_keys_weighted"),),
                low_fixes=(("mask_dtype", "masked_keys_weighted"),))
 # Seed 002's modules (self_attention, mha_model_width, gqa_float_heads) take a
 # causal flag alone as written, key padding and a boolean mask once corrected;
-# nan_rows shows behind masked_keys_weighted.
+# nan_rows hides behind masked_keys_weighted.
 SEED002 = dict(features=("causal", "padding", "mask"), pairs=(("nan_rows", "masked_keys_weighted"),),
                tutorial_features=("causal",))
 
