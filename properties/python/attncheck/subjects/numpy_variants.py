@@ -30,6 +30,7 @@ case the gate draws for it carries it (or nothing).
 import numpy as np
 
 import attncheck
+from attncheck.subjects._window import window_and_chunk
 
 _STORAGE = {"f32": np.float32, "f16": np.float16}
 
@@ -71,14 +72,7 @@ def visible(b, hq, lq, lk, *, causal, key_len, mask, window=None, chunk=None, bi
         ok = ok & (j <= p)
     if mask is not None:
         ok = ok & np.asarray(mask, dtype=bool)
-    if window is not None:
-        left, right = window
-        if left >= 0:
-            ok = ok & (j >= p - left)
-        if right >= 0:
-            ok = ok & (j <= p + right)
-    if chunk is not None:
-        ok = ok & (np.floor_divide(j, chunk) == np.floor_divide(p, chunk))  # floor toward minus infinity
+    ok = window_and_chunk(ok, j, p, window=window, chunk=chunk, floor_div=np.floor_divide)
     if bias is not None:
         ok = ok & (_values(np.asarray(bias), None) != -np.inf)
     return np.broadcast_to(ok, (b, hq, lq, lk)), p

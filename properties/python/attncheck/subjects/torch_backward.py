@@ -40,7 +40,7 @@ import math as _pymath
 
 import torch
 
-from .torch_math import allowed_keys, math_attention
+from .torch_math import allowed_keys, heads_first, math_attention, repeat_kv
 from .torch_variants import variant_mask
 
 _sdpa = torch.nn.functional._scaled_dot_product_attention
@@ -101,10 +101,7 @@ def _guarded(q, k, v, *, scale, causal, key_len, mask, dtype):
     zero = torch.zeros((), dtype=q.dtype)
     k, v = torch.where(keep, k, zero), torch.where(keep, v, zero)
     q = torch.where(seen_row.squeeze(-1).transpose(1, 2).unsqueeze(-1), q, zero)  # a row that sees nothing: Q unread
-    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    if hq != hkv:
-        kt = kt.repeat_interleave(hq // hkv, dim=1)
-        vt = vt.repeat_interleave(hq // hkv, dim=1)
+    qt, kt, vt = heads_first(q, k, v)
     scores = torch.matmul(qt, kt.transpose(-1, -2)) * scale
     scores = scores.masked_fill(~ok, float("-inf")).masked_fill(~seen_row, 0.0)
     weights = torch.softmax(scores, dim=-1).masked_fill(~ok, 0.0)
@@ -131,10 +128,7 @@ def _variants_guarded(q, k, v, *, scale, causal, key_len, mask, dtype, window=No
     zero = torch.zeros((), dtype=q.dtype)
     k, v = torch.where(keep, k, zero), torch.where(keep, v, zero)
     q = torch.where(seen_row.squeeze(-1).transpose(1, 2).unsqueeze(-1), q, zero)
-    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    if hq != hkv:
-        kt = kt.repeat_interleave(hq // hkv, dim=1)
-        vt = vt.repeat_interleave(hq // hkv, dim=1)
+    qt, kt, vt = heads_first(q, k, v)
     scores = torch.matmul(qt, kt.transpose(-1, -2)) * scale
     if softcap is not None:
         scores = softcap * torch.tanh(scores / softcap)
@@ -159,9 +153,7 @@ def _variants_guarded(q, k, v, *, scale, causal, key_len, mask, dtype, window=No
 
 def _sdpa_forward(q, k, v, *, scale, causal, key_len, mask, dtype):
     hq, d = q.shape[2], q.shape[3]
-    if k.shape[2] != hq:
-        k = k.repeat_interleave(hq // k.shape[2], dim=2)
-        v = v.repeat_interleave(hq // v.shape[2], dim=2)
+    k, v = repeat_kv(k, hq), repeat_kv(v, hq)
     # _scaled_dot_product_attention divides Q by sqrt(D): hand it Q * scale * sqrt(D).
     qs = q * (scale * _pymath.sqrt(d))
     visible = None

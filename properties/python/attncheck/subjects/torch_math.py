@@ -32,14 +32,27 @@ def allowed_keys(b, hq, lq, lk, *, causal, key_len, mask, device="cpu"):
     return ok.expand(b, hq, lq, lk)
 
 
-def math_attention(q, k, v, *, scale, causal, key_len, mask):
-    """BSHD in, BSHD out: the four-op math path."""
-    b, lq, hq, _ = q.shape
-    lk, hkv = k.shape[1], k.shape[2]
+def repeat_kv(x, hq):
+    """(B, L, Hkv, D) -> (B, L, Hq, D): query head h reads KV head h // (Hq / Hkv)."""
+    return x.repeat_interleave(hq // x.shape[2], dim=2) if x.shape[2] != hq else x
+
+
+def heads_first(q, k, v):
+    """BSHD -> (B, H, L, D), K and V heads repeated after the transpose so that
+    query head h reads KV head h // (Hq / Hkv)."""
+    hq, hkv = q.shape[2], k.shape[2]
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     if hq != hkv:
         k = k.repeat_interleave(hq // hkv, dim=1)
         v = v.repeat_interleave(hq // hkv, dim=1)
+    return q, k, v
+
+
+def math_attention(q, k, v, *, scale, causal, key_len, mask):
+    """BSHD in, BSHD out: the four-op math path."""
+    b, lq, hq, _ = q.shape
+    lk = k.shape[1]
+    q, k, v = heads_first(q, k, v)
     scores = torch.matmul(q, k.transpose(-1, -2)) * scale
     scores = scores.masked_fill(~allowed_keys(b, hq, lq, lk, causal=causal, key_len=key_len, mask=mask), float("-inf"))
     weights = torch.softmax(scores, dim=-1)

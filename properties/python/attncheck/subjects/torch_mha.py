@@ -45,7 +45,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .torch_math import allowed_keys
+from .torch_math import allowed_keys, repeat_kv
 
 _SLOW_WIDTH = 512
 
@@ -69,11 +69,6 @@ def _pow4_at_least(n):
     while w < n:
         w *= 4
     return w
-
-
-def _repeat_kv(x, hq):
-    """(B, L, Hkv, D) -> (B, L, Hq, D): query head h reads KV head h // (Hq / Hkv)."""
-    return x.repeat_interleave(hq // x.shape[2], dim=2) if x.shape[2] != hq else x
 
 
 def _pad_last(x, width):
@@ -113,7 +108,7 @@ def _slow_group(q, k, v, *, scale, visible, padded_keys, hd):
 def slow_path(q, k, v, *, scale, causal, key_len, mask, dtype):
     b, lq, hq, d = q.shape
     lk, dv = k.shape[1], v.shape[3]
-    k, v = _repeat_kv(k, hq), _repeat_kv(v, hq)
+    k, v = repeat_kv(k, hq), repeat_kv(v, hq)
     hd = _pow4_at_least(max(d, dv))
     visible = None
     if causal or mask is not None:
@@ -183,7 +178,7 @@ def _fast_head(q, k, v, *, scale, key_len):
 
 def fast_path(q, k, v, *, scale, causal, key_len, mask, dtype):
     hq = q.shape[2]
-    k, v = _repeat_kv(k, hq), _repeat_kv(v, hq)
+    k, v = repeat_kv(k, hq), repeat_kv(v, hq)
     with torch.no_grad():
         return torch.stack([_fast_head(q[:, :, h], k[:, :, h], v[:, :, h], scale=scale, key_len=key_len)
                             for h in range(hq)], dim=2)

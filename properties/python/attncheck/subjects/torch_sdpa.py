@@ -13,17 +13,14 @@ boolean attn_mask where True takes part.
 """
 import torch
 
-from .torch_math import allowed_keys
+from .torch_math import allowed_keys, repeat_kv
 
 _sdpa = torch.nn.functional._scaled_dot_product_attention
 
 
 def _bhsd(q, k, v):
     hq = q.shape[2]
-    if k.shape[2] != hq:
-        k = k.repeat_interleave(hq // k.shape[2], dim=2)
-        v = v.repeat_interleave(hq // v.shape[2], dim=2)
-    return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    return q.transpose(1, 2), repeat_kv(k, hq).transpose(1, 2), repeat_kv(v, hq).transpose(1, 2)
 
 
 def attend(q, k, v, *, scale, causal, key_len, mask, dtype):

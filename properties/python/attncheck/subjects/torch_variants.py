@@ -34,6 +34,9 @@ f32 storage and compute (u = 2^-24), exp within 1 ulp (Sleef's expf).
 """
 import torch
 
+from ._window import window_and_chunk
+from .torch_math import heads_first
+
 
 def variant_mask(b, hq, lq, lk, *, key_len=None, window=None, chunk=None, alibi_slopes=None, bias=None):
     """The additive float32 mask (B, Hq, Lq, Lk) of the variants: 0 or -inf for window and chunk,
@@ -42,14 +45,8 @@ def variant_mask(b, hq, lq, lk, *, key_len=None, window=None, chunk=None, alibi_
     j = torch.arange(lk, dtype=torch.int64).view(1, 1, 1, lk)
     p = n.view(b, 1, 1, 1) - lq + torch.arange(lq, dtype=torch.int64).view(1, 1, lq, 1)  # aligned positions
     ok = torch.ones((1, 1, 1, 1), dtype=torch.bool)
-    if window is not None:
-        left, right = window
-        if left >= 0:
-            ok = ok & (j >= p - left)
-        if right >= 0:
-            ok = ok & (j <= p + right)
-    if chunk is not None:
-        ok = ok & (torch.div(j, chunk, rounding_mode="floor") == torch.div(p, chunk, rounding_mode="floor"))
+    ok = window_and_chunk(ok, j, p, window=window, chunk=chunk,
+                          floor_div=lambda x, c: torch.div(x, c, rounding_mode="floor"))
     mask = torch.zeros((b, hq, lq, lk), dtype=torch.float32)
     mask = mask.masked_fill(~ok.expand(b, hq, lq, lk), float("-inf"))
     if alibi_slopes is not None:
@@ -70,11 +67,8 @@ def float_mask_attention(q, k, v, *, scale, key_len=None, window=None, chunk=Non
                    skipped per row, never weighted by zero), as docs/spec.md asks.
     """
     b, lq, hq, _ = q.shape
-    lk, hkv = k.shape[1], k.shape[2]
-    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    if hq != hkv:
-        k = k.repeat_interleave(hq // hkv, dim=1)
-        v = v.repeat_interleave(hq // hkv, dim=1)
+    lk = k.shape[1]
+    q, k, v = heads_first(q, k, v)
     mask = variant_mask(b, hq, lq, lk, key_len=key_len, window=window, chunk=chunk, alibi_slopes=alibi_slopes, bias=bias)
     scores = torch.matmul(q, k.transpose(-1, -2)) * scale + mask
     if guard == "none":

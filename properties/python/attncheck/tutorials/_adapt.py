@@ -2,9 +2,9 @@
 import torch
 from torch import nn
 
-from attncheck.subjects.torch_math import allowed_keys
+from attncheck.subjects.torch_math import allowed_keys, repeat_kv
 
-__all__ = ["Feed", "allowed_keys", "repeat_kv", "variants"]
+__all__ = ["Feed", "allowed_keys", "fed_modules", "repeat_kv", "variants", "SEED000", "SEED002"]
 
 
 class Feed(nn.Module):
@@ -19,11 +19,41 @@ class Feed(nn.Module):
         return self.value
 
 
-def repeat_kv(x, hq):
-    """(B, L, Hkv, D) -> (B, L, Hq, D): query head h reads KV head h // (Hq / Hkv).
-    For modules that take as many KV heads as query heads."""
-    return x.repeat_interleave(hq // x.shape[2], dim=2) if x.shape[2] != hq else x
+def fed_modules(build, feeds, output=None, feed=Feed):
+    """The module a subject runs for each shape key: build(*key), made once and
+    put in eval mode, with the projections named in `feeds` replaced by feed()
+    (the gate's tensors come in through them) and the projection `output`, if
+    any, by nn.Identity(). Returns module(key, *values), which hands each
+    Feed of `feeds` its value, when given, and returns the module."""
+    made = {}
 
+    def module(key, *values):
+        m = made.get(key)
+        if m is None:
+            m = made[key] = build(*key).eval()
+            for name in feeds:
+                setattr(m, name, feed())
+            if output is not None:
+                setattr(m, output, nn.Identity())
+        for name, value in zip(feeds, values):
+            getattr(m, name).value = value
+        return m
+
+    return module
+
+
+# The declarations shared by the modules of one seed, as variants() takes them.
+# Seed 000's MHA and MQA (cross_attention, mqa) take the causal flag and key
+# padding of their test script's additive mask; nan_rows hides behind
+# masked_keys_weighted, and so does, in bf16, the fix mask_dtype (the script's
+# mask is float32).
+SEED000 = dict(features=("causal", "padding"), pairs=(("nan_rows", "masked_keys_weighted"),),
+               low_fixes=(("mask_dtype", "masked_keys_weighted"),))
+# Seed 002's modules (self_attention, mha_model_width, gqa_float_heads) take a
+# causal flag alone as written, key padding and a boolean mask once corrected;
+# nan_rows hides behind masked_keys_weighted.
+SEED002 = dict(features=("causal", "padding", "mask"), pairs=(("nan_rows", "masked_keys_weighted"),),
+               tutorial_features=("causal",))
 
 # Low-precision runs: (dtype, u of its compute, as the module computes in it).
 LOW = (("bf16", 2**-8),)

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from ..layer import SELF, Layer, one_width
-from ._adapt import Feed, allowed_keys, no_grad, repeat_kv, skip_masked_keys, variants
+from ._adapt import allowed_keys, fed_modules, no_grad, repeat_kv, skip_masked_keys, variants
 
 BUGS = ("unshifted_causal", "finfo_min", "masked_keys_weighted", "own_scale", "one_head_dim")
 
@@ -103,27 +103,21 @@ def masked_positions(b, hq, q_len, k_len, *, causal, key_len, mask, fixed):
     return ~allowed_keys(b, hq, q_len, k_len, causal=causal, key_len=key_len, mask=mask)
 
 
-def _module(modules, hq, d, fixed):
-    m = modules.get((hq, d))
-    if m is None:
-        m = CachedMultiHeadAttention(hq * d, hq, fixed=fixed).eval()
-        m.q_proj, m.k_proj, m.v_proj, m.o_proj = Feed(), Feed(), Feed(), nn.Identity()
-        modules[(hq, d)] = m
-    return m
+def _modules(fixed):
+    return fed_modules(lambda hq, d: CachedMultiHeadAttention(hq * d, hq, fixed=fixed), ("q_proj", "k_proj", "v_proj"),
+                       "o_proj")
 
 
 def _attend(fixed):
-    modules = {}
+    modules = _modules(fixed)
 
     @no_grad
     def attend(q, k, v, *, scale, causal, key_len, mask, dtype):
         b, lq, hq, d = q.shape
         lk = k.shape[1]
-        m = _module(modules, hq, d, fixed)
+        m = modules((hq, d), q.reshape(b, lq, -1), repeat_kv(k, hq).reshape(b, lk, -1),
+                    repeat_kv(v, hq).reshape(b, lk, -1))
         m.scale = scale
-        m.q_proj.value = q.reshape(b, lq, -1)
-        m.k_proj.value = repeat_kv(k, hq).reshape(b, lk, -1)
-        m.v_proj.value = repeat_kv(v, hq).reshape(b, lk, -1)
         hidden = masked_positions(b, hq, lq, lk, causal=causal, key_len=key_len, mask=mask, fixed=fixed)
         out, _, _ = m(torch.empty(b, lq, hq * d), attn_mask=hidden)
         return out.view(b, lq, hq, -1)
@@ -141,7 +135,7 @@ def _cache(fixed):
             self.past = [None] * config.b
             self.new_k = [[] for _ in range(config.b)]
             self.new_v = [[] for _ in range(config.b)]
-            self.modules = {}
+            self.modules = _modules(fixed)
 
         def append(self, k, v, count):
             for bi in range(self.b):
@@ -152,7 +146,7 @@ def _cache(fixed):
         @no_grad
         def attend(self, q, *, scale, causal, dtype):
             b, lq, hq, d = q.shape
-            m = _module(self.modules, hq, d, fixed)
+            m = self.modules((hq, d))
             m.scale = scale
             outs = []
             for bi in range(b):

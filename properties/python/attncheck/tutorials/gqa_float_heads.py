@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from ..layer import SELF, Layer, one_width
-from ._adapt import Feed, contract_visibility, no_grad, skip_masked_keys, variants
+from ._adapt import SEED002, contract_visibility, fed_modules, no_grad, skip_masked_keys, variants
 
 BUGS = ("float_heads", "contiguous_call", "own_scale", "square_causal", "nan_rows", "square_seq", "one_head_dim", "masked_keys_weighted")
 
@@ -97,20 +97,14 @@ class GroupedQueryAttention(nn.Module):
 
 
 def _attend(fixed):
-    modules = {}
+    modules = fed_modules(lambda hq, hkv, d: GroupedQueryAttention(hq * d, hq, hkv, dropout=0.1, fixed=fixed),
+                          ("wq", "wk", "wv"), "wo")
 
     @no_grad
     def attend(q, k, v, *, scale, causal, key_len, mask, dtype):
         b, lq, hq, d = q.shape
         lk, hkv = k.shape[1], k.shape[2]
-        m = modules.get((hq, hkv, d))
-        if m is None:
-            m = GroupedQueryAttention(hq * d, hq, hkv, dropout=0.1, fixed=fixed).eval()
-            m.wq, m.wk, m.wv, m.wo = Feed(), Feed(), Feed(), nn.Identity()
-            modules[(hq, hkv, d)] = m
-        m.wq.value = q.reshape(b, lq, -1)
-        m.wk.value = k.reshape(b, lk, -1)
-        m.wv.value = v.reshape(b, lk, -1)
+        m = modules((hq, hkv, d), q.reshape(b, lq, -1), k.reshape(b, lk, -1), v.reshape(b, lk, -1))
         full, others = contract_visibility(b, hq, lq, lk, causal=causal, key_len=key_len, mask=mask)
         out = m(torch.empty(b, lq, hq * d), causal, scale=scale, allowed=full, others=others)
         return out.view(b, lq, hq, -1)
@@ -118,9 +112,7 @@ def _attend(fixed):
     return attend
 
 
-globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding", "mask"],
-                         pairs=[("nan_rows", "masked_keys_weighted")],
-                         tutorial_features=["causal"]))
+globals().update(variants(sys.modules[__name__], _attend, BUGS, **SEED002))
 
 
 # ---- The layer mode (attncheck.layer): the module with its own weights, built

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from ..layer import SELF, Layer, one_width
-from ._adapt import Feed, contract_visibility, no_grad, repeat_kv, skip_masked_keys, variants
+from ._adapt import SEED002, contract_visibility, fed_modules, no_grad, repeat_kv, skip_masked_keys, variants
 
 BUGS = ("scale", "square_causal", "nan_rows", "square_seq", "one_head_dim", "masked_keys_weighted")
 
@@ -77,19 +77,14 @@ class MultiHeadAttention(nn.Module):
 
 
 def _attend(fixed):
-    modules = {}
+    modules = fed_modules(lambda hq, d: MultiHeadAttention(hq * d, hq, fixed), ("WQ", "WK", "WV"), "fc")
 
     @no_grad
     def attend(q, k, v, *, scale, causal, key_len, mask, dtype):
         b, lq, hq, d = q.shape
         lk = k.shape[1]
-        m = modules.get((hq, d))
-        if m is None:
-            m = modules[(hq, d)] = MultiHeadAttention(hq * d, hq, fixed).eval()
-            m.WQ, m.WK, m.WV, m.fc = Feed(), Feed(), Feed(), nn.Identity()
-        m.WQ.value = q.reshape(b, lq, -1)
-        m.WK.value = repeat_kv(k, hq).reshape(b, lk, -1)
-        m.WV.value = repeat_kv(v, hq).reshape(b, lk, -1)
+        m = modules((hq, d), q.reshape(b, lq, -1), repeat_kv(k, hq).reshape(b, lk, -1),
+                    repeat_kv(v, hq).reshape(b, lk, -1))
         full, others = contract_visibility(b, hq, lq, lk, causal=causal, key_len=key_len, mask=mask)
         out, _ = m(torch.empty(b, lq, hq * d), causal, scale=scale, allowed=full, others=others)
         return out.view(b, lq, hq, -1)
@@ -97,9 +92,7 @@ def _attend(fixed):
     return attend
 
 
-globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding", "mask"],
-                         pairs=[("nan_rows", "masked_keys_weighted")],
-                         tutorial_features=["causal"]))
+globals().update(variants(sys.modules[__name__], _attend, BUGS, **SEED002))
 
 
 # ---- The layer mode (attncheck.layer): the module with its own weights, called

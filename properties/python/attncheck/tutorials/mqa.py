@@ -21,7 +21,7 @@ import sys
 import torch
 from torch import nn
 
-from ._adapt import seed000_layers, Feed, no_grad, skip_masked_keys, variants
+from ._adapt import SEED000, fed_modules, no_grad, seed000_layers, skip_masked_keys, variants
 from ._seed_mask import additive_mask
 
 BUGS = ("top_left_mask", "nan_rows", "masked_keys_weighted", "own_scale", "one_kv_head")
@@ -83,18 +83,14 @@ class MQA(nn.Module):
 
 
 def _attend(fixed):
-    modules = {}
+    modules = fed_modules(lambda hq, d, dv: MQA(hq, hq * d, hq * dv, d, dv, hq * dv, fixed), ("fc_q", "fc_k", "fc_v"),
+                          "fc_o")
 
     @no_grad
     def attend(q, k, v, *, scale, causal, key_len, mask, dtype):
         b, lq, hq, d = q.shape
         lk, dv = k.shape[1], v.shape[3]
-        m = modules.get((hq, d, dv))
-        if m is None:
-            m = MQA(hq, hq * d, hq * dv, d, dv, hq * dv, fixed).eval()
-            m.fc_q, m.fc_k, m.fc_v, m.fc_o = Feed(), Feed(), Feed(), nn.Identity()
-            modules[(hq, d, dv)] = m
-        m.fc_q.value, m.fc_k.value, m.fc_v.value = q.reshape(b, lq, -1), k.reshape(b, lk, -1), v.reshape(b, lk, -1)
+        m = modules((hq, d, dv), q.reshape(b, lq, -1), k.reshape(b, lk, -1), v.reshape(b, lk, -1))
         add = additive_mask(b, lq, lk, causal=causal, key_len=key_len, top_left="top_left_mask" not in fixed)
         _, out = m(m.fc_q.value, m.fc_k.value, m.fc_v.value, add, scale=scale)
         return out.view(b, lq, hq, dv)
@@ -102,8 +98,7 @@ def _attend(fixed):
     return attend
 
 
-globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding"],
-                         pairs=[("nan_rows", "masked_keys_weighted")], low_fixes=[("mask_dtype", "masked_keys_weighted")]))
+globals().update(variants(sys.modules[__name__], _attend, BUGS, **SEED000))
 
 
 # ---- The layer mode (attncheck.layer): _adapt.seed000_layers, fc_q_width a

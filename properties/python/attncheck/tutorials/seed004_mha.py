@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..layer import CONTEXT, Layer, one_width
-from ._adapt import allowed_keys, no_grad, repeat_kv, skip_masked_keys, variants
+from ._adapt import allowed_keys, fed_modules, no_grad, repeat_kv, skip_masked_keys, variants
 
 BUGS = ("fill_1e9", "masked_keys_weighted")
 WALKTHROUGH = "kv_from_query"
@@ -119,18 +119,15 @@ def _pad(x, width):
 
 
 def _attend(fixed):
-    modules = {}
+    modules = fed_modules(lambda hq, w: MultiHeadAttention(hq * w, hq, fixed=fixed), ("w_q", "w_k", "w_v"), "w_o",
+                          feed=Fed)
 
     @no_grad
     def attend(q, k, v, *, scale, causal, key_len, mask, dtype):
         b, lq, hq, d = q.shape
         lk, dv = k.shape[1], v.shape[3]
         w = max(d, dv)
-        m = modules.get((hq, w))
-        if m is None:
-            m = MultiHeadAttention(hq * w, hq, fixed=fixed).eval()
-            m.w_q, m.w_k, m.w_v, m.w_o = Fed(), Fed(), Fed(), nn.Identity()
-            modules[(hq, w)] = m
+        m = modules((hq, w))
         m.scale = scale
         qp = _pad(q, w).reshape(b, lq, hq * w)
         kp = _pad(repeat_kv(k, hq), w).reshape(b, lk, hq * w)

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from ..layer import SELF, Layer, one_width
-from ._adapt import Feed, contract_visibility, no_grad, repeat_kv, skip_masked_keys, variants
+from ._adapt import SEED002, contract_visibility, fed_modules, no_grad, repeat_kv, skip_masked_keys, variants
 
 BUGS = ("own_scale", "square_causal", "nan_rows", "masked_keys_weighted")
 
@@ -67,21 +67,17 @@ class SelfAttention(nn.Module):
 
 
 def _attend(fixed):
-    modules = {}
+    modules = fed_modules(lambda d: SelfAttention(d, fixed), ("WQ", "WK", "WV"))
 
     @no_grad
     def attend(q, k, v, *, scale, causal, key_len, mask, dtype):
         b, lq, hq, d = q.shape
         lk = k.shape[1]
-        m = modules.get(d)
-        if m is None:
-            m = modules[d] = SelfAttention(d, fixed).eval()
-            m.WQ, m.WK, m.WV = Feed(), Feed(), Feed()
 
         def fold(x):  # (B, L, Hq, D) -> (B * Hq, L, D): one single-head problem per (batch, head)
             return x.transpose(1, 2).reshape(b * hq, x.shape[1], x.shape[3])
 
-        m.WQ.value, m.WK.value, m.WV.value = fold(q), fold(repeat_kv(k, hq)), fold(repeat_kv(v, hq))
+        m = modules((d,), fold(q), fold(repeat_kv(k, hq)), fold(repeat_kv(v, hq)))
         full, others = contract_visibility(b, hq, lq, lk, causal=causal, key_len=key_len, mask=mask)
         fold_mask = (lambda t: None if t is None else t.reshape(b * hq, lq, lk))
         out, _ = m(torch.empty(b * hq, lq, d), causal, scale=scale, allowed=fold_mask(full), others=fold_mask(others))
@@ -90,9 +86,7 @@ def _attend(fixed):
     return attend
 
 
-globals().update(variants(sys.modules[__name__], _attend, BUGS, features=["causal", "padding", "mask"],
-                         pairs=[("nan_rows", "masked_keys_weighted")],
-                         tutorial_features=["causal"]))
+globals().update(variants(sys.modules[__name__], _attend, BUGS, **SEED002))
 
 
 # ---- The layer mode (attncheck.layer): the module with its own weights, called
