@@ -39,11 +39,10 @@ comparison against_oracle(const attn_case& c, const backward_result& r, const ba
 
 law_outcome gradients_within_bound(const subject& s, const attn_case& c) {
   law_outcome o;
-  const tensor d_o = draw_grad_output(c, grad_of(c));
-  const backward_run run = run_on_oracle(s, c, d_o);
-  const backward_result& r = run.r;
-  const backward_output& out = run.out;
-  if (run_failed(out, o, "backward")) return o;
+  const auto own = run_case_on_oracle(s, c, o);
+  if (!own) return o;
+  const backward_result& r = own->run.r;
+  const backward_output& out = own->run.out;
   o.add("dQ, dK, dV against the backward oracle (grad=" + std::string(name(grad_of(c))) + ")", against_oracle(c, r, out));
   if (!r.d_sinks.empty()) {
     // d(sink), returned in f32 whatever the storage type.

@@ -18,11 +18,11 @@ namespace {
 // element within its bound of its truth) plus the law's own binary64 sums.
 law_outcome gradient_sums(const subject& s, const attn_case& c, bool keys) {
   law_outcome o;
-  const tensor d_o = draw_grad_output(c, grad_of(c));
-  const backward_run run = run_on_oracle(s, c, d_o);
-  const backward_result& r = run.r;
-  const backward_output& out = run.out;
-  if (run_failed(out, o, "backward")) return o;
+  const auto own = run_case_on_oracle(s, c, o);
+  if (!own) return o;
+  const tensor& d_o = own->d_o;
+  const backward_result& r = own->run.r;
+  const backward_output& out = own->run.out;
   comparison cmp;
   const std::int64_t width = keys ? c.d : c.dv;
   const std::vector<char> seen = seen_keys(c);

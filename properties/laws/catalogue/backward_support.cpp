@@ -115,4 +115,12 @@ backward_run run_on_oracle(const subject& s, const attn_case& c, const tensor& d
   return run;
 }
 
+std::optional<own_backward_run> run_case_on_oracle(const subject& s, const attn_case& c, law_outcome& o) {
+  own_backward_run own;
+  own.d_o = draw_grad_output(c, grad_of(c));
+  own.run = run_on_oracle(s, c, own.d_o);
+  if (run_failed(own.run.out, o, "backward")) return std::nullopt;
+  return own;
+}
+
 }  // namespace attncheck::laws

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -107,5 +108,13 @@ struct backward_run {
   backward_output out;
 };
 backward_run run_on_oracle(const subject& s, const attn_case& c, const tensor& d_o);
+
+/// run_on_oracle on the case's own dO (draw_grad_output of its grad= recipe),
+/// returned with it; nullopt, o failed, where the subject's backward failed.
+struct own_backward_run {
+  tensor d_o;
+  backward_run run;
+};
+std::optional<own_backward_run> run_case_on_oracle(const subject& s, const attn_case& c, law_outcome& o);
 
 }  // namespace attncheck::laws
