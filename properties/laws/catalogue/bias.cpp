@@ -87,13 +87,11 @@ law_outcome alibi_equals_explicit_bias(const subject& s, const attn_case& c) {
                     c, [&](auto bi, auto h, auto i, auto j) { return c.alibi_at(bi, h, i, j); }, gap));
     what = "ALiBi against the f32 bias of its terms m_h (j - p)";
   }
-  const auto x = s.attend(a), y = s.attend(b);
-  if (run_failed(x, o, "ALiBi") || run_failed(y, o, "explicit")) return o;
   const double vmax = max_abs_v(c);
   within_bounds_options opt;
   opt.o_gap = [&](std::int64_t bi, std::int64_t h, std::int64_t i) { return 2 * vmax * gap[row_of(c, bi, h, i)]; };
   opt.lse_gap = [&](std::int64_t bi, std::int64_t h, std::int64_t i) { return gap[row_of(c, bi, h, i)]; };
-  o.add(what, compare_within_bounds(a, x, fast_bound(s, a), y, fast_bound(s, b), opt));
+  add_runs_within_bounds(o, s, a, "ALiBi", b, "explicit", what, opt);
   return o;
 }
 
@@ -121,15 +119,14 @@ law_outcome row_constant_changes_nothing(const subject& s, const attn_case& c) {
   std::vector<double> gap;
   set_bias(b, full_f32_bias(
                   c, [&](auto bi, auto h, auto i, auto j) { return c.bias_at(bi, h, i, j) + t[row_of(c, bi, h, i)]; }, gap));
-  const auto x = s.attend(c), y = s.attend(b);
-  if (run_failed(x, o, "bias") || run_failed(y, o, "bias plus a row constant")) return o;
   const double vmax = max_abs_v(c);
   within_bounds_options opt;
   opt.o_gap = [&](std::int64_t bi, std::int64_t h, std::int64_t i) { return 2 * vmax * gap[row_of(c, bi, h, i)]; };
   opt.lse_gap = [&](std::int64_t bi, std::int64_t h, std::int64_t i) { return gap[row_of(c, bi, h, i)]; };
   opt.lse_offset = [&](std::int64_t bi, std::int64_t h, std::int64_t i) { return t[row_of(c, bi, h, i)]; };
-  o.add(std::string("a constant per bias row") + (big ? " (1e3..1e4)" : "") + ", the bias made f32 and full",
-        compare_within_bounds(c, x, fast_bound(s, c), y, fast_bound(s, b), opt));
+  add_runs_within_bounds(o, s, c, "bias", b, "bias plus a row constant",
+                         std::string("a constant per bias row") + (big ? " (1e3..1e4)" : "") + ", the bias made f32 and full",
+                         opt);
   return o;
 }
 
@@ -161,10 +158,8 @@ law_outcome minus_inf_equals_mask(const subject& s, const attn_case& c) {
         for (std::int64_t j = 0; j < c.lk; ++j)
           b.mask[static_cast<std::size_t>(((bi * c.hq + h) * c.lq + i) * c.lk + j)] =
               c.mask_allows(bi, h, i, j) && c.bias_at(bi, h, i, j) != -inf;
-  const auto x = s.attend(c), y = s.attend(b);
-  if (run_failed(x, o, "-inf bias") || run_failed(y, o, "boolean mask")) return o;
-  o.add(std::to_string(holes) + " -inf bias entries against the boolean mask",
-        compare_within_bounds(c, x, fast_bound(s, c), y, fast_bound(s, b)));
+  add_runs_within_bounds(o, s, c, "-inf bias", b, "boolean mask",
+                         std::to_string(holes) + " -inf bias entries against the boolean mask");
   return o;
 }
 
@@ -204,11 +199,9 @@ law_outcome broadcast_equals_materialized(const subject& s, const attn_case& c) 
                      c.variants.bias.bits_at(shape[0] == 1 ? 0 : bi, shape[1] == 1 ? 0 : h, shape[2] == 1 ? 0 : i,
                                              shape[3] == 1 ? 0 : j));
   set_bias(b, std::move(t));
-  const auto x = s.attend(c), y = s.attend(b);
-  if (run_failed(x, o, "broadcast bias") || run_failed(y, o, "materialized bias")) return o;
-  o.add("bias of shape " + std::to_string(shape[0]) + "x" + std::to_string(shape[1]) + "x" + std::to_string(shape[2]) + "x" +
-            std::to_string(shape[3]) + " against it materialized",
-        compare_within_bounds(c, x, fast_bound(s, c), y, fast_bound(s, b)));
+  add_runs_within_bounds(o, s, c, "broadcast bias", b, "materialized bias",
+                         "bias of shape " + std::to_string(shape[0]) + "x" + std::to_string(shape[1]) + "x" +
+                             std::to_string(shape[2]) + "x" + std::to_string(shape[3]) + " against it materialized");
   return o;
 }
 

@@ -138,14 +138,8 @@ law_outcome runs_are_deterministic(const subject& s, const attn_case& c) {
         for (std::int64_t h = 0; h < c.hq; ++h)
           for (std::int64_t i = 0; i < keep; ++i)
             tail.lse.push_back(first.lse[static_cast<std::size_t>((b * c.hq + h) * c.lq + from + i)]);
-    comparison r;
-    if (s.claims(ATTNCHECK_CLAIM_LQ)) {
-      r = compare_bitwise(t, tail, out);
-    } else {
-      const oracle_result rt = fast_bound(s, t);
-      r = compare_within_bounds(t, tail, rt, out, rt);
-    }
-    o.add("the last " + std::to_string(keep) + " of " + std::to_string(c.lq) + " query rows alone", r);
+    o.add("the last " + std::to_string(keep) + " of " + std::to_string(c.lq) + " query rows alone",
+          compare_claimed(s, ATTNCHECK_CLAIM_LQ, t, tail, out));
   }
   return o;
 }

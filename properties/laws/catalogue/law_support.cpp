@@ -169,6 +169,18 @@ comparison compare_within_bounds(const attn_case& c, const subject_output& a, co
   return r;
 }
 
+comparison compare_within_own_bounds(const subject& s, const attn_case& a, const subject_output& x, const attn_case& b,
+                                     const subject_output& y, const within_bounds_options& opt) {
+  return compare_within_bounds(a, x, fast_bound(s, a), y, fast_bound(s, b), opt);
+}
+
+void add_runs_within_bounds(law_outcome& o, const subject& s, const attn_case& a, const std::string& a_run, const attn_case& b,
+                            const std::string& b_run, const std::string& what, const within_bounds_options& opt) {
+  const auto x = s.attend(a), y = s.attend(b);
+  if (run_failed(x, o, a_run) || run_failed(y, o, b_run)) return;
+  o.add(what, compare_within_own_bounds(s, a, x, b, y, opt));
+}
+
 double max_abs_v(const attn_case& c) {
   double m = 0;
   for (std::int64_t bi = 0; bi < c.b; ++bi)

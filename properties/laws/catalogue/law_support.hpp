@@ -78,6 +78,15 @@ struct within_bounds_options {
 };
 comparison compare_within_bounds(const attn_case& c, const subject_output& a, const oracle_result& ra, const subject_output& b,
                                  const oracle_result& rb, const within_bounds_options& opt);
+/// The same for run x on case a and run y on case b, each within its own
+/// case's bound (fast_bound).
+comparison compare_within_own_bounds(const subject& s, const attn_case& a, const subject_output& x, const attn_case& b,
+                                     const subject_output& y, const within_bounds_options& opt = {});
+/// Runs the subject on cases a and b, whose true outputs agree (up to opt's
+/// gaps): a run that fails fails o under its label (a_run, b_run), else the
+/// two compared within their own bounds are added to o as `what`.
+void add_runs_within_bounds(law_outcome& o, const subject& s, const attn_case& a, const std::string& a_run, const attn_case& b,
+                            const std::string& b_run, const std::string& what, const within_bounds_options& opt = {});
 
 /// The same case with one contract 1.1 variant (an ATTNCHECK_FEATURE3_* bit) switched off, its values dropped.
 attn_case without_variant(const attn_case& c, std::uint32_t bit);

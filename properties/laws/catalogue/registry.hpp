@@ -13,7 +13,9 @@
 
 #include "attncheck/laws.hpp"
 
-// X-macro: one line per law group, in the order the gate runs and prints them.
+// X-macro: one line per law group, in the order the gate runs and prints them
+// (the backward group's laws take four lines, one per file: backward.cpp
+// says which lives where).
 #define ATTNCHECK_LAW_GROUPS(ATTNCHECK_LAW_GROUP) \
   ATTNCHECK_LAW_GROUP(differential)               \
   ATTNCHECK_LAW_GROUP(softmax)                    \
@@ -34,6 +36,9 @@
   ATTNCHECK_LAW_GROUP(softcap)                    \
   ATTNCHECK_LAW_GROUP(bias)                       \
   ATTNCHECK_LAW_GROUP(backward)                   \
+  ATTNCHECK_LAW_GROUP(backward_sums)              \
+  ATTNCHECK_LAW_GROUP(backward_relations)         \
+  ATTNCHECK_LAW_GROUP(backward_exact)             \
   ATTNCHECK_LAW_GROUP(paged)                      \
   ATTNCHECK_LAW_GROUP(page_table)                 \
   ATTNCHECK_LAW_GROUP(ragged)

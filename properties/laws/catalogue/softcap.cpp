@@ -117,14 +117,12 @@ law_outcome far_cap_equals_none(const subject& s, const attn_case& c) {
   const double cap = std::exp2(std::ceil(std::log2(std::max(xmax, 0x1p-60) * 0x1p20)));
   attn_case a = c, b = without_variant(c, ATTNCHECK_FEATURE3_SOFTCAP);
   a.variants.softcap = static_cast<float>(cap);
-  const auto x = s.attend(a), y = s.attend(b);
-  if (run_failed(x, o, "far cap") || run_failed(y, o, "no cap")) return o;
   const double ds = xmax * 0x1p-40, vmax = max_abs_v(c);
   within_bounds_options opt;
   opt.o_gap = [&](std::int64_t, std::int64_t, std::int64_t) { return 2 * vmax * ds; };
   opt.lse_gap = [&](std::int64_t, std::int64_t, std::int64_t) { return ds; };
-  o.add("cap " + std::to_string(cap) + " (2^20 above every |score|) against no cap",
-        compare_within_bounds(a, x, fast_bound(s, a), y, fast_bound(s, b), opt));
+  add_runs_within_bounds(o, s, a, "far cap", b, "no cap",
+                         "cap " + std::to_string(cap) + " (2^20 above every |score|) against no cap", opt);
   return o;
 }
 

@@ -130,7 +130,7 @@ law_outcome outside_keys_never_matter(const subject& s, const attn_case& c) {
   opt.keep = [&](std::int64_t bi, std::int64_t h, std::int64_t i) { return keep[n((bi * c.hq + h) * c.lq + i)] != 0; };
   o.add(std::to_string(n_perturbed) + " keys outside the target rows' windows perturbed (" + std::to_string(n_canaries) +
             " canaries one past an edge" + (nan_garbage ? ", the rest NaN)" : ", the rest garbage)"),
-        compare_within_bounds(base, a, fast_bound(s, base), b, fast_bound(s, pert), opt));
+        compare_within_own_bounds(s, base, a, pert, b, opt));
   return o;
 }
 
@@ -178,9 +178,7 @@ law_outcome degenerate_windows_equal_plain(const subject& s, const attn_case& c)
       opt.keep = [&c](std::int64_t bi, std::int64_t, std::int64_t i) { return c.position(bi, i) >= 0; };
       break;
   }
-  const auto x = s.attend(a), y = s.attend(b);
-  if (run_failed(x, o, "degenerate") || run_failed(y, o, "plain")) return o;
-  o.add(what, compare_within_bounds(a, x, fast_bound(s, a), y, fast_bound(s, b), opt));
+  add_runs_within_bounds(o, s, a, "degenerate", b, "plain", what, opt);
   return o;
 }
 
