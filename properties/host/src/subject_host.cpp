@@ -23,280 +23,14 @@
 
 #include "attncheck/isolate.hpp"
 #include "attncheck/subject_registry.hpp"
+#include "guarded.hpp"
+#include "problem.hpp"
 
 namespace attncheck {
 
+using namespace host;
+
 namespace {
-
-// Guard words on each side of every buffer handed to a subject: writes there
-// are out of bounds; reads there meet NaN and show up in the result. Before a
-// buffer: guard_elems. After it: as many elements as the buffer holds (at
-// least guard_elems), so a subject that takes a 2-byte dtype for a 4-byte one
-// (declares f16, reads and writes f32) stays inside the guards: the overrun
-// is reported with a case that shrinks, not a heap it corrupts.
-constexpr std::size_t guard_elems = 64;
-std::size_t tail_guard(std::size_t payload) { return std::max(guard_elems, payload); }
-
-// "k of the n guard elements, storage elements a..b": where a subject wrote
-// outside a buffer, from the written guard elements' storage offsets.
-std::string write_map(const std::vector<std::int64_t>& written, std::size_t guard) {
-  std::ostringstream m;
-  m << written.size() << " of the " << guard << " guard elements, storage element" << (written.size() > 1 ? "s " : " ")
-    << written.front();
-  if (written.size() > 1) m << ".." << written.back();
-  return m.str();
-}
-
-std::uint32_t sentinel_bits(dtype t) {
-  switch (t) {
-    case dtype::f32: return 0x7fc0deadu;  // a quiet NaN with a payload nobody computes
-    case dtype::f16: return 0x7e5au;
-    case dtype::bf16: return 0x7fdau;
-  }
-  return 0x7fc0deadu;
-}
-
-// Packed bytes of a tensor's storage with guard elements on both sides; the
-// tensor's element 0 starts at data().
-struct guarded_bytes {
-  std::vector<unsigned char> bytes;
-  std::size_t width = 4;
-  std::size_t payload = 0;  // elements
-
-  guarded_bytes(const tensor& t) : width(size_of(t.type)), payload(t.bits.size()) {
-    bytes.resize(elements() * width);
-    const std::uint32_t s = sentinel_bits(t.type);
-    for (std::size_t i = 0; i < elements(); ++i) put(i, s);
-    const auto packed = t.packed_storage();
-    if (!packed.empty()) std::memcpy(bytes.data() + guard_elems * width, packed.data(), packed.size());
-  }
-  void put(std::size_t i, std::uint32_t v) {
-    if (width == 4) {
-      std::memcpy(&bytes[i * 4], &v, 4);
-    } else {
-      const auto h = static_cast<std::uint16_t>(v);
-      std::memcpy(&bytes[i * 2], &h, 2);
-    }
-  }
-  std::uint32_t get(std::size_t i) const {
-    if (width == 4) {
-      std::uint32_t v;
-      std::memcpy(&v, &bytes[i * 4], 4);
-      return v;
-    }
-    std::uint16_t h;
-    std::memcpy(&h, &bytes[i * 2], 2);
-    return h;
-  }
-  unsigned char* data() { return bytes.data() + guard_elems * width; }
-  std::size_t tail() const { return tail_guard(payload); }
-  std::size_t elements() const { return guard_elems + payload + tail(); }
-};
-
-attncheck_dtype to_abi(dtype t) {
-  switch (t) {
-    case dtype::f32: return ATTNCHECK_F32;
-    case dtype::f16: return ATTNCHECK_F16;
-    case dtype::bf16: return ATTNCHECK_BF16;
-  }
-  return ATTNCHECK_F32;
-}
-
-attncheck_tensor view_of(guarded_bytes& g, const tensor& t) {
-  attncheck_tensor v{};
-  v.data = g.data() + static_cast<std::size_t>(t.offset) * g.width;
-  for (int a = 0; a < 4; ++a) v.stride[a] = t.stride[a];
-  return v;
-}
-
-// Marks which storage elements of t its view covers.
-std::vector<bool> covered(const tensor& t) {
-  std::vector<bool> in(t.bits.size(), false);
-  for (std::int64_t a = 0; a < t.shape[0]; ++a)
-    for (std::int64_t b = 0; b < t.shape[1]; ++b)
-      for (std::int64_t c = 0; c < t.shape[2]; ++c)
-        for (std::int64_t d = 0; d < t.shape[3]; ++d) in[static_cast<std::size_t>(t.index(a, b, c, d))] = true;
-  return in;
-}
-
-// The header of a case without its tensors or mask: what make_output and
-// fill_problem read. Copying a whole case per cache step copied all of K and V.
-attn_case header_of(const attn_case& c, std::int64_t lq) {
-  attn_case h;
-  h.b = c.b, h.hq = c.hq, h.hkv = c.hkv, h.lq = lq, h.lk = c.lk, h.d = c.d, h.dv = c.dv;
-  h.scale = c.scale;
-  h.causal = c.causal;
-  h.type = c.type;
-  h.layout = c.layout;
-  return h;
-}
-
-// The output tensor handed to the subject: the case's layout, every element
-// (view and gaps) set to the sentinel so unwritten outputs and stray writes show.
-struct output_buffers {
-  tensor o;
-  guarded_bytes og;
-  std::vector<float> lse;  // guard + storage + guard
-  std::size_t lse_n = 0;   // storage elements
-  std::int64_t b = 0, hq = 0, lq = 0;
-  std::array<std::int64_t, 3> lse_stride{};  // over (b, h, i)
-
-  output_buffers(const attn_case& c, std::int64_t lq_, bool want_lse, bool lse_strided = false)
-      : o(make_output_rows(c, lq_)), og(sentinel_fill(o)), b(c.b), hq(c.hq), lq(lq_) {
-    if (want_lse) {
-      // Dense (B, Hq, Lq), or (B, Lq, Hq) with a gap after every query
-      // position and every batch element (non-dense strides, as a kernel
-      // writing into a (B, Lq, Hq) slice of a bigger buffer sees them).
-      lse_stride =
-          lse_strided ? std::array<std::int64_t, 3>{lq * (hq + 1) + 2, 1, hq + 1} : std::array<std::int64_t, 3>{hq * lq, lq, 1};
-      lse_n = static_cast<std::size_t>(b * lse_stride[0]);
-      lse.assign(guard_elems + lse_n + tail_guard(lse_n), std::bit_cast<float>(sentinel_bits(dtype::f32)));
-    }
-  }
-  static tensor make_output_rows(const attn_case& c, std::int64_t lq) { return make_output(header_of(c, lq)); }
-  static tensor sentinel_fill(tensor& t) {
-    std::fill(t.bits.begin(), t.bits.end(), sentinel_bits(t.type));
-    return t;
-  }
-  float* lse_data() { return lse.empty() ? nullptr : lse.data() + guard_elems; }
-  std::size_t lse_index(std::int64_t bi, std::int64_t h, std::int64_t i) const {
-    return static_cast<std::size_t>(bi * lse_stride[0] + h * lse_stride[1] + i * lse_stride[2]);
-  }
-
-  // Copies the result back into subject_output and checks the guards.
-  void collect(subject_output& out) {
-    out.o = o;
-    std::ostringstream why;
-    const std::uint32_t s = sentinel_bits(o.type);
-    const auto inside = covered(o);
-    for (std::size_t i = 0; i < og.payload; ++i) {
-      const std::uint32_t v = og.get(guard_elems + i);
-      out.o.bits[i] = v;
-      if (!inside[i] && v != s) {
-        out.guard_violated = true;
-        why << "wrote the gap element " << i << " of O's storage; ";
-        break;
-      }
-    }
-    // The write map outside O: which guard elements, before and after, changed.
-    std::vector<std::int64_t> before, after;
-    for (std::size_t i = 0; i < guard_elems; ++i)
-      if (og.get(i) != s) before.push_back(static_cast<std::int64_t>(i) - static_cast<std::int64_t>(guard_elems));
-    for (std::size_t i = 0; i < og.tail(); ++i)
-      if (og.get(guard_elems + og.payload + i) != s) after.push_back(static_cast<std::int64_t>(og.payload + i));
-    if (!before.empty() || !after.empty()) out.guard_violated = true;
-    if (!before.empty()) why << "wrote before the start of O: " << write_map(before, guard_elems) << "; ";
-    if (!after.empty())
-      why << "wrote past the end of O (" << og.payload << " storage element" << (og.payload == 1 ? "" : "s")
-          << "): " << write_map(after, og.tail())
-          << (after.back() >= static_cast<std::int64_t>(2 * og.payload) - 1 && o.type != dtype::f32
-                  ? " (as far as 4-byte elements would reach: a subject writing f32 into " + std::string(name(o.type)) + " O?)"
-                  : "")
-          << "; ";
-    if (!lse.empty()) {
-      const auto fs = sentinel_bits(dtype::f32);
-      std::vector<bool> in(lse_n, false);
-      for (std::int64_t bi = 0; bi < b; ++bi)
-        for (std::int64_t h = 0; h < hq; ++h)
-          for (std::int64_t i = 0; i < lq; ++i) in[lse_index(bi, h, i)] = true;
-      std::vector<std::int64_t> stray;
-      for (std::size_t i = 0; i < lse.size(); ++i) {
-        const bool view = i >= guard_elems && i < guard_elems + lse_n && in[i - guard_elems];
-        if (!view && std::bit_cast<std::uint32_t>(lse[i]) != fs)
-          stray.push_back(static_cast<std::int64_t>(i) - static_cast<std::int64_t>(guard_elems));
-      }
-      if (!stray.empty()) {
-        out.guard_violated = true;
-        why << "wrote outside LSE's view (" << lse_n << " storage elements, strides " << lse_stride[0] << "," << lse_stride[1]
-            << "," << lse_stride[2] << "): " << stray.size() << " element" << (stray.size() > 1 ? "s" : "") << ", storage element"
-            << (stray.size() > 1 ? "s " : " ") << stray.front();
-        if (stray.size() > 1) why << ".." << stray.back();
-        why << "; ";
-      }
-      out.lse.assign(static_cast<std::size_t>(b * hq * lq), 0.0f);
-      for (std::int64_t bi = 0; bi < b; ++bi)
-        for (std::int64_t h = 0; h < hq; ++h)
-          for (std::int64_t i = 0; i < lq; ++i)
-            out.lse[static_cast<std::size_t>((bi * hq + h) * lq + i)] = lse[guard_elems + lse_index(bi, h, i)];
-    }
-    out.guard_report = why.str();
-    if (out.guard_report.size() >= 2) out.guard_report.resize(out.guard_report.size() - 2);  // the last "; "
-  }
-};
-
-// The call in its own forked child (call_isolation): the child sends back the
-// status, the message and O's and LSE's buffers, guards included; a child that
-// dies is a failed call (status -1) whose message says how it died.
-int attend_in_child(const attncheck_instance& inst, const attncheck_problem& p, output_buffers& ob, char* err) {
-  const std::size_t o_bytes = ob.og.bytes.size(), lse_bytes = ob.lse.size() * sizeof(float);
-  const child_outcome co = run_isolated(
-      [&] {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the law's child
-        const int rc = inst.attend(inst.state, &p, err, ATTNCHECK_ERR_CAPACITY);
-        std::string payload(reinterpret_cast<const char*>(&rc), sizeof rc);
-        payload.append(err, ATTNCHECK_ERR_CAPACITY);
-        payload.append(reinterpret_cast<const char*>(ob.og.bytes.data()), o_bytes);
-        payload.append(reinterpret_cast<const char*>(ob.lse.data()), lse_bytes);
-        return payload;
-      },
-      86400);  // the law's own time limit and the watchdog stop a hang
-  if (!co.completed || co.payload.size() != sizeof(int) + ATTNCHECK_ERR_CAPACITY + o_bytes + lse_bytes) {
-    std::snprintf(err, ATTNCHECK_ERR_CAPACITY, "the call's own process was %s", co.describe().c_str());
-    return -1;
-  }
-  int rc = 0;
-  const char* at = co.payload.data();
-  std::memcpy(&rc, at, sizeof rc);
-  std::memcpy(err, at + sizeof rc, ATTNCHECK_ERR_CAPACITY);
-  std::memcpy(ob.og.bytes.data(), at + sizeof rc + ATTNCHECK_ERR_CAPACITY, o_bytes);
-  if (lse_bytes) std::memcpy(ob.lse.data(), at + sizeof rc + ATTNCHECK_ERR_CAPACITY + o_bytes, lse_bytes);
-  return rc;
-}
-
-void fill_problem(attncheck_problem& p, const attn_case& c, int threads) {
-  p.struct_size = sizeof(attncheck_problem);
-  p.dtype = to_abi(c.type);
-  p.b = c.b, p.hq = c.hq, p.hkv = c.hkv, p.lq = c.lq, p.lk = c.lk, p.d = c.d, p.dv = c.dv;
-  p.scale = c.effective_scale();
-  p.causal = c.causal ? 1 : 0;
-  p.threads = threads;
-}
-
-// The contract 1.1 variants of a case as a version 3 problem carries them
-// (subject.h, attncheck_variants): sinks and slopes point into the case, the
-// bias is packed in its storage type with zero strides on broadcast dims.
-struct variant_parts {
-  attncheck_variants v{};
-  std::vector<unsigned char> bias;
-
-  explicit variant_parts(const attn_case& c) {
-    const score_variants& w = c.variants;
-    v.struct_size = sizeof v;
-    v.window_left = w.window_left;
-    v.window_right = w.window_right;
-    v.chunk = w.chunk;
-    v.softcap = w.softcap;
-    v.sinks = w.has_sinks() ? w.sink_logits.data() : nullptr;
-    v.alibi = w.has_alibi() ? w.alibi_slopes.data() : nullptr;
-    v.bias_dtype = to_abi(w.bias_type);
-    if (w.has_bias()) {
-      bias = w.bias.packed_storage();
-      v.bias = bias.data();
-      const auto& bs = w.bias_shape;
-      const std::int64_t dense[4] = {bs[1] * bs[2] * bs[3], bs[2] * bs[3], bs[3], 1};
-      for (int a = 0; a < 4; ++a) v.bias_stride[a] = bs[a] == 1 ? 0 : dense[a];
-    }
-  }
-};
-
-void set_output(attncheck_problem& p, output_buffers& ob) {
-  p.o = ob.og.data() + static_cast<std::size_t>(ob.o.offset) * ob.og.width;
-  for (int a = 0; a < 4; ++a) p.o_stride[a] = ob.o.stride[a];
-  p.lse = ob.lse_data();
-  for (int a = 0; a < 3; ++a) p.lse_stride[a] = ob.lse_stride[a];
-}
-
-constexpr std::size_t err_cap = ATTNCHECK_ERR_CAPACITY;
 
 // ---- Contract 1.2 input forms (docs/spec.md "Paged KV", "Ragged batches") ----
 
@@ -490,7 +224,7 @@ struct ragged_parts {
     }
   }
 
-  void hand_over(attncheck_problem& p, const attn_case& c, attncheck_variants* variants) {
+  void hand_over(attncheck_problem& p, const attn_case& c, variant_parts& parts) {
     const auto packed = [&](const tensor& t) {
       guarded.push_back(std::make_unique<guarded_bytes>(t));
       attncheck_tensor v = view_of(*guarded.back(), t);
@@ -522,7 +256,7 @@ struct ragged_parts {
       p.mask_stride[0] = c.hq * c.lq * c.lk, p.mask_stride[1] = c.lq * c.lk, p.mask_stride[2] = c.lk, p.mask_stride[3] = 1;
     }
     const auto& bs = c.variants.bias_shape;
-    if (variants && c.variants.has_bias() && bs[2] != 1) {
+    if (c.variants.has_bias() && bs[2] != 1) {
       // The same shift for a bias with a query dim: (B, bias Hq, Lq, bias Lk), the batch dim
       // full because the shift depends on the sequence.
       const std::size_t w = size_of(c.variants.bias_type);
@@ -537,11 +271,11 @@ struct ragged_parts {
               const std::int64_t to = ((b * d1 + h) * c.lq + i) * d3 + j;
               std::memcpy(&bias[static_cast<std::size_t>(to) * w], &src[static_cast<std::size_t>(from) * w], w);
             }
-      variants->bias = bias.data();
-      variants->bias_stride[0] = d1 * c.lq * d3;
-      variants->bias_stride[1] = d1 == 1 ? 0 : c.lq * d3;
-      variants->bias_stride[2] = d3;
-      variants->bias_stride[3] = d3 == 1 ? 0 : 1;
+      parts.v.bias = bias.data();
+      parts.v.bias_stride[0] = d1 * c.lq * d3;
+      parts.v.bias_stride[1] = d1 == 1 ? 0 : c.lq * d3;
+      parts.v.bias_stride[2] = d3;
+      parts.v.bias_stride[3] = d3 == 1 ? 0 : 1;
     }
   }
 };
@@ -552,25 +286,11 @@ struct ragged_parts {
 subject_output attend_in_form(const attncheck_instance& inst, const attn_case& c, const call_layout& how, bool want_lse) {
   subject_output out;
   attncheck_problem p{};
-  fill_problem(p, c, how.threads);
-  guarded_bytes qg(c.q), kg(c.k), vg(c.v);
-  p.q = view_of(qg, c.q);
-  p.k = view_of(kg, c.k);
-  p.v = view_of(vg, c.v);
+  case_inputs inputs(c);
+  inputs.hand_over(p, c, how.threads);
   std::vector<std::int64_t> key_len(static_cast<std::size_t>(c.b));
   for (std::int64_t b = 0; b < c.b; ++b) key_len[static_cast<std::size_t>(b)] = c.valid_keys(b);
   p.key_len = key_len.data();  // the paged form always gives n[b]; ragged alone clears it
-  if (c.has_mask()) {
-    const auto& ms = c.mask_shape;
-    p.mask = c.mask.data();
-    const std::int64_t s2 = ms[3], s1 = ms[2] * ms[3], s0 = ms[1] * ms[2] * ms[3];
-    p.mask_stride[0] = ms[0] == 1 ? 0 : s0;
-    p.mask_stride[1] = ms[1] == 1 ? 0 : s1;
-    p.mask_stride[2] = ms[2] == 1 ? 0 : s2;
-    p.mask_stride[3] = ms[3] == 1 ? 0 : 1;
-  }
-  variant_parts parts(c);
-  if (c.variants.any()) p.variants = &parts.v;
   std::optional<paged_parts> paged;
   std::vector<std::int32_t> table_before;
   if (c.form.paged()) {
@@ -581,7 +301,7 @@ subject_output attend_in_form(const attncheck_instance& inst, const attn_case& c
   std::optional<ragged_parts> ragged;
   if (c.form.ragged) {
     ragged.emplace(c);
-    ragged->hand_over(p, c, c.variants.any() ? &parts.v : nullptr);
+    ragged->hand_over(p, c, inputs.parts);
   }
   // O: the case's layout over (B, Lq) rows, or packed (1, total_q + tail rows) for ragged.
   attn_case packed_header = header_of(c, c.lq);
@@ -590,15 +310,10 @@ subject_output attend_in_form(const attncheck_instance& inst, const attn_case& c
     packed_header.lq = ragged->cu_q.back() + ragged_parts::tail_rows;
   }
   output_buffers ob(packed_header, packed_header.lq, want_lse, how.lse_strided);
-  set_output(p, ob);
+  ob.hand_over(p);
   if (ragged) p.o_stride[0] = 0, p.lse_stride[0] = 0;  // not used with ragged
-  char err[err_cap] = {0};
-  {
-    const watched_call watch("attend", c.b * c.hq * c.lq * c.lk * (c.d + c.dv));
-    out.status = call_isolation() ? attend_in_child(inst, p, ob, err) : inst.attend(inst.state, &p, err, err_cap);
-  }
-  err[err_cap - 1] = 0;
-  if (out.status != 0) out.error = err;
+  const call_result r = call_attend(inst, p, ob, c);
+  out.status = r.status, out.error = r.error;
   subject_output got;
   ob.collect(got);
   std::string why = got.guard_report.empty() ? "" : got.guard_report + "; ";
@@ -625,8 +340,7 @@ subject_output attend_in_form(const attncheck_instance& inst, const attn_case& c
           break;
         }
       }
-    out.o = make_output(header_of(c, c.lq));
-    output_buffers::sentinel_fill(out.o);
+    out.o = poisoned(make_output(header_of(c, c.lq)));
     if (want_lse) out.lse.assign(static_cast<std::size_t>(c.b * c.hq * c.lq), std::bit_cast<float>(sentinel_bits(dtype::f32)));
     for (std::int64_t b = 0; b < c.b; ++b)
       for (std::int64_t i = 0; i < c.queries(b); ++i) {
@@ -939,42 +653,6 @@ declared_numbers subject::declared() const {
   return d;
 }
 
-std::string subject::cannot_take(const attn_case& c, bool want_lse) const {
-  if (!(inst_->dtypes & (1u << static_cast<unsigned>(to_abi(c.type)))))
-    return std::string("no ") + std::string(attncheck::name(c.type));
-  if (c.causal && !has(ATTNCHECK_FEATURE_CAUSAL)) return "no causal mask";
-  if (c.has_padding() && !has(ATTNCHECK_FEATURE_PADDING)) return "no key padding";
-  if (c.has_mask() && !has(ATTNCHECK_FEATURE_MASK)) return "no boolean mask";
-  if (want_lse && !has_lse()) return "no LSE";
-  // Contract 1.1 variants: given only to a version 3 subject that declared each one.
-  const score_variants& w = c.variants;
-  const std::pair<bool, std::pair<std::uint32_t, const char*>> variants[] = {
-      {w.has_window(), {ATTNCHECK_FEATURE3_WINDOW, "no sliding window"}},
-      {w.has_chunk(), {ATTNCHECK_FEATURE3_CHUNK, "no chunked attention"}},
-      {w.has_softcap(), {ATTNCHECK_FEATURE3_SOFTCAP, "no softcap"}},
-      {w.has_sinks(), {ATTNCHECK_FEATURE3_SINKS, "no attention sinks"}},
-      {w.has_alibi(), {ATTNCHECK_FEATURE3_ALIBI, "no ALiBi"}},
-      {w.has_bias(), {ATTNCHECK_FEATURE3_BIAS, "no additive bias"}},
-  };
-  for (const auto& [used, need] : variants)
-    if (used && !has_v3(need.first)) return need.second;
-  // Contract 1.2 input forms: likewise, only to a subject that declared each.
-  if (c.form.paged() && !has_v3(ATTNCHECK_FEATURE3_PAGED)) return "no paged K/V";
-  if (c.form.ragged && !has_v3(ATTNCHECK_FEATURE3_RAGGED)) return "no ragged batches";
-  return {};
-}
-
-std::int64_t subject::key_blocks(const attn_case& c) const {
-  if (!inst_->key_blocks) return 1;
-  attncheck_problem p{};
-  fill_problem(p, c, 0);
-  const variant_parts parts(c);
-  if (c.variants.any()) p.variants = &parts.v;  // cannot_take() keeps variants from older subjects
-  const std::int64_t cap = std::max<std::int64_t>(1, ATTNCHECK_MAX_KEY_BLOCKS_PER_KEY * c.lk);
-  const watched_call watch("key_blocks", 0);
-  return std::clamp<std::int64_t>(inst_->key_blocks(inst_->state, &p), 1, cap);
-}
-
 subject_output subject::attend(const attn_case& c, int threads) const {
   call_layout how;
   how.threads = threads;
@@ -992,55 +670,29 @@ subject_output subject::attend(const attn_case& c, const call_layout& how) const
     return attend_in_form(*inst_, c, how, has_lse());
   }
   subject_output out;
-  guarded_bytes qg(c.q), kg(c.k), vg(c.v);
+  case_inputs inputs(c);
   output_buffers ob(c, c.lq, has_lse(), how.lse_strided);
   attncheck_problem p{};
-  fill_problem(p, c, how.threads);
-  p.q = view_of(qg, c.q);
-  p.k = view_of(kg, c.k);
-  p.v = view_of(vg, c.v);
-  std::vector<std::int64_t> key_len = c.key_len;
-  if (c.has_padding()) p.key_len = key_len.data();
+  inputs.hand_over(p, c, how.threads);
   std::vector<std::uint8_t> mask;
-  if (c.has_mask()) {
-    const auto& ms = c.mask_shape;
-    if (!how.mask_expanded) {
-      p.mask = c.mask.data();
-      const std::int64_t s3 = 1, s2 = ms[3], s1 = ms[2] * ms[3], s0 = ms[1] * ms[2] * ms[3];
-      p.mask_stride[0] = ms[0] == 1 ? 0 : s0;
-      p.mask_stride[1] = ms[1] == 1 ? 0 : s1;
-      p.mask_stride[2] = ms[2] == 1 ? 0 : s2;
-      p.mask_stride[3] = ms[3] == 1 ? 0 : s3;
-    } else {
-      // The broadcast mask written out in full (no zero strides), keys outer
-      // and queries inner with a gap after every key column; gaps alternate
-      // 1 and 0, so reading one changes the answer somewhere.
-      const std::int64_t s2 = 1, s3 = c.lq + 1, s1 = c.lk * s3, s0 = c.hq * s1;
-      mask.resize(static_cast<std::size_t>(c.b * s0));
-      for (std::size_t x = 0; x < mask.size(); ++x) mask[x] = static_cast<std::uint8_t>(x & 1);
-      for (std::int64_t bi = 0; bi < c.b; ++bi)
-        for (std::int64_t h = 0; h < c.hq; ++h)
-          for (std::int64_t i = 0; i < c.lq; ++i)
-            for (std::int64_t j = 0; j < c.lk; ++j)
-              mask[static_cast<std::size_t>(bi * s0 + h * s1 + i * s2 + j * s3)] = c.mask_allows(bi, h, i, j) ? 1 : 0;
-      p.mask = mask.data();
-      p.mask_stride[0] = s0, p.mask_stride[1] = s1, p.mask_stride[2] = s2, p.mask_stride[3] = s3;
-    }
+  if (c.has_mask() && how.mask_expanded) {
+    // The broadcast mask written out in full (no zero strides), keys outer
+    // and queries inner with a gap after every key column; gaps alternate
+    // 1 and 0, so reading one changes the answer somewhere.
+    const std::int64_t s2 = 1, s3 = c.lq + 1, s1 = c.lk * s3, s0 = c.hq * s1;
+    mask.resize(static_cast<std::size_t>(c.b * s0));
+    for (std::size_t x = 0; x < mask.size(); ++x) mask[x] = static_cast<std::uint8_t>(x & 1);
+    for (std::int64_t bi = 0; bi < c.b; ++bi)
+      for (std::int64_t h = 0; h < c.hq; ++h)
+        for (std::int64_t i = 0; i < c.lq; ++i)
+          for (std::int64_t j = 0; j < c.lk; ++j)
+            mask[static_cast<std::size_t>(bi * s0 + h * s1 + i * s2 + j * s3)] = c.mask_allows(bi, h, i, j) ? 1 : 0;
+    p.mask = mask.data();
+    p.mask_stride[0] = s0, p.mask_stride[1] = s1, p.mask_stride[2] = s2, p.mask_stride[3] = s3;
   }
-  const variant_parts parts(c);
-  if (c.variants.any()) p.variants = &parts.v;  // cannot_take() keeps variants from older subjects
-  set_output(p, ob);
-  char err[err_cap] = {0};
-  {
-    // The per-call watchdog times the subject's code alone, not the host's copies.
-    const watched_call watch("attend", c.b * c.hq * c.lq * c.lk * (c.d + c.dv));
-    if (call_isolation())
-      out.status = attend_in_child(*inst_, p, ob, err);
-    else
-      out.status = inst_->attend(inst_->state, &p, err, err_cap);
-  }
-  err[err_cap - 1] = 0;
-  if (out.status != 0) out.error = err;
+  ob.hand_over(p);
+  const call_result r = call_attend(*inst_, p, ob, c);
+  out.status = r.status, out.error = r.error;
   ob.collect(out);
   return out;
 }
@@ -1148,9 +800,9 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
     output_buffers ob(stepcase, step.lq, want_lse);
     attncheck_problem p{};
     fill_problem(p, stepcase, threads);
-    if (c.variants.any()) p.variants = &parts.v;
+    p.variants = parts.handed();
     p.q = view_of(qg, qn);
-    set_output(p, ob);
+    ob.hand_over(p);
     const int rc = [&] {
       const watched_call in("cache_attend", 0);
       return inst_->cache_attend(inst_->state, cache, &p, err, err_cap);
@@ -1181,51 +833,6 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
   }
   return out;
 }
-
-namespace {
-
-// One output of a backward call: the tensor in the case's layout, every
-// storage element (view and gaps) and both guard bands poisoned with the
-// sentinel, so that unwritten elements and stray writes show.
-struct guarded_output {
-  tensor t;
-  guarded_bytes g;
-  const char* label;
-  guarded_output(dtype type, dims4 shape, layout_kind layout, const char* what)
-      : t(poisoned(type, shape, layout)), g(t), label(what) {}
-  static tensor poisoned(dtype type, dims4 shape, layout_kind layout) {
-    tensor x = make_tensor(type, shape, layout);
-    std::fill(x.bits.begin(), x.bits.end(), sentinel_bits(type));
-    return x;
-  }
-  void* view() { return g.data() + static_cast<std::size_t>(t.offset) * g.width; }
-  // Copies the result into t; appends to `why` where the subject wrote outside the view.
-  bool collect(std::ostringstream& why) {
-    bool violated = false;
-    const std::uint32_t s = sentinel_bits(t.type);
-    const auto inside = covered(t);
-    for (std::size_t i = 0; i < g.payload; ++i) {
-      const std::uint32_t v = g.get(guard_elems + i);
-      t.bits[i] = v;
-      if (!inside[i] && v != s && !violated) {
-        violated = true;
-        why << "wrote the gap element " << i << " of " << label << "'s storage; ";
-      }
-    }
-    std::vector<std::int64_t> before, after;
-    for (std::size_t i = 0; i < guard_elems; ++i)
-      if (g.get(i) != s) before.push_back(static_cast<std::int64_t>(i) - static_cast<std::int64_t>(guard_elems));
-    for (std::size_t i = 0; i < g.tail(); ++i)
-      if (g.get(guard_elems + g.payload + i) != s) after.push_back(static_cast<std::int64_t>(g.payload + i));
-    if (!before.empty()) why << "wrote before the start of " << label << ": " << write_map(before, guard_elems) << "; ";
-    if (!after.empty())
-      why << "wrote past the end of " << label << " (" << g.payload << " storage elements): " << write_map(after, g.tail())
-          << "; ";
-    return violated || !before.empty() || !after.empty();
-  }
-};
-
-}  // namespace
 
 std::pair<std::int64_t, std::int64_t> subject::backward_blocks(const attn_case& c) const {
   std::int64_t dq = 1, dkv = 1;
@@ -1264,31 +871,18 @@ backward_output subject::backward(const attn_case& c, const backward_inputs& in,
   if (in.o.shape != output_shape(c) || in.d_o.shape != output_shape(c) || in.o.type != c.type || in.d_o.type != c.type ||
       in.lse.size() != static_cast<std::size_t>(c.b * c.hq * c.lq))
     throw input_error("backward", "O, LSE and dO must have the case's shapes and storage type: " + to_line(c));
-  guarded_bytes qg(c.q), kg(c.k), vg(c.v), og(in.o), dog(in.d_o);
+  case_inputs inputs(c);
+  guarded_bytes og(in.o), dog(in.d_o);
   attncheck_problem p{};
-  fill_problem(p, c, threads);
-  p.q = view_of(qg, c.q);
-  p.k = view_of(kg, c.k);
-  p.v = view_of(vg, c.v);
-  std::vector<std::int64_t> key_len = c.key_len;
-  if (c.has_padding()) p.key_len = key_len.data();
-  if (c.has_mask()) {
-    const auto& ms = c.mask_shape;
-    p.mask = c.mask.data();
-    const std::int64_t dense[4] = {ms[1] * ms[2] * ms[3], ms[2] * ms[3], ms[3], 1};
-    for (int a = 0; a < 4; ++a) p.mask_stride[a] = ms[a] == 1 ? 0 : dense[a];
-  }
-  const variant_parts parts(c);
-  if (c.variants.any()) p.variants = &parts.v;
+  inputs.hand_over(p, c, threads);
   // LSE handed in dense (B, Hq, Lq) between guard bands of NaN.
-  std::vector<float> lse(guard_elems + in.lse.size() + tail_guard(in.lse.size()),
-                         std::bit_cast<float>(sentinel_bits(dtype::f32)));
+  std::vector<float> lse = guarded_floats(in.lse.size());
   std::copy(in.lse.begin(), in.lse.end(), lse.begin() + guard_elems);
-  guarded_output dq(c.type, c.q.shape, c.layout, "dQ"), dk(c.type, c.k.shape, c.layout, "dK"),
-      dv(c.type, c.v.shape, c.layout, "dV");
+  guarded_output dq(make_tensor(c.type, c.q.shape, c.layout), "dQ"), dk(make_tensor(c.type, c.k.shape, c.layout), "dK"),
+      dv(make_tensor(c.type, c.v.shape, c.layout), "dV");
   // d(sink): Hq f32 entries with sinks (a subject without BACKWARD_VARIANTS is never handed a variant).
   const bool sinks = c.variants.has_sinks();
-  guarded_output ds(dtype::f32, dims4{sinks ? c.hq : 1, 1, 1, 1}, layout_kind::bshd, "d_sinks");
+  guarded_output ds(make_tensor(dtype::f32, dims4{sinks ? c.hq : 1, 1, 1, 1}, layout_kind::bshd), "d_sinks");
   attncheck_backward_problem bp{};
   bp.struct_size = sizeof bp;
   bp.forward = &p;
@@ -1300,49 +894,14 @@ backward_output subject::backward(const attn_case& c, const backward_inputs& in,
   if (sinks) bp.d_sinks = static_cast<float*>(ds.view());
   for (int a = 0; a < 4; ++a)
     bp.dq_stride[a] = dq.t.stride[a], bp.dk_stride[a] = dk.t.stride[a], bp.dv_stride[a] = dv.t.stride[a];
-  char err[err_cap] = {0};
-  {
-    const watched_call watch("attend_backward", 3 * c.b * c.hq * c.lq * c.lk * (c.d + c.dv));
-    if (call_isolation()) {
-      // The call in its own forked child, as attend_in_child: the child sends
-      // back the status, the message and the three outputs' guarded buffers.
-      std::vector<guarded_output*> outs{&dq, &dk, &dv, &ds};
-      std::size_t total = 0;
-      for (auto* o : outs) total += o->g.bytes.size();
-      const child_outcome co = run_isolated(
-          [&] {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            const int rc = inst_->attend_backward(inst_->state, &bp, err, err_cap);
-            std::string payload(reinterpret_cast<const char*>(&rc), sizeof rc);
-            payload.append(err, err_cap);
-            for (auto* o : outs) payload.append(reinterpret_cast<const char*>(o->g.bytes.data()), o->g.bytes.size());
-            return payload;
-          },
-          86400);
-      if (!co.completed || co.payload.size() != sizeof(int) + err_cap + total) {
-        std::snprintf(err, err_cap, "the call's own process was %s", co.describe().c_str());
-        out.status = -1;
-      } else {
-        const char* at = co.payload.data();
-        std::memcpy(&out.status, at, sizeof out.status);
-        std::memcpy(err, at + sizeof out.status, err_cap);
-        at += sizeof out.status + err_cap;
-        for (auto* o : outs) {
-          std::memcpy(o->g.bytes.data(), at, o->g.bytes.size());
-          at += o->g.bytes.size();
-        }
-      }
-    } else {
-      out.status = inst_->attend_backward(inst_->state, &bp, err, err_cap);
-    }
-  }
-  err[err_cap - 1] = 0;
-  if (out.status != 0) out.error = err;
+  const call_result r = call_subject("attend_backward", 3 * c.b * c.hq * c.lq * c.lk * (c.d + c.dv),
+                                     [&](char* err) { return inst_->attend_backward(inst_->state, &bp, err, err_cap); },
+                                     {dq.bytes(), dk.bytes(), dv.bytes(), ds.bytes()});
+  out.status = r.status, out.error = r.error;
   std::ostringstream why;
   const bool v1 = dq.collect(why), v2 = dk.collect(why), v3 = dv.collect(why), v4 = ds.collect(why);
   out.guard_violated = v1 || v2 || v3 || v4;
-  out.guard_report = why.str();
-  if (out.guard_report.size() >= 2) out.guard_report.resize(out.guard_report.size() - 2);
+  out.guard_report = finished_report(why.str());
   out.dq = std::move(dq.t), out.dk = std::move(dk.t), out.dv = std::move(dv.t);
   if (sinks)
     for (std::int64_t h = 0; h < c.hq; ++h) out.d_sinks.push_back(static_cast<float>(ds.t.at(h, 0, 0, 0)));
