@@ -1,28 +1,11 @@
+// The dense call adapter: subject::attend on a case in the dense form, its
+// buffers laid out as a call_layout says; a case in another form goes to
+// attend_in_form (forms.hpp).
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "attncheck/subject_host.hpp"
-
-#include <dlfcn.h>
-#include <signal.h>
-#include <sys/prctl.h>
-
-#include <algorithm>
-#include <array>
-#include <bit>
-#include <cctype>
-#include <charconv>
-#include <cmath>
-#include <cstddef>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <limits>
-#include <numeric>
-#include <sstream>
-
-#include "attncheck/isolate.hpp"
-#include "attncheck/subject_registry.hpp"
 #include "forms.hpp"
 #include "guarded.hpp"
 #include "problem.hpp"
