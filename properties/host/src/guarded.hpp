@@ -14,6 +14,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attncheck/case.hpp"
@@ -73,7 +74,7 @@ struct guarded_output {
   const char* label;  // how reports name it: "O", "dQ", ...
 
   guarded_output(tensor shape_and_layout, const char* what) : t(poisoned(std::move(shape_and_layout))), g(t), label(what) {}
-  void* view() { return g.data() + static_cast<std::size_t>(t.offset) * g.width; }
+  void* view() { return g.data() + static_cast<std::size_t>(t.offset) * g.width; }  // writable: view_of gives a const view
   std::span<std::byte> bytes() { return std::as_writable_bytes(std::span(g.bytes)); }
   // Copies the result into t; appends to `why` where the subject wrote outside
   // the view (a gap, before the start, past the end). True when it did.
