@@ -130,7 +130,7 @@ void set_call_watch(law_watch* w);
 void set_call_isolation(bool on);
 bool call_isolation();
 
-/// Brackets one call into a subject's code (subject_host.cpp): begin_call and
+/// Brackets one call into a subject's code (the host's call adapters and call_subject): begin_call and
 /// end_call on the watch set in this process, if any.
 class watched_call {
  public:

@@ -1,0 +1,107 @@
+// Building a subject's problem from a case (problem.hpp), and the subject's
+// questions about a case: whether it can take it (cannot_take) and its key
+// blocks on it (key_blocks).
+#include "problem.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "attncheck/isolate.hpp"
+#include "attncheck/subject_host.hpp"
+
+namespace attncheck {
+
+namespace host {
+
+attncheck_dtype to_abi(dtype t) {
+  switch (t) {
+    case dtype::f32: return ATTNCHECK_F32;
+    case dtype::f16: return ATTNCHECK_F16;
+    case dtype::bf16: return ATTNCHECK_BF16;
+  }
+  return ATTNCHECK_F32;
+}
+
+void fill_problem(attncheck_problem& p, const attn_case& c, int threads) {
+  p.struct_size = sizeof(attncheck_problem);
+  p.dtype = to_abi(c.type);
+  p.b = c.b, p.hq = c.hq, p.hkv = c.hkv, p.lq = c.lq, p.lk = c.lk, p.d = c.d, p.dv = c.dv;
+  p.scale = c.effective_scale();
+  p.causal = c.causal ? 1 : 0;
+  p.threads = threads;
+}
+
+variant_parts::variant_parts(const attn_case& c) : any(c.variants.any()) {
+  const score_variants& w = c.variants;
+  v.struct_size = sizeof v;
+  v.window_left = w.window_left;
+  v.window_right = w.window_right;
+  v.chunk = w.chunk;
+  v.softcap = w.softcap;
+  v.sinks = w.has_sinks() ? w.sink_logits.data() : nullptr;
+  v.alibi = w.has_alibi() ? w.alibi_slopes.data() : nullptr;
+  v.bias_dtype = to_abi(w.bias_type);
+  if (w.has_bias()) {
+    bias = w.bias.packed_storage();
+    v.bias = bias.data();
+    const auto& bs = w.bias_shape;
+    const std::int64_t dense[4] = {bs[1] * bs[2] * bs[3], bs[2] * bs[3], bs[3], 1};
+    for (int a = 0; a < 4; ++a) v.bias_stride[a] = bs[a] == 1 ? 0 : dense[a];
+  }
+}
+
+void case_inputs::hand_over(attncheck_problem& p, const attn_case& c, int threads) {
+  fill_problem(p, c, threads);
+  p.q = view_of(q, c.q);
+  p.k = view_of(k, c.k);
+  p.v = view_of(v, c.v);
+  if (c.has_padding()) p.key_len = key_len.data();
+  if (c.has_mask()) {
+    const auto& ms = c.mask_shape;
+    p.mask = c.mask.data();
+    const std::int64_t dense[4] = {ms[1] * ms[2] * ms[3], ms[2] * ms[3], ms[3], 1};
+    for (int a = 0; a < 4; ++a) p.mask_stride[a] = ms[a] == 1 ? 0 : dense[a];
+  }
+  p.variants = parts.handed();
+}
+
+}  // namespace host
+
+std::string subject::cannot_take(const attn_case& c, bool want_lse) const {
+  if (!(inst_->dtypes & (1u << static_cast<unsigned>(host::to_abi(c.type)))))
+    return std::string("no ") + std::string(attncheck::name(c.type));
+  if (c.causal && !has(ATTNCHECK_FEATURE_CAUSAL)) return "no causal mask";
+  if (c.has_padding() && !has(ATTNCHECK_FEATURE_PADDING)) return "no key padding";
+  if (c.has_mask() && !has(ATTNCHECK_FEATURE_MASK)) return "no boolean mask";
+  if (want_lse && !has_lse()) return "no LSE";
+  // Contract 1.1 variants: given only to a version 3 subject that declared each one.
+  const score_variants& w = c.variants;
+  const std::pair<bool, std::pair<std::uint32_t, const char*>> variants[] = {
+      {w.has_window(), {ATTNCHECK_FEATURE3_WINDOW, "no sliding window"}},
+      {w.has_chunk(), {ATTNCHECK_FEATURE3_CHUNK, "no chunked attention"}},
+      {w.has_softcap(), {ATTNCHECK_FEATURE3_SOFTCAP, "no softcap"}},
+      {w.has_sinks(), {ATTNCHECK_FEATURE3_SINKS, "no attention sinks"}},
+      {w.has_alibi(), {ATTNCHECK_FEATURE3_ALIBI, "no ALiBi"}},
+      {w.has_bias(), {ATTNCHECK_FEATURE3_BIAS, "no additive bias"}},
+  };
+  for (const auto& [used, need] : variants)
+    if (used && !has_v3(need.first)) return need.second;
+  // Contract 1.2 input forms: likewise, only to a subject that declared each.
+  if (c.form.paged() && !has_v3(ATTNCHECK_FEATURE3_PAGED)) return "no paged K/V";
+  if (c.form.ragged && !has_v3(ATTNCHECK_FEATURE3_RAGGED)) return "no ragged batches";
+  return {};
+}
+
+std::int64_t subject::key_blocks(const attn_case& c) const {
+  if (!inst_->key_blocks) return 1;
+  attncheck_problem p{};
+  host::fill_problem(p, c, 0);
+  const host::variant_parts parts(c);
+  p.variants = parts.handed();
+  const std::int64_t cap = std::max<std::int64_t>(1, ATTNCHECK_MAX_KEY_BLOCKS_PER_KEY * c.lk);
+  const watched_call watch("key_blocks", 0);
+  return std::clamp<std::int64_t>(inst_->key_blocks(inst_->state, &p), 1, cap);
+}
+
+}  // namespace attncheck
