@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "attncheck/campaign.hpp"
@@ -41,6 +43,19 @@ std::string bars_svg(const std::string& title, const std::vector<bar>& bars);
 /// Writes the gate report of one run: a section per subject (header, law
 /// table, a card per failure with its heat map, a histogram per law).
 void write_gate_html(const std::string& path, const std::vector<gate_result>& runs);
+
+/// run_gates's HTML report: write_gate_html of every subject once all are
+/// gated, then "report: PATH" on out.
+class gate_html_sink final : public gate_sink {
+ public:
+  gate_html_sink(std::string path, std::ostream& out) : path_(std::move(path)), out_(out) {}
+  void take(const gate_result&, std::size_t) override {}
+  void finish(const std::vector<gate_result>& results) override;
+
+ private:
+  std::string path_;
+  std::ostream& out_;
+};
 
 /// Writes the report of one replay: the case, the worst element, the heat map.
 void write_repro_html(const std::string& path, const repro_result& r);
