@@ -5,11 +5,16 @@
 // in the same run, and the peak RSS of a long prefill next to its inputs.
 #pragma once
 
+#include "bench_result.hpp"
+
 namespace attnimpl::bench {
 
-/// Prints the table to stdout; returns 0, or 2 on a bad option.
+/// Prints the table to stdout as it is measured, and fills `out` with it;
+/// returns 0, or 2 on a bad option.
 /// Options: --threads N (default: hardware threads), --reps N (best of N, default 2),
 /// --quick (smaller shapes, no RSS case: for smoke tests), --no-rss.
+int run(int argc, char** argv, result& out);
+/// The same, printing only.
 int run(int argc, char** argv);
 
 }  // namespace attnimpl::bench

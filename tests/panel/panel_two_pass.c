@@ -53,7 +53,7 @@ static int cache_attend(void* cache, const attncheck_problem* p, char* err, size
   return panel_cache_attend(&kernel, cache, p, err, err_len);
 }
 
-static const attncheck_subject subject = {ATTNCHECK_SUBJECT_ABI_VERSION,
+static const attncheck_subject subject = {ATTNCHECK_SUBJECT_ABI_VERSION_1,
                                           "panel two_pass",
                                           PANEL_ALL_DTYPES,
                                           PANEL_FEATURES,

@@ -47,7 +47,9 @@ TEST(gate, passes_on_the_naive_subject_and_writes_junit) {
   subject_job job;
   job.subject = "naive";
   std::ostringstream out;
-  const gate_result r = run_gate(opt, job, out);
+  console_sink console(out);
+  result_files_sink files;
+  const gate_result r = run_gate(opt, job, {&console, &files});
   EXPECT_EQ(r.failed(), 0) << out.str();
   EXPECT_EQ(r.reports.size(), all_laws().size());
   const std::string xml = slurp(opt.junit);
@@ -108,8 +110,7 @@ TEST(result_json, an_exact_law_report_round_trips) {
 TEST(gate, unknown_law_is_an_input_error) {
   run_config opt = run_defaults(entry_point::library);
   opt.only = {"no_such_law"};
-  std::ostringstream out;
-  EXPECT_THROW(run_gate(opt, subject_job{}, out), input_error);
+  EXPECT_THROW(run_gate(opt, subject_job{}, {}), input_error);
 }
 
 TEST(gate, same_seed_same_cases_same_verdicts_same_files) {
@@ -129,7 +130,8 @@ TEST(gate, same_seed_same_cases_same_verdicts_same_files) {
     opt.out_dir = dir;
     opt.isolate = false;
     std::ostringstream out;
-    const gate_result r = run_gate(opt, job, out);
+    console_sink console(out);
+    const gate_result r = run_gate(opt, job, {&console});
     EXPECT_GE(r.failed(), 1) << out.str();
     std::string table;
     for (const auto& l : r.reports)

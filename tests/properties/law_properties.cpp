@@ -11,7 +11,7 @@
 
 #include "attncheck/environment.hpp"
 #include "attncheck/bundled_subjects.hpp"
-#include "attncheck/mutants.hpp"
+#include "attncheck/mutant_catalogue.hpp"
 #include "attncheck/runner.hpp"
 
 namespace attncheck {

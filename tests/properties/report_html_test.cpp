@@ -1,9 +1,13 @@
 // The data behind the HTML reports: where an element lies, the heat map of the
-// worst (batch, head) from an element log, and the writer's escaping.
+// worst (batch, head) from an element log, the writer's escaping, and a
+// report drawn from its values.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <limits>
 
 #include "attncheck/element_log.hpp"
@@ -185,38 +189,22 @@ TEST(html, escapes_text_and_attributes) {
   EXPECT_EQ(html::escape(std::string("a\x01z")), "a z");
 }
 
-// One row as impl/bench prints it: the name in 46 columns, then the numbers.
-std::string bench_row(const char* name, const char* numbers) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%-46s %s\n", name, numbers);
-  return buf;
-}
-
-TEST(html, reads_the_bench_table) {
-  const std::string table =
-      "attnimpl bench: 2 threads, best of 1 (config defaults: k_tile 64, split_keys 1024, exp 1.02 ulps)\n"
-      "probe: f32 FMA peak 33.7 GFLOP/s (1 thread), 47.4 GFLOP/s (2 threads)\n"
-      "probe: memory read bandwidth, 256 MiB: 1 thread best 7.7, median 7.7, worst 4.8 GB/s over 2 reps; 2 threads best 7.5, "
-      "median 7.5, worst 7.4 GB/s over 2 reps\n" +
-      bench_row("prefill B=1 H=16 L=2048 D=128",
-                "  1      29.80      18.0   53.4%        -       -         -      24.29    0.82x      0.31") +
-      bench_row("decode GQA Hq=32 Hkv=8 Lk=512 D=128 f32",
-                "  2       0.23      36.5   77.0%     18.3  244.4%      4351       0.38    1.64x      1.01") +
-      "FLOPs count 4*B*Hq*D per visible (query, key) pair\n";
-  const auto r = html::parse_bench_table(table);
-  EXPECT_EQ(r.threads, 2);
-  EXPECT_DOUBLE_EQ(r.peak_gflops_1, 33.7);
-  EXPECT_DOUBLE_EQ(r.peak_gflops, 47.4);
-  EXPECT_DOUBLE_EQ(r.bandwidth_gbs_1, 7.7);
-  EXPECT_DOUBLE_EQ(r.bandwidth_gbs, 7.5);
-  ASSERT_EQ(r.cases.size(), 2u);
-  EXPECT_EQ(r.cases[0].name, "prefill B=1 H=16 L=2048 D=128");
-  EXPECT_EQ(r.cases[0].kind, "prefill");
-  EXPECT_EQ(r.cases[0].threads, 1);
-  EXPECT_DOUBLE_EQ(r.cases[0].gflops, 18.0);
-  EXPECT_DOUBLE_EQ(r.cases[0].baseline_ms, 24.29);
-  EXPECT_EQ(r.cases[1].kind, "decode");
-  EXPECT_DOUBLE_EQ(r.cases[1].gbs, 18.3);
+TEST(html, draws_the_bench_report_from_its_values) {
+  html::bench_report r;
+  r.threads = 2;
+  r.peak_gflops = 47.4, r.peak_gflops_1 = 33.7, r.bandwidth_gbs = 7.5, r.bandwidth_gbs_1 = 7.7;
+  r.cases = {{"prefill B=1 H=16 L=2048 D=128", "prefill", 1, 29.8, 18.0, 0, 24.29},
+             {"decode GQA Hq=32 Hkv=8 Lk=512 D=128 f32", "decode", 2, 0.23, 36.5, 18.3, 0.38}};
+  r.table = "attnimpl bench: 2 threads <table>\n";
+  const std::string path = ::testing::TempDir() + "bench.html";
+  html::write_bench_html(path, r);
+  std::ifstream f(path);
+  const std::string page((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  for (const char* text : {"prefill: GFLOP/s against the FMA peak", "decode: GB/s against the read bandwidth",
+                           "prefill B=1 H=16 L=2048 D=128 (1 thread)", "decode GQA Hq=32 Hkv=8 Lk=512 D=128 f32",
+                           "speed-up over the naive f32 baseline", "attnimpl bench: 2 threads &lt;table&gt;"})
+    EXPECT_NE(page.find(text), std::string::npos) << "missing: " << text;
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -1,12 +1,7 @@
 // attncheck bench: forwards to the bundled kernel's benchmark (impl/bench);
-// --html FILE also draws its table (the benchmark's own output, read back).
-#include <unistd.h>
-
-#include <cstdio>
-#include <functional>
+// --html FILE also draws its result.
 #include <iostream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "attncheck/report_html.hpp"
@@ -23,34 +18,22 @@ namespace {
 CLI::App* bench_app = nullptr;
 
 #ifdef ATTNCHECK_HAVE_BENCH
-// Runs fn with standard output passing through a pipe: every byte still goes
-// to the real standard output as it comes, and is also kept and returned.
-std::string tee_stdout(const std::function<void()>& fn) {
-  std::fflush(stdout);
-  int fds[2];
-  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
-  const int real = dup(STDOUT_FILENO);
-  dup2(fds[1], STDOUT_FILENO);
-  close(fds[1]);
-  std::string kept;
-  std::thread reader([&kept, fd = fds[0], real] {
-    char buf[4096];
-    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) {
-      kept.append(buf, static_cast<std::size_t>(n));
-      for (ssize_t done = 0; done < n;) {
-        const ssize_t w = write(real, buf + done, static_cast<std::size_t>(n - done));
-        if (w <= 0) break;
-        done += w;
-      }
-    }
-    close(fd);
-  });
-  fn();
-  std::fflush(stdout);
-  dup2(real, STDOUT_FILENO);  // closes the pipe's last write end: the reader sees its end
-  close(real);
-  reader.join();
-  return kept;
+// The bench's result as the HTML report draws it.
+html::bench_report report_of(const attnimpl::bench::result& b) {
+  html::bench_report r;
+  r.threads = b.threads;
+  r.peak_gflops = b.peaks.fma_all, r.peak_gflops_1 = b.peaks.fma1;
+  r.bandwidth_gbs = b.peaks.bw_all, r.bandwidth_gbs_1 = b.peaks.bw1;
+  for (const auto& row : b.cases)
+    r.cases.push_back({.name = row.name,
+                       .kind = row.decode ? "decode" : "prefill",
+                       .threads = row.threads,
+                       .ms = row.ms,
+                       .gflops = row.gflops,
+                       .gbs = row.gbs.value_or(0),
+                       .baseline_ms = row.naive_ms.value_or(0)});
+  r.table = b.text;
+  return r;
 }
 #endif
 
@@ -70,13 +53,11 @@ int run_bench() {
   }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
-  if (html.empty()) return attnimpl::bench::run(static_cast<int>(argv.size()), argv.data());
-  int status = 0;
-  const std::string table = tee_stdout([&] { status = attnimpl::bench::run(static_cast<int>(argv.size()), argv.data()); });
-  if (status != 0) return status;
-  const html::bench_report r = html::parse_bench_table(table);
-  if (r.cases.empty()) throw input_error("--html", "the benchmark printed no case row to draw");
-  html::write_bench_html(html, r);
+  attnimpl::bench::result measured;
+  const int status = attnimpl::bench::run(static_cast<int>(argv.size()), argv.data(), measured);
+  if (status != 0 || html.empty()) return status;
+  if (measured.cases.empty()) throw input_error("--html", "the benchmark printed no case row to draw");
+  html::write_bench_html(html, report_of(measured));
   std::cout << "report: " << html << "\n";
   return 0;
 #else

@@ -35,13 +35,17 @@ int run_campaign_cmd() {
     html::write_campaign_html(html_path, copt, r);
     std::cout << "report: " << html_path << "\n";
   }
+  return finish_campaign(r, json_path);
+}
+}  // namespace
+
+int finish_campaign(const campaign_result& r, const std::string& json_path) {
   if (!json_path.empty()) {
     write_campaign_json(json_path, r);
     std::cout << "results: " << json_path << "\n";
   }
   return r.violations() ? 1 : 0;
 }
-}  // namespace
 
 void add_campaign(CLI::App& app) {
   auto* c =

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "attncheck/case_file.hpp"
 #include "attncheck/gate.hpp"
@@ -70,16 +71,16 @@ int run_gate_cmd(gate_cmd& cmd) {
   // 1 when a law failed or judged too little (or, with --prob-fails-gate, failed its probabilistic verdict); else 4 when a law ran out of its
   // own time (a gate problem: raise --law-timeout); 0 when every law passed or was skipped.
   int status = 0;
-  const auto results = run_gates(run, jobs, std::cout, cmd.console);
-  for (const gate_result& r : results)
+  console_sink console(std::cout, cmd.console);
+  result_files_sink files;
+  std::optional<html::gate_html_sink> report;
+  std::vector<gate_sink*> sinks{&console, &files};
+  if (!cmd.html.empty()) sinks.push_back(&report.emplace(cmd.html, std::cout));
+  for (const gate_result& r : run_gates(run, jobs, sinks))
     if (r.failed() - r.timed_out() > 0 || r.unjudged() || (r.run.prob_fails_gate && r.prob_failed()))
       status = 1;
     else if (r.timed_out() && status == 0)
       status = 4;
-  if (!cmd.html.empty()) {
-    html::write_gate_html(cmd.html, results);
-    std::cout << "report: " << cmd.html << "\n";
-  }
   return status;
 }
 

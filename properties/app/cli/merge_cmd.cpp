@@ -239,11 +239,7 @@ int run_merge_cmd() {
   for (const auto& f : merge_files) parts.push_back(read_campaign_json(f));
   const campaign_result m = merge_campaigns(parts, merge_files);
   print_campaign(m, std::cout);
-  if (!merge_json.empty()) {
-    write_campaign_json(merge_json, m);
-    std::cout << "results: " << merge_json << "\n";
-  }
-  return m.violations() ? 1 : 0;
+  return finish_campaign(m, merge_json);
 }
 
 }  // namespace

@@ -28,7 +28,7 @@
 
 #include "attncheck/case.hpp"
 #include "attncheck/failure_report.hpp"
-#include "attncheck/mutants.hpp"
+#include "attncheck/mutant_catalogue.hpp"
 #include "attncheck/report.hpp"
 #include "attncheck/report_html.hpp"
 #include "cli_state.hpp"

@@ -36,9 +36,6 @@ std::vector<law_report> run_laws_isolated(const std::vector<const law*>& laws, c
 
 // result.cpp: one subject's result from its plan and law reports (nothing saved yet).
 gate_result make_result(const gate_plan& p, std::vector<law_report> reports, double seconds);
-// A subject spec as a saved case records it, for repro to load from any
-// folder: a plugin's path made absolute, options kept; other specs unchanged.
-std::string absolute_spec(const std::string& spec);
 // True when two specs load the same subject with the same options.
 bool same_spec(const std::string& a, const std::string& b);
 

@@ -242,7 +242,9 @@ py::dict gate_subject(py::object subject_object, const std::string& spec, const 
   gate_result g;
   {
     py::gil_scoped_release unlocked;
-    g = run_gate(run, job, text);
+    console_sink console(text);
+    result_files_sink files;
+    g = run_gate(run, job, {&console, &files});
     job.instance.reset();  // destroyed with the GIL held below, not here
   }
   // Each row is the law as the gate's --json writes it (the result codec),

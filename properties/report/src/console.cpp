@@ -324,25 +324,3 @@ void print_declaration(const gate_result& g, std::ostream& out) {
 }
 
 }  // namespace attncheck
-
-namespace attncheck {
-
-std::vector<gate_result> run_gates(const run_config& run, const std::vector<subject_job>& jobs, std::ostream& out,
-                                   const console_options& how) {
-  std::vector<gate_result> results = gate_subjects(run, jobs);
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    gate_result& g = results[i];
-    save_counterexamples(g);
-    if (i > 0) out << "\n";
-    print_gate(g, out, how);
-    if (!g.run.junit.empty()) write_junit(g.run.junit, g);
-    if (!g.run.json.empty()) write_json(g.run.json, g);
-  }
-  return results;
-}
-
-gate_result run_gate(const run_config& run, const subject_job& job, std::ostream& out, const console_options& how) {
-  return run_gates(run, {job}, out, how).front();
-}
-
-}  // namespace attncheck

@@ -63,6 +63,8 @@ static int attend(const attncheck_problem* p, char* err, size_t err_len) {
   return 0;
 }
 
+/* The unsuffixed name: this file also builds against the frozen version 1
+ * header (tests/properties/abi_v1), which has no ATTNCHECK_SUBJECT_ABI_VERSION_1. */
 static const attncheck_subject example = {
     ATTNCHECK_SUBJECT_ABI_VERSION,
     "example-c",

@@ -20,7 +20,7 @@ int naive_attend(const attncheck_problem* p, char* err, std::size_t err_len) {
 }
 
 const attncheck_subject naive_desc = {
-    ATTNCHECK_SUBJECT_ABI_VERSION,
+    ATTNCHECK_SUBJECT_ABI_VERSION_1,
     "naive-f32",
     (1u << ATTNCHECK_F32) | (1u << ATTNCHECK_F16) | (1u << ATTNCHECK_BF16),
     ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_PADDING | ATTNCHECK_FEATURE_MASK | ATTNCHECK_FEATURE_LSE |

@@ -65,7 +65,7 @@ static int attend(const attncheck_problem* p, char* err, size_t err_len) {
 }
 
 static const attncheck_subject effect_audit = {
-    ATTNCHECK_SUBJECT_ABI_VERSION,
+    ATTNCHECK_SUBJECT_ABI_VERSION_1,
     "effect-audit-f32",
     1u << ATTNCHECK_F32,
     ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_PADDING | ATTNCHECK_FEATURE_LSE,

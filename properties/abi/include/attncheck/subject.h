@@ -39,7 +39,10 @@
 extern "C" {
 #endif
 
-#define ATTNCHECK_SUBJECT_ABI_VERSION 1u
+#define ATTNCHECK_SUBJECT_ABI_VERSION_1 1u
+/* Version 1 under its first name, which plugins written against the version 1
+ * header use: an alias kept for their source compatibility. */
+#define ATTNCHECK_SUBJECT_ABI_VERSION ATTNCHECK_SUBJECT_ABI_VERSION_1
 
 typedef enum attncheck_dtype {
   ATTNCHECK_F32 = 0, /* IEEE binary32 */
@@ -113,7 +116,7 @@ typedef struct attncheck_cache_config {
 /* Error reporting: entry points return 0 on success; otherwise nonzero and a
  * NUL-terminated message in err (at most err_len bytes including the NUL). */
 typedef struct attncheck_subject {
-  uint32_t abi_version; /* ATTNCHECK_SUBJECT_ABI_VERSION */
+  uint32_t abi_version; /* ATTNCHECK_SUBJECT_ABI_VERSION_1 */
   const char* name;
   uint32_t dtypes;              /* bit (1u << dtype) for each dtype taken */
   uint32_t features;            /* ATTNCHECK_FEATURE_* */

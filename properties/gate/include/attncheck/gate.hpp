@@ -1,6 +1,7 @@
 // The gate: every law against one or more subjects, scheduled in child
-// processes, and its result model (gate_result). Printing and files are the
-// report layer's (attncheck/report.hpp). The CLI exits 0 only when no law
+// processes, and its result model (gate_result); run_gates hands each
+// result to sinks, and printing and files are the report layer's sinks
+// (attncheck/report.hpp). The CLI exits 0 only when no law
 // failed or timed out (1: a failure, 4: only timeouts).
 #pragma once
 
@@ -80,6 +81,31 @@ std::vector<gate_result> gate_subjects(const run_config& run, const std::vector<
 /// Writes each failing law's shrunk counterexample (not a timeout's case) as
 /// a case file under run.out_dir, filling saved and saved_at.
 void save_counterexamples(gate_result& g);
+
+/// Where run_gates hands each subject's result: the report layer's console,
+/// JSON, JUnit and HTML sinks (attncheck/report.hpp), or a caller's own.
+class gate_sink {
+ public:
+  virtual ~gate_sink() = default;
+  /// The result of the index-th job (from 0), its counterexamples saved.
+  virtual void take(const gate_result& g, std::size_t index) = 0;
+  /// Every result, after each was taken.
+  virtual void finish(const std::vector<gate_result>& results) { (void)results; }
+};
+
+/// The gate as `attncheck gate` runs it: gate_subjects, then per subject in
+/// order save_counterexamples and each sink's take, in the sinks' order;
+/// then each sink's finish.
+std::vector<gate_result> run_gates(const run_config& run, const std::vector<subject_job>& jobs,
+                                   const std::vector<gate_sink*>& sinks);
+/// The same for one subject.
+gate_result run_gate(const run_config& run, const subject_job& job, const std::vector<gate_sink*>& sinks);
+
+namespace gate_detail {
+/// A subject spec as a saved case records it, for repro to load from any
+/// folder: a plugin's path made absolute, options kept; other specs unchanged.
+std::string absolute_spec(const std::string& spec);
+}  // namespace gate_detail
 
 /// Replays a saved case file on a subject (in a child process when isolate,
 /// so a crash or hang is reported, not suffered); prints one screen; returns 0

@@ -1,6 +1,6 @@
 // The report layer: a gate_result rendered for people and machines (the
 // console table, JSON, JUnit XML), pure functions of the result; and the
-// gate as the CLI and Python run it: gate, save, print, write.
+// sinks that run_gates (attncheck/gate.hpp) hands each result to.
 #pragma once
 
 #include <cstdint>
@@ -55,12 +55,22 @@ void write_junit(const std::string& path, const gate_result& r);
 /// run: the minimal string that reproduces the run (run_string).
 void write_json(const std::string& path, const gate_result& r);
 
-/// The gate as `attncheck gate` runs it: gate_subjects, then per subject in
-/// order save_counterexamples, print_gate (a blank line between subjects) and
-/// the JUnit and JSON files its configuration names.
-std::vector<gate_result> run_gates(const run_config& run, const std::vector<subject_job>& jobs, std::ostream& out,
-                                   const console_options& how = {});
-/// The same for one subject.
-gate_result run_gate(const run_config& run, const subject_job& job, std::ostream& out, const console_options& how = {});
+/// run_gates's console: print_gate of each subject, a blank line between subjects.
+class console_sink final : public gate_sink {
+ public:
+  explicit console_sink(std::ostream& out, const console_options& how = {}) : out_(out), how_(how) {}
+  void take(const gate_result& g, std::size_t index) override;
+
+ private:
+  std::ostream& out_;
+  console_options how_;
+};
+
+/// run_gates's files: the JUnit XML and the JSON each subject's configuration
+/// names (run.junit, run.json; none where empty).
+class result_files_sink final : public gate_sink {
+ public:
+  void take(const gate_result& g, std::size_t index) override;
+};
 
 }  // namespace attncheck

@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "attncheck/campaign.hpp"
@@ -42,6 +44,19 @@ std::string bars_svg(const std::string& title, const std::vector<bar>& bars);
 /// table, a card per failure with its heat map, a histogram per law).
 void write_gate_html(const std::string& path, const std::vector<gate_result>& runs);
 
+/// run_gates's HTML report: write_gate_html of every subject once all are
+/// gated, then "report: PATH" on out.
+class gate_html_sink final : public gate_sink {
+ public:
+  gate_html_sink(std::string path, std::ostream& out) : path_(std::move(path)), out_(out) {}
+  void take(const gate_result&, std::size_t) override {}
+  void finish(const std::vector<gate_result>& results) override;
+
+ private:
+  std::string path_;
+  std::ostream& out_;
+};
+
 /// Writes the report of one replay: the case, the worst element, the heat map.
 void write_repro_html(const std::string& path, const repro_result& r);
 
@@ -67,7 +82,8 @@ struct mutation_report {
 };
 void write_mutation_html(const std::string& path, const mutation_report& r);
 
-/// The bench table: probes, then one row per case.
+/// A bench run as the report draws it (the app fills it from impl/bench's
+/// result): the probes, then one row per case.
 struct bench_case {
   std::string name, kind;  ///< kind: "prefill" (judged in GFLOP/s) or "decode" (GB/s)
   int threads = 0;
@@ -78,12 +94,9 @@ struct bench_report {
   int threads = 0;
   double peak_gflops = 0, peak_gflops_1 = 0, bandwidth_gbs = 0, bandwidth_gbs_1 = 0;
   std::vector<bench_case> cases;
-  std::string table;  ///< the terminal table, verbatim
+  std::string table;  ///< the bench's console text, verbatim
 };
 void write_bench_html(const std::string& path, const bench_report& r);
-/// Reads the bench's terminal table (impl/bench: the probe lines and one row
-/// per case) into a report; rows it cannot read are left out.
-bench_report parse_bench_table(const std::string& table);
 
 /// Host name, CPU model, logical CPUs and kernel, in one line.
 std::string machine_line();

@@ -1,4 +1,4 @@
-#include "attncheck/mutants.hpp"
+#include "attncheck/mutant_catalogue.hpp"
 
 #include <sstream>
 #include <stdexcept>

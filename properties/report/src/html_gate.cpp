@@ -1,0 +1,215 @@
+// The HTML reports of a gate run (a section per subject) and of a replay.
+#include "attncheck/case.hpp"
+#include "attncheck/failure_report.hpp"
+#include "attncheck/report.hpp"
+#include "attncheck/report_html.hpp"
+#include "attncheck/runner.hpp"
+#include "attncheck/subject.h"
+#include "html_internal.hpp"
+
+namespace attncheck::html {
+
+namespace {
+
+// At most n characters of a note, cut at a space (never inside a number), with an ellipsis.
+std::string note_text(const std::string& text, std::size_t n) {
+  if (text.size() <= n) return text;
+  const std::size_t cut = text.rfind(' ', n);
+  return text.substr(0, cut == std::string::npos || cut < n / 2 ? n : cut) + " \xe2\x80\xa6";
+}
+
+std::string verdict_class(verdict v) {
+  switch (v) {
+    case verdict::pass: return "pass";
+    case verdict::fail: return "fail";
+    case verdict::skip: return "skip";
+    case verdict::unjudged: return "fail";
+  }
+  return "";
+}
+
+std::string bits_text(std::uint32_t bits, const std::vector<std::pair<std::uint32_t, const char*>>& names) {
+  std::string o;
+  for (const auto& [bit, name] : names)
+    if (bits & bit) o += (o.empty() ? "" : ", ") + std::string(name);
+  return o.empty() ? "none" : o;
+}
+
+std::string dtypes_text(std::uint32_t bits) {
+  std::string o;
+  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16})
+    if (bits & (1u << static_cast<unsigned>(t))) o += (o.empty() ? "" : ", ") + std::string(name(t));
+  return o.empty() ? "none" : o;
+}
+
+// A crash or hang leaves no replay to draw.
+bool process_died(failure_kind k) { return k == failure_kind::crash || k == failure_kind::hang; }
+
+void heat_map_block(std::ostream& o, const std::optional<heat_map>& heat, const std::string& why_none) {
+  if (!heat) {
+    o << "<p class=\"meta\">No heat map: " << escape(why_none) << "</p>\n";
+    return;
+  }
+  o << "<h4>|error|/bound over (query i, output dim e) of batch " << heat->b << ", query head " << heat->h << "</h4>\n"
+    << heat_map_svg(*heat) << "\n";
+}
+
+void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
+  const run_config& opt = g.run;
+  const bool failed = g.failed() || g.unjudged();
+  o << "<section class=\"subject\" id=\"subject-" << index << "\">\n<h2>" << escape(g.subject_name) << " <code>"
+    << escape(g.subject_spec) << "</code> <span class=\"verdict " << (failed ? "fail" : "pass") << "\">"
+    << (failed ? "FAIL" : "PASS") << "</span></h2>\n<dl>";
+  std::string nb;
+  for (const auto& [lk, n] : g.declared.nb_at)
+    nb += (nb.empty() ? "" : ", ") + std::to_string(n) + " at Lk=" + std::to_string(lk);
+  row(o, "ABI", "v" + std::to_string(g.abi));
+  row(o, "dtypes", dtypes_text(g.dtypes));
+  row(o, "features",
+      bits_text(g.features, {{ATTNCHECK_FEATURE_CAUSAL, "causal"},
+                             {ATTNCHECK_FEATURE_PADDING, "padding"},
+                             {ATTNCHECK_FEATURE_MASK, "mask"},
+                             {ATTNCHECK_FEATURE_LSE, "LSE"},
+                             {ATTNCHECK_FEATURE_CACHE, "cache"},
+                             {ATTNCHECK_FEATURE_THREADS, "threads"}}));
+  row(o, "claims",
+      bits_text(g.claims, {{ATTNCHECK_CLAIM_DETERMINISTIC, "deterministic"},
+                           {ATTNCHECK_CLAIM_THREADS, "any thread count"},
+                           {ATTNCHECK_CLAIM_BATCH, "batch independent"},
+                           {ATTNCHECK_CLAIM_CACHE, "cache == prefill"},
+                           {ATTNCHECK_CLAIM_LAYOUT, "layout independent"},
+                           {ATTNCHECK_CLAIM_LQ, "Lq independent"}}));
+  row(o, "bound numbers",
+      "u = 2^" + num(std::log2(g.declared.u), "%.4g") + ", exp " + num(g.declared.exp_ulps, "%.6g") + " ulps, key blocks nb " +
+          nb);
+  std::string hints;
+  if (g.hints.q_tile) hints += "q_tile " + std::to_string(g.hints.q_tile) + " ";
+  if (g.hints.k_tile) hints += "k_tile " + std::to_string(g.hints.k_tile) + " ";
+  if (g.hints.split_keys) hints += "split_keys " + std::to_string(g.hints.split_keys);
+  row(o, "size hints",
+      (hints.empty() ? std::string("-") : hints) + (g.default_hints ? " (none declared; common production sizes)" : ""));
+  row(o, "seed", std::to_string(opt.seed));
+  if (const std::string run = run_string(opt); !run.empty()) row(o, "run", run);
+  row(o, "budget",
+      std::to_string(opt.cases) + " cases per law, max work " + std::to_string(opt.max_work) + ", law work " +
+          std::to_string(opt.law_work) + ", law timeout " + num(opt.law_timeout, "%g") + " s" + (opt.strict ? ", strict" : ""));
+  row(o, "time", num(g.seconds, "%.1f") + " s (the whole schedule)");
+  o << "</dl>\n";
+
+  // The law table.
+  o << "<h3>Laws</h3>\n<table class=\"laws\"><tr><th>law</th><th>judged/run</th><th>max observed/bound</th><th>verdict</th>"
+       "<th>seconds</th><th>note</th></tr>\n";
+  for (const auto& r : g.reports) {
+    std::string note = r.v == verdict::skip ? r.skip_reason
+                       : r.v == verdict::unjudged
+                           ? "judged below the floor of " + num(100 * r.min_judged, "%.0f") + "%: " + r.unjudged_why
+                       : r.v == verdict::fail ? note_text(r.failure.message, 240)
+                                              : std::string();
+    o << "<tr class=\"" << verdict_class(r.v) << "\"><td><code>" << escape(r.law) << "</code></td><td class=\"n\">"
+      << (r.v == verdict::skip ? std::string("-") : std::to_string(r.judged) + "/" + std::to_string(r.cases))
+      << "</td><td class=\"n\">" << num(r.max_ratio) << "</td><td class=\"" << verdict_class(r.v) << "\">" << verdict_name(r.v)
+      << "</td><td class=\"n\">" << num(r.seconds, "%.2f") << "</td><td>" << escape(note) << "</td></tr>\n";
+  }
+  o << "</table>\n";
+
+  // One card per failure.
+  for (std::size_t k = 0; k < g.reports.size(); ++k) {
+    const auto& r = g.reports[k];
+    if (r.v != verdict::fail) continue;
+    const std::string saved = k < g.saved_at.size() ? g.saved_at[k] : std::string();
+    o << "<div class=\"card failure\" data-law=\"" << escape(r.law) << "\">\n<h3>FAIL " << escape(r.law) << "</h3>\n<dl>";
+    if (r.counterexample) row(o, "case", to_line(*r.counterexample));
+    row(o, "cases", std::to_string(r.cases) + " run, " + std::to_string(r.shrink_steps) + " shrink steps");
+    row(o, "kind", failure_kind_name(r.failure.kind));
+    row(o, "why", r.failure.message);
+    if (!r.failure.worst.where.empty())
+      o << "<dt>worst</dt><dd class=\"worst\">" << escape(r.failure.worst.describe()) << "</dd>";
+    if (!saved.empty()) {
+      row(o, "saved", saved);
+      o << "<dt>replay</dt><dd><code class=\"replay\">" << escape(replay_command(saved, g.subject_spec)) << "</code></dd>";
+    }
+    if (!r.reproduce.empty()) row(o, "rapidcheck", "RC_PARAMS=\"reproduce=" + r.reproduce + "\"");
+    o << "</dl>\n";
+    heat_map_block(o, r.heat,
+                   process_died(r.failure.kind) ? "the subject's process died before the replay finished"
+                                                : "the law compared no element of O or LSE");
+    o << "</div>\n";
+  }
+
+  // A histogram per law.
+  o << "<h3>Observed/bound per law</h3>\n<p class=\"meta\">Each case's largest |error|/bound, binned; bar heights on a log "
+       "scale. Bit-for-bit laws read 0 (equal) or &gt;1 (differ).</p>\n<div class=\"grid\">\n";
+  for (const auto& r : g.reports)
+    if (r.v != verdict::skip) o << ratio_histogram_svg(r.law, r.ratio_histogram, true) << "\n";
+  o << "</div>\n</section>\n";
+}
+
+}  // namespace
+
+void write_gate_html(const std::string& path, const std::vector<gate_result>& runs) {
+  int failed = 0;
+  std::string names;
+  for (const auto& g : runs) {
+    failed += g.failed() || g.unjudged();
+    names += (names.empty() ? "" : ", ") + g.subject_name;
+  }
+  page p("gate", "attncheck gate: " + names + (failed ? " \xe2\x80\x94 FAIL" : " \xe2\x80\x94 PASS"));
+  auto& o = p.body();
+  o << "<p>" << runs.size() << " subject" << (runs.size() == 1 ? "" : "s") << " gated; " << failed
+    << " failed. The verdict of each "
+    << "law, a card per failure with its replay command and a heat map of |error|/bound, and each law's histogram of "
+    << "observed/bound.</p>\n";
+  for (std::size_t i = 0; i < runs.size(); ++i) gate_section(o, runs[i], i + 1);
+  p.write(path);
+}
+
+void write_repro_html(const std::string& path, const repro_result& r) {
+  const bool failed = r.outcome.v == verdict::fail;
+  page p("repro", "attncheck repro: " + r.law +
+                      (r.status == 3 ? " \xe2\x80\x94 SKIP"
+                       : failed      ? " \xe2\x80\x94 FAIL"
+                                     : " \xe2\x80\x94 PASS"));
+  auto& o = p.body();
+  o << "<div class=\"" << (failed ? "card failure" : "card") << "\">\n<dl>";
+  row(o, "law", r.law);
+  row(o, "subject", r.subject_name + " (" + r.subject_spec + ")");
+  row(o, "case", to_line(r.c));
+  row(o, "file", r.file);
+  if (failed) row(o, "kind", failure_kind_name(r.outcome.kind));
+  if (failed || r.status == 3) row(o, "why", r.outcome.message);
+  if (!r.outcome.worst.where.empty()) o << "<dt>worst</dt><dd class=\"worst\">" << escape(r.outcome.worst.describe()) << "</dd>";
+  row(o, "judged",
+      std::to_string(r.outcome.compared) + " elements" +
+          (r.outcome.unbounded ? "; " + std::to_string(r.outcome.unbounded) + " outside the bound's domain" : ""));
+  o << "</dl>\n";
+  if (r.heat) {
+    // The worst elements of the slice, largest first.
+    std::vector<std::pair<double, std::string>> cells;
+    for (std::int64_t i = 0; i < r.heat->rows; ++i)
+      for (std::int64_t c = 0; c < r.heat->cols; ++c) {
+        const double v = r.heat->ratio[static_cast<std::size_t>(i * r.heat->cols + c)];
+        if (std::isnan(v)) continue;
+        const bool lse = r.heat->lse_column && c == r.heat->cols - 1;
+        cells.emplace_back(v, lse ? "LSE[b=" + std::to_string(r.heat->b) + ",h=" + std::to_string(r.heat->h) +
+                                        ",i=" + std::to_string(r.heat->row0 + i) + "]"
+                                  : "O[b=" + std::to_string(r.heat->b) + ",i=" + std::to_string(r.heat->row0 + i) +
+                                        ",h=" + std::to_string(r.heat->h) + ",e=" + std::to_string(r.heat->col0 + c) + "]");
+      }
+    std::stable_sort(cells.begin(), cells.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    o << "<h3>Worst elements of batch " << r.heat->b << ", head " << r.heat->h
+      << "</h3>\n<table class=\"worst-elements\"><tr><th>element</th>"
+      << "<th>|error|/bound</th></tr>\n";
+    for (std::size_t k = 0; k < std::min<std::size_t>(10, cells.size()); ++k)
+      o << "<tr><td><code>" << escape(cells[k].second) << "</code></td><td class=\"n\">" << num(cells[k].first, "%.4g")
+        << "</td></tr>\n";
+    o << "</table>\n";
+  }
+  heat_map_block(o, r.heat,
+                 r.status == 3                  ? "nothing was replayed"
+                 : process_died(r.outcome.kind) ? "the subject's process died"
+                                                : "the law compared no element of O or LSE");
+  o << "</div>\n";
+  p.write(path);
+}
+
+}  // namespace attncheck::html
