@@ -201,10 +201,10 @@ subject::~subject() {
 
 std::shared_ptr<subject> subject::wrap(const attncheck_subject* desc, std::string spec) {
   if (!desc) throw input_error("subject", spec + " returned no descriptor");
-  if (desc->abi_version != ATTNCHECK_SUBJECT_ABI_VERSION)
+  if (desc->abi_version != ATTNCHECK_SUBJECT_ABI_VERSION_1)
     throw input_error("subject", spec + " has ABI version " + std::to_string(desc->abi_version) +
                                      " in its attncheck_subject_v1 descriptor; expected " +
-                                     std::to_string(ATTNCHECK_SUBJECT_ABI_VERSION));
+                                     std::to_string(ATTNCHECK_SUBJECT_ABI_VERSION_1));
   attncheck_instance* x = v1::adapt(desc);
   try {
     check_declaration(*x, spec);
