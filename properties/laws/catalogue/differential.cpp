@@ -3,6 +3,8 @@
 #include <cstdio>
 
 #include "law_support.hpp"
+
+#include "attncheck/features.hpp"
 #include "registry.hpp"
 
 namespace attncheck::laws {
@@ -41,9 +43,9 @@ attn_case exp_edge_probe(const attn_case& c) {
 // whose own error (relative ~1e-16 on these rows) the margin of 2 covers.
 std::uint32_t variants_with_effect(const subject& s, const attn_case& c, const oracle_result& ref) {
   std::uint32_t judged = 0;
-  for (std::uint32_t bit : {ATTNCHECK_FEATURE3_WINDOW, ATTNCHECK_FEATURE3_CHUNK, ATTNCHECK_FEATURE3_SOFTCAP,
-                            ATTNCHECK_FEATURE3_SINKS, ATTNCHECK_FEATURE3_ALIBI, ATTNCHECK_FEATURE3_BIAS}) {
-    if (!(variants_of(c) & bit)) continue;
+  for (const contract_feature& f : contract_features()) {
+    const std::uint32_t bit = f.bit;
+    if (f.kind != feature_kind::variant || !(variants_of(c) & bit)) continue;
     const attn_case off = without_variant(c, bit);
     const auto fast = fast_oracle_of(s, off);
     const oracle_result t = fast ? *fast : fast_bound(s, off);

@@ -1,5 +1,7 @@
 #include "law_support.hpp"
 
+#include "attncheck/features.hpp"
+
 #include "attncheck/enum_names.hpp"
 
 #include <algorithm>
@@ -191,27 +193,12 @@ double max_abs_v(const attn_case& c) {
   return m;
 }
 
-std::uint32_t variants_of(const attn_case& c) {
-  const score_variants& w = c.variants;
-  return (w.has_window() ? ATTNCHECK_FEATURE3_WINDOW : 0u) | (w.has_chunk() ? ATTNCHECK_FEATURE3_CHUNK : 0u) |
-         (w.has_softcap() ? ATTNCHECK_FEATURE3_SOFTCAP : 0u) | (w.has_sinks() ? ATTNCHECK_FEATURE3_SINKS : 0u) |
-         (w.has_alibi() ? ATTNCHECK_FEATURE3_ALIBI : 0u) | (w.has_bias() ? ATTNCHECK_FEATURE3_BIAS : 0u);
-}
+std::uint32_t variants_of(const attn_case& c) { return variant_bits(c); }
 
 attn_case without_variant(const attn_case& c, std::uint32_t bit) {
   attn_case r = c;
-  score_variants& w = r.variants;
-  if (bit & ATTNCHECK_FEATURE3_WINDOW) w.window_left = w.window_right = -1;
-  if (bit & ATTNCHECK_FEATURE3_CHUNK) w.chunk = 0;
-  if (bit & ATTNCHECK_FEATURE3_SOFTCAP) w.softcap = 0;
-  if (bit & ATTNCHECK_FEATURE3_SINKS) w.sinks = sink_kind::none, w.sink_logits.clear();
-  if (bit & ATTNCHECK_FEATURE3_ALIBI) w.alibi = alibi_kind::none, w.alibi_slopes.clear();
-  if (bit & ATTNCHECK_FEATURE3_BIAS) {
-    w.bias_shape = {};
-    w.bias_type = dtype::f32;
-    w.bias_values = bias_kind::normal;
-    w.bias = tensor{};
-  }
+  for (const contract_feature& f : contract_features())
+    if (f.kind == feature_kind::variant && (bit & f.bit)) f.clear(r);
   return r;
 }
 

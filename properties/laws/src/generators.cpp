@@ -1,5 +1,7 @@
 #include "attncheck/generators.hpp"
 
+#include "attncheck/features.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -97,13 +99,13 @@ void case_stats::add(const attn_case& c, const subject& s) {
     for (std::int64_t l : {c.lk, c.lq}) near = near || (l >= h - 1 && l <= h + 1) || l == 2 * h + 1;
   count("at a size hint", near);
   // Contract 1.1 variants (docs/distribution.md): each, and each pair.
-  const score_variants& w = c.variants;
-  const std::pair<const char*, bool> on[] = {{"window", w.has_window()}, {"chunk", w.has_chunk()}, {"softcap", w.has_softcap()},
-                                             {"sinks", w.has_sinks()},   {"alibi", w.has_alibi()}, {"bias", w.has_bias()}};
-  for (std::size_t a = 0; a < std::size(on); ++a) {
-    count(std::string("variant ") + on[a].first, on[a].second);
-    for (std::size_t b = a + 1; b < std::size(on); ++b)
-      count(std::string("variants ") + on[a].first + "+" + on[b].first, on[a].second && on[b].second);
+  std::vector<std::pair<const std::string*, bool>> on;
+  for (const contract_feature& f : contract_features())
+    if (f.kind == feature_kind::variant) on.emplace_back(&f.name, f.present(c));
+  for (std::size_t a = 0; a < on.size(); ++a) {
+    count("variant " + *on[a].first, on[a].second);
+    for (std::size_t b = a + 1; b < on.size(); ++b)
+      count("variants " + *on[a].first + "+" + *on[b].first, on[a].second && on[b].second);
   }
   add_form(c, s);
 }
@@ -206,12 +208,14 @@ const std::vector<share_floor>& distribution_floors() {
       {"no mask", "no mask at all", 0.05, true},
   };
   // The variants, each and each pair: half the cases draw variants, and
-  // those draw each independently (window 4/5, chunk 1/4, softcap 7/8, sinks
-  // 5/6, ALiBi 3/4, bias 3/4); floors at half the expected share.
+  // those draw each independently at its share (contract_feature::share:
+  // window 4/5, chunk 1/4, softcap 7/8, sinks 5/6, ALiBi 3/4, bias 3/4);
+  // floors at half the expected share.
   static const std::vector<share_floor> all = [] {
     std::vector<share_floor> f = v;
-    static const std::vector<std::pair<std::string, double>> expected = {{"window", 0.8}, {"chunk", 0.25}, {"softcap", 0.875},
-                                                                         {"sinks", 0.83}, {"alibi", 0.75}, {"bias", 0.75}};
+    std::vector<std::pair<std::string, double>> expected;
+    for (const contract_feature& x : contract_features())
+      if (x.kind == feature_kind::variant) expected.emplace_back(x.name, x.share);
     static std::deque<std::string> text;  // keys and descriptions live as long as the table (a deque never moves them)
     const auto add = [&](const std::string& key, const std::string& what, double share) {
       text.push_back(key);

@@ -1,5 +1,7 @@
 #include "attncheck/runner.hpp"
 
+#include "attncheck/features.hpp"
+
 #include <rapidcheck.h>
 
 #include <algorithm>
@@ -30,15 +32,6 @@ law_outcome replay(const law& l, const subject& s, const attn_case& c) {
 int law_cases(const law& l, int cases) {
   return std::max(1, static_cast<int>(std::ceil(static_cast<double>(cases) * l.case_share)));
 }
-
-namespace {
-
-// The variants as case_stats counts them ("variant window", "judged window").
-constexpr std::pair<std::uint32_t, const char*> variant_names[] = {
-    {ATTNCHECK_FEATURE3_WINDOW, "window"}, {ATTNCHECK_FEATURE3_CHUNK, "chunk"}, {ATTNCHECK_FEATURE3_SOFTCAP, "softcap"},
-    {ATTNCHECK_FEATURE3_SINKS, "sinks"},   {ATTNCHECK_FEATURE3_ALIBI, "alibi"}, {ATTNCHECK_FEATURE3_BIAS, "bias"}};
-
-}  // namespace
 
 law_report run_law(const law& l, const subject& s, const run_options& opt) {
   law_report r;
@@ -81,8 +74,8 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
     if (!failed_once) {
       ++r.cases;
       r.stats.add(c, s);
-      for (const auto& [bit, what] : variant_names)
-        if (out.variants_judged & bit) ++r.stats.counts[std::string("judged ") + what];
+      for (const contract_feature& f : contract_features())
+        if (f.kind == feature_kind::variant && (out.variants_judged & f.bit)) ++r.stats.counts["judged " + f.name];
       const std::int64_t charged = l.charged_as_drawn ? std::min(drawn, case_work(c)) : case_work(c);
       gopt.budget->spent += std::max<std::int64_t>(0, charged - gopt.small_work);
       ++r.ratio_histogram[ratio_bin(out.max_ratio)];
@@ -163,7 +156,9 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
   // Non-vacuity per variant: a variant carried by enough cases must have been
   // judged (its effect proved past the bound) in at least variant_floor of them.
   if (l.variant_floor > 0 && r.v == verdict::pass)
-    for (const auto& [bit, what] : variant_names) {
+    for (const contract_feature& f : contract_features()) {
+      if (f.kind != feature_kind::variant) continue;
+      const std::string& what = f.name;
       const auto count = [&r](const std::string& k) { return r.stats.counts.count(k) ? r.stats.counts.at(k) : 0; };
       const std::int64_t with = count(std::string("variant ") + what), judged = count(std::string("judged ") + what);
       if (with >= min_variant_cases && static_cast<double>(judged) < l.variant_floor * static_cast<double>(with)) {

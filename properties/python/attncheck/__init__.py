@@ -56,8 +56,21 @@ def _core_module():
 __all__ = ["declare", "bf16_bits", "bf16_values", "oracle", "Oracle", "gate", "Case", "GateFailure"]
 
 _DTYPES = ("f32", "f16", "bf16")
-_FEATURES = ("causal", "padding", "mask", "lse", "threads", "window", "chunk", "softcap", "sinks", "alibi", "bias", "paged",
-             "ragged", "backward_variants")
+
+
+def _features():
+    # The feature names a declaration takes, from the contract's feature table (attncheck/features.hpp)
+    # through the compiled side: the bridge plugin's embedded module, or attncheck._core. None when
+    # neither loads (no compiled part, or none for this interpreter): the gate, which needs it, checks them.
+    try:
+        import attncheck_features as table
+    except ImportError:
+        try:
+            from . import _core as table
+        except ImportError:
+            return None
+    return tuple(f["name"] for f in table.contract_features() if f["python_declarable"])
+
 _CLAIMS = ("deterministic", "threads", "batch", "cache", "layout", "lq", "page_placement", "paged_equals_dense",
            "ragged_equals_dense", "backward_deterministic")
 
@@ -94,8 +107,8 @@ def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), 
                makes the backward laws run (docs/python.md, "Backward")
     The gate refuses unknown names and numbers out of range, naming the field.
     """
-    for group, allowed in (("dtypes", _DTYPES), ("features", _FEATURES), ("claims", _CLAIMS)):
-        for v in locals()[group]:
+    for group, allowed in (("dtypes", _DTYPES), ("features", _features()), ("claims", _CLAIMS)):
+        for v in locals()[group] if allowed is not None else ():
             if v not in allowed:
                 raise ValueError(f"{group}: unknown entry '{v}' (known: {', '.join(allowed)})")
     decl = {"u": u, "exp_ulps": exp_ulps, "dtypes": list(dtypes), "features": list(features), "claims": list(claims),

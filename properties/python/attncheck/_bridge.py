@@ -17,23 +17,44 @@ import numpy as np
 # The ABI's bits (properties/abi/include/attncheck/subject.h), by name.
 DTYPES = {"f32": 0, "f16": 1, "bf16": 2}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
-FEATURES = {"causal": 0x01, "padding": 0x02, "mask": 0x04, "lse": 0x08, "threads": 0x20}
-FEATURE_CACHE = 0x10
+
+
+def _contract_features():
+    # The contract's feature table (reference/include/attncheck/features.hpp), from the compiled side
+    # that loaded this module: the bridge plugin's embedded module, or attncheck._core.
+    try:
+        import attncheck_features as table
+    except ImportError:
+        from . import _core as table
+    return table.contract_features()
+
+
+_TABLE = _contract_features()
+
+
+def _bits(word, kinds, declarable=True):
+    return {f["name"]: f["bit"] for f in _TABLE
+            if f["abi_word"] == word and f["kind"] in kinds and f["python_declarable"] == declarable}
+
+
+# Version 1 and 2 features (attncheck_instance.features, ATTNCHECK_FEATURE_*) a declaration names; the cache
+# is declared by the `cache` class instead.
+FEATURES = _bits(1, ("mask", "output"))
+FEATURE_CACHE = _bits(1, ("output",), declarable=False)["cache"]
 # Contract 1.1 variants: bits of attncheck_instance.features_v3 (ATTNCHECK_FEATURE3_*). A subject that
 # declares any of them is handed a version 3 instance; one that declares none stays version 2.
-FEATURES3 = {"window": 0x001, "chunk": 0x002, "softcap": 0x004, "sinks": 0x008, "alibi": 0x010, "bias": 0x020}
+FEATURES3 = _bits(3, ("variant",))
 # The keyword each variant reaches the callable as, only when the case uses it (docs/python.md).
-VARIANT_KEYWORDS = {"window": "window", "chunk": "chunk", "softcap": "softcap", "sinks": "sinks", "alibi": "alibi_slopes",
-                    "bias": "bias"}
+VARIANT_KEYWORDS = {f["name"]: f["python_keywords"][0] for f in _TABLE if f["kind"] == "variant"}
 # Contract 1.2 input forms (docs/python.md "Paged K/V and ragged batches"): ATTNCHECK_FEATURE3_PAGED and _RAGGED.
 # A case in a declared form reaches the callable with these keywords; one in the dense form without them.
-FORMS3 = {"paged": 0x040, "ragged": 0x080}
-FORM_KEYWORDS = {"paged": ("k_pages", "v_pages", "block_table", "page_size"), "ragged": ("cu_seqlens_q", "cu_seqlens_k")}
+FORMS3 = _bits(3, ("input_form",))
+FORM_KEYWORDS = {f["name"]: tuple(f["python_keywords"]) for f in _TABLE if f["kind"] == "input_form"}
 # ATTNCHECK_FEATURE3_BACKWARD: set by a declaration's `backward` callable (docs/python.md "Backward").
-FEATURE3_BACKWARD = 0x100
+FEATURE3_BACKWARD = _bits(3, ("backward",), declarable=False)["backward"]
 # ATTNCHECK_FEATURE3_BACKWARD_VARIANTS: the feature "backward_variants", with a backward callable: it is handed
 # the declared variants' keywords too and, with sinks, returns d(sink) as a fourth result (docs/python.md "Backward").
-BACKWARD3 = {"backward_variants": 0x400}
+BACKWARD3 = _bits(3, ("backward",))
 # Version 3 claims (attncheck_instance.invariances_v3, ATTNCHECK_CLAIM3_*), checked bit for bit.
 CLAIMS3 = {"page_placement": 0x01, "paged_equals_dense": 0x02, "ragged_equals_dense": 0x04,
            "backward_deterministic": 0x08}
@@ -151,8 +172,8 @@ class Subject:
             if self.backward_fn is None:
                 raise DeclarationError("features: 'backward_variants' needs the backward callable (declare(backward=fn))")
             if not self.variants:
-                raise DeclarationError("features: 'backward_variants' needs a variant declared (window, chunk, softcap, "
-                                       "sinks, alibi or bias)")
+                raise DeclarationError("features: 'backward_variants' needs a variant declared ("
+                                       + ", ".join(list(FEATURES3)[:-1]) + " or " + list(FEATURES3)[-1] + ")")
         self.cache_class = decl.get("cache")
         if self.cache_class is not None:
             for method in ("append", "attend"):

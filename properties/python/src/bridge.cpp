@@ -16,9 +16,14 @@
 #include <filesystem>
 #include <string>
 
+#include "feature_table.hpp"
 #include "py_subject.hpp"
 
 namespace py = pybind11;
+
+// The feature table for attncheck._bridge and attncheck's declare() inside the
+// embedded interpreter, where attncheck._core need not load.
+PYBIND11_EMBEDDED_MODULE(attncheck_features, m) { m.def("contract_features", &attncheck::python::contract_feature_dicts); }
 
 namespace {
 

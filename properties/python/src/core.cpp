@@ -15,6 +15,7 @@
 #include "attncheck/case_file.hpp"
 #include "attncheck/gate.hpp"
 #include "attncheck/report.hpp"
+#include "feature_table.hpp"
 #include "attncheck/result_json.hpp"
 #include "attncheck/oracle.hpp"
 #include "attncheck/subject_host.hpp"
@@ -292,6 +293,8 @@ PYBIND11_MODULE(_core, m) {
         return result_of(c, reference(c, options_for(c, u, exp_ulps, key_blocks, tanh_ulps)));
       },
       py::arg("case"), py::arg("u") = 0x1p-24, py::arg("exp_ulps") = 1.0, py::arg("key_blocks") = 1, py::arg("tanh_ulps") = 1.0);
+  m.def("contract_features", &python::contract_feature_dicts,
+        "The contract's features (attncheck/features.hpp): name, kind, abi_word, bit, python_declarable, python_keywords");
   m.def("gate_subject", &gate_subject, py::arg("subject"), py::arg("spec"), py::arg("config"), py::arg("out"));
   m.def(
       "run_defaults", [] { return minimal_string(run_defaults(entry_point::python)); },

@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <ostream>
 
+#include "attncheck/features.hpp"
 #include "attncheck/report.hpp"
 
 namespace attncheck {
@@ -206,16 +207,24 @@ void print_stats(const gate_result& g, std::ostream& out) {
   if (backward_cases) out << " but the backward group's " << backward_cases << ", cut to its small work cap";
   out << "; docs/distribution.md):\n";
   // The contract 1.1 variants: over the cases of the laws that draw them,
-  // and only for a subject that declares every score variant.
+  // each variant and each pair the subject declares.
   case_stats with_variants;
   for (const auto& r : g.reports)
     if (const law* l = find_law(r.law); l && l->variants) with_variants.merge(r.stats);
-  constexpr std::uint32_t score_bits = ATTNCHECK_FEATURE3_WINDOW | ATTNCHECK_FEATURE3_CHUNK | ATTNCHECK_FEATURE3_SOFTCAP |
-                                       ATTNCHECK_FEATURE3_SINKS | ATTNCHECK_FEATURE3_ALIBI | ATTNCHECK_FEATURE3_BIAS;
-  const bool declares_variants = (g.declared.features_v3 & score_bits) == score_bits;
+  const auto declared_variants = [&g](const std::string& key) {
+    // "variant NAME" or "variants NAME+NAME": declared when each named variant is.
+    std::string names = key.substr(key.find(' ') + 1);
+    for (std::size_t at = 0; at <= names.size();) {
+      const std::size_t end = std::min(names.find('+', at), names.size());
+      const contract_feature* f = find_feature(names.substr(at, end - at));
+      if (!f || !(g.declared.features_v3 & f->bit)) return false;
+      at = end + 1;
+    }
+    return true;
+  };
   bool variant_header = false;
   for (const auto& f : distribution_floors()) {
-    if (f.variant && !declares_variants) continue;
+    if (f.variant && !declared_variants(f.key)) continue;
     if (f.variant && !variant_header) {
       out << "contract 1.1 variants, over the " << with_variants.n << " cases of the laws that draw them:\n";
       variant_header = true;
@@ -228,10 +237,9 @@ void print_stats(const gate_result& g, std::ostream& out) {
   }
   // Contract 1.2's input forms: over the paged and the ragged cases (only the
   // laws that draw a form hand one out), for a subject declaring the form.
-  const std::pair<const char*, std::uint32_t> forms[] = {{"paged", ATTNCHECK_FEATURE3_PAGED},
-                                                         {"ragged", ATTNCHECK_FEATURE3_RAGGED}};
-  for (const auto& [form, bit] : forms) {
-    if (!(g.declared.features_v3 & bit)) continue;
+  for (const contract_feature& x : contract_features()) {
+    if (x.kind != feature_kind::input_form || !(g.declared.features_v3 & x.bit)) continue;
+    const char* form = x.name.c_str();
     const auto n = all.counts.count(form) ? all.counts.at(form) : 0;
     out << "contract 1.2 " << form << " form, over the " << n << " " << form << " cases of the laws that draw it:\n";
     for (const auto& f : form_floors()) {
@@ -249,7 +257,9 @@ void print_stats(const gate_result& g, std::ostream& out) {
     const law* l = find_law(r.law);
     if (!l || l->variant_floor <= 0 || r.v == verdict::skip) continue;
     out << "variants judged by " << r.law << " (switching one off moves the oracle's output past the bound):\n";
-    for (const char* what : {"window", "chunk", "softcap", "sinks", "alibi", "bias"}) {
+    for (const contract_feature& x : contract_features()) {
+      if (x.kind != feature_kind::variant) continue;
+      const char* what = x.name.c_str();
       const auto count = [&r](const std::string& k) { return r.stats.counts.count(k) ? r.stats.counts.at(k) : 0; };
       const std::int64_t with = count(std::string("variant ") + what), judged = count(std::string("judged ") + what);
       const double share = with ? static_cast<double>(judged) / static_cast<double>(with) : 0;
@@ -292,20 +302,18 @@ void print_declaration(const gate_result& g, std::ostream& out) {
   if (!lengths.empty()) out << " lengths " << lengths;
   if (!dims.empty()) out << " head dims " << dims;
   out << "\n";
-  // ABI v3: the variants the laws hand out, and what this version declares but does not judge yet.
-  static const std::pair<std::uint32_t, const char*> judged[] = {
-      {ATTNCHECK_FEATURE3_WINDOW, "window"}, {ATTNCHECK_FEATURE3_CHUNK, "chunk"}, {ATTNCHECK_FEATURE3_SOFTCAP, "softcap"},
-      {ATTNCHECK_FEATURE3_SINKS, "sinks"},   {ATTNCHECK_FEATURE3_ALIBI, "alibi"}, {ATTNCHECK_FEATURE3_BIAS, "bias"}};
-  static const std::pair<std::uint32_t, const char*> forms[] = {{ATTNCHECK_FEATURE3_PAGED, "paged K/V"},
-                                                                {ATTNCHECK_FEATURE3_RAGGED, "ragged batches"}};
-  static const std::pair<std::uint32_t, const char*> not_judged[] = {{ATTNCHECK_FEATURE3_BIAS_GRAD, "bias gradient"}};
+  // ABI v3: the variants the laws hand out, the input forms, and what this version declares but does not judge yet.
   std::string on, off, form;
-  for (const auto& [bit, what] : judged)
-    if (d.features_v3 & bit) on += (on.empty() ? "" : ", ") + std::string(what);
-  for (const auto& [bit, what] : forms)
-    if (d.features_v3 & bit) form += (form.empty() ? "" : ", ") + std::string(what);
-  for (const auto& [bit, what] : not_judged)
-    if (d.features_v3 & bit) off += (off.empty() ? "" : ", ") + std::string(what);
+  const auto add = [](std::string& list, const std::string& what) { list += (list.empty() ? "" : ", ") + what; };
+  for (const contract_feature& f : contract_features()) {
+    if (f.abi_word != 3 || !(d.features_v3 & f.bit)) continue;
+    if (!f.judged)
+      add(off, f.label);
+    else if (f.kind == feature_kind::variant)
+      add(on, f.label);
+    else if (f.kind == feature_kind::input_form)
+      add(form, f.label);
+  }
   if (!on.empty())
     out << "  variants (contract 1.1): " << on
         << ((d.features_v3 & ATTNCHECK_FEATURE3_SOFTCAP) ? ", tanh " + number_text(d.tanh_ulps) + " ulps" : std::string())

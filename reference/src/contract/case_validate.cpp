@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "attncheck/case.hpp"
+#include "attncheck/features.hpp"
 #include "layout.hpp"
 
 namespace attncheck {
@@ -89,72 +90,6 @@ void check_tensor(const tensor& t, const std::string& field, const char* role, d
       if (t.bits[i] > 0xffffu)
         fail(field + ".bits",
              "element " + std::to_string(i) + " has bits above the 16-bit " + std::string(name(type)) + " width");
-}
-
-// Contract 1.1 variants (docs/spec.md "Variants"): ranges, vector lengths,
-// the bias's broadcast shape, type and values. Returns the bias's entries.
-std::int64_t validate_variants(const attn_case& c, bool tensors_required, const case_limits& limits) {
-  const score_variants& w = c.variants;
-  // A window wider than every position difference (|j - p| < lk + lq) is legal and means "unbounded".
-  for (auto [field, v] : {std::pair{"window_left", w.window_left}, std::pair{"window_right", w.window_right}})
-    if (v < -1 || v > limits.max_dim)
-      fail(field, "=" + str(v) + " is outside [-1, max_dim=" + str(limits.max_dim) + "] (-1: unbounded)");
-  if (w.chunk < 0 || w.chunk > limits.max_dim)
-    fail("chunk", "=" + str(w.chunk) + " is outside [0, max_dim=" + str(limits.max_dim) + "] (0: off)");
-  if (!(std::isfinite(w.softcap) && w.softcap >= 0)) fail("softcap", "must be finite and >= 0 (0: off)");
-  if (static_cast<int>(w.sinks) > static_cast<int>(sink_kind::mixed)) fail("sinks", "is not a known sink recipe");
-  if (static_cast<int>(w.alibi) > static_cast<int>(alibi_kind::zero)) fail("alibi", "is not a known ALiBi recipe");
-  if (static_cast<int>(w.bias_values) > static_cast<int>(bias_kind::huge)) fail("bias_values", "is not a known bias recipe");
-  if (static_cast<int>(w.bias_type) > static_cast<int>(dtype::bf16)) fail("bias_type", "is not f32, f16 or bf16");
-
-  const auto per_head = [&](const char* field, const std::vector<float>& v, bool on, bool neginf_allowed) {
-    if (!on) {
-      if (!v.empty()) fail(field, "has " + std::to_string(v.size()) + " values but the feature is off");
-      return;
-    }
-    if (v.empty() && !tensors_required) return;
-    if (static_cast<std::int64_t>(v.size()) != c.hq)
-      fail(field, "has " + std::to_string(v.size()) + " values, hq=" + str(c.hq) + " needs one per query head");
-    for (std::size_t h = 0; h < v.size(); ++h) {
-      const bool ok = std::isfinite(v[h]) || (neginf_allowed && v[h] == -std::numeric_limits<float>::infinity());
-      if (!ok)
-        fail(std::string(field) + "[" + std::to_string(h) + "]",
-             std::string("must be finite") + (neginf_allowed ? " or -inf" : "") + ", got " + std::to_string(v[h]));
-    }
-  };
-  per_head("sink_logits", w.sink_logits, w.has_sinks(), true);
-  per_head("alibi_slopes", w.alibi_slopes, w.has_alibi(), false);
-
-  const auto& bs = w.bias_shape;
-  if (bs == std::array<std::int64_t, 4>{}) {
-    if (!w.bias.bits.empty()) fail("bias", "has values but bias_shape is unset");
-    return 0;
-  }
-  const std::array<std::pair<const char*, std::int64_t>, 4> full{{{"b", c.b}, {"hq", c.hq}, {"lq", c.lq}, {"lk", c.lk}}};
-  for (int a = 0; a < 4; ++a)
-    if (bs[a] != 1 && bs[a] != full[a].second)
-      fail("bias_shape", "dim " + std::to_string(a) + " is " + str(bs[a]) + ", must be 1 or " + full[a].first + "=" +
-                             str(full[a].second) + " (broadcast to b x hq x lq x lk)");
-  const std::int64_t entries = bs[0] * bs[1] * bs[2] * bs[3];  // each dim 1 or a size whose product was checked
-  if (entries > limits.max_elements)
-    fail("bias_shape", "has " + str(entries) + " entries, over max_elements=" + str(limits.max_elements));
-  if (w.bias.bits.empty()) {
-    if (tensors_required) fail("bias", "is missing (bias_shape is set)");
-    return entries;
-  }
-  if (w.bias.type != w.bias_type)
-    fail("bias.type", "is " + std::string(name(w.bias.type)) + ", bias_type is " + std::string(name(w.bias_type)));
-  if (w.bias.shape != bs) fail("bias.shape", "is " + dims_text(w.bias.shape) + ", bias_shape is " + dims_text(bs));
-  const dims4 dense{bs[1] * bs[2] * bs[3], bs[2] * bs[3], bs[3], 1};
-  if (w.bias.stride != dense || w.bias.offset != 0 || static_cast<std::int64_t>(w.bias.bits.size()) != entries)
-    fail("bias", "must be dense row-major over bias_shape (" + str(entries) + " entries, offset 0)");
-  for (std::size_t e = 0; e < w.bias.bits.size(); ++e) {
-    const double x = decode(w.bias_type, w.bias.bits[e]);
-    if (std::isnan(x) || x == std::numeric_limits<double>::infinity())
-      fail("bias[" + std::to_string(e) + "]",
-           "is " + std::string(std::isnan(x) ? "NaN" : "+inf") + ": a bias entry is finite, or -inf to mask its key");
-  }
-  return entries;
 }
 
 // Contract 1.2 input forms (docs/spec.md "Paged KV", "Ragged batches"):
@@ -265,8 +200,11 @@ void validate(const attn_case& c, bool tensors_required, const case_limits& limi
     }
   }
 
-  const std::int64_t bias_entries = validate_variants(c, tensors_required, limits);
-  const std::int64_t bias_bytes = 4 * bias_entries;  // tensor::bits: 4 bytes an entry (bias_entries <= max_elements)
+  // Each feature's own fields (attncheck/features.hpp): the contract 1.1 variants' ranges, vector lengths and bias.
+  for (const contract_feature& f : contract_features())
+    if (f.check) f.check(c, tensors_required, limits);
+  const auto& bs = c.variants.bias_shape;
+  const std::int64_t bias_bytes = 4 * bs[0] * bs[1] * bs[2] * bs[3];  // tensor::bits: 4 bytes an entry (checked <= max_elements)
 
   struct role {
     const tensor& t;

@@ -7,55 +7,18 @@
 #include <vector>
 
 #include "attncheck/case.hpp"
+#include "attncheck/features.hpp"
+#include "line_parse.hpp"
 
 namespace attncheck {
 
 namespace {
 
-[[noreturn]] void fail(std::string field, const std::string& what) { throw input_error(std::move(field), what); }
-
-std::string quoted(std::string_view s) {
-  // Long garbage stays readable in a one-line error.
-  constexpr std::size_t shown = 40;
-  return "'" + std::string(s.substr(0, shown)) + (s.size() > shown ? "...'" : "'");
-}
-
-template <class Int>
-Int parse_int(std::string_view key, std::string_view text) {
-  Int v{};
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (ec == std::errc::result_out_of_range) fail(std::string(key), quoted(text) + " is out of range");
-  if (ec != std::errc{} || ptr != end || text.empty()) fail(std::string(key), quoted(text) + " is not an integer");
-  return v;
-}
-
-float parse_float(std::string_view key, std::string_view text) {
-  float v = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (ec == std::errc::result_out_of_range) fail(std::string(key), quoted(text) + " is out of f32 range");
-  if (ec != std::errc{} || ptr != end || text.empty()) fail(std::string(key), quoted(text) + " is not a number");
-  return v;
-}
-
-std::string float_text(float f) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, f);  // shortest round-trip form
-  return std::string(buf, r.ptr);
-}
-
-// Splits on sep, keeping empty parts (so ",," and trailing separators are caught).
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> parts;
-  std::size_t start = 0;
-  for (std::size_t i = 0; i <= s.size(); ++i)
-    if (i == s.size() || s[i] == sep) {
-      parts.push_back(s.substr(start, i - start));
-      start = i + 1;
-    }
-  return parts;
-}
+using detail::fail;
+using detail::float_text;
+using detail::parse_float;
+using detail::parse_int;
+using detail::quoted;
 
 // Splits the body on commas outside [ ].
 std::vector<std::string_view> split_fields(std::string_view body) {
@@ -79,21 +42,13 @@ std::vector<std::string_view> split_fields(std::string_view body) {
   return parts;
 }
 
-// BxHxIxJ, as mask= and bias= print their broadcast shapes.
-std::string dims_text(const std::array<std::int64_t, 4>& d) {
-  return std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]) + "x" + std::to_string(d[3]);
-}
-
-// Parses BxHxIxJ, each size >= 1.
-std::array<std::int64_t, 4> parse_dims(const char* key, std::string_view val) {
-  const auto dims = split(val, 'x');
-  if (dims.size() != 4) fail(key, "expected BxHxIxJ (four sizes), got " + quoted(val));
-  std::array<std::int64_t, 4> out{};
-  for (int a = 0; a < 4; ++a) {
-    out[a] = parse_int<std::int64_t>(key, dims[a]);
-    if (out[a] < 1) fail(key, "dim " + std::to_string(a) + " is " + std::to_string(out[a]) + ", must be >= 1");
-  }
-  return out;
+// The known fields, for the error on an unknown one: the shape, the scale,
+// every feature's fields (attncheck/features.hpp), the dtype and the recipe.
+std::string known_fields() {
+  std::string s = "b, hq, hkv, lq, lk, d, dv, scale";
+  for (const contract_feature& f : contract_features())
+    for (const std::string& k : f.keys) s += ", " + k;
+  return s + ", f32/f16/bf16, values, layout, poison, grad, seed";
 }
 
 bool is_space(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v'; }
@@ -105,38 +60,8 @@ std::string to_line(const attn_case& c) {
                   ",lq=" + std::to_string(c.lq) + ",lk=" + std::to_string(c.lk) + ",d=" + std::to_string(c.d) +
                   ",dv=" + std::to_string(c.dv);
   if (c.scale) s += ",scale=" + float_text(*c.scale);
-  if (c.causal) s += ",causal";
-  if (c.has_padding()) {
-    s += ",kpad=[";
-    for (std::size_t i = 0; i < c.key_len.size(); ++i) s += (i ? "," : "") + std::to_string(c.key_len[i]);
-    s += "]";
-  }
-  if (c.has_mask()) s += ",mask=" + dims_text(c.mask_shape);
-  const score_variants& w = c.variants;
-  if (w.has_window()) s += ",window=[" + std::to_string(w.window_left) + "," + std::to_string(w.window_right) + "]";
-  if (w.has_chunk()) s += ",chunk=" + std::to_string(w.chunk);
-  if (w.has_softcap()) s += ",softcap=" + float_text(w.softcap);
-  if (w.has_sinks()) s += ",sinks=" + std::string(name(w.sinks));
-  if (w.has_alibi()) s += ",alibi=" + std::string(name(w.alibi));
-  if (w.has_bias()) {
-    s += ",bias=" + dims_text(w.bias_shape);
-    if (w.bias_type != dtype::f32) s += ",bias_type=" + std::string(name(w.bias_type));
-    if (w.bias_values != bias_kind::normal) s += ",bias_values=" + std::string(name(w.bias_values));
-  }
-  const input_form& f = c.form;
-  if (f.paged()) {
-    s += ",pages=" + std::to_string(f.page_size);
-    if (f.page_order != page_order_kind::shuffled) s += ",page_order=" + std::string(name(f.page_order));
-    if (f.spare_pages) s += ",spare_pages=" + std::to_string(f.spare_pages);
-    if (f.table_tail != table_tail_kind::stale) s += ",table_tail=" + std::string(name(f.table_tail));
-    if (f.shared_pages) s += ",shared_pages=" + std::to_string(f.shared_pages);
-  }
-  if (f.ragged) s += ",ragged";
-  if (!f.q_len.empty()) {
-    s += ",qlen=[";
-    for (std::size_t i = 0; i < f.q_len.size(); ++i) s += (i ? "," : "") + std::to_string(f.q_len[i]);
-    s += "]";
-  }
+  for (const contract_feature& f : contract_features())
+    if (f.write) f.write(c, s);
   s += ",";
   s += name(c.type);
   if (c.values != value_kind::normal) s += ",values=" + std::string(name(c.values));
@@ -172,9 +97,6 @@ attn_case parse_line(std::string_view line, const case_limits& limits) {
     };
     if (type) {
       c.type = *type;
-    } else if (key == "causal") {
-      if (!flag) fail("causal", "is a flag, write just 'causal'");
-      c.causal = true;
     } else if (key == "b" || key == "hq" || key == "hkv" || key == "lq" || key == "lk" || key == "d" || key == "dv") {
       need_value();
       const auto v = parse_int<std::int64_t>(key, val);
@@ -189,82 +111,8 @@ attn_case parse_line(std::string_view line, const case_limits& limits) {
     } else if (key == "scale") {
       need_value();
       c.scale = parse_float(key, val);
-    } else if (key == "kpad") {
-      need_value();
-      if (val.size() < 2 || val.front() != '[' || val.back() != ']') fail("kpad", "expected [n0,n1,...], got " + quoted(val));
-      for (std::string_view n : split(val.substr(1, val.size() - 2), ',')) {
-        if (static_cast<std::int64_t>(c.key_len.size()) >= limits.max_dim)
-          fail("kpad", "has more than max_dim=" + std::to_string(limits.max_dim) + " entries");
-        c.key_len.push_back(parse_int<std::int64_t>("kpad", n));
-      }
-    } else if (key == "mask") {
-      need_value();
-      c.mask_shape = parse_dims("mask", val);
-    } else if (key == "window") {
-      need_value();
-      const auto ends = val.size() >= 2 && val.front() == '[' && val.back() == ']' ? split(val.substr(1, val.size() - 2), ',')
-                                                                                   : std::vector<std::string_view>{};
-      if (ends.size() != 2) fail("window", "expected [left,right] (-1: unbounded), got " + quoted(val));
-      c.variants.window_left = parse_int<std::int64_t>("window", ends[0]);
-      c.variants.window_right = parse_int<std::int64_t>("window", ends[1]);
-      if (!c.variants.has_window()) fail("window", "[-1,-1] is no window: leave the field out");
-    } else if (key == "chunk") {
-      need_value();
-      c.variants.chunk = parse_int<std::int64_t>(key, val);
-      if (c.variants.chunk < 1) fail("chunk", quoted(val) + " must be >= 1 (leave the field out for no chunking)");
-    } else if (key == "softcap") {
-      need_value();
-      c.variants.softcap = parse_float(key, val);
-      if (!(c.variants.softcap > 0)) fail("softcap", quoted(val) + " must be > 0 (leave the field out for no cap)");
-    } else if (key == "sinks") {
-      need_value();
-      const auto v = parse_sink_kind(val);
-      if (!v || *v == sink_kind::none) fail("sinks", quoted(val) + " is not one of normal, high, low, neginf, mixed");
-      c.variants.sinks = *v;
-    } else if (key == "alibi") {
-      need_value();
-      const auto v = parse_alibi_kind(val);
-      if (!v || *v == alibi_kind::none) fail("alibi", quoted(val) + " is not one of standard, random, zero");
-      c.variants.alibi = *v;
-    } else if (key == "bias") {
-      need_value();
-      c.variants.bias_shape = parse_dims("bias", val);
-    } else if (key == "bias_type") {
-      need_value();
-      const auto t = parse_dtype(val);
-      if (!t) fail("bias_type", quoted(val) + " is not one of f32, f16, bf16");
-      c.variants.bias_type = *t;
-    } else if (key == "bias_values") {
-      need_value();
-      const auto v = parse_bias_kind(val);
-      if (!v) fail("bias_values", quoted(val) + " is not one of normal, masking, huge");
-      c.variants.bias_values = *v;
-    } else if (key == "pages" || key == "spare_pages" || key == "shared_pages") {
-      need_value();
-      const auto v = parse_int<std::int64_t>(key, val);
-      (key == "pages" ? c.form.page_size : key == "spare_pages" ? c.form.spare_pages : c.form.shared_pages) = v;
-      if (key == "pages" && v < 1) fail("pages", quoted(val) + " must be >= 1 (leave the field out for dense K and V)");
-    } else if (key == "page_order") {
-      need_value();
-      const auto v = parse_page_order_kind(val);
-      if (!v) fail("page_order", quoted(val) + " is not one of shuffled, in_order, reversed");
-      c.form.page_order = *v;
-    } else if (key == "table_tail") {
-      need_value();
-      const auto v = parse_table_tail_kind(val);
-      if (!v) fail("table_tail", quoted(val) + " is not one of stale, invalid");
-      c.form.table_tail = *v;
-    } else if (key == "ragged") {
-      if (!flag) fail("ragged", "is a flag, write just 'ragged'");
-      c.form.ragged = true;
-    } else if (key == "qlen") {
-      need_value();
-      if (val.size() < 2 || val.front() != '[' || val.back() != ']') fail("qlen", "expected [q0,q1,...], got " + quoted(val));
-      for (std::string_view n : split(val.substr(1, val.size() - 2), ',')) {
-        if (static_cast<std::int64_t>(c.form.q_len.size()) >= limits.max_dim)
-          fail("qlen", "has more than max_dim=" + std::to_string(limits.max_dim) + " entries");
-        c.form.q_len.push_back(parse_int<std::int64_t>("qlen", n));
-      }
+    } else if (const contract_feature* f = feature_of_key(key); f && f->read) {
+      f->read(key, val, flag, c, limits);
     } else if (key == "values") {
       need_value();
       const auto v = parse_value_kind(val);
@@ -293,16 +141,14 @@ attn_case parse_line(std::string_view line, const case_limits& limits) {
       need_value();
       c.seed = parse_int<std::uint64_t>(key, val);
     } else {
-      fail(std::string(key.substr(0, 40)),
-           "unknown field (known: b, hq, hkv, lq, lk, d, dv, scale, causal, kpad, mask, window, chunk, softcap, sinks, "
-           "alibi, bias, bias_type, bias_values, pages, page_order, spare_pages, table_tail, shared_pages, ragged, qlen, "
-           "f32/f16/bf16, values, layout, poison, grad, seed)");
+      fail(std::string(key.substr(0, 40)), "unknown field (known: " + known_fields() + ")");
     }
   }
   for (const char* k : {"b", "hq", "hkv", "lq", "lk", "d", "dv"})
     if (!seen.count(k)) fail(k, "missing (shape fields are required)");
-  for (const char* k : {"bias_type", "bias_values"})
-    if (seen.count(k) && !seen.count("bias")) fail(k, "given without bias=BxHxIxJ");
+  for (const contract_feature& f : contract_features())
+    for (std::size_t k = 1; !f.keys_need_first.empty() && k < f.keys.size(); ++k)
+      if (seen.count(f.keys[k]) && !seen.count(f.keys[0])) fail(f.keys[k], "given without " + f.keys_need_first);
   validate(c, false, limits);
   return c;
 }

@@ -1,0 +1,439 @@
+// The table of contract features (attncheck/features.hpp): each feature's
+// ABI bit, names, one-line fields and their checks, in one entry.
+#include "attncheck/features.hpp"
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "attncheck/subject.h"
+#include "line_parse.hpp"
+
+namespace attncheck {
+
+namespace {
+
+using detail::fail;
+using detail::quoted;
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+
+void need_value(std::string_view key, bool flag) {
+  if (flag) fail(std::string(key), "needs a value (" + std::string(key) + "=...)");
+}
+
+void need_flag(std::string_view key, bool flag) {
+  if (!flag) fail(std::string(key), "is a flag, write just '" + std::string(key) + "'");
+}
+
+std::string bracket_dims(const dims4& d) { return "[" + str(d[0]) + "," + str(d[1]) + "," + str(d[2]) + "," + str(d[3]) + "]"; }
+
+// Sink logits and ALiBi slopes: one per query head when the feature is on, none when off.
+void check_per_head(const attn_case& c, const char* field, const std::vector<float>& v, bool on, bool neginf_allowed,
+                    bool tensors_required) {
+  if (!on) {
+    if (!v.empty()) fail(field, "has " + std::to_string(v.size()) + " values but the feature is off");
+    return;
+  }
+  if (v.empty() && !tensors_required) return;
+  if (static_cast<std::int64_t>(v.size()) != c.hq)
+    fail(field, "has " + std::to_string(v.size()) + " values, hq=" + str(c.hq) + " needs one per query head");
+  for (std::size_t h = 0; h < v.size(); ++h) {
+    const bool ok = std::isfinite(v[h]) || (neginf_allowed && v[h] == -std::numeric_limits<float>::infinity());
+    if (!ok)
+      fail(std::string(field) + "[" + std::to_string(h) + "]",
+           std::string("must be finite") + (neginf_allowed ? " or -inf" : "") + ", got " + std::to_string(v[h]));
+  }
+}
+
+contract_feature entry(std::string name, feature_kind kind, int abi_word, std::uint32_t bit) {
+  contract_feature f;
+  f.name = std::move(name);
+  f.kind = kind;
+  f.abi_word = abi_word;
+  f.bit = bit;
+  return f;
+}
+
+contract_feature causal() {
+  contract_feature f = entry("causal", feature_kind::mask, 1, ATTNCHECK_FEATURE_CAUSAL);
+  f.label = "causal mask";
+  f.cannot_take = "no causal mask";
+  f.keys = {"causal"};
+  f.present = [](const attn_case& c) { return c.causal; };
+  f.clear = [](attn_case& c) { c.causal = false; };
+  f.write = [](const attn_case& c, std::string& s) {
+    if (c.causal) s += ",causal";
+  };
+  f.read = [](std::string_view key, std::string_view, bool flag, attn_case& c, const case_limits&) {
+    need_flag(key, flag);
+    c.causal = true;
+  };
+  return f;
+}
+
+contract_feature padding() {
+  contract_feature f = entry("padding", feature_kind::mask, 1, ATTNCHECK_FEATURE_PADDING);
+  f.label = "key padding";
+  f.cannot_take = "no key padding";
+  f.keys = {"kpad"};
+  f.present = [](const attn_case& c) { return c.has_padding(); };
+  f.clear = [](attn_case& c) { c.key_len.clear(); };
+  f.write = [](const attn_case& c, std::string& s) {
+    if (c.has_padding()) s += ",kpad=" + detail::list_text(c.key_len);
+  };
+  f.read = [](std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits& limits) {
+    need_value(key, flag);
+    c.key_len = detail::parse_list("kpad", val, "[n0,n1,...]", limits);
+  };
+  return f;
+}
+
+contract_feature mask() {
+  contract_feature f = entry("mask", feature_kind::mask, 1, ATTNCHECK_FEATURE_MASK);
+  f.label = "boolean mask";
+  f.cannot_take = "no boolean mask";
+  f.keys = {"mask"};
+  f.present = [](const attn_case& c) { return c.has_mask(); };
+  f.clear = [](attn_case& c) { c.mask_shape = {}, c.mask.clear(); };
+  f.write = [](const attn_case& c, std::string& s) {
+    if (c.has_mask()) s += ",mask=" + detail::dims_text(c.mask_shape);
+  };
+  f.read = [](std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits&) {
+    need_value(key, flag);
+    c.mask_shape = detail::parse_dims("mask", val);
+  };
+  return f;
+}
+
+contract_feature output(std::string name, std::uint32_t bit, std::string label, bool python_declarable) {
+  contract_feature f = entry(std::move(name), feature_kind::output, 1, bit);
+  f.label = std::move(label);
+  f.cannot_take = "no " + f.label;
+  f.python_declarable = python_declarable;
+  return f;
+}
+
+contract_feature variant(std::string name, std::uint32_t bit, std::string label, std::string cannot_take, double share) {
+  contract_feature f = entry(name, feature_kind::variant, 3, bit);
+  f.label = std::move(label);
+  f.cannot_take = std::move(cannot_take);
+  f.keys = {name};
+  f.share = share;
+  f.python_keywords = {name};
+  return f;
+}
+
+contract_feature window() {
+  contract_feature f = variant("window", ATTNCHECK_FEATURE3_WINDOW, "window", "no sliding window", 0.8);
+  f.present = [](const attn_case& c) { return c.variants.has_window(); };
+  f.clear = [](attn_case& c) { c.variants.window_left = c.variants.window_right = -1; };
+  f.write = [](const attn_case& c, std::string& s) {
+    const score_variants& w = c.variants;
+    if (w.has_window()) s += ",window=[" + str(w.window_left) + "," + str(w.window_right) + "]";
+  };
+  f.read = [](std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits&) {
+    need_value(key, flag);
+    const auto ends = val.size() >= 2 && val.front() == '[' && val.back() == ']'
+                          ? detail::split(val.substr(1, val.size() - 2), ',')
+                          : std::vector<std::string_view>{};
+    if (ends.size() != 2) fail("window", "expected [left,right] (-1: unbounded), got " + quoted(val));
+    c.variants.window_left = detail::parse_int<std::int64_t>("window", ends[0]);
+    c.variants.window_right = detail::parse_int<std::int64_t>("window", ends[1]);
+    if (!c.variants.has_window()) fail("window", "[-1,-1] is no window: leave the field out");
+  };
+  // A window wider than every position difference (|j - p| < lk + lq) is legal and means "unbounded".
+  f.check = [](const attn_case& c, bool, const case_limits& limits) {
+    for (auto [field, v] : {std::pair{"window_left", c.variants.window_left}, std::pair{"window_right", c.variants.window_right}})
+      if (v < -1 || v > limits.max_dim)
+        fail(field, "=" + str(v) + " is outside [-1, max_dim=" + str(limits.max_dim) + "] (-1: unbounded)");
+  };
+  return f;
+}
+
+contract_feature chunk() {
+  contract_feature f = variant("chunk", ATTNCHECK_FEATURE3_CHUNK, "chunk", "no chunked attention", 0.25);
+  f.present = [](const attn_case& c) { return c.variants.has_chunk(); };
+  f.clear = [](attn_case& c) { c.variants.chunk = 0; };
+  f.write = [](const attn_case& c, std::string& s) {
+    if (c.variants.has_chunk()) s += ",chunk=" + str(c.variants.chunk);
+  };
+  f.read = [](std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits&) {
+    need_value(key, flag);
+    c.variants.chunk = detail::parse_int<std::int64_t>(key, val);
+    if (c.variants.chunk < 1) fail("chunk", quoted(val) + " must be >= 1 (leave the field out for no chunking)");
+  };
+  f.check = [](const attn_case& c, bool, const case_limits& limits) {
+    if (c.variants.chunk < 0 || c.variants.chunk > limits.max_dim)
+      fail("chunk", "=" + str(c.variants.chunk) + " is outside [0, max_dim=" + str(limits.max_dim) + "] (0: off)");
+  };
+  return f;
+}
+
+contract_feature softcap() {
+  contract_feature f = variant("softcap", ATTNCHECK_FEATURE3_SOFTCAP, "softcap", "no softcap", 0.875);
+  f.present = [](const attn_case& c) { return c.variants.has_softcap(); };
+  f.clear = [](attn_case& c) { c.variants.softcap = 0; };
+  f.write = [](const attn_case& c, std::string& s) {
+    if (c.variants.has_softcap()) s += ",softcap=" + detail::float_text(c.variants.softcap);
+  };
+  f.read = [](std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits&) {
+    need_value(key, flag);
+    c.variants.softcap = detail::parse_float(key, val);
+    if (!(c.variants.softcap > 0)) fail("softcap", quoted(val) + " must be > 0 (leave the field out for no cap)");
+  };
+  f.check = [](const attn_case& c, bool, const case_limits&) {
+    if (!(std::isfinite(c.variants.softcap) && c.variants.softcap >= 0)) fail("softcap", "must be finite and >= 0 (0: off)");
+  };
+  return f;
+}
+
+contract_feature sinks() {
+  contract_feature f = variant("sinks", ATTNCHECK_FEATURE3_SINKS, "sinks", "no attention sinks", 0.83);
+  f.present = [](const attn_case& c) { return c.variants.has_sinks(); };
+  f.clear = [](attn_case& c) { c.variants.sinks = sink_kind::none, c.variants.sink_logits.clear(); };
+  f.write = [](const attn_case& c, std::string& s) {
+    if (c.variants.has_sinks()) s += ",sinks=" + std::string(name(c.variants.sinks));
+  };
+  f.read = [](std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits&) {
+    need_value(key, flag);
+    const auto v = parse_sink_kind(val);
+    if (!v || *v == sink_kind::none) fail("sinks", quoted(val) + " is not one of normal, high, low, neginf, mixed");
+    c.variants.sinks = *v;
+  };
+  f.check = [](const attn_case& c, bool tensors_required, const case_limits&) {
+    if (static_cast<int>(c.variants.sinks) > static_cast<int>(sink_kind::mixed)) fail("sinks", "is not a known sink recipe");
+    check_per_head(c, "sink_logits", c.variants.sink_logits, c.variants.has_sinks(), true, tensors_required);
+  };
+  return f;
+}
+
+contract_feature alibi() {
+  contract_feature f = variant("alibi", ATTNCHECK_FEATURE3_ALIBI, "alibi", "no ALiBi", 0.75);
+  f.python_keywords = {"alibi_slopes"};
+  f.present = [](const attn_case& c) { return c.variants.has_alibi(); };
+  f.clear = [](attn_case& c) { c.variants.alibi = alibi_kind::none, c.variants.alibi_slopes.clear(); };
+  f.write = [](const attn_case& c, std::string& s) {
+    if (c.variants.has_alibi()) s += ",alibi=" + std::string(name(c.variants.alibi));
+  };
+  f.read = [](std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits&) {
+    need_value(key, flag);
+    const auto v = parse_alibi_kind(val);
+    if (!v || *v == alibi_kind::none) fail("alibi", quoted(val) + " is not one of standard, random, zero");
+    c.variants.alibi = *v;
+  };
+  f.check = [](const attn_case& c, bool tensors_required, const case_limits&) {
+    if (static_cast<int>(c.variants.alibi) > static_cast<int>(alibi_kind::zero)) fail("alibi", "is not a known ALiBi recipe");
+    check_per_head(c, "alibi_slopes", c.variants.alibi_slopes, c.variants.has_alibi(), false, tensors_required);
+  };
+  return f;
+}
+
+contract_feature bias() {
+  contract_feature f = variant("bias", ATTNCHECK_FEATURE3_BIAS, "bias", "no additive bias", 0.75);
+  f.keys = {"bias", "bias_type", "bias_values"};
+  f.keys_need_first = "bias=BxHxIxJ";
+  f.present = [](const attn_case& c) { return c.variants.has_bias(); };
+  f.clear = [](attn_case& c) {
+    score_variants& w = c.variants;
+    w.bias_shape = {};
+    w.bias_type = dtype::f32;
+    w.bias_values = bias_kind::normal;
+    w.bias = tensor{};
+  };
+  f.write = [](const attn_case& c, std::string& s) {
+    const score_variants& w = c.variants;
+    if (!w.has_bias()) return;
+    s += ",bias=" + detail::dims_text(w.bias_shape);
+    if (w.bias_type != dtype::f32) s += ",bias_type=" + std::string(name(w.bias_type));
+    if (w.bias_values != bias_kind::normal) s += ",bias_values=" + std::string(name(w.bias_values));
+  };
+  f.read = [](std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits&) {
+    need_value(key, flag);
+    if (key == "bias") {
+      c.variants.bias_shape = detail::parse_dims("bias", val);
+    } else if (key == "bias_type") {
+      const auto t = parse_dtype(val);
+      if (!t) fail("bias_type", quoted(val) + " is not one of f32, f16, bf16");
+      c.variants.bias_type = *t;
+    } else {
+      const auto v = parse_bias_kind(val);
+      if (!v) fail("bias_values", quoted(val) + " is not one of normal, masking, huge");
+      c.variants.bias_values = *v;
+    }
+  };
+  // The bias's recipe, broadcast shape, type and values (docs/spec.md "Additive bias").
+  f.check = [](const attn_case& c, bool tensors_required, const case_limits& limits) {
+    const score_variants& w = c.variants;
+    if (static_cast<int>(w.bias_values) > static_cast<int>(bias_kind::huge)) fail("bias_values", "is not a known bias recipe");
+    if (static_cast<int>(w.bias_type) > static_cast<int>(dtype::bf16)) fail("bias_type", "is not f32, f16 or bf16");
+    const auto& bs = w.bias_shape;
+    if (bs == std::array<std::int64_t, 4>{}) {
+      if (!w.bias.bits.empty()) fail("bias", "has values but bias_shape is unset");
+      return;
+    }
+    const std::array<std::pair<const char*, std::int64_t>, 4> full{{{"b", c.b}, {"hq", c.hq}, {"lq", c.lq}, {"lk", c.lk}}};
+    for (int a = 0; a < 4; ++a)
+      if (bs[a] != 1 && bs[a] != full[a].second)
+        fail("bias_shape", "dim " + std::to_string(a) + " is " + str(bs[a]) + ", must be 1 or " + full[a].first + "=" +
+                               str(full[a].second) + " (broadcast to b x hq x lq x lk)");
+    const std::int64_t entries = bs[0] * bs[1] * bs[2] * bs[3];  // each dim 1 or a size whose product was checked
+    if (entries > limits.max_elements)
+      fail("bias_shape", "has " + str(entries) + " entries, over max_elements=" + str(limits.max_elements));
+    if (w.bias.bits.empty()) {
+      if (tensors_required) fail("bias", "is missing (bias_shape is set)");
+      return;
+    }
+    if (w.bias.type != w.bias_type)
+      fail("bias.type", "is " + std::string(name(w.bias.type)) + ", bias_type is " + std::string(name(w.bias_type)));
+    if (w.bias.shape != bs) fail("bias.shape", "is " + bracket_dims(w.bias.shape) + ", bias_shape is " + bracket_dims(bs));
+    const dims4 dense{bs[1] * bs[2] * bs[3], bs[2] * bs[3], bs[3], 1};
+    if (w.bias.stride != dense || w.bias.offset != 0 || static_cast<std::int64_t>(w.bias.bits.size()) != entries)
+      fail("bias", "must be dense row-major over bias_shape (" + str(entries) + " entries, offset 0)");
+    for (std::size_t e = 0; e < w.bias.bits.size(); ++e) {
+      const double x = decode(w.bias_type, w.bias.bits[e]);
+      if (std::isnan(x) || x == std::numeric_limits<double>::infinity())
+        fail("bias[" + std::to_string(e) + "]",
+             "is " + std::string(std::isnan(x) ? "NaN" : "+inf") + ": a bias entry is finite, or -inf to mask its key");
+    }
+  };
+  return f;
+}
+
+// The input forms' fields are checked with the rest of the form (case_validate.cpp's validate_form).
+contract_feature paged() {
+  contract_feature f = entry("paged", feature_kind::input_form, 3, ATTNCHECK_FEATURE3_PAGED);
+  f.label = "paged K/V";
+  f.cannot_take = "no paged K/V";
+  f.keys = {"pages", "page_order", "spare_pages", "table_tail", "shared_pages"};
+  f.python_keywords = {"k_pages", "v_pages", "block_table", "page_size"};
+  f.present = [](const attn_case& c) { return c.form.paged(); };
+  f.clear = [](attn_case& c) {
+    input_form& x = c.form;
+    x.page_size = 0, x.page_order = page_order_kind::shuffled, x.spare_pages = 0, x.table_tail = table_tail_kind::stale;
+    x.shared_pages = 0;
+  };
+  f.write = [](const attn_case& c, std::string& s) {
+    const input_form& x = c.form;
+    if (!x.paged()) return;
+    s += ",pages=" + str(x.page_size);
+    if (x.page_order != page_order_kind::shuffled) s += ",page_order=" + std::string(name(x.page_order));
+    if (x.spare_pages) s += ",spare_pages=" + str(x.spare_pages);
+    if (x.table_tail != table_tail_kind::stale) s += ",table_tail=" + std::string(name(x.table_tail));
+    if (x.shared_pages) s += ",shared_pages=" + str(x.shared_pages);
+  };
+  f.read = [](std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits&) {
+    need_value(key, flag);
+    if (key == "page_order") {
+      const auto v = parse_page_order_kind(val);
+      if (!v) fail("page_order", quoted(val) + " is not one of shuffled, in_order, reversed");
+      c.form.page_order = *v;
+    } else if (key == "table_tail") {
+      const auto v = parse_table_tail_kind(val);
+      if (!v) fail("table_tail", quoted(val) + " is not one of stale, invalid");
+      c.form.table_tail = *v;
+    } else {
+      const auto v = detail::parse_int<std::int64_t>(key, val);
+      (key == "pages" ? c.form.page_size : key == "spare_pages" ? c.form.spare_pages : c.form.shared_pages) = v;
+      if (key == "pages" && v < 1) fail("pages", quoted(val) + " must be >= 1 (leave the field out for dense K and V)");
+    }
+  };
+  return f;
+}
+
+contract_feature ragged() {
+  contract_feature f = entry("ragged", feature_kind::input_form, 3, ATTNCHECK_FEATURE3_RAGGED);
+  f.label = "ragged batches";
+  f.cannot_take = "no ragged batches";
+  f.keys = {"ragged", "qlen"};
+  f.python_keywords = {"cu_seqlens_q", "cu_seqlens_k"};
+  f.present = [](const attn_case& c) { return c.form.ragged; };
+  f.clear = [](attn_case& c) { c.form.ragged = false, c.form.q_len.clear(); };
+  f.write = [](const attn_case& c, std::string& s) {
+    if (c.form.ragged) s += ",ragged";
+    if (!c.form.q_len.empty()) s += ",qlen=" + detail::list_text(c.form.q_len);
+  };
+  f.read = [](std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits& limits) {
+    if (key == "ragged") {
+      need_flag(key, flag);
+      c.form.ragged = true;
+    } else {
+      need_value(key, flag);
+      c.form.q_len = detail::parse_list("qlen", val, "[q0,q1,...]", limits);
+    }
+  };
+  return f;
+}
+
+contract_feature backward(std::string name, std::uint32_t bit, std::string label, bool python_declarable) {
+  contract_feature f = entry(std::move(name), feature_kind::backward, 3, bit);
+  f.label = std::move(label);
+  f.python_declarable = python_declarable;
+  return f;
+}
+
+// Declared, not judged: no law hands out d(bias) yet.
+contract_feature bias_grad() {
+  contract_feature f = backward("bias_grad", ATTNCHECK_FEATURE3_BIAS_GRAD, "bias gradient", false);
+  f.judged = false;
+  return f;
+}
+
+std::vector<contract_feature>& table() {
+  static std::vector<contract_feature> t = {
+      causal(),
+      padding(),
+      mask(),
+      output("lse", ATTNCHECK_FEATURE_LSE, "LSE", true),
+      output("threads", ATTNCHECK_FEATURE_THREADS, "threads", true),
+      // Declared in Python by its own key, `cache` (docs/python.md).
+      output("cache", ATTNCHECK_FEATURE_CACHE, "cache", false),
+      window(),
+      chunk(),
+      softcap(),
+      sinks(),
+      alibi(),
+      bias(),
+      paged(),
+      ragged(),
+      // Declared in Python by its own key, `backward`; the bias gradient not at all.
+      backward("backward", ATTNCHECK_FEATURE3_BACKWARD, "backward", false),
+      bias_grad(),
+      backward("backward_variants", ATTNCHECK_FEATURE3_BACKWARD_VARIANTS, "backward under the variants", true),
+  };
+  return t;
+}
+
+}  // namespace
+
+std::span<const contract_feature> contract_features() { return table(); }
+
+const contract_feature* find_feature(std::string_view name) {
+  for (const contract_feature& f : contract_features())
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+const contract_feature* find_feature(int abi_word, std::uint32_t bit) {
+  for (const contract_feature& f : contract_features())
+    if (f.abi_word == abi_word && f.bit == bit) return &f;
+  return nullptr;
+}
+
+const contract_feature* feature_of_key(std::string_view key) {
+  for (const contract_feature& f : contract_features())
+    for (const std::string& k : f.keys)
+      if (k == key) return &f;
+  return nullptr;
+}
+
+std::uint32_t variant_bits(const attn_case& c) {
+  std::uint32_t bits = 0;
+  for (const contract_feature& f : contract_features())
+    if (f.kind == feature_kind::variant && f.present && f.present(c)) bits |= f.bit;
+  return bits;
+}
+
+void register_contract_feature(contract_feature f) { table().push_back(std::move(f)); }
+
+}  // namespace attncheck
