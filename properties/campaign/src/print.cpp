@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iomanip>
 #include <ostream>
+#include <string>
 #include <string_view>
 
 #include "campaign_internal.hpp"
@@ -37,13 +38,14 @@ void print_keyed_table(std::ostream& out, const char* key_title, const Keys& key
   std::snprintf(row, sizeof row, "  %-8s %*s %*s %10s %12s  %s\n", key_title, a.width, a.title, b.width, b.title, "violations",
                 "max obs/bd", "case of the largest observed/bound");
   out << row;
-  for (const char* key : keys) {
+  for (const std::string key : keys) {
     const auto it = by.find(key);
     if (it == by.end() && key == optional_key) continue;
     const campaign_stats empty;
     const campaign_stats& st = it == by.end() ? empty : it->second;
-    std::snprintf(row, sizeof row, "  %-8s %*lld %*lld %10lld %12.4g  ", key, a.width, static_cast<long long>(st.*a.count),
-                  b.width, static_cast<long long>(st.*b.count), static_cast<long long>(st.violations), st.max_ratio);
+    std::snprintf(row, sizeof row, "  %-8s %*lld %*lld %10lld %12.4g  ", key.c_str(), a.width,
+                  static_cast<long long>(st.*a.count), b.width, static_cast<long long>(st.*b.count),
+                  static_cast<long long>(st.violations), st.max_ratio);
     out << row << (st.cases ? st.max_ratio_case : std::string("-")) << "\n";
   }
 }
@@ -144,14 +146,14 @@ void print_campaign(const campaign_result& r, std::ostream& out) {
     // Per feature: the same cases by contract 1.1 variant (a case with
     // several counts under each); "none" is a case without one.
     out << "\nby feature (--variants; a case with several variants counts under each):\n";
-    print_keyed_table(out, "feature", campaign_features, r.by_feature, {"cases", 10, &campaign_stats::cases},
+    print_keyed_table(out, "feature", campaign_features(), r.by_feature, {"cases", 10, &campaign_stats::cases},
                       {"elements", 14, &campaign_stats::elements});
     const auto none = r.by_feature.find("none");
     const std::int64_t with_variant = total - (none == r.by_feature.end() ? 0 : none->second.cases);
     out << "  cases with a variant: " << with_variant << " of " << total << " (" << percent(with_variant, total) << ")";
     if (with_variant == 0) out << "; the subject declares no variant (ABI v3 features) or the run drew none";
     out << "\n";
-    for (const char* f : campaign_features)
+    for (const std::string& f : campaign_features())
       if (const auto it = r.by_feature.find(f); it != r.by_feature.end() && !it->second.first_violation.empty())
         out << "  first violation with " << f << ": " << it->second.first_violation << "\n";
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "attncheck/features.hpp"
 #include "campaign_internal.hpp"
 
 namespace attncheck {
@@ -33,15 +34,21 @@ void keep_worst(campaign_stats& s, double ratio, std::int64_t index, const std::
 
 }  // namespace campaign_detail
 
+const std::vector<std::string>& campaign_features() {
+  static const std::vector<std::string> rows = [] {
+    std::vector<std::string> v;
+    for (const contract_feature& f : contract_features())
+      if (f.kind == feature_kind::variant) v.push_back(f.name);
+    v.push_back("none");
+    return v;
+  }();
+  return rows;
+}
+
 std::vector<std::string> features_of(const attn_case& c) {
-  const score_variants& w = c.variants;
   std::vector<std::string> v;
-  if (w.has_window()) v.push_back("window");
-  if (w.has_chunk()) v.push_back("chunk");
-  if (w.has_softcap()) v.push_back("softcap");
-  if (w.has_sinks()) v.push_back("sinks");
-  if (w.has_alibi()) v.push_back("alibi");
-  if (w.has_bias()) v.push_back("bias");
+  for (const contract_feature& f : contract_features())
+    if (f.kind == feature_kind::variant && f.present(c)) v.push_back(f.name);
   if (v.empty()) v.push_back("none");
   return v;
 }

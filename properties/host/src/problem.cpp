@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "attncheck/features.hpp"
 #include "attncheck/isolate.hpp"
 #include "attncheck/subject_host.hpp"
 
@@ -71,25 +72,14 @@ void case_inputs::hand_over(attncheck_problem& p, const attn_case& c, int thread
 std::string subject::cannot_take(const attn_case& c, bool want_lse) const {
   if (!(inst_->dtypes & (1u << static_cast<unsigned>(host::to_abi(c.type)))))
     return std::string("no ") + std::string(attncheck::name(c.type));
-  if (c.causal && !has(ATTNCHECK_FEATURE_CAUSAL)) return "no causal mask";
-  if (c.has_padding() && !has(ATTNCHECK_FEATURE_PADDING)) return "no key padding";
-  if (c.has_mask() && !has(ATTNCHECK_FEATURE_MASK)) return "no boolean mask";
-  if (want_lse && !has_lse()) return "no LSE";
-  // Contract 1.1 variants: given only to a version 3 subject that declared each one.
-  const score_variants& w = c.variants;
-  const std::pair<bool, std::pair<std::uint32_t, const char*>> variants[] = {
-      {w.has_window(), {ATTNCHECK_FEATURE3_WINDOW, "no sliding window"}},
-      {w.has_chunk(), {ATTNCHECK_FEATURE3_CHUNK, "no chunked attention"}},
-      {w.has_softcap(), {ATTNCHECK_FEATURE3_SOFTCAP, "no softcap"}},
-      {w.has_sinks(), {ATTNCHECK_FEATURE3_SINKS, "no attention sinks"}},
-      {w.has_alibi(), {ATTNCHECK_FEATURE3_ALIBI, "no ALiBi"}},
-      {w.has_bias(), {ATTNCHECK_FEATURE3_BIAS, "no additive bias"}},
-  };
-  for (const auto& [used, need] : variants)
-    if (used && !has_v3(need.first)) return need.second;
-  // Contract 1.2 input forms: likewise, only to a subject that declared each.
-  if (c.form.paged() && !has_v3(ATTNCHECK_FEATURE3_PAGED)) return "no paged K/V";
-  if (c.form.ragged && !has_v3(ATTNCHECK_FEATURE3_RAGGED)) return "no ragged batches";
+  // Every contract feature the case uses, and LSE when the law wants it, in
+  // the table's order: a variant or input form only to a version 3 subject
+  // that declared it.
+  for (const contract_feature& f : contract_features()) {
+    const bool declared = f.abi_word == 1 ? has(f.bit) : has_v3(f.bit);
+    if (f.present && f.present(c) && !declared) return f.cannot_take;
+    if (f.abi_word == 1 && f.bit == ATTNCHECK_FEATURE_LSE && want_lse && !has_lse()) return f.cannot_take;
+  }
   return {};
 }
 

@@ -72,7 +72,7 @@ void write_campaign_html(const std::string& path, const campaign_options& opt, c
     o << "<h2>Per feature (--variants)</h2>\n<p class=\"meta\">A case with several variants counts under each; "
          "<code>none</code> is a case without one.</p>\n<table class=\"features\"><tr><th>feature</th><th>cases</th>"
          "<th>elements judged</th><th>violations (cases)</th><th>largest observed/bound</th><th>its case</th></tr>\n";
-    for (const char* f : campaign_features) {
+    for (const std::string& f : campaign_features()) {
       const auto it = r.by_feature.find(f);
       const campaign_stats empty;
       const campaign_stats& st = it == r.by_feature.end() ? empty : it->second;
@@ -82,7 +82,7 @@ void write_campaign_html(const std::string& path, const campaign_options& opt, c
         << escape(st.cases ? st.max_ratio_case : std::string("-")) << "</code></td></tr>\n";
     }
     o << "</table>\n";
-    for (const char* f : campaign_features)
+    for (const std::string& f : campaign_features())
       if (const auto it = r.by_feature.find(f); it != r.by_feature.end() && !it->second.first_violation.empty())
         o << "<p class=\"fail\">first violation with " << escape(f) << ": <code>" << escape(it->second.first_violation)
           << "</code></p>\n";

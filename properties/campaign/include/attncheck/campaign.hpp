@@ -96,9 +96,9 @@ struct campaign_shard {
 };
 
 /// The rows of campaign_result::by_feature, in report order: each contract
-/// 1.1 variant, then "none" (a case with no variant). A case with several
-/// variants counts under each of them.
-inline constexpr const char* campaign_features[] = {"window", "chunk", "softcap", "sinks", "alibi", "bias", "none"};
+/// 1.1 variant of the feature table (features.hpp), then "none" (a case with
+/// no variant). A case with several variants counts under each of them.
+const std::vector<std::string>& campaign_features();
 /// The rows of by_gradient (--backward): dSink only where a case had sinks (--variants).
 inline constexpr const char* campaign_gradients[] = {"dQ", "dK", "dV", "dSink"};
 /// The campaign_features rows of a case.
