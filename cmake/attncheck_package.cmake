@@ -1,6 +1,6 @@
 # Versions, install rules, the exported CMake package, the ABI's pkg-config
 # file and the Debian package (CPack). Included by the top-level CMakeLists.txt
-# after every target exists; README "Install and use from your project".
+# after every target exists; docs/install.md "Install".
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 

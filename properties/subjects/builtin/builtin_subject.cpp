@@ -59,7 +59,7 @@ bool parse_simd(const std::string& value, const std::string& what, attnimpl::isa
 }  // namespace
 
 bool parse_options(const char* options, attnimpl::config& tiles, std::string& why) {
-  // The instruction set starts from ATTNIMPL_ISA (README, "Environment"); simd= overrides it.
+  // The instruction set starts from ATTNIMPL_ISA (docs/cli.md, "Environment"); simd= overrides it.
   if (const std::string& env = environment("ATTNIMPL_ISA");
       !env.empty() && !parse_simd(env, "environment variable ATTNIMPL_ISA='" + env + "'", tiles.simd, why))
     return false;

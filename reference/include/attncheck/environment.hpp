@@ -13,7 +13,7 @@ namespace attncheck {
 
 struct environment_variable {
   const char* name;
-  const char* what;  ///< one line, as README "Environment" lists it
+  const char* what;  ///< one line, as docs/cli.md "Environment" lists it
 };
 
 /// Every variable attncheck reads, with what it does.

@@ -16,7 +16,7 @@ namespace attncheck {
 /// returned an error or wrote outside its output; harness: attncheck could not
 /// run the law (a case it cannot build, a rapidcheck error); timeout: the law
 /// ran out of its own time (--law-timeout) with no call past its watchdog
-/// limit, the gate's problem, not the subject's (README.md, "Hangs and timeouts").
+/// limit, the gate's problem, not the subject's (docs/cli.md, "Hangs and timeouts").
 enum class failure_kind : std::uint8_t { law, crash, hang, subject_error, harness, timeout };
 
 /// "law", "crash", "hang", "subject_error", "harness", "timeout": the JSON field and the JUnit failure type.

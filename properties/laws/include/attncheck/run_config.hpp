@@ -38,7 +38,7 @@ inline constexpr std::int64_t gtest_law_work = 20'000'000;  ///< ...ATTNCHECK_GA
 inline constexpr int jobs = 0;                              ///< laws at once; 0: the number of CPUs, at most 8 (`attncheck gate`)
 inline constexpr int library_jobs = 2;                      ///< ...the library's gate (entry_point::library), Python gate();
                                                             ///< `attncheck mutation`: the CPUs, at most 8, times its --jobs
-inline constexpr double law_timeout = 600;          ///< seconds one law may run in its child (README "Hangs and timeouts")
+inline constexpr double law_timeout = 600;          ///< seconds one law may run in its child (docs/cli.md "Hangs and timeouts")
 inline constexpr double python_law_timeout = 120;   ///< ...Python gate()
 inline constexpr double mutation_law_timeout = 60;  ///< ...`attncheck mutation` (its --law-timeout)
 inline constexpr double repro_timeout = 120;        ///< seconds `attncheck repro`'s child may replay a case before it is hung
