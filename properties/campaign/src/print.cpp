@@ -38,7 +38,8 @@ void print_keyed_table(std::ostream& out, const char* key_title, const Keys& key
   std::snprintf(row, sizeof row, "  %-8s %*s %*s %10s %12s  %s\n", key_title, a.width, a.title, b.width, b.title, "violations",
                 "max obs/bd", "case of the largest observed/bound");
   out << row;
-  for (const std::string key : keys) {
+  for (const auto& k : keys) {
+    const std::string key(k);
     const auto it = by.find(key);
     if (it == by.end() && key == optional_key) continue;
     const campaign_stats empty;
