@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Honest hangs (README.md, "Hangs and timeouts"), on the sleeping plugin
-# (plugins/sleeping.c):
+# (tests/plugins/sleeping.c):
 #   hang     one call sleeps 1000 s: each law is a `hang` within the per-call
 #            watchdog (floor 2 s here), long before its law timeout, naming
 #            the call and the case; exit 1.
