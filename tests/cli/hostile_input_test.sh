@@ -9,18 +9,7 @@ fails=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# expect_error WANT_SUBSTRING -- command...
-expect_error() {
-  local want=$1; shift; shift
-  timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$? lines
-  lines=$(wc -l <"$tmp/err")
-  if [ $rc -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -qF -- "$want" "$tmp/err"; then
-    echo "FAIL: $* -> exit $rc, $lines stderr lines (want exit 2, one line containing '$want'):"
-    sed 's/^/    /' "$tmp/err" | head -5
-    fails=$((fails + 1))
-  fi
-}
+source "$(dirname "$0")/../support/expect_error.sh"
 
 # Every malformed case file, through every command that reads case files.
 for f in "$cases"/malformed/*.json; do

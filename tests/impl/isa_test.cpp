@@ -139,6 +139,20 @@ TEST(isa, the_exp_is_the_same_on_every_97th_input_of_the_used_range) {
   EXPECT_GT(compared, 20'000'000);
 }
 
+// Problem s run with the tiles of `tiles` at 2 threads on instruction sets a
+// and b gives the same output bits.
+void expect_same_bits(const problem_spec& s, const attnimpl::config& tiles, isa a, isa b, int mask, bool causal) {
+  attnimpl::config cfg = tiles;
+  cfg.threads = 2;
+  cfg.simd = a;
+  problem p = make_problem(s);
+  run(p, cfg);
+  cfg.simd = b;
+  problem q = make_problem(s);
+  run(q, cfg);
+  EXPECT_EQ(output_bits(p), output_bits(q)) << "seed " << s.seed << " mask " << mask << " causal " << causal;
+}
+
 TEST(isa, attention_is_the_same_on_both_paths) {
   NEEDS_AVX2();
   std::uint64_t seed = 900;
@@ -152,15 +166,7 @@ TEST(isa, attention_is_the_same_on_both_paths) {
           for (const attnimpl::config& tiles :
                {attnimpl::config{}, attnimpl::config{.q_tile = 2, .k_tile = 3, .split_keys = 6}}) {
             const problem_spec s = grid_spec(dims, causal, mask, t, ++seed);
-            attnimpl::config cfg = tiles;
-            cfg.threads = 2;
-            cfg.simd = isa::avx2;
-            problem p = make_problem(s);
-            run(p, cfg);
-            cfg.simd = isa::portable;
-            problem q = make_problem(s);
-            run(q, cfg);
-            EXPECT_EQ(output_bits(p), output_bits(q)) << "seed " << s.seed << " mask " << mask << " causal " << causal;
+            expect_same_bits(s, tiles, isa::avx2, isa::portable, mask, causal);
             ++cases;
           }
   EXPECT_EQ(cases, 144);
@@ -185,15 +191,8 @@ TEST(isa, attention_is_the_same_on_the_avx512_path) {
           for (const attnimpl::config& tiles : {attnimpl::config{}, attnimpl::config{.q_tile = 2, .k_tile = 3, .split_keys = 6},
                                                 attnimpl::config{.q_tile = 40, .k_tile = 48, .split_keys = 96}}) {
             const problem_spec s = grid_spec(dims, causal, mask, t, ++seed);
-            attnimpl::config cfg = tiles;
-            cfg.threads = 2;
-            cfg.simd = isa::avx512;
-            problem p = make_problem(s);
-            run(p, cfg);
-            cfg.simd = isa::avx2;  // the test above ties AVX2 to portable bit for bit
-            problem q = make_problem(s);
-            run(q, cfg);
-            EXPECT_EQ(output_bits(p), output_bits(q)) << "seed " << s.seed << " mask " << mask << " causal " << causal;
+            // Against AVX2: the test above ties AVX2 to portable bit for bit.
+            expect_same_bits(s, tiles, isa::avx512, isa::avx2, mask, causal);
             ++cases;
           }
   EXPECT_EQ(cases, 360);

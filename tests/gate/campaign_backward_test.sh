@@ -16,6 +16,23 @@ attncheck=$1 broken=$2 forward_only=$3 broken_sink=$4 no_variants=$5
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+# A broken backward is caught: its campaign (300 cases, the options given)
+# exits 1 with SHOWN in its log and saves a violating case that names LAW,
+# and repro of that case fails (exit 1).
+caught() {  # tag, subject, law, shown, campaign options...
+  local tag=$1 subject=$2 law=$3 shown=$4 rc file
+  shift 4
+  "$attncheck" campaign --backward "$@" --subject "$subject" --cases 300 --out "$out/$tag-cases" >"$out/$tag.log" 2>&1
+  rc=$?
+  [ $rc -eq 1 ] || { tail -20 "$out/$tag.log"; fail "$tag: the broken backward passed (exit $rc)"; }
+  grep -q "$shown" "$out/$tag.log" || fail "$tag: the violation does not show '$shown'"
+  file=$(ls "$out/$tag-cases"/campaign-*.json 2>/dev/null | head -1)
+  [ -n "$file" ] || fail "$tag: no violating case saved"
+  grep -q "$law" "$file" || fail "$tag: the saved case does not name $law"
+  "$attncheck" repro "$file" >"$out/$tag-repro.log" 2>&1
+  rc=$?
+  [ $rc -eq 1 ] || { cat "$out/$tag-repro.log"; fail "$tag: repro of the saved case should fail with exit 1, got $rc"; }
+}
 
 "$attncheck" campaign --backward --subject naive --cases 300 --jobs 2 --json "$out/all.json" >"$out/all.log" 2>&1
 rc=$?
@@ -58,16 +75,8 @@ PY
 "$attncheck" merge "$out/s0.json" "$out/all.json" >"$out/mix.log" 2>&1
 [ $? -eq 2 ] || { cat "$out/mix.log"; fail "merge took a shard with the whole run"; }
 
-"$attncheck" campaign --backward --subject "$broken" --cases 300 --out "$out/cases" >"$out/broken.log" 2>&1
-rc=$?
-[ $rc -eq 1 ] || { tail -20 "$out/broken.log"; fail "the broken backward passed (exit $rc)"; }
-grep -q "grad=" "$out/broken.log" || fail "the violation's case line lacks its grad= recipe"
-file=$(ls "$out"/cases/campaign-*.json 2>/dev/null | head -1)
-[ -n "$file" ] || fail "no violating case saved"
-grep -q "backward.gradients_within_bound_of_oracle" "$file" || fail "the saved case does not name the backward law"
-"$attncheck" repro "$file" >"$out/repro.log" 2>&1
-rc=$?
-[ $rc -eq 1 ] || { cat "$out/repro.log"; fail "repro of the saved backward case should fail with exit 1, got $rc"; }
+# The violation's case line carries its grad= recipe.
+caught dq "$broken" backward.gradients_within_bound_of_oracle "grad="
 
 "$attncheck" campaign --backward --variants --subject naive --cases 300 --json "$out/v.json" >"$out/v.log" 2>&1
 rc=$?
@@ -84,16 +93,8 @@ for g in ("dQ", "dK", "dV", "dSink"):
     assert s["elements"] > 0 and s["violations"] == 0, (g, s["elements"], s["violations"])
 assert d["by_feature"].get("none", {"cases": 0})["cases"] == 0, "a backward variant case without a variant"
 PY
-"$attncheck" campaign --backward --variants --subject "$broken_sink" --cases 300 --out "$out/vcases" >"$out/vb.log" 2>&1
-rc=$?
-[ $rc -eq 1 ] || { tail -20 "$out/vb.log"; fail "the d(sink) of the wrong sign passed (exit $rc)"; }
-grep -q "dSink\[h=" "$out/vb.log" || fail "the violation does not name a dSink element"
-file=$(ls "$out"/vcases/campaign-*.json 2>/dev/null | head -1)
-[ -n "$file" ] || fail "no violating variant case saved"
-grep -q "backward.variant_gradients_within_bound_of_oracle" "$file" || fail "the saved case does not name the variant law"
-"$attncheck" repro "$file" >"$out/vrepro.log" 2>&1
-rc=$?
-[ $rc -eq 1 ] || { cat "$out/vrepro.log"; fail "repro of the saved variant case should fail with exit 1, got $rc"; }
+# The d(sink) of the wrong sign: the violation names a dSink element.
+caught sink "$broken_sink" backward.variant_gradients_within_bound_of_oracle "dSink\[h=" --variants
 "$attncheck" campaign --backward --variants --subject "$no_variants" --cases 5 >"$out/nv.log" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q -- "--variants: with --backward" "$out/nv.log" ||

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attncheck/subject_host.hpp"
+#include "test_instance.hpp"
 
 namespace attncheck {
 namespace {
@@ -165,14 +166,8 @@ void evil_destroy(attncheck_instance* self) {
   delete self;
 }
 std::shared_ptr<subject> evil(misdeed how) {
-  auto* x = new attncheck_instance{};
-  x->abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_3;
-  x->struct_size = sizeof *x;
-  x->name = "evil";
-  x->dtypes = 1u << ATTNCHECK_F32;
+  auto* x = new attncheck_instance{f32_test_instance(ATTNCHECK_SUBJECT_ABI_VERSION_3, "evil")};
   x->features = ATTNCHECK_FEATURE_PADDING;
-  x->compute_unit_roundoff = 0x1p-24;
-  x->exp_ulps = 1;
   x->state = new evil_state{how};
   x->attend = evil_attend;
   x->destroy = evil_destroy;

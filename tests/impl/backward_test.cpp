@@ -125,6 +125,32 @@ int judge(const attn_case& c, const backward_result& r, const attnimpl::backward
   return judged;
 }
 
+// The case of a one-line form through the oracle and attnimpl's backward at
+// cfg: the gradients returned, whether the call succeeded (a test failure
+// when not) and how many of their elements the bound judged.
+struct judged_run {
+  attn_case c;
+  tensor d_o;
+  backward_result r;
+  dense_out dq, dk, dv;
+  bool ran;
+  int judged;
+  judged_run(const std::string& line, const attnimpl::backward_config& cfg)
+      : c(materialized(line)),
+        d_o(draw_grad_output(c, *c.grad)),
+        r(oracle_for(c, d_o, cfg)),
+        dq(r.dq_shape, c.type),
+        dk(r.dk_shape, c.type),
+        dv(r.dv_shape, c.type),
+        ran(run_impl(c, d_o, r, cfg, dq, dk, dv)),
+        judged(ran ? judge(c, r, cfg, dq, dk, dv) : 0) {}
+  static attn_case materialized(const std::string& line) {
+    attn_case c = parse_line(line);
+    materialize(c);
+    return c;
+  }
+};
+
 TEST(impl_backward, within_the_backward_bound_of_the_oracle) {
   int judged = 0;
   std::uint64_t seed = 1;
@@ -135,14 +161,11 @@ TEST(impl_backward, within_the_backward_bound_of_the_oracle) {
       for (const char* layout : {"bshd", "padded"})
         for (const char* grad : {"dyadic", "normal", "adversarial"})
           for (const attnimpl::backward_config cfg : {attnimpl::backward_config{2, 3}, attnimpl::backward_config{}}) {
-            attn_case c = parse_line(std::string(base) + "," + type + ",layout=" + layout + ",grad=" + grad +
-                                     ",seed=" + std::to_string(seed++) + ")");
-            materialize(c);
-            const tensor d_o = draw_grad_output(c, *c.grad);
-            const backward_result r = oracle_for(c, d_o, cfg);
-            dense_out dq(r.dq_shape, c.type), dk(r.dk_shape, c.type), dv(r.dv_shape, c.type);
-            ASSERT_TRUE(run_impl(c, d_o, r, cfg, dq, dk, dv));
-            judged += judge(c, r, cfg, dq, dk, dv);
+            const judged_run run(
+                std::string(base) + "," + type + ",layout=" + layout + ",grad=" + grad + ",seed=" + std::to_string(seed++) + ")",
+                cfg);
+            ASSERT_TRUE(run.ran);
+            judged += run.judged;
           }
   EXPECT_GT(judged, 20000);
 }
@@ -161,26 +184,22 @@ TEST(impl_backward, larger_shapes_within_the_bound_and_the_same_bits_everywhere)
         "ATTN(b=1,hq=2,hkv=2,lq=66,lk=65,d=17,dv=16,mask=1x2x66x65", "ATTN(b=1,hq=1,hkv=1,lq=130,lk=20,d=8,dv=8,causal"})
     for (const char* type : {"f32", "bf16"})
       for (const attnimpl::backward_config cfg : {attnimpl::backward_config{}, attnimpl::backward_config{5, 7}}) {
-        attn_case c = parse_line(std::string(base) + "," + type + ",grad=normal,seed=" + std::to_string(seed++) + ")");
-        materialize(c);
-        const tensor d_o = draw_grad_output(c, *c.grad);
-        const backward_result r = oracle_for(c, d_o, cfg);
-        dense_out dq(r.dq_shape, c.type), dk(r.dk_shape, c.type), dv(r.dv_shape, c.type);
-        ASSERT_TRUE(run_impl(c, d_o, r, cfg, dq, dk, dv));
-        judged += judge(c, r, cfg, dq, dk, dv);
+        const judged_run run(std::string(base) + "," + type + ",grad=normal,seed=" + std::to_string(seed++) + ")", cfg);
+        ASSERT_TRUE(run.ran);
+        judged += run.judged;
         for (const attnimpl::isa simd : {attnimpl::isa::portable, attnimpl::isa::avx2, attnimpl::isa::avx512})
           for (const int threads : {1, 3}) {
             if (!attnimpl::isa_supported(simd)) continue;
             attnimpl::backward_config other = cfg;
             other.simd = simd;
             other.threads = threads;
-            dense_out dq2(r.dq_shape, c.type), dk2(r.dk_shape, c.type), dv2(r.dv_shape, c.type);
-            ASSERT_TRUE(run_impl(c, d_o, r, other, dq2, dk2, dv2));
-            const std::string what = to_line(c) + " simd " + std::to_string(static_cast<int>(simd)) + " threads " +
+            dense_out dq2(run.r.dq_shape, run.c.type), dk2(run.r.dk_shape, run.c.type), dv2(run.r.dv_shape, run.c.type);
+            ASSERT_TRUE(run_impl(run.c, run.d_o, run.r, other, dq2, dk2, dv2));
+            const std::string what = to_line(run.c) + " simd " + std::to_string(static_cast<int>(simd)) + " threads " +
                                      std::to_string(threads) + " q_tile " + std::to_string(cfg.q_tile);
-            EXPECT_TRUE(dq2.bytes == dq.bytes) << what << ": dQ";
-            EXPECT_TRUE(dk2.bytes == dk.bytes) << what << ": dK";
-            EXPECT_TRUE(dv2.bytes == dv.bytes) << what << ": dV";
+            EXPECT_TRUE(dq2.bytes == run.dq.bytes) << what << ": dQ";
+            EXPECT_TRUE(dk2.bytes == run.dk.bytes) << what << ": dK";
+            EXPECT_TRUE(dv2.bytes == run.dv.bytes) << what << ": dV";
           }
       }
   EXPECT_GT(judged, 50000);

@@ -1,5 +1,5 @@
 /* The ABI v2 example subject made slow in the way its options say, for the
- * gate's per-call watchdog and law timeout (tests/properties/hang_test.sh):
+ * gate's per-call watchdog and law timeout (tests/gate/hang_test.sh):
  *   sleep_call=N     the Nth call to attend in each process sleeps 1000 s (a hang)
  *   sleep_each_ms=M  every call to attend sleeps M ms first (slow but steady)
  *   wrong=1          every output is off by 1 in O's first element (fails the differential law)

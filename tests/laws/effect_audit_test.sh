@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The laws that demand an effect judge it only where the oracle proves it
 # (require_changes). A correct kernel whose q.k overflows and whose
-# exp(0) is 1 - 2^-24 (plugins/effect_audit_kernel.c) passes the cases that
+# exp(0) is 1 - 2^-24 (tests/plugins/effect_audit_kernel.c) passes the cases that
 # falsely failed it before, each judged where the law says it is, and a short
 # gate of every law.
 # Usage: effect_audit_test.sh ATTNCHECK PLUGIN CASES

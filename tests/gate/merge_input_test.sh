@@ -16,17 +16,8 @@ py() { python3 -c "import json, sys; a = sys.argv[1:]; $1" "${@:2}"; }
 # edit IN OUT CODE: writes OUT, the JSON of IN after CODE changed it (as d).
 edit() { python3 -c "import json, sys; d = json.load(open(sys.argv[1])); exec(sys.argv[3]); json.dump(d, open(sys.argv[2], 'w'))" "$@"; }
 
-# expect_error WANT_SUBSTRING -- command...
-expect_error() {
-  local want=$1; shift; shift
-  timeout 120 "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$? lines
-  lines=$(wc -l <"$tmp/err")
-  if [ $rc -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -qF -- "$want" "$tmp/err"; then
-    fail "$* -> exit $rc, $lines stderr lines (want exit 2, one line containing '$want'):"
-    sed 's/^/    /' "$tmp/err" | head -5
-  fi
-}
+expect_error_seconds=120
+source "$(dirname "$0")/../support/expect_error.sh"
 
 camp() { "$attncheck" campaign --subject builtin:tiles=tiny "$@" >/dev/null 2>&1 || echo "campaign $* exited $?"; }
 for i in 0 1 2; do camp --cases 9 --seed 5 --shard "$i/3" --json "$tmp/s$i.json"; done

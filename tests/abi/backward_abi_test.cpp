@@ -13,6 +13,7 @@
 #include "attncheck/backward_inputs.hpp"
 #include "attncheck/backward_oracle.hpp"
 #include "attncheck/subject_host.hpp"
+#include "test_instance.hpp"
 
 namespace attncheck {
 namespace {
@@ -33,13 +34,7 @@ TEST(backward_abi, naive_and_builtin_declare_backward_and_their_blocks) {
   EXPECT_EQ(builtin->backward_blocks(c), (std::pair<std::int64_t, std::int64_t>{1, 2}));
   EXPECT_EQ(subject::load("builtin:tiles=tiny")->backward_blocks(c), (std::pair<std::int64_t, std::int64_t>{2, 4}));
   // A subject without the feature is refused by the host, not called.
-  attncheck_instance none{};
-  none.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_3;
-  none.struct_size = sizeof none;
-  none.name = "no-backward";
-  none.dtypes = 1u << ATTNCHECK_F32;
-  none.compute_unit_roundoff = 0x1p-24;
-  none.exp_ulps = 1;
+  attncheck_instance none = f32_test_instance(ATTNCHECK_SUBJECT_ABI_VERSION_3, "no-backward");
   none.attend = [](void*, const attncheck_problem*, char*, std::size_t) { return 0; };
   none.destroy = [](attncheck_instance*) {};
   const auto plain = subject::adopt(&none, "no-backward");
@@ -177,13 +172,7 @@ int bad_backward(void*, const attncheck_backward_problem* p, char* err, std::siz
 void no_destroy(attncheck_instance*) {}
 
 attncheck_instance bad_instance() {
-  attncheck_instance x{};
-  x.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_3;
-  x.struct_size = sizeof x;
-  x.name = "bad-backward";
-  x.dtypes = 1u << ATTNCHECK_F32;
-  x.compute_unit_roundoff = 0x1p-24;
-  x.exp_ulps = 1;
+  attncheck_instance x = f32_test_instance(ATTNCHECK_SUBJECT_ABI_VERSION_3, "bad-backward");
   x.attend = ok_attend;
   x.destroy = no_destroy;
   x.features_v3 = ATTNCHECK_FEATURE3_BACKWARD;

@@ -17,6 +17,7 @@
 #include "attncheck/isolate.hpp"
 #include "attncheck/subject_host.hpp"
 #include "attncheck/subject_registry.hpp"
+#include "test_instance.hpp"
 
 #include <chrono>
 #include <thread>
@@ -179,11 +180,7 @@ TEST(subject_instances, v1_subject_has_the_production_size_hints) {
 }
 
 attncheck_instance absurd_instance(double u, double exp_ulps) {
-  attncheck_instance d{};
-  d.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_2;
-  d.struct_size = sizeof d;
-  d.name = "absurd";
-  d.dtypes = 1;
+  attncheck_instance d = f32_test_instance(ATTNCHECK_SUBJECT_ABI_VERSION_2, "absurd");
   d.compute_unit_roundoff = u;
   d.exp_ulps = exp_ulps;
   d.attend = [](void*, const attncheck_problem*, char*, size_t) { return 0; };

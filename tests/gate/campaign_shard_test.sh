@@ -58,20 +58,14 @@ for i in range(shards):
                 fail(f"shard {i} holds case {v['index']}")
 if full["config"] != merged["config"]:
     fail(f"config {merged['config']} != {full['config']}")
-if full["by_type"] != merged["by_type"]:
-    for t in sorted(set(full["by_type"]) | set(merged["by_type"])):
-        a, b = full["by_type"].get(t, {}), merged["by_type"].get(t, {})
-        for k in sorted(set(a) | set(b)):
-            if a.get(k) != b.get(k):
-                print(f"  [{t}] {k}: unsharded {json.dumps(a.get(k))[:300]}\n  [{t}]      merged {json.dumps(b.get(k))[:300]}")
-    fail("the merged per-dtype results differ from the unsharded run")
-if full["by_feature"] != merged["by_feature"]:
-    for f in sorted(set(full["by_feature"]) | set(merged["by_feature"])):
-        a, b = full["by_feature"].get(f, {}), merged["by_feature"].get(f, {})
-        for k in sorted(set(a) | set(b)):
-            if a.get(k) != b.get(k):
-                print(f"  [{f}] {k}: unsharded {json.dumps(a.get(k))[:300]}\n  [{f}]      merged {json.dumps(b.get(k))[:300]}")
-    fail("the merged per-feature results differ from the unsharded run")
+for table, rows in (("by_type", "per-dtype"), ("by_feature", "per-feature")):
+    if full[table] != merged[table]:
+        for t in sorted(set(full[table]) | set(merged[table])):
+            a, b = full[table].get(t, {}), merged[table].get(t, {})
+            for k in sorted(set(a) | set(b)):
+                if a.get(k) != b.get(k):
+                    print(f"  [{t}] {k}: unsharded {json.dumps(a.get(k))[:300]}\n  [{t}]      merged {json.dumps(b.get(k))[:300]}")
+        fail(f"the merged {rows} results differ from the unsharded run")
 # Every case counts under its dtype once and under one feature at least ("none" without a variant).
 if sum(st["cases"] for st in full["by_feature"].values()) < full["cases"]:
     fail("the per-feature rows hold fewer cases than the run")

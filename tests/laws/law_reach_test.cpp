@@ -13,6 +13,7 @@
 #include "attncheck/laws.hpp"
 #include "attncheck/runner.hpp"
 #include "attncheck/subject_host.hpp"
+#include "test_instance.hpp"
 
 namespace attncheck {
 namespace {
@@ -176,16 +177,10 @@ void toy_destroy(attncheck_instance* self) {
 }
 
 std::shared_ptr<subject> toy(bug b) {
-  auto* d = new attncheck_instance{};
-  d->abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_2;
-  d->struct_size = sizeof *d;
-  d->name = "toy-f32";
-  d->dtypes = 1u << ATTNCHECK_F32;
+  auto* d = new attncheck_instance{f32_test_instance(ATTNCHECK_SUBJECT_ABI_VERSION_2, "toy-f32")};
   d->features = ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_PADDING | ATTNCHECK_FEATURE_MASK | ATTNCHECK_FEATURE_LSE |
                 ATTNCHECK_FEATURE_CACHE;
   d->invariances = ATTNCHECK_CLAIM_DETERMINISTIC | ATTNCHECK_CLAIM_LAYOUT | ATTNCHECK_CLAIM_CACHE;
-  d->compute_unit_roundoff = 0x1p-24;
-  d->exp_ulps = 1.0;
   d->state = new toy_state{b};
   d->attend = toy_attend;
   d->cache_create = toy_cache_create;

@@ -13,6 +13,7 @@
 #include "attncheck/case.hpp"
 #include "attncheck/subject.h"
 #include "attncheck/subject_host.hpp"
+#include "test_instance.hpp"
 
 namespace attncheck {
 namespace {
@@ -20,13 +21,7 @@ namespace {
 std::size_t seen_err_len = 0;
 
 attncheck_instance valid_instance() {
-  attncheck_instance d{};
-  d.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_2;
-  d.struct_size = sizeof d;
-  d.name = "limits";
-  d.dtypes = 1u << ATTNCHECK_F32;
-  d.compute_unit_roundoff = 0x1p-24;
-  d.exp_ulps = 1;
+  attncheck_instance d = f32_test_instance(ATTNCHECK_SUBJECT_ABI_VERSION_2, "limits");
   d.attend = [](void*, const attncheck_problem* p, char*, size_t err_len) {
     seen_err_len = err_len;
     auto* o = static_cast<float*>(p->o);

@@ -1,6 +1,6 @@
 // The probabilistic verdict on an f16 accumulator at Lk = 4096
 // (docs/bound.md, "The probabilistic bound"): the plugin
-// tests/properties/plugins/f16_accum.c (u = 2^-11) is judged there on a
+// tests/plugins/f16_accum.c (u = 2^-11) is judged there on a
 // documented share of its elements, its mutant skip_rescale=1 is caught by the
 // probabilistic verdict, and the correct one passes it over 20 seeds.
 #include <gtest/gtest.h>

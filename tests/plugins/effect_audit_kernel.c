@@ -7,7 +7,7 @@
  *    (within the declared 2 ulps);
  *  - O is normalized by a reciprocal, acc * (1 / l): with one visible key,
  *    O is V within the bound but often not V bit for bit.
- * Takes causal and padding, gives LSE. tests/properties/effect_audit_test.sh
+ * Takes causal and padding, gives LSE. tests/laws/effect_audit_test.sh
  * replays the cases that falsely failed it before the rule of require_changes. */
 #include <math.h>
 #include <stdio.h>
