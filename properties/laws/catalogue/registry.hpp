@@ -4,7 +4,7 @@
 // group's file (or a new file with a <group>_laws() function) and, for a new
 // group, add one ATTNCHECK_LAW_GROUP line below; append its name to
 // fuzzed_law_names() (registry.cpp). The gate, the ctest properties
-// (tests/properties/law_properties.cpp), the fuzzers and the mutation table
+// (tests/laws/law_properties.cpp), the fuzzers and the mutation table
 // all read all_laws(); law_properties.cpp fails when a law is missing from
 // fuzzed_law_names() or two laws share a short name.
 #pragma once

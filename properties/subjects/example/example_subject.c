@@ -9,7 +9,7 @@
 
 #include "attncheck/subject.h"
 
-/* The two index rules most often got wrong; tests/properties builds broken
+/* The two index rules most often got wrong; tests/plugins builds broken
  * variants of this file by redefining them (MUTANTS.md gqa_modulo, causal_top_left). */
 #ifndef EXAMPLE_KV_HEAD
 #define EXAMPLE_KV_HEAD(h, group, hkv) ((h) / (group)) /* query head h reads KV head h / G */
@@ -64,7 +64,7 @@ static int attend(const attncheck_problem* p, char* err, size_t err_len) {
 }
 
 /* The unsuffixed name: this file also builds against the frozen version 1
- * header (tests/properties/abi_v1), which has no ATTNCHECK_SUBJECT_ABI_VERSION_1. */
+ * header (tests/abi/v1), which has no ATTNCHECK_SUBJECT_ABI_VERSION_1. */
 static const attncheck_subject example = {
     ATTNCHECK_SUBJECT_ABI_VERSION,
     "example-c",

@@ -25,7 +25,7 @@ namespace {
 // every row of its KV head (the G query heads, rows in order):
 // dK_j += dS_j Q_r (times scale at the end) and dV_j += P_j dO_r. One block
 // each way: backward_blocks is NULL (nb 1 and 1).
-// Hooks for the broken test plugins (tests/properties/plugins/broken_backward_*.cpp
+// Hooks for the broken test plugins (tests/plugins/broken_backward_*.cpp
 // define one and include naive_subject.cpp), each at its correct default.
 #ifndef NAIVE_BACKWARD_DQ_SCALE
 #define NAIVE_BACKWARD_DQ_SCALE(scale) (scale) /* dQ = scale dS K */

@@ -15,7 +15,7 @@
 
 namespace {
 
-// Hooks for the broken test plugins (tests/properties/plugins/broken_paged_*.cpp,
+// Hooks for the broken test plugins (tests/plugins/broken_paged_*.cpp,
 // broken_ragged_*.cpp define one and include naive_subject.cpp), each at its correct default.
 #ifndef NAIVE_PAGED_KEYS
 #define NAIVE_PAGED_KEYS(n, page) (n) /* keys of a paged sequence read: n[b], never past it */

@@ -163,7 +163,7 @@ typedef const attncheck_subject* (*attncheck_subject_entry)(void);
 #define ATTNCHECK_ERR_CAPACITY 512          /* err_len the host passes to every entry point */
 /* nb from key_blocks is clamped to [1, max(1, 2 Lk)]: one rescale and one merge per key at most. */
 #define ATTNCHECK_MAX_KEY_BLOCKS_PER_KEY 2
-/* tests/properties/abi_limits_test.cpp checks each limit against the host's checks. */
+/* tests/abi/abi_limits_test.cpp checks each limit against the host's checks. */
 
 /* Where a subject's code changes path. Generators lean to each hint +-1, to
  * its multiples and to masks that blank whole tiles. 0 means "none" and ends

@@ -12,7 +12,7 @@
 //    FuzzedDataProvider for tensor values.
 //
 // The gate's generator any_case() and the fuzz harnesses' v3 decoder both
-// map the raw choices to a case with case_of(); tests/properties/
+// map the raw choices to a case with case_of(); tests/laws/
 // case_space_test.cpp checks that the backends give the same case from the
 // same choices (docs/architecture.md, "From a choice to a verdict").
 #pragma once
