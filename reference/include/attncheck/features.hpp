@@ -82,7 +82,7 @@ std::uint32_t variant_bits(const attn_case& c);
 
 /// Adds an entry to the table. The table in features.cpp is the contract's
 /// own list; this entry point exists for tests that prove every consumer
-/// reads the table (tests/reference/test_features.cpp). Call it before any
+/// reads the table (tests/laws/features_test.cpp). Call it before any
 /// thread reads the table and before the first consumer runs: it may move the
 /// entries, and some consumers cache what they derive from the table.
 void register_contract_feature(contract_feature f);

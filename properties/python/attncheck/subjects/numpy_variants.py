@@ -155,14 +155,15 @@ def attend_f32(q, k, v, **kw):
     return attention(q, k, v, **kw, compute=np.float32)
 
 
-def _one(feature):
+def _one(*features):
+    """A subject that declares only these variants: the same arithmetic, a subset's declaration."""
     def fn(q, k, v, **kw):
         return attention(q, k, v, **kw)
 
-    extra = {"tanh_ulps": 2} if feature == "softcap" else {}
-    fn.__name__ = f"attend_{feature}"
-    return attncheck.declare(name=f"numpy-variants {feature}", u=2**-53, exp_ulps=1, dtypes=_DTYPES,
-                             features=_FEATURES + (feature,), claims=("deterministic",), **extra)(fn)
+    extra = {"tanh_ulps": 2} if "softcap" in features else {}
+    fn.__name__ = "attend_" + "_".join(features)
+    return attncheck.declare(name="numpy-variants " + "+".join(features), u=2**-53, exp_ulps=1, dtypes=_DTYPES,
+                             features=_FEATURES + features, claims=("deterministic",), **extra)(fn)
 
 
 attend_window = _one("window")
@@ -171,6 +172,8 @@ attend_softcap = _one("softcap")
 attend_sinks = _one("sinks")
 attend_alibi = _one("alibi")
 attend_bias = _one("bias")
+# Two of the six: --stats prints the shares of the variants a subject declares, whichever they are.
+attend_window_softcap = _one("window", "softcap")
 
 
 class Cache:
