@@ -83,6 +83,7 @@
   X(ragged_causal_total, "ragged", "B=2, causal")                                        \
   X(key_index_wraps_32768, "differential", "Lq=1, Lk>2^15, late dominant key")           \
   X(key_index_wraps_65536, "differential", "Lq=1, Lk>2^16, late dominant key")           \
+  X(paged_page_index_16_bits, "paged", "Lq=1, over 2^16 pages of 1..3 keys")             \
   /* The backward pass (docs/mutation.md, "Backward"). */                                \
   X(backward_dq_scale_dropped, "backward_gradients", "Lk=2")                             \
   X(backward_d_from_do_squared, "backward_gradients backward_key", "Lk=1")               \

@@ -80,6 +80,7 @@ void row_addresses(const kv_source& kv, const row_walk& w, std::int64_t b, std::
       entry = j >> (64 - __builtin_clzll(static_cast<unsigned long long>(kv.page_size - 1) | 1ull) - (kv.page_size == 1));
     std::int64_t page = kv.table[b * kv.table_stride + entry];
     if (ATTNIMPL_MUTANT(paged_table_tail_read)) page = std::clamp<std::int64_t>(page, 0, kv.num_pages - 1);  // "defensive"
+    if (ATTNIMPL_MUTANT(paged_page_index_16_bits)) page &= 0xffff;  // the physical page number held in 16 bits
     const char* at = w.base + (page * w.page_stride + slot * s[1] + g * s[2]) * w.esize;
     for (std::int64_t x = 0; x < run; ++x) out[t + x] = at + x * step;
     t += run;

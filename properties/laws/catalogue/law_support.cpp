@@ -233,6 +233,15 @@ bool empty_rows_are_zero(const attn_case& c, const subject_output& out, comparis
   return any_empty;
 }
 
+comparison rows_claimed(const subject& s, const attn_case& c, const subject_output& a, const subject_output& b,
+                        const std::function<bool(std::int64_t, std::int64_t, std::int64_t)>& keep) {
+  if (s.claims(ATTNCHECK_CLAIM_DETERMINISTIC)) return rows_bitwise(c, a, b, keep);
+  const oracle_result ref = fast_bound(s, c);
+  within_bounds_options rows;
+  rows.keep = keep;
+  return compare_within_bounds(c, a, ref, b, ref, rows);
+}
+
 comparison rows_bitwise(const attn_case& c, const subject_output& a, const subject_output& b,
                         const std::function<bool(std::int64_t, std::int64_t, std::int64_t)>& keep) {
   comparison r;
@@ -294,9 +303,9 @@ std::int64_t sequence_length(std::int64_t lk, law_rng& rng) {
   }
 }
 
-void make_long_decode(attn_case& c, law_rng& rng) {
+void make_long_decode(attn_case& c, law_rng& rng, std::int64_t lk) {
   constexpr int powers[] = {12, 13, 15, 16, 17};
-  const std::int64_t lk = (std::int64_t{1} << powers[rng.below(5)]) + rng.below(3) - 1;
+  if (lk <= 0) lk = (std::int64_t{1} << powers[rng.below(5)]) + rng.below(3) - 1;
   const std::int64_t b = 1 + rng.below(2);
   // Each full dim of the mask and the bias follows the new shape.
   const std::array<std::int64_t, 4> to = {b, 1, 1, lk};

@@ -116,7 +116,8 @@ std::int64_t sequence_length(std::int64_t lk, law_rng& rng);
 /// query, one head, D and Dv at most 4, one or two sequences (the second's
 /// key count drawn as sequence_length; the mask and bias dims follow). The
 /// fast oracle tier answers it (binary64, no MPFR).
-void make_long_decode(attn_case& c, law_rng& rng);
+/// `lk` > 0 sets Lk instead of drawing it (the paged law's page-index crossings).
+void make_long_decode(attn_case& c, law_rng& rng, std::int64_t lk = 0);
 /// The header of a case with no tensors or mask (cheap to copy and edit).
 attn_case header_only(const attn_case& c);
 
@@ -177,6 +178,14 @@ bool empty_rows_are_zero(const attn_case& c, const subject_output& out, comparis
 
 /// Compares the O rows (and LSE) for which keep(b, h, i) holds, bit for bit.
 comparison rows_bitwise(const attn_case& c, const subject_output& a, const subject_output& b,
+                        const std::function<bool(std::int64_t, std::int64_t, std::int64_t)>& keep);
+/// Two calls whose kept rows have one truth (the case c's): bit for bit when
+/// the subject claims determinism (ATTNCHECK_CLAIM_DETERMINISTIC: the same
+/// inputs to a row give the same bits), else each within c's bound of that
+/// truth. Without the claim two calls may round differently (split-KV with
+/// atomics), and the contract demands only the bound (docs/spec.md
+/// "Which comparisons are bit for bit").
+comparison rows_claimed(const subject& s, const attn_case& c, const subject_output& a, const subject_output& b,
                         const std::function<bool(std::int64_t, std::int64_t, std::int64_t)>& keep);
 
 /// Applicable only to subjects that hide keys somehow (causal, padding or a

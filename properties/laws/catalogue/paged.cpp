@@ -202,14 +202,22 @@ law_outcome shared_prefix_equals_private_copies(const subject& s, const attn_cas
 }
 
 // About an eighth of the cases of paged.equals_dense (a quarter of those of
-// 16 keys or more) are long-context decodes
-// (make_long_decode), through thousands of pages of the sizes drawn as ever.
+// 16 keys or more) are long-context decodes (make_long_decode), through
+// thousands of pages of the sizes drawn as ever. Half of those cross a
+// width of the physical page number instead: pages of 1, 2 or 3 keys and a
+// first sequence just past 2^15 (a third) or 2^16 pages (Lk up to 196,800), so a kernel
+// that holds page numbers in 16 bits, signed or not, reads the wrong page.
+// Drawn as the other long decodes, only 1 in 60 of them crossed 2^16 pages:
+// a 16-bit page index passed the default gate on every seed tried.
 void prepare_equals_dense(attn_case& c, const subject& s) {
   if (!s.has_v3(ATTNCHECK_FEATURE3_PAGED)) return;
-  law_rng rng(c, 0x10e6);
+  law_rng rng(c, 0x10e6), wide(c, 0x10e6b);
   const bool long_decode = c.lk >= 16 && rng.below(4) == 0;  // shorter cases stay: shrinking ends there (differential.cpp)
-  if (long_decode) make_long_decode(c, rng);
+  const bool crossing = long_decode && wide.below(2) == 0;
+  const std::int64_t page = 1 + wide.below(3), pages = (std::int64_t{1} << (wide.below(3) == 0 ? 15 : 16)) + 1 + wide.below(64);
+  if (long_decode) make_long_decode(c, rng, crossing ? (pages - 1) * page + 1 + wide.below(page) : 0);
   draw_paged_form(c, s, 0x9a6ed, !long_decode);  // a long decode keeps its key counts
+  if (crossing) c.form.page_size = page;
 }
 
 }  // namespace

@@ -164,6 +164,7 @@ void case_stats::add_form(const attn_case& c, const subject& s) {
     std::int64_t longest = 0;
     for (std::int64_t b = 0; b < c.b; ++b) longest = std::max(longest, c.valid_keys(b));
     count("paged decode n>=4095", c.lq == 1 && longest >= 4095);
+    count("paged over 2^16 pages", (longest + p - 1) / p > 65536);
   }
   if (f.ragged) {
     count("ragged", true);
@@ -254,6 +255,7 @@ const std::vector<form_floor>& form_floors() {
       {"shared pages", "a prefix's pages shared by two sequences or more", 0.10, "paged"},
       {"paged n = 0", "an empty sequence (n = 0: its whole table row unspecified)", 0.05, "paged"},
       {"paged decode n>=4095", "a long-context decode (n at 2^12..2^17 +-1, thousands of pages)", 0.01, "paged"},
+      {"paged over 2^16 pages", "a sequence of more than 65,536 pages (physical page numbers past 16 bits)", 0.002, "paged"},
       {"paged B>=16", "16 to 64 sequences", 0.05, "paged"},
       {"paged zero, one and long", "one batch mixing an empty sequence, one of a single key, one of 16 keys or more", 0.03,
        "paged"},

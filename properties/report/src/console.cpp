@@ -247,8 +247,8 @@ void print_stats(const gate_result& g, std::ostream& out) {
       const auto k = all.counts.count(f.key) ? all.counts.at(f.key) : 0;
       const double share = n ? static_cast<double>(k) / static_cast<double>(n) : 0;
       out << "  " << std::left << std::setw(28) << f.key << std::right << std::setw(7) << number_text(100 * share, "%.1f")
-          << "%   floor " << std::setw(4) << number_text(100 * f.floor, "%.0f") << "%" << (share < f.floor ? "   BELOW" : "")
-          << "   " << f.what << "\n";
+          << "%   floor " << std::setw(4) << number_text(100 * f.floor, f.floor < 0.01 ? "%.1f" : "%.0f") << "%"
+          << (share < f.floor ? "   BELOW" : "") << "   " << f.what << "\n";
     }
   }
   // Non-vacuity per variant (docs/spec.md "Variants"): of the cases carrying
