@@ -74,12 +74,12 @@ std::vector<law> backward_sums_laws() {
   return {
       backward_entry("backward.key_gradients_sum_to_zero", key_gradients_sum_to_zero, 0.7,
                      "per batch element, KV head and column, dK summed over the keys is 0 within the summed bounds")
-          .prepared_by(prepare_backward)
+          .prepared_by(prepare_gradients)
           .sampled(0.5),
       backward_entry(
           "backward.value_gradients_sum_to_output_gradients", value_gradients_sum, 0.65,
           "per batch element, KV head and column, dV summed over the keys equals dO summed over the rows that see a key")
-          .prepared_by(prepare_backward)
+          .prepared_by(prepare_gradients)
           .sampled(0.5),
   };
 }
