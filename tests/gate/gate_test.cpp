@@ -294,6 +294,62 @@ TEST(subject_abi_v3, an_instance_shorter_than_version_3_loads_without_its_featur
   EXPECT_THROW(subject::adopt(&d, "too short"), input_error);
 }
 
+// Version 4 (docs/abi.md "Version 4"): the scale_exact claim is read; unknown
+// bits and the designed-but-unbuilt parts are refused, naming the field; a
+// version 3 instance's version 4 fields and a short version 4 instance's are ignored.
+TEST(subject_abi_v4, claims_are_read_and_unknown_bits_and_unbuilt_parts_refused) {
+  seen_problem seen;
+  attncheck_instance d = recording_instance(ATTNCHECK_SUBJECT_ABI_VERSION_4, 0, seen);
+  d.invariances_v4 = ATTNCHECK_CLAIM4_SCALE_EXACT;
+  auto s = subject::adopt(&d, "v4");
+  EXPECT_EQ(s->abi(), 4u);
+  EXPECT_TRUE(s->claims_v4(ATTNCHECK_CLAIM4_SCALE_EXACT));
+  const auto refused = [&](attncheck_instance x, const std::string& field) {
+    try {
+      subject::adopt(&x, "v4");
+      ADD_FAILURE() << "accepted an instance that sets " << field;
+    } catch (const input_error& err) {
+      EXPECT_EQ(err.field(), "subject." + field) << err.what();
+    }
+  };
+  attncheck_instance x = d;
+  x.invariances_v4 = 0x2u;
+  refused(x, "invariances_v4");
+  x = d;
+  x.features_v4 = 0x1u;
+  refused(x, "features_v4");
+  static const int dummy = 0;
+  x = d;
+  x.profile = reinterpret_cast<const attncheck_profile*>(&dummy);
+  refused(x, "profile");
+  x = d;
+  x.conventions = reinterpret_cast<const attncheck_conventions*>(&dummy);
+  refused(x, "conventions");
+  x = d;
+  x.limits = reinterpret_cast<const attncheck_limits*>(&dummy);
+  refused(x, "limits");
+  x = d;
+  x.cache_append_v4 = [](void*, void*, const attncheck_tensor*, const attncheck_tensor*, int64_t, const int64_t*,
+                         const attncheck_quant*, char*, size_t) { return 0; };
+  refused(x, "cache_append_v4");
+  x = d;
+  x.abi_version = 5;
+  EXPECT_THROW(subject::adopt(&x, "v5"), input_error);
+  // A version 3 instance never has its version 4 fields read.
+  x = d;
+  x.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_3;
+  x.invariances_v4 = 0xffu;
+  s = subject::adopt(&x, "v3 with stale v4 fields");
+  EXPECT_EQ(s->abi(), 3u);
+  EXPECT_FALSE(s->claims_v4(ATTNCHECK_CLAIM4_SCALE_EXACT));
+  // Built against a version 3 header: struct_size ends before features_v4.
+  x = d;
+  x.struct_size = static_cast<std::uint32_t>(ATTNCHECK_INSTANCE_V3_SIZE);
+  s = subject::adopt(&x, "short v4");
+  EXPECT_EQ(s->abi(), 4u);
+  EXPECT_FALSE(s->claims_v4(ATTNCHECK_CLAIM4_SCALE_EXACT));
+}
+
 TEST(subject_abi_v3, a_declared_variant_is_handed_over_and_others_stay_null) {
   seen_problem seen;
   attncheck_instance d = recording_instance(ATTNCHECK_SUBJECT_ABI_VERSION_3, ATTNCHECK_FEATURE3_SINKS, seen);

@@ -1,7 +1,7 @@
 // Loading a subject and checking what it declares: the spec grammar
 // (split_spec), dlopen and the entry points (subject::load, make_v2), the
-// ABI v1 adapter (wrap), version 2 and 3 instances (adopt), the declaration
-// checks (check_declaration, read_v3, check_v3_declaration) and the declared
+// ABI v1 adapter (wrap), version 2 to 4 instances (adopt), the declaration
+// checks (check_declaration, read_v3 and read_v4 with their checks) and the declared
 // numbers as the gate prints them (subject::declared).
 #include <dlfcn.h>
 
@@ -109,14 +109,57 @@ v3_declaration read_v3(const attncheck_instance& d) {
   return v;
 }
 
+// The version 4 fields a version 4 instance declares, read only where its
+// struct_size holds them (one that ends before features_v4 loads as version 3).
+struct v4_declaration {
+  std::uint32_t features = 0, invariances = 0;
+  const char* unbuilt = nullptr;  // the first designed-but-unbuilt part it sets, by field name
+};
+
+v4_declaration read_v4(const attncheck_instance& d) {
+  v4_declaration v;
+  if (d.abi_version < ATTNCHECK_SUBJECT_ABI_VERSION_4) return v;
+  const auto holds = [&](std::size_t end) { return d.struct_size >= end; };
+  if (holds(offsetof(attncheck_instance, invariances_v4) + sizeof d.invariances_v4)) {
+    v.features = d.features_v4;
+    v.invariances = d.invariances_v4;
+  }
+  if (holds(offsetof(attncheck_instance, profile) + sizeof d.profile) && d.profile) v.unbuilt = "profile";
+  if (!v.unbuilt && holds(offsetof(attncheck_instance, conventions) + sizeof d.conventions) && d.conventions)
+    v.unbuilt = "conventions";
+  if (!v.unbuilt && holds(offsetof(attncheck_instance, limits) + sizeof d.limits) && d.limits) v.unbuilt = "limits";
+  if (!v.unbuilt && holds(offsetof(attncheck_instance, cache_append_v4) + sizeof d.cache_append_v4) && d.cache_append_v4)
+    v.unbuilt = "cache_append_v4";
+  return v;
+}
+
+std::string hex_bits(std::uint32_t x) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%x", x);
+  return buf;
+}
+
+// Checks a version 4 declaration (docs/abi.md "Version 4"): unknown bits and
+// the parts this attncheck does not build yet are refused, naming the field,
+// never loaded and left unjudged.
+void check_v4_declaration(const v4_declaration& v, const std::string& spec) {
+  if (const std::uint32_t unknown = v.features & ~ATTNCHECK_FEATURE4_KNOWN)
+    throw input_error("subject.features_v4", spec + " declares unknown bit(s) " + hex_bits(unknown) + " (this attncheck knows " +
+                                                 hex_bits(ATTNCHECK_FEATURE4_KNOWN) +
+                                                 "): a feature it cannot judge is refused, never silently passed");
+  if (const std::uint32_t unknown = v.invariances & ~ATTNCHECK_CLAIM4_KNOWN)
+    throw input_error("subject.invariances_v4", spec + " declares unknown claim bit(s) " + hex_bits(unknown) +
+                                                    " (this attncheck knows " + hex_bits(ATTNCHECK_CLAIM4_KNOWN) + ")");
+  if (v.unbuilt)
+    throw input_error(std::string("subject.") + v.unbuilt,
+                      spec + " sets " + v.unbuilt +
+                          ", a version 4 part this attncheck does not judge yet (docs/abi.md \"Version 4\"): set it to NULL");
+}
+
 // Checks a version 3 declaration (docs/abi.md, "Declaration checks"); throws
 // input_error naming the field, the bit and the rule.
 void check_v3_declaration(const v3_declaration& v, const std::string& spec) {
-  const auto hex = [](std::uint32_t x) {
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "0x%x", x);
-    return std::string(buf);
-  };
+  const auto hex = hex_bits;
   if (const std::uint32_t unknown = v.features & ~ATTNCHECK_FEATURE3_KNOWN)
     throw input_error("subject.features_v3", spec + " declares unknown bit(s) " + hex(unknown) + " (this attncheck knows " +
                                                  hex(ATTNCHECK_FEATURE3_KNOWN) +
@@ -218,17 +261,20 @@ std::shared_ptr<subject> subject::wrap(const attncheck_subject* desc, std::strin
 std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string spec) {
   if (!inst) throw input_error("subject", spec + " returned no instance");
   const bool known_version =
-      inst->abi_version == ATTNCHECK_SUBJECT_ABI_VERSION_2 || inst->abi_version == ATTNCHECK_SUBJECT_ABI_VERSION_3;
+      inst->abi_version >= ATTNCHECK_SUBJECT_ABI_VERSION_2 && inst->abi_version <= ATTNCHECK_SUBJECT_ABI_VERSION_4;
   if (!known_version || inst->struct_size < ATTNCHECK_INSTANCE_V2_SIZE) {
     if (inst->destroy) inst->destroy(inst);
     throw input_error("subject", spec + " returned an instance of ABI version " + std::to_string(inst->abi_version) +
-                                     " (struct_size " + std::to_string(inst->struct_size) + "); expected version 2 or 3");
+                                     " (struct_size " + std::to_string(inst->struct_size) + "); expected version 2, 3 or 4");
   }
   v3_declaration v3;
+  v4_declaration v4;
   try {
     check_declaration(*inst, spec);
     v3 = read_v3(*inst);
     check_v3_declaration(v3, spec);
+    v4 = read_v4(*inst);
+    check_v4_declaration(v4, spec);
   } catch (...) {
     if (inst->destroy) inst->destroy(inst);
     throw;
@@ -236,6 +282,8 @@ std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string sp
   auto s = std::shared_ptr<subject>(new subject(inst, nullptr, std::move(spec), inst->abi_version));
   s->features_v3_ = v3.features;
   s->invariances_v3_ = v3.invariances;
+  s->features_v4_ = v4.features;
+  s->invariances_v4_ = v4.invariances;
   s->tanh_ulps_ = (v3.features & ATTNCHECK_FEATURE3_SOFTCAP) ? v3.tanh_ulps : 0.0;
   return s;
 }
@@ -280,7 +328,9 @@ std::shared_ptr<subject> subject::load(const std::string& spec) {
   std::shared_ptr<subject> s;
   try {
     // The newest entry first: a plugin may export older ones for older hosts.
-    if (auto v3 = reinterpret_cast<attncheck_subject_entry_v2>(dlsym(h, ATTNCHECK_SUBJECT_ENTRY_V3))) {
+    if (auto v4 = reinterpret_cast<attncheck_subject_entry_v2>(dlsym(h, ATTNCHECK_SUBJECT_ENTRY_V4))) {
+      s = make_v2(v4, options, spec, where);
+    } else if (auto v3 = reinterpret_cast<attncheck_subject_entry_v2>(dlsym(h, ATTNCHECK_SUBJECT_ENTRY_V3))) {
       s = make_v2(v3, options, spec, where);
     } else if (auto v2 = reinterpret_cast<attncheck_subject_entry_v2>(dlsym(h, ATTNCHECK_SUBJECT_ENTRY_V2))) {
       s = make_v2(v2, options, spec, where);

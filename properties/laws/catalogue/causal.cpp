@@ -57,7 +57,7 @@ law_outcome invisible_inputs_never_change_outputs(const subject& s, const attn_c
     const auto out = s.attend(p);
     if (run_failed(out, o, "poisoned run")) return o;
     o.add("NaN in K,V at key " + std::to_string(pick[0]) + (c.b > 1 ? " (batch 0; per batch varies)" : ""),
-          rows_bitwise(c, base, out,
+          rows_claimed(s, c, base, out,
                        [&](auto b, auto h, auto i) { return !c.visible(b, h, i, pick[static_cast<std::size_t>(b)]); }));
   }
   // Huge finite values (+-1e30, or f16's max) in every key from a cut on:
@@ -81,7 +81,7 @@ law_outcome invisible_inputs_never_change_outputs(const subject& s, const attn_c
     const auto out = s.attend(p);
     if (run_failed(out, o, "run with huge future keys")) return o;
     o.add(std::string(c.type == dtype::f16 ? "+-65504" : "+-1e30") + " in K,V of keys " + std::to_string(cut[0]) + ".. (batch 0)",
-          rows_bitwise(c, base, out, [&](auto b, auto h, auto i) { return before_cut(c, b, h, i); }));
+          rows_claimed(s, c, base, out, [&](auto b, auto h, auto i) { return before_cut(c, b, h, i); }));
   }
   // The same through the cache, chunk by chunk: a query at position pos sees
   // the cached keys up to pos.
@@ -125,7 +125,7 @@ law_outcome invisible_inputs_never_change_outputs(const subject& s, const attn_c
     const auto out = s.attend(q);
     if (run_failed(out, o, "poisoned query run")) return o;
     o.add(std::string(kind == 0 ? "NaN" : "huge values") + " in Q row " + std::to_string(i0),
-          rows_bitwise(c, base, out, [&](auto, auto, auto i) { return i != i0; }));
+          rows_claimed(s, c, base, out, [&](auto, auto, auto i) { return i != i0; }));
   }
   return o;
 }

@@ -72,7 +72,7 @@ def _features():
     return tuple(f["name"] for f in table.contract_features() if f["python_declarable"])
 
 _CLAIMS = ("deterministic", "threads", "batch", "cache", "layout", "lq", "page_placement", "paged_equals_dense",
-           "ragged_equals_dense", "backward_deterministic")
+           "ragged_equals_dense", "backward_deterministic", "scale_exact")
 
 
 def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), key_blocks=1, hints=None,
@@ -95,7 +95,9 @@ def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), 
     claims     invariances checked bit for bit: "deterministic", "threads",
                "batch", "cache", "layout", "lq", and those of version 3:
                "page_placement", "paged_equals_dense", "ragged_equals_dense",
-               "backward_deterministic"
+               "backward_deterministic", and of version 4: "scale_exact" (Q or
+               K * 2^k with scale * 2^-k gives the same bits; not for a scale
+               split as sqrt(scale) into Q and K)
     key_blocks online-softmax blocks per row (an int, or a function of Lk); 1
                for a kernel that sees all keys at once
     hints      size hints: {"q_tile", "k_tile", "split_keys", "lengths": [...], "head_dims": [...]}

@@ -58,6 +58,8 @@ BACKWARD3 = _bits(3, ("backward",))
 # Version 3 claims (attncheck_instance.invariances_v3, ATTNCHECK_CLAIM3_*), checked bit for bit.
 CLAIMS3 = {"page_placement": 0x01, "paged_equals_dense": 0x02, "ragged_equals_dense": 0x04,
            "backward_deterministic": 0x08}
+# Version 4 claims (attncheck_instance.invariances_v4, ATTNCHECK_CLAIM4_*; docs/abi.md "Version 4").
+CLAIMS4 = {"scale_exact": 0x01}
 MAX_TANH_ULPS = 4096.0  # ATTNCHECK_MAX_TANH_ULPS
 CLAIMS = {"deterministic": 0x01, "threads": 0x02, "batch": 0x04, "cache": 0x08, "layout": 0x10, "lq": 0x20}
 HINT_SLOTS = 8
@@ -161,8 +163,10 @@ class Subject:
         self.forms = [name for name in FORMS3 if self.feature3_bits & FORMS3[name]]
         claims = decl.get("claims", [])
         claims = [claims] if isinstance(claims, str) else list(claims)
-        self.claim_bits = _names({"claims": [c for c in claims if c not in CLAIMS3]}, "claims", {**CLAIMS, **CLAIMS3}, [])
+        newer = {**CLAIMS3, **CLAIMS4}
+        self.claim_bits = _names({"claims": [c for c in claims if c not in newer]}, "claims", {**CLAIMS, **newer}, [])
         self.claim3_bits = _names({"claims": [c for c in claims if c in CLAIMS3]}, "claims", CLAIMS3, [])
+        self.claim4_bits = _names({"claims": [c for c in claims if c in CLAIMS4]}, "claims", CLAIMS4, [])
         self.backward_fn = decl.get("backward")
         if self.backward_fn is not None:
             if not callable(self.backward_fn):

@@ -288,13 +288,18 @@ attncheck_instance* make_instance(py::object subject) {
   attncheck_instance& d = self->desc;
   // A subject that declares a contract 1.1 variant, a contract 1.2 input
   // form, backward or a version 3 claim is a version 3 instance (features_v3,
-  // invariances_v3, tanh_ulps); one that declares none stays version 2.
+  // invariances_v3, tanh_ulps), one with a version 4 claim a version 4
+  // instance (invariances_v4); one that declares none stays version 2.
   const auto features_v3 = field<std::uint32_t>(subject, "feature3_bits");
+  const auto claims_v4 = field<std::uint32_t>(subject, "claim4_bits");
   const bool v3 = features_v3 || field<std::uint32_t>(subject, "claim3_bits");
-  d.abi_version = v3 ? ATTNCHECK_SUBJECT_ABI_VERSION_3 : ATTNCHECK_SUBJECT_ABI_VERSION_2;
+  d.abi_version = claims_v4 ? ATTNCHECK_SUBJECT_ABI_VERSION_4
+                  : v3      ? ATTNCHECK_SUBJECT_ABI_VERSION_3
+                            : ATTNCHECK_SUBJECT_ABI_VERSION_2;
   d.struct_size = sizeof d;
   d.features_v3 = features_v3;
   d.invariances_v3 = field<std::uint32_t>(subject, "claim3_bits");
+  d.invariances_v4 = claims_v4;
   d.tanh_ulps = field<double>(subject, "tanh_ulps");
   d.name = self->name.c_str();
   d.dtypes = field<std::uint32_t>(subject, "dtype_bits");

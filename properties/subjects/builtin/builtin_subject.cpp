@@ -280,7 +280,7 @@ void destroy(attncheck_instance* self) { delete static_cast<instance*>(self->sta
 
 void describe(instance& in, const char* name) {
   attncheck_instance& d = in.desc;
-  d.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_3;
+  d.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_4;
   d.struct_size = sizeof d;
   // Every contract 1.1 score variant, in the one-shot call and the paged and
   // ragged forms (docs/impl.md); the cache path takes none.
@@ -297,6 +297,8 @@ void describe(instance& in, const char* name) {
   d.invariances_v3 = ATTNCHECK_CLAIM3_BACKWARD_DETERMINISTIC | ATTNCHECK_CLAIM3_PAGE_PLACEMENT |
                      ATTNCHECK_CLAIM3_PAGED_EQUALS_DENSE | ATTNCHECK_CLAIM3_RAGGED_EQUALS_DENSE;
   d.tanh_ulps = attnimpl::tanh_ulps();
+  // The scale folded into Q in f32 (impl/src/engine): Q or K * 2^k with scale * 2^-k gives the same products, bit for bit.
+  d.invariances_v4 = ATTNCHECK_CLAIM4_SCALE_EXACT;
   const attnimpl::config& t = in.tiles;
   in.name = name;
   if (t.q_tile || t.k_tile || t.split_keys)

@@ -71,19 +71,27 @@ void destroy(attncheck_instance* self) { delete of(self->state); }
 
 }  // namespace
 
-// Version 3, as the builtin it wraps. The _v2 symbol serves hosts older than
-// version 3: the same instance labelled version 2, whose version 3 fields such a host never reads.
-extern "C" __attribute__((visibility("default"))) attncheck_instance* attncheck_subject_v3(const char* options, char* err,
+// Version 4, as the builtin it wraps. The _v3 and _v2 symbols serve older
+// hosts: the same instance labelled version 3 or 2, whose newer fields such a
+// host never reads.
+extern "C" __attribute__((visibility("default"))) attncheck_instance* attncheck_subject_v4(const char* options, char* err,
                                                                                            size_t err_len);
+
+extern "C" __attribute__((visibility("default"))) attncheck_instance* attncheck_subject_v3(const char* options, char* err,
+                                                                                           size_t err_len) {
+  attncheck_instance* x = attncheck_subject_v4(options, err, err_len);
+  if (x) x->abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_3;
+  return x;
+}
 
 extern "C" __attribute__((visibility("default"))) attncheck_instance* attncheck_subject_v2(const char* options, char* err,
                                                                                            size_t err_len) {
-  attncheck_instance* x = attncheck_subject_v3(options, err, err_len);
+  attncheck_instance* x = attncheck_subject_v4(options, err, err_len);
   if (x) x->abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_2;
   return x;
 }
 
-extern "C" __attribute__((visibility("default"))) attncheck_instance* attncheck_subject_v3(const char* options, char* err,
+extern "C" __attribute__((visibility("default"))) attncheck_instance* attncheck_subject_v4(const char* options, char* err,
                                                                                            size_t err_len) {
   auto* m = new (std::nothrow) mutant_instance{};
   if (!m) return nullptr;

@@ -70,7 +70,7 @@ attncheck_instance* naive_v3(const char* options, char* err, std::size_t err_len
     write_err(err, err_len, "out of memory");
     return nullptr;
   }
-  x->abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_3;
+  x->abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_4;
   x->struct_size = sizeof(attncheck_instance);
   x->name = naive_desc.name;
   x->dtypes = naive_desc.dtypes;
@@ -97,6 +97,8 @@ attncheck_instance* naive_v3(const char* options, char* err, std::size_t err_len
   x->invariances_v3 = ATTNCHECK_CLAIM3_BACKWARD_DETERMINISTIC | ATTNCHECK_CLAIM3_PAGE_PLACEMENT |
                       ATTNCHECK_CLAIM3_PAGED_EQUALS_DENSE | ATTNCHECK_CLAIM3_RAGGED_EQUALS_DENSE;
   x->tanh_ulps = 2.0;  // glibc tanhf: 2 ulps (its libm-test-ulps, x86_64)
+  // The scale multiplies the f32 dot product: Q or K * 2^k with scale * 2^-k is the same score, bit for bit.
+  x->invariances_v4 = ATTNCHECK_CLAIM4_SCALE_EXACT;
   return x;
 }
 

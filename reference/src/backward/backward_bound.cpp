@@ -56,7 +56,7 @@ void fill_backward_bounds(const attn_case& c, const tensor& d_o, const naive_res
   const double big = s.largest_c / bound_constants::overflow_headroom;
   const double dd = static_cast<double>(c.d), dv = static_cast<double>(c.dv);
   const double nk = static_cast<double>(bp.dq_blocks), nq = static_cast<double>(bp.dkv_blocks);
-  const double g_dot = gamma_n(dd + 2, u);   // the score, as the forward's step 1
+  const double g_dot = gamma_n(dd + 5, u);   // the score, as the forward's step 1
   const double g_dv = gamma_n(dv, u);        // dP_j and D = rowsum(dO O_in): Dv products and Dv - 1 additions
   const double g_sub = gamma_n(2, u);        // S_hat - LSE_in: the subtraction, and a log2(e) multiply of it
   const double g_exp = gamma_n(s.c_exp, u);  // exp's own error as a log-perturbation

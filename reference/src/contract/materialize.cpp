@@ -31,7 +31,7 @@ enum stream_tag : std::uint64_t {
 
 // Largest |score| large_logits aims for: ~1e4 in f32 and bf16 (exp(s)
 // overflows f32 beyond 88, so any kernel without the max shift breaks, while
-// gamma_(D+2) T stays below 1, so the analytic bound is finite and O is judged,
+// gamma_(D+5) T stays below 1, so the analytic bound is finite and O is judged,
 // not only held to the hull); just under f16's 65504 for f16, where Q and K
 // are stored near their own limits. Magnitudes up to 1e30 come from far_below
 // and far_above.

@@ -71,10 +71,12 @@ bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt, bool
 row_gammas gammas_of_row(const bound_setup& s, double n) {
   // Each term of L and of acc_e passes at most n - 1 additions (keys outside
   // the row add exact zeros, or nothing), its rescales and one product w V:
-  // gamma_(n+nb+1) keeps one rounding to spare (docs/bound.md, step 4).
-  const double k_dot = s.d + 2, k_sum = n + s.nb + 1;
+  // gamma_(n+nb+1) keeps one rounding to spare (docs/bound.md, step 4). A
+  // score's term passes D + 5 roundings, the scale applied any way the
+  // contract allows, sqrt(scale) split into Q and K included (step 1).
+  const double k_dot = s.d + 5, k_sum = n + s.nb + 1;
   if (!s.probabilistic) return {gamma_n(k_dot, s.u), gamma_n(k_sum, s.u)};
-  // Per element: n scores of D terms, n terms in L, n in acc_e: n (D + 2) events.
+  // Per element: n scores of D terms, n terms in L, n in acc_e: n (D + 5) events.
   const double lambda = lambda_for(n * k_dot, s.u);
   return {gamma_prob(k_dot, s.u, lambda), gamma_prob(k_sum, s.u, lambda)};
 }
@@ -132,9 +134,12 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
     // Underflow in the dot product: each of the D products and the scale
     // multiply may round to a subnormal (error <= eta_c/2 each, in raw
     // units times |scale|); a scale folded into Q or K first rounds
-    // scale*q_d (or scale*k_d) with error <= eta_c/2, times |k_d| (|q_d|).
+    // scale*q_d (or scale*k_d) with error <= eta_c/2, times |k_d| (|q_d|);
+    // a scale split as r = sqrt(scale) rounds r*q_d and r*k_d (eta_c/2 times
+    // r |k_d| and r |q_d|) and their product (eta_c/2 each, in score units).
     // Sums of subnormals are exact (gradual underflow).
-    const double dot_underflow = s.eta_c / 2 * ((static_cast<double>(c.d) + 1) * s.scale + 1 + q_abs_sum + x.k_abs_sum[key]);
+    const double d = static_cast<double>(c.d), r = std::max(1.0, std::sqrt(s.scale));
+    const double dot_underflow = s.eta_c / 2 * ((d + 1) * std::max(s.scale, 1.0) + 1 + r * (q_abs_sum + x.k_abs_sum[key]));
     const double gap_j = gap_row[keys[kk]];
     const double p_j = p_row[keys[kk]];
     if (!std::isfinite(raw) || !std::isfinite(t_j) || !std::isfinite(dot_underflow) || !std::isfinite(gap_j) ||

@@ -132,7 +132,7 @@ struct sink_term {
 /// What the score variants add to a key's score error and magnitude
 /// (docs/bound.md, "Variants"): softcap, ALiBi and bias terms.
 struct variant_score {
-  double error = 0;      ///< added to the score's absolute error bound gamma_(D+2) T_j + zeta_j
+  double error = 0;      ///< added to the score's absolute error bound gamma_(D+5) T_j + zeta_j
   double magnitude = 0;  ///< an upper bound on |s_j| and its partial sums (overflow test)
 };
 

@@ -48,7 +48,7 @@ fast_tier_result fast_tier(const attn_case& c, const oracle_options& opt, const 
   // 2^-1074 plus the result itself when flushed), plus one underflowing
   // product w V and the final quotient: each <= 2^-1075.
   const double alpha = (fc::exp_ulps + 2) * std::numeric_limits<double>::denorm_min();
-  const double g_dot = gamma_n(static_cast<double>(c.d) + 2, u);
+  const double g_dot = gamma_n(static_cast<double>(c.d) + 5, u);  // step 1 of docs/bound.md, sqrt(scale) split included
   const double scale = static_cast<double>(c.effective_scale());
   // Contract 1.1 (docs/oracle.md, "Variants in the fast tier"): windows and
   // chunks act through visible_keys alone; softcap, ALiBi and bias change the

@@ -78,6 +78,11 @@ typedef struct attncheck_variants attncheck_variants;
 typedef struct attncheck_paged_kv attncheck_paged_kv;
 typedef struct attncheck_ragged attncheck_ragged;
 typedef struct attncheck_backward_problem attncheck_backward_problem;
+/* Parts of a version 4 instance (docs/abi.md "Version 4"): designed, not built yet. */
+typedef struct attncheck_profile attncheck_profile;
+typedef struct attncheck_conventions attncheck_conventions;
+typedef struct attncheck_limits attncheck_limits;
+typedef struct attncheck_quant attncheck_quant;
 
 /* One attention call: O[b,i,h,:] and optionally LSE[b,h,i]. */
 typedef struct attncheck_problem {
@@ -211,6 +216,17 @@ typedef struct attncheck_instance {
   /* nb of the backward bound: dQ's key blocks of a row, and the query blocks summed
    * into one key's dK and dV. NULL: 1 each. */
   void (*backward_blocks)(void* state, const attncheck_backward_problem* p, int64_t* dq_blocks, int64_t* dkv_blocks);
+
+  /* ---- version 4: read when abi_version >= 4 and struct_size covers them (docs/abi.md "Version 4") ---- */
+  uint32_t features_v4;    /* ATTNCHECK_FEATURE4_*: none built yet */
+  uint32_t invariances_v4; /* ATTNCHECK_CLAIM4_* */
+  /* The parts below are designed (docs/abi.md) and not built yet: this host
+   * refuses an instance that sets them, rather than not judge them. NULL. */
+  const attncheck_profile* profile;
+  const attncheck_conventions* conventions;
+  const attncheck_limits* limits;
+  int (*cache_append_v4)(void* state, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, int64_t c,
+                         const int64_t* count, const attncheck_quant* quant, char* err, size_t err_len);
 } attncheck_instance;
 
 /* The size of a version 2 instance: what a version 2 plugin built against an
@@ -257,6 +273,28 @@ typedef attncheck_instance* (*attncheck_subject_entry_v2)(const char* options, c
 #define ATTNCHECK_CLAIM3_RAGGED_EQUALS_DENSE 0x04u    /* a packed sequence gives its batch-of-one bits */
 #define ATTNCHECK_CLAIM3_BACKWARD_DETERMINISTIC 0x08u /* backward: same call, any thread count, same bits */
 #define ATTNCHECK_CLAIM3_KNOWN 0x0fu
+
+/* ---- Version 4 (docs/abi.md "Version 4") ------------------------------------ */
+
+/* A version 4 plugin exports attncheck_subject_v4 (the signature of version 2)
+ * and returns an instance whose abi_version is 4 with the version 4 fields at
+ * its end; one whose struct_size ends before features_v4 loads as version 3.
+ * The host looks for _v4, _v3, _v2, then _v1. */
+#define ATTNCHECK_SUBJECT_ABI_VERSION_4 4u
+#define ATTNCHECK_SUBJECT_ENTRY_V4 "attncheck_subject_v4"
+/* The size of a version 3 instance: what a plugin built against a version 3 header reports. */
+#define ATTNCHECK_INSTANCE_V3_SIZE offsetof(attncheck_instance, features_v4)
+
+/* Feature bits of attncheck_instance.features_v4: none built yet. */
+#define ATTNCHECK_FEATURE4_KNOWN 0x0u
+
+/* Claim bits of attncheck_instance.invariances_v4, checked bit for bit. */
+/* Q * 2^k with scale * 2^-k (or K likewise) gives the same bits wherever no
+ * intermediate leaves the normal range (the scale applied after the dot
+ * product, or folded into Q or K; not split as sqrt(scale) into both). Without
+ * it the scale law judges these scalings within the bound. */
+#define ATTNCHECK_CLAIM4_SCALE_EXACT 0x01u
+#define ATTNCHECK_CLAIM4_KNOWN 0x01u
 
 /* Limits of version 3, enforced at load and on every problem the host builds. */
 #define ATTNCHECK_MAX_TANH_ULPS 4096.0      /* 0 <= tanh_ulps <= 4096, as exp_ulps */
@@ -360,6 +398,7 @@ struct attncheck_backward_problem {
 #else
 #define ATTNCHECK_PLUGIN_EXPORT
 #endif
+ATTNCHECK_PLUGIN_EXPORT attncheck_instance* attncheck_subject_v4(const char* options, char* err, size_t err_len);
 ATTNCHECK_PLUGIN_EXPORT attncheck_instance* attncheck_subject_v3(const char* options, char* err, size_t err_len);
 ATTNCHECK_PLUGIN_EXPORT attncheck_instance* attncheck_subject_v2(const char* options, char* err, size_t err_len);
 ATTNCHECK_PLUGIN_EXPORT const attncheck_subject* attncheck_subject_v1(void);

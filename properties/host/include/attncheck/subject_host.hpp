@@ -114,6 +114,8 @@ class subject {
   std::uint32_t features_v3() const { return features_v3_; }
   bool has_v3(std::uint32_t feature) const { return (features_v3_ & feature) != 0; }
   bool claims_v3(std::uint32_t invariance) const { return (invariances_v3_ & invariance) != 0; }
+  /// Version 4 claims (ATTNCHECK_CLAIM4_*; docs/abi.md "Version 4").
+  bool claims_v4(std::uint32_t invariance) const { return (invariances_v4_ & invariance) != 0; }
   double tanh_ulps() const { return tanh_ulps_; }
 
   /// Empty when the subject can take this case; otherwise why not (dtype,
@@ -168,6 +170,7 @@ class subject {
   std::string spec_;
   unsigned abi_;
   std::uint32_t features_v3_ = 0, invariances_v3_ = 0;
+  std::uint32_t features_v4_ = 0, invariances_v4_ = 0;
   double tanh_ulps_ = 0;
   attncheck_size_hints hints_{};
   bool default_hints_ = false;
