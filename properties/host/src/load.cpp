@@ -96,16 +96,15 @@ struct v3_declaration {
   bool backward = false;  // attend_backward set
 };
 
+// Whether instance d's struct_size covers its field (the plugin's header had it).
+#define ATTNCHECK_COVERS(d, field) ((d).struct_size >= offsetof(attncheck_instance, field) + sizeof(d).field)
+
 v3_declaration read_v3(const attncheck_instance& d) {
   v3_declaration v;
   if (d.abi_version < ATTNCHECK_SUBJECT_ABI_VERSION_3) return v;
-  const auto holds = [&](std::size_t end) { return d.struct_size >= end; };
-  if (holds(offsetof(attncheck_instance, invariances_v3) + sizeof d.invariances_v3)) {
-    v.features = d.features_v3;
-    v.invariances = d.invariances_v3;
-  }
-  if (holds(offsetof(attncheck_instance, tanh_ulps) + sizeof d.tanh_ulps)) v.tanh_ulps = d.tanh_ulps;
-  if (holds(offsetof(attncheck_instance, attend_backward) + sizeof d.attend_backward)) v.backward = d.attend_backward != nullptr;
+  if (ATTNCHECK_COVERS(d, invariances_v3)) v.features = d.features_v3, v.invariances = d.invariances_v3;
+  if (ATTNCHECK_COVERS(d, tanh_ulps)) v.tanh_ulps = d.tanh_ulps;
+  if (ATTNCHECK_COVERS(d, attend_backward)) v.backward = d.attend_backward != nullptr;
   return v;
 }
 
@@ -119,17 +118,15 @@ struct v4_declaration {
 v4_declaration read_v4(const attncheck_instance& d) {
   v4_declaration v;
   if (d.abi_version < ATTNCHECK_SUBJECT_ABI_VERSION_4) return v;
-  const auto holds = [&](std::size_t end) { return d.struct_size >= end; };
-  if (holds(offsetof(attncheck_instance, invariances_v4) + sizeof d.invariances_v4)) {
-    v.features = d.features_v4;
-    v.invariances = d.invariances_v4;
-  }
-  if (holds(offsetof(attncheck_instance, profile) + sizeof d.profile) && d.profile) v.unbuilt = "profile";
-  if (!v.unbuilt && holds(offsetof(attncheck_instance, conventions) + sizeof d.conventions) && d.conventions)
-    v.unbuilt = "conventions";
-  if (!v.unbuilt && holds(offsetof(attncheck_instance, limits) + sizeof d.limits) && d.limits) v.unbuilt = "limits";
-  if (!v.unbuilt && holds(offsetof(attncheck_instance, cache_append_v4) + sizeof d.cache_append_v4) && d.cache_append_v4)
-    v.unbuilt = "cache_append_v4";
+  if (ATTNCHECK_COVERS(d, invariances_v4)) v.features = d.features_v4, v.invariances = d.invariances_v4;
+  const std::pair<bool, const char*> parts[] = {
+      {ATTNCHECK_COVERS(d, profile) && d.profile, "profile"},
+      {ATTNCHECK_COVERS(d, conventions) && d.conventions, "conventions"},
+      {ATTNCHECK_COVERS(d, limits) && d.limits, "limits"},
+      {ATTNCHECK_COVERS(d, cache_append_v4) && d.cache_append_v4, "cache_append_v4"},
+  };
+  for (const auto& [set, name] : parts)
+    if (set && !v.unbuilt) v.unbuilt = name;
   return v;
 }
 
