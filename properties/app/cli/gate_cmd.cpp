@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -39,6 +40,32 @@ std::string run_key_names() {
   return s;
 }
 
+// Every output path is checked before any law runs: a report that cannot be
+// written is one line and exit 2 at once, not a verdict followed minutes later
+// by the error. Nothing is created here: a file's folder must exist (the
+// writers do not make it) and take writes, as must an existing file; the
+// counterexample folder, made when a law fails, needs its nearest existing
+// ancestor to be a folder that takes writes.
+void check_output_path(const std::string& path, const char* flag, bool folder) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p = fs::absolute(path, ec);
+  const auto refuse = [&](const std::string& why) {
+    throw input_error(flag, "cannot write '" + path + "': " + why + " (checked before any law runs)");
+  };
+  if (!folder && fs::is_directory(p, ec)) refuse("it is a folder");
+  if (fs::exists(p, ec)) {
+    if (folder && !fs::is_directory(p, ec)) refuse("it exists and is not a folder");
+    if (access(p.c_str(), W_OK) != 0) refuse("it is not writable");
+    return;
+  }
+  fs::path up = p.parent_path();
+  if (folder)
+    while (!up.empty() && !fs::exists(up, ec) && up != up.parent_path()) up = up.parent_path();
+  if (!fs::is_directory(up, ec)) refuse("its folder '" + up.string() + "' does not exist or is not a folder");
+  if (access(up.c_str(), W_OK) != 0) refuse("its folder '" + up.string() + "' is not writable");
+}
+
 int run_gate_cmd(gate_cmd& cmd) {
   run_config run = cmd.run;
   if (!cmd.run_text.empty()) {
@@ -67,6 +94,14 @@ int run_gate_cmd(gate_cmd& cmd) {
       job.out_dir = run.out_dir + "/" + std::to_string(k + 1);
     }
     jobs.push_back(job);
+  }
+  if (!cmd.html.empty()) check_output_path(cmd.html, "--html", false);
+  for (const subject_job& job : jobs) {
+    const std::string& junit = job.junit.empty() ? run.junit : job.junit;
+    const std::string& json = job.json.empty() ? run.json : job.json;
+    if (!junit.empty()) check_output_path(junit, "--junit", false);
+    if (!json.empty()) check_output_path(json, "--json", false);
+    check_output_path(job.out_dir.empty() ? run.out_dir : job.out_dir, "--out", true);
   }
   // 1 when a law failed or judged too little (or, with --prob-fails-gate, failed its probabilistic verdict); else 4 when a law ran out of its
   // own time (a gate problem: raise --law-timeout); 0 when every law passed or was skipped.

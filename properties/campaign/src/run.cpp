@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "attncheck/failure_report.hpp"
 #include "attncheck/case_file.hpp"
 #include "attncheck/gate.hpp"
 #include "attncheck/generators.hpp"
@@ -75,8 +76,8 @@ slice_stats run_slice(const subject& s, const campaign_options& opt, std::int64_
         std::snprintf(file, sizeof file, "campaign-%016llx.json", static_cast<unsigned long long>(fingerprint(c)));
         // The subject's spec (a plugin's path absolute): `attncheck repro FILE` replays it as is.
         write_case_file((std::filesystem::path(opt.out_dir) / file).string(),
-                        {c, bw ? bw->name.c_str() : "differential.output_within_bound_of_oracle",
-                         gate_detail::absolute_spec(opt.subject), worst.failure.substr(0, 2000)});
+                        {c, bw ? bw->name.c_str() : "differential.output_within_bound_of_oracle", absolute_spec(opt.subject),
+                         worst.failure.substr(0, 2000)});
         ++saved;
       }
     }

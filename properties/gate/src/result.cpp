@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "attncheck/case_file.hpp"
+#include "attncheck/failure_report.hpp"
 
 #include "gate_internal.hpp"
 
@@ -38,19 +39,11 @@ namespace {
 // --subject: the gate's spec, a plugin's path made absolute (a replay may run
 // from another folder); the subject's own name when no spec is known.
 std::string replayable_spec(const gate_result& g) {
-  return g.subject_spec.empty() ? g.subject_name : gate_detail::absolute_spec(g.subject_spec);
+  return g.subject_spec.empty() ? g.subject_name : absolute_spec(g.subject_spec);
 }
 }  // namespace
 
 namespace gate_detail {
-std::string absolute_spec(const std::string& spec) {
-  const std::string where = spec.substr(0, spec.find(':'));
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(where, ec)) return spec;  // a registered kind: builtin, naive, python:...
-  const auto path = std::filesystem::absolute(where, ec);
-  return ec ? spec : path.lexically_normal().string() + spec.substr(where.size());
-}
-
 bool same_spec(const std::string& a, const std::string& b) { return a == b || absolute_spec(a) == absolute_spec(b); }
 }  // namespace gate_detail
 

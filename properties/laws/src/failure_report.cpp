@@ -46,9 +46,20 @@ std::string print_failure(const failure_report& r) {
   return o.str();
 }
 
+std::string absolute_spec(const std::string& spec) {
+  namespace fs = std::filesystem;
+  const std::string python = "python:";
+  const std::size_t at = spec.rfind(python, 0) == 0 ? python.size() : 0;  // the path part starts here
+  const std::string where = spec.substr(at, spec.find(':', at) - at);
+  std::error_code ec;
+  if (!fs::is_regular_file(where, ec)) return spec;  // a registered kind or a Python module: builtin, naive, python:pkg.mod:fn
+  const auto path = fs::absolute(where, ec);
+  return ec ? spec : spec.substr(0, at) + path.lexically_normal().string() + spec.substr(at + where.size());
+}
+
 std::string replay_command(const std::string& saved_file, const std::string& subject_spec) {
   // The attncheck next to the running binary (the gate itself, or a fuzz
-  // harness in the same build), relative to the working directory when shorter.
+  // harness in the same build), absolute so that the line works from any folder.
   std::error_code ec;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   std::filesystem::path tool = ec ? std::filesystem::path("attncheck") : self.parent_path() / "attncheck";
@@ -60,11 +71,10 @@ std::string replay_command(const std::string& saved_file, const std::string& sub
         break;
       }
   }
-  const auto rel = std::filesystem::relative(tool, std::filesystem::current_path(), ec);
-  if (!ec && !rel.empty() && rel.string().size() < tool.string().size()) tool = rel;
-  std::string t = tool.string();
-  if (t.find('/') == std::string::npos) t = "./" + t;
-  return t + " repro " + saved_file + (subject_spec == "builtin" ? "" : " --subject '" + subject_spec + "'");
+  const std::filesystem::path file = std::filesystem::absolute(saved_file, ec);
+  const std::string spec = absolute_spec(subject_spec);
+  return tool.string() + " repro " + (ec ? saved_file : file.lexically_normal().string()) +
+         (spec == "builtin" ? "" : " --subject '" + spec + "'");
 }
 
 }  // namespace attncheck

@@ -101,12 +101,6 @@ std::vector<gate_result> run_gates(const run_config& run, const std::vector<subj
 /// The same for one subject.
 gate_result run_gate(const run_config& run, const subject_job& job, const std::vector<gate_sink*>& sinks);
 
-namespace gate_detail {
-/// A subject spec as a saved case records it, for repro to load from any
-/// folder: a plugin's path made absolute, options kept; other specs unchanged.
-std::string absolute_spec(const std::string& spec);
-}  // namespace gate_detail
-
 /// Replays a saved case file on a subject (in a child process when isolate,
 /// so a crash or hang is reported, not suffered); prints one screen; returns 0
 /// when it now passes, 1 while it still fails, 3 when the law or case is

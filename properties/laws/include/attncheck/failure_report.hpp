@@ -49,8 +49,14 @@ struct failure_report {
 /// The console screen of a failure: "FAIL law", then "  subject:  ..." and the other set fields.
 std::string print_failure(const failure_report& r);
 
-/// The command that replays a saved case: the attncheck of the running build
-/// (found from /proc/self/exe), never a hard-coded path.
+/// A subject spec as a saved case and a replay line record it, to load from
+/// any folder: a plugin's path made absolute, and a Python subject's file
+/// (python:path/to/k.py:fn) too, options kept; other specs unchanged.
+std::string absolute_spec(const std::string& spec);
+
+/// The command that replays a saved case, from any folder: the attncheck of
+/// the running build (found from /proc/self/exe), the case file and the
+/// subject's paths all absolute; never a hard-coded path.
 std::string replay_command(const std::string& saved_file, const std::string& subject_spec);
 
 }  // namespace attncheck
