@@ -94,7 +94,8 @@ void register_bundled_subjects() {
                              if (!options.empty()) throw input_error("subject", "'" + spec + "': naive takes no options");
                              return subject::make_v2(naive_instance_v3, options, spec, "naive");
                            }});
-    register_subject_kind({"python", "", true, [](const std::string& spec, const std::string&) { return load_python(spec); }});
+    register_subject_kind({"python", "python:MODULE:CALLABLE", true,
+                           [](const std::string& spec, const std::string&) { return load_python(spec); }});
   });
 }
 

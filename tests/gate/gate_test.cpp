@@ -459,7 +459,9 @@ TEST(subject_registry, a_registered_kind_loads_and_unknown_names_list_the_kinds)
     FAIL() << "loaded a subject that does not exist";
   } catch (const input_error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("builtin[:options], naive, naive_again or a path to a plugin .so[:options]"), std::string::npos) << what;
+    EXPECT_NE(what.find("builtin[:options], naive, python:MODULE:CALLABLE, naive_again or a path to a plugin .so[:options]"),
+              std::string::npos)
+        << what;
   }
 }
 

@@ -111,11 +111,21 @@ int run_gate_cmd(gate_cmd& cmd) {
   std::optional<html::gate_html_sink> report;
   std::vector<gate_sink*> sinks{&console, &files};
   if (!cmd.html.empty()) sinks.push_back(&report.emplace(cmd.html, std::cout));
-  for (const gate_result& r : run_gates(run, jobs, sinks))
+  int failing = 0, timing_out = 0;
+  const std::vector<gate_result> results = run_gates(run, jobs, sinks);
+  for (const gate_result& r : results)
     if (r.failed() - r.timed_out() > 0 || r.unjudged() || (r.run.prob_fails_gate && r.prob_failed()))
-      status = 1;
-    else if (r.timed_out() && status == 0)
-      status = 4;
+      status = 1, ++failing;
+    else if (r.timed_out())
+      status = status == 0 ? 4 : status, ++timing_out;
+  // Several subjects: one combined verdict after their reports.
+  if (results.size() > 1)
+    std::cout << "\nall " << results.size() << " subjects: " << results.size() - failing - timing_out << " PASS, " << failing
+              << " FAIL" << (timing_out ? ", " + std::to_string(timing_out) + " TIMEOUT" : "") << "  -> "
+              << (status == 0   ? "PASS"
+                  : status == 4 ? "TIMEOUT"
+                                : "FAIL")
+              << "\n";
   return status;
 }
 
@@ -223,10 +233,11 @@ void add_gate(CLI::App& app) {
                          std::to_string(run_default::law_work) + ")"),
        "law_work")
       ->check(number_in(std::int64_t{0}, std::int64_t{1} << 50));
-  flag(
-      g->add_option("--jobs", run.jobs, "laws checked at once, each in its own process (default: the number of CPUs, at most 8)"),
-      "jobs")
-      ->check(number_in(1, 64));
+  flag(g->add_option(
+           "--jobs", run.jobs,
+           "laws checked at once, each in its own process (0, the default: the number of CPUs, at most 8; as --run jobs=)"),
+       "jobs")
+      ->check(number_in(0, 64));
   g->add_flag("--verbose", cmd->console.verbose,
               "print every failing law's full screen with its rapidcheck reproduce string (default: one summary, the "
               "most informative screen, one line per other law)");

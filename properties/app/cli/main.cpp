@@ -9,12 +9,14 @@
 //   merge FILE...    one report of campaign shards or gate runs (their --json files)
 //   --version        attncheck, contract and oracle versions (attncheck/version.hpp)
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
 
 #include "attncheck/bundled_subjects.hpp"
 #include "attncheck/case.hpp"
+#include "attncheck/suggest.hpp"
 #include "attncheck/version.hpp"
 #include "commands.hpp"
 
@@ -52,8 +54,20 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    // One line naming the option and the limit, like every other input error.
-    std::fprintf(stderr, "attncheck: %s (see attncheck --help)\n", e.what());
+    // One line naming the option and the limit, like every other input error;
+    // a misspelt flag of the command gets the nearest real one.
+    std::string near;
+    if (known) {
+      std::vector<std::string> flags;
+      for (const CLI::Option* o : app.get_subcommand(argv[1])->get_options())
+        for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
+      for (int i = 2; i < argc && near.empty(); ++i) {
+        const std::string arg = argv[i], name = arg.substr(0, arg.find('='));
+        if (name.rfind("--", 0) == 0 && std::find(flags.begin(), flags.end(), name) == flags.end())
+          near = attncheck::did_you_mean(name, flags);
+      }
+    }
+    std::fprintf(stderr, "attncheck: %s%s (see attncheck --help)\n", e.what(), near.c_str());
     return 2;
   }
   try {

@@ -2,6 +2,7 @@
 // pair of a run, isolated or in process.
 #include <chrono>
 
+#include "attncheck/suggest.hpp"
 #include "gate_internal.hpp"
 
 namespace attncheck {
@@ -21,7 +22,12 @@ gate_plan plan_gate(const run_config& run, const subject_job& job) {
     if (!find_law(name)) {
       bool prefix = false;
       for (const auto& l : all_laws()) prefix = prefix || selected(l.name, {name});
-      if (!prefix) throw input_error("--only", "'" + name + "' names no law or group (see `attncheck laws`)");
+      if (!prefix) {
+        std::vector<std::string> names;
+        for (const auto& l : all_laws()) names.push_back(l.name), names.push_back(l.name.substr(0, l.name.find('.')));
+        throw input_error("--only",
+                          "'" + name + "' names no law or group" + did_you_mean(name, names) + " (see `attncheck laws`)");
+      }
     }
   if (opt.strict && !(p.subj->desc().compute_unit_roundoff <= 0x1p-24))
     throw input_error("subject.compute_unit_roundoff", "--strict requires u <= 2^-24 (f32 compute); " + p.subj->name() +

@@ -15,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "attncheck/suggest.hpp"
 #include "attncheck/subject_host.hpp"
 #include "attncheck/subject_registry.hpp"
 #include "guarded.hpp"
@@ -319,7 +320,10 @@ std::shared_ptr<subject> subject::load(const std::string& spec) {
     for (const auto& k : kinds) named += !k.hint.empty();
     for (const auto& k : kinds)
       if (!k.hint.empty()) expected += k.hint + (--named ? ", " : " or ");
-    throw input_error("subject", "cannot load '" + where + "': " + (e ? e : "unknown error") + " (expected " + expected +
+    std::vector<std::string> names;
+    for (const auto& k : kinds) names.push_back(k.name);
+    const std::string near = where.find('/') == std::string::npos ? did_you_mean(where, names) : "";
+    throw input_error("subject", "cannot load '" + where + "': " + (e ? e : "unknown error") + near + " (expected " + expected +
                                      "a path to a plugin .so[:options])");
   }
   std::shared_ptr<subject> s;

@@ -84,7 +84,19 @@ typedef struct attncheck_conventions attncheck_conventions;
 typedef struct attncheck_limits attncheck_limits;
 typedef struct attncheck_quant attncheck_quant;
 
-/* One attention call: O[b,i,h,:] and optionally LSE[b,h,i]. */
+/* One attention call: O[b,i,h,:] and optionally LSE[b,h,i].
+ *
+ * What the subject may assume about the inputs (docs/spec.md "Masked slots
+ * are ignored, bit for bit"): a slot of Q, K or V that no visible pair reads
+ * -- a key hidden by the mask, the causal limit or a window, a key at or past
+ * key_len[b], a query row that sees no key, a page or slot a block table does
+ * not name -- may hold anything, and the laws fill such slots with NaN (any
+ * payload), +-inf or the largest finite value. Skip them; never weight them
+ * by zero (0 * NaN = NaN reaches O). Slots that visible pairs read hold the
+ * case's values, finite unless the case is about non-finite inputs. The
+ * tensors are read-only and never overlap the outputs; bytes around O and
+ * LSE are guard bands the host checks, so write each output element once and
+ * nothing else. */
 typedef struct attncheck_problem {
   uint32_t struct_size;  /* sizeof(attncheck_problem) of the caller */
   attncheck_dtype dtype; /* storage type of q, k, v and o */
