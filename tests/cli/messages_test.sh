@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Messages that give their reason (issue 45): "did you mean" for a misspelt
+# Messages that give their reason: "did you mean" for a misspelt
 # flag, law and subject kind, python: among the subject kinds a failed load
 # lists, one rule for --jobs (0 is the default, as --run jobs=0), and one
 # combined verdict line for several subjects.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The first screen's paths (issue 45): a failure gated with relative paths to
+# The first screen's paths: a failure gated with relative paths to
 # a plugin and to a Python file replays from another folder with the printed
 # command, and from the saved file alone (no --subject): exit 1, still
 # failing. An unwritable --html, --junit, --json or --out is one line and
