@@ -348,6 +348,7 @@ TEST(subject_abi_v4, claims_are_read_and_unknown_bits_and_unbuilt_parts_refused)
   s = subject::adopt(&x, "short v4");
   EXPECT_EQ(s->abi(), 4u);
   EXPECT_FALSE(s->claims_v4(ATTNCHECK_CLAIM4_SCALE_EXACT));
+  s.reset();  // before x, the instance it adopted, leaves scope
 }
 
 TEST(subject_abi_v3, a_declared_variant_is_handed_over_and_others_stay_null) {
