@@ -1,5 +1,6 @@
 // The gate and its outputs: verdicts, saved counterexamples, JUnit XML,
 // repro, determinism of the suite itself.
+#include <cstdio>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -349,6 +350,49 @@ TEST(subject_abi_v4, claims_are_read_and_unknown_bits_and_unbuilt_parts_refused)
   EXPECT_EQ(s->abi(), 4u);
   EXPECT_FALSE(s->claims_v4(ATTNCHECK_CLAIM4_SCALE_EXACT));
   s.reset();  // before x, the instance it adopted, leaves scope
+}
+
+TEST(subject_abi_v4, a_decline_is_thrown_only_from_a_version_4_instance_that_wrote_nothing) {
+  seen_problem seen;
+  attn_case c;
+  c.lk = 3;
+  c.seed = 2;
+  materialize(c);
+  attncheck_instance d = recording_instance(ATTNCHECK_SUBJECT_ABI_VERSION_4, 0, seen);
+  d.attend = [](void*, const attncheck_problem*, char* err, size_t n) {
+    std::snprintf(err, n, "head size > 256: this kernel stops at 256");
+    return ATTNCHECK_DECLINED;
+  };
+  auto s = subject::adopt(&d, "v4 declining");
+  try {
+    s->attend(c);
+    ADD_FAILURE() << "a version 4 decline came back as an output";
+  } catch (const case_declined& e) {
+    EXPECT_EQ(e.key(), "head size > 256");
+    EXPECT_EQ(e.reason, "head size > 256: this kernel stops at 256");
+  }
+  s.reset();
+  // From a version 3 instance, 2 is a failed call, as before version 4.
+  attncheck_instance d3 = d;
+  d3.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_3;
+  s = subject::adopt(&d3, "v3 returning 2");
+  const subject_output failed = s->attend(c);
+  EXPECT_EQ(failed.status, ATTNCHECK_DECLINED);
+  EXPECT_FALSE(failed.ok());
+  s.reset();
+  // A decline that wrote O is a failed call too, and says why.
+  attncheck_instance w = d;
+  w.attend = [](void*, const attncheck_problem* p, char* err, size_t n) {
+    static_cast<float*>(p->o)[0] = 1.0f;
+    std::snprintf(err, n, "Lk < 2");
+    return ATTNCHECK_DECLINED;
+  };
+  s = subject::adopt(&w, "v4 writes, then declines");
+  const subject_output wrote = s->attend(c);
+  EXPECT_FALSE(wrote.ok());
+  EXPECT_NE(wrote.error.find("but wrote its outputs"), std::string::npos) << wrote.error;
+  s.reset();
+  EXPECT_EQ(case_declined("").key(), "(no reason given)");
 }
 
 TEST(subject_abi_v3, a_declared_variant_is_handed_over_and_others_stay_null) {

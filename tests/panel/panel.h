@@ -52,6 +52,23 @@ typedef struct panel_kernel {
   const void* state;
 } panel_kernel;
 
+/* The textbook softmax's second half over a row's n scores w (max m), in f32
+ * and key order: w_j = expf(w_j - m), l = sum_j w_j, O_e = sum_j w_j V_je / l,
+ * LSE = m + logf(l). */
+static inline void panel_softmax_tail(const panel_row* r, float* w, float m, double* o, double* lse) {
+  float l = 0.0f;
+  for (int64_t j = 0; j < r->n; ++j) {
+    w[j] = expf(w[j] - m);
+    l += w[j];
+  }
+  for (int64_t e = 0; e < r->dv; ++e) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < r->n; ++j) acc += w[j] * r->v[j * r->dv + e];
+    o[e] = acc / l;
+  }
+  *lse = m + logf(l);
+}
+
 /* ---- Storage types --------------------------------------------------------- */
 
 /* Decodes a binary16 bit pattern exactly. */

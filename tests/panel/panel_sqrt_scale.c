@@ -33,17 +33,7 @@ static void row(const void* state, const panel_row* r, double* o, double* lse) {
     w[j] = dot;
     if (w[j] > m) m = w[j]; /* a NaN score never becomes the max; it makes its weight NaN below */
   }
-  float l = 0.0f;
-  for (int64_t j = 0; j < r->n; ++j) {
-    w[j] = expf(w[j] - m);
-    l += w[j];
-  }
-  for (int64_t e = 0; e < r->dv; ++e) {
-    float acc = 0.0f;
-    for (int64_t j = 0; j < r->n; ++j) acc += w[j] * r->v[j * r->dv + e];
-    o[e] = acc / l;
-  }
-  *lse = m + logf(l);
+  panel_softmax_tail(r, w, m, o, lse);
 }
 
 /* Option claim=0 (default) or claim=1 (claims scale_exact, falsely). */

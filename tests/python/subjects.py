@@ -4,6 +4,7 @@ reference        a correct numpy kernel (float64 inside, one rounding into
                  the storage type); every law passes
 gqa_modulo       the same with the MUTANTS.md GQA bug: query head h reads
                  KV head h % Hkv instead of h // (Hq / Hkv)
+declining        the reference, declining (attncheck.Declined) head sizes above 32
 raises, segfaults, aborts, hangs
                  the reference on Lk < 3, and on Lk >= 3 a Python exception,
                  a segfault through ctypes, os.abort(), an endless loop
@@ -74,6 +75,14 @@ def gqa_modulo(q, k, v, **kw):
 
 
 _plain = dict(u=2**-53, exp_ulps=1, dtypes=("f32",), features=("causal", "padding"), claims=("deterministic",))
+
+
+@attncheck.declare(name="numpy-declining", **_everything)
+def declining(q, k, v, **kw):
+    """The reference, declining head sizes above 32 as a kernel with a size limit does."""
+    if q.shape[-1] > 32 or v.shape[-1] > 32:
+        raise attncheck.Declined(f"head size > 32: got {q.shape[-1]}")
+    return attention64(q, k, v, **kw, lse=True)
 
 
 @attncheck.declare(name="raises", **_plain)

@@ -247,6 +247,10 @@ void add_gate(CLI::App& app) {
            "--prob-fails-gate", run.prob_fails_gate,
            "a FAIL(prob) of the probabilistic verdict fails the gate too (default: reported, never gating; docs/bound.md)"),
        "prob_fails_gate");
+  flag(g->add_flag("--strict-declines", run.strict_declines,
+                   "a case the subject declines (a version 4 subject's ATTNCHECK_DECLINED) fails the law (default: "
+                   "counted with its reason and replaced by another case)"),
+       "strict_declines");
   g->add_option("--run", cmd->run_text,
                 "the run's settings as key=value,... (the string the report prints after 'run:' and the JSON as \"run\"; "
                 "keys: " +

@@ -17,6 +17,7 @@ namespace {
 constexpr auto stats_fields = [](auto& s, auto&& f) {
   f("cases", s.cases), f("elements", s.elements), f("violations", s.violations), f("violating_cases", s.violating_cases);
   f("unjudged_elements", s.unjudged_elements), f("fast_tier_cases", s.fast_tier_cases), f("histogram", s.histogram);
+  f("declined", s.declined);
   f("max_ratio", s.max_ratio), f("max_ratio_index", s.max_ratio_index), f("max_ratio_case", s.max_ratio_case);
   f("first_violation", s.first_violation);
 };

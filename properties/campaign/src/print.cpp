@@ -120,7 +120,9 @@ void print_campaign(const campaign_result& r, std::ostream& out) {
     out << "\n[" << t << "] " << st.cases << " cases, " << st.elements
         << (opt.backward ? (opt.variants ? " elements (dQ, dK, dV, dSink)" : " elements (dQ, dK, dV)") : " elements (O and LSE)")
         << " judged, violations " << st.violations << " in " << st.violating_cases << " cases; " << st.unjudged_elements
-        << " elements outside the bound's domain (NaN or +inf bound: not judged)\n";
+        << " elements outside the bound's domain (NaN or +inf bound: not judged)";
+    if (st.declined) out << "; " << st.declined << " cases declined by the subject (not judged)";
+    out << "\n";
     if (!opt.backward)
       out << "  judged by the fast oracle tier: " << st.fast_tier_cases << " cases (" << percent(st.fast_tier_cases, st.cases)
           << ")\n";

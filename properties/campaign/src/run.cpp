@@ -56,10 +56,17 @@ slice_stats run_slice(const subject& s, const campaign_options& opt, std::int64_
     // This case's stats, added to its dtype's and to each of its features' (and gradients').
     case_tally t(c.type);
     std::map<std::string, campaign_stats> grads;
-    if (bw)
-      judge_backward(s, c, t, grads);
-    else
-      judge_forward(s, c, t);
+    try {
+      if (bw)
+        judge_backward(s, c, t, grads);
+      else
+        judge_forward(s, c, t);
+    } catch (const case_declined&) {  // a version 4 subject's decline: counted, never judged
+      campaign_stats declined;
+      declined.declined = 1;
+      by.by_type[std::string(name(c.type))].add(declined);
+      continue;
+    }
     campaign_stats& st = t.st;
     const comparison& worst = t.worst;
     if (t.ran) keep_worst(st, worst.max_ratio, k, to_line(c) + "  " + worst.worst.describe());

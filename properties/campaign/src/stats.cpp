@@ -54,6 +54,7 @@ std::vector<std::string> features_of(const attn_case& c) {
 }
 
 void campaign_stats::add(const campaign_stats& o) {
+  declined += o.declined;
   if (o.cases == 0) return;
   const bool was_empty = cases == 0;
   cases += o.cases, elements += o.elements, violations += o.violations, violating_cases += o.violating_cases;

@@ -40,7 +40,8 @@ std::string progress_json(const law_report& r) {
                       {"stats_n", r.stats.n},
                       {"max_ratio", number_json(r.max_ratio, json_numbers::exact)},
                       {"max_ratio_case", r.max_ratio_case},
-                      {"ratio_histogram", r.ratio_histogram}};
+                      {"ratio_histogram", r.ratio_histogram},
+                      {"declines", r.declines}};
   if (r.counterexample) {
     j["failing"] = to_line(*r.counterexample);
     j["failing_message"] = r.failure.message.substr(0, 4000);
@@ -73,6 +74,7 @@ law_report report_of_child(const law& l, const subject& s, const child_outcome& 
       r.max_ratio = number_from_json(j.at("max_ratio"));
       r.max_ratio_case = j.at("max_ratio_case");
       r.ratio_histogram = j.at("ratio_histogram").get<decltype(r.ratio_histogram)>();
+      r.declines = j.at("declines").get<std::map<std::string, std::int64_t>>();
       failing = j.value("failing", std::string());
       failing_message = j.value("failing_message", std::string());
       failing_kind = static_cast<failure_kind>(j.value("failing_kind", 0));

@@ -99,6 +99,7 @@ nlohmann::json to_json(const law_report& l, json_numbers n) {
                                                                         {"unjudged", l.shares[t].unjudged},
                                                                         {"sound_finite", l.shares[t].sound_finite}};
   if (!l.unjudged_why.empty()) j["unjudged_why"] = l.unjudged_why;
+  if (!l.declines.empty()) j["declines"] = l.declines;  // cases declined (replaced), by reason
   if (l.v == verdict::fail) {
     j["kind"] = failure_kind_name(l.failure.kind);
     j["message"] = l.failure.message;
@@ -145,6 +146,7 @@ law_report law_report_from_json(const nlohmann::json& j) {
   r.prob_cases = p.at("cases").get<std::int64_t>();
   r.prob_max_ratio = number_from_json(p.at("max_ratio"));
   r.unjudged_why = x.at("unjudged_why").get<std::string>();
+  if (j.contains("declines")) r.declines = j.at("declines").get<std::map<std::string, std::int64_t>>();
   r.stats.counts = x.at("stats").get<std::map<std::string, std::int64_t>>();
   r.stats.n = x.at("stats_n").get<std::int64_t>();
   r.skip_reason = x.at("skip_reason").get<std::string>();

@@ -84,6 +84,8 @@ backward_output subject::backward(const attn_case& c, const backward_inputs& in,
   const bool v1 = dq.collect(why), v2 = dk.collect(why), v3 = dv.collect(why), v4 = ds.collect(why);
   out.guard_violated = v1 || v2 || v3 || v4;
   out.guard_report = finished_report(why.str());
+  settle_decline(out.status, out.error,
+                 out.guard_violated || !unwritten(dq.t) || !unwritten(dk.t) || !unwritten(dv.t) || !unwritten(ds.t));
   out.dq = std::move(dq.t), out.dk = std::move(dk.t), out.dv = std::move(dv.t);
   if (sinks)
     for (std::int64_t h = 0; h < c.hq; ++h) out.d_sinks.push_back(static_cast<float>(ds.t.at(h, 0, 0, 0)));

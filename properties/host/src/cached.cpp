@@ -56,6 +56,9 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
   }
   std::vector<std::int64_t> filled(static_cast<std::size_t>(c.b), 0);
   std::int64_t row0 = 0;
+  // A decline (version 4) of an append or of a step's attend ends the run;
+  // the earlier steps' rows were written, the declining step's must not be.
+  bool declined = false, declined_step_wrote = false;
   for (const auto& step : plan.steps) {
     // New keys/values of this step only, (B, c, Hkv, D) dense, copied from the case.
     const std::int64_t cmax = *std::max_element(step.append.begin(), step.append.end());
@@ -76,9 +79,10 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
       return inst_->cache_append(inst_->state, cache, &kv, &vv, cn, step.append.data(), err, err_cap);
     }();
     if (appended != 0) {
-      out.status = -1;
       err[err_cap - 1] = 0;
-      out.error = std::string("cache_append failed: ") + err;
+      declined = may_decline() && appended == ATTNCHECK_DECLINED;
+      out.status = declined ? appended : -1;
+      out.error = declined ? std::string(err) : std::string("cache_append failed: ") + err;
       break;
     }
     for (std::int64_t bi = 0; bi < c.b; ++bi) filled[static_cast<std::size_t>(bi)] += step.append[static_cast<std::size_t>(bi)];
@@ -130,7 +134,9 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
     if (rc != 0 || part.guard_violated) {
       out.status = rc;
       err[err_cap - 1] = 0;
-      out.error = rc ? std::string("cache_attend failed: ") + err : std::string();
+      declined = may_decline() && rc == ATTNCHECK_DECLINED;
+      declined_step_wrote = part.guard_violated || !unwritten(part);
+      out.error = declined ? std::string(err) : rc ? std::string("cache_attend failed: ") + err : std::string();
       out.guard_violated = part.guard_violated;
       out.guard_report = part.guard_report;
       break;
@@ -149,6 +155,7 @@ subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan
     const watched_call in("cache_free", 0);
     inst_->cache_free(inst_->state, cache);
   }
+  if (declined) settle_decline(out.status, out.error, declined_step_wrote);
   return out;
 }
 

@@ -28,7 +28,9 @@ subject_output subject::attend(const attn_case& c, const call_layout& how) const
       refused.error = "the host does not hand this case to " + name() + ": " + why;
       return refused;
     }
-    return host::attend_in_form(*inst_, c, how, has_lse());
+    subject_output out = host::attend_in_form(*inst_, c, how, has_lse());
+    settle_decline(out.status, out.error, out.guard_violated || !unwritten(out));
+    return out;
   }
   subject_output out;
   case_inputs inputs(c);
@@ -55,6 +57,7 @@ subject_output subject::attend(const attn_case& c, const call_layout& how) const
   const call_result r = call_attend(*inst_, p, ob, c);
   out.status = r.status, out.error = r.error;
   ob.collect(out);
+  settle_decline(out.status, out.error, out.guard_violated || !unwritten(out));
   return out;
 }
 

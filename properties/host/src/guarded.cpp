@@ -51,6 +51,16 @@ tensor poisoned(tensor t) {
   return t;
 }
 
+bool unwritten(const tensor& t) {
+  const std::uint32_t s = sentinel_bits(t.type);
+  return std::all_of(t.bits.begin(), t.bits.end(), [s](std::uint32_t v) { return v == s; });
+}
+
+bool unwritten(const std::vector<float>& values) {
+  const std::uint32_t s = sentinel_bits(dtype::f32);
+  return std::all_of(values.begin(), values.end(), [s](float v) { return std::bit_cast<std::uint32_t>(v) == s; });
+}
+
 std::vector<float> guarded_floats(std::size_t n) {
   return std::vector<float>(guard_elems + n + tail_guard(n), std::bit_cast<float>(sentinel_bits(dtype::f32)));
 }

@@ -102,6 +102,13 @@ struct output_buffers {
   void collect(subject_output& out);
 };
 
+/// True when every storage element of t still holds the sentinel (a call
+/// that wrote none of it), and likewise for f32 values.
+bool unwritten(const tensor& t);
+bool unwritten(const std::vector<float>& values);
+/// True when a forward call wrote none of O and LSE (a decline must not).
+inline bool unwritten(const subject_output& out) { return unwritten(out.o) && unwritten(out.lse); }
+
 /// Ends a report of findings ("...; ...; ") without its last "; ".
 std::string finished_report(const std::string& why);
 

@@ -138,6 +138,7 @@ const std::vector<field>& fields() {
     t.push_back(flag_field("isolate", "each law in a child process", true, &run_config::isolate));
     t.push_back(flag_field("strict", "refuse a subject that declares u > 2^-24", true, &run_config::strict));
     t.push_back(flag_field("prob_fails_gate", "a FAIL(prob) fails the gate", true, &run_config::prob_fails_gate));
+    t.push_back(flag_field("strict_declines", "a case the subject declines fails the law", true, &run_config::strict_declines));
     t.push_back(text_field("out", "where counterexamples are saved", false, &run_config::out_dir));
     t.push_back(text_field("json", "per-law results as JSON", false, &run_config::json));
     t.push_back(text_field("junit", "JUnit XML", false, &run_config::junit));

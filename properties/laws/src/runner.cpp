@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <unordered_map>
+#include <vector>
 
 namespace rc::detail {
 // Exported by librapidcheck (src/detail/ReproduceParsing.h, not installed by Debian).
@@ -18,10 +19,15 @@ std::unordered_map<std::string, Reproduce> stringToReproduceMap(const std::strin
 
 namespace attncheck {
 
-law_outcome replay(const law& l, const subject& s, const attn_case& c) {
+law_outcome replay(const law& l, const subject& s, const attn_case& c, bool strict_declines) {
   try {
     // The outcome of a replay is reported: its worst elements carry their position (element_where::at).
     return l.check(s, c);
+  } catch (const case_declined& d) {
+    if (!strict_declines) return law_outcome::skip("the subject declined this case: " + d.reason);
+    law_outcome o;
+    o.fail("the subject declined " + to_line(c) + " (--strict-declines): " + d.reason, failure_kind::subject_error);
+    return o;
   } catch (const std::exception& e) {
     law_outcome o;
     o.fail(std::string("harness error: ") + e.what(), failure_kind::harness);
@@ -68,6 +74,19 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
       materialize(c);
       if (opt.on_case) opt.on_case(c);
       out = l.check(s, c);
+    } catch (const case_declined& d) {
+      if (!opt.strict_declines) {
+        // Counted and replaced: never a failure, and never half a relation
+        // judged. Charged to the law's work like a case run, so a subject
+        // that declines much cannot stretch the law past its budget.
+        if (!failed_once) {
+          ++r.declines[d.key()];
+          gopt.budget->spent += std::max<std::int64_t>(0, case_work(c) - gopt.small_work);
+          if (opt.on_progress) opt.on_progress(r);
+        }
+        RC_DISCARD(d.what());
+      }
+      out.fail("the subject declined " + to_line(c) + " (--strict-declines): " + d.reason, failure_kind::subject_error);
     } catch (const std::exception& e) {
       out.fail(std::string("harness error on ") + to_line(c) + ": " + e.what(), failure_kind::harness);
     }
@@ -116,7 +135,7 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
   params.seed = opt.seed;
   params.maxSuccess = law_cases(l, opt.cases);
   params.maxSize = opt.max_size;
-  params.maxDiscardRatio = 10;
+  params.maxDiscardRatio = declines_per_case;  // the property discards only declined cases
   rc::detail::TestMetadata meta;
   meta.id = l.name;
   meta.description = l.summary;
@@ -137,11 +156,17 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
       // Re-run the minimal case once so the report reflects exactly it; the
       // elements it compares are kept for the heat map of the report.
       element_log log;
-      r.failure = replay(l, s, *r.counterexample);
+      r.failure = replay(l, s, *r.counterexample, opt.strict_declines);
       r.heat = heat_map_of(log, r.failure.worst);
       if (r.failure.v != verdict::fail) r.failure.fail("flaky: the shrunk case passed on replay (" + f.description + ")");
       r.max_ratio = std::max(r.max_ratio, r.failure.max_ratio);
     }
+  } else if (result.template is<rc::detail::GaveUpResult>() && !r.declines.empty()) {
+    // The subject declined more than declines_per_case draws per case: what
+    // it did take is judged, but not enough of the law's domain to pass.
+    r.v = verdict::unjudged;
+    r.unjudged_why = "the subject declined too many draws (more than " + std::to_string(declines_per_case) + " per case; " +
+                     std::to_string(r.cases) + " cases run): " + declines_text(r.declines);
   } else if (result.template is<rc::detail::GaveUpResult>()) {
     r.v = verdict::fail;
     r.failure.fail("generator gave up: " + result.template get<rc::detail::GaveUpResult>().description, failure_kind::harness);
@@ -152,7 +177,10 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
   int most = 0;
   for (const auto& [why, n] : why_counts)
     if (n > most) most = n, r.unjudged_why = why;
-  if (r.v == verdict::pass && r.cases > 0 && r.judged < l.min_judged * r.cases) r.v = verdict::unjudged;
+  if (r.v == verdict::pass && r.cases > 0 && r.judged < l.min_judged * r.cases) {
+    r.v = verdict::unjudged;
+    if (!r.declines.empty()) r.unjudged_why += "; besides, " + declines_text(r.declines);
+  }
   // Non-vacuity per variant: a variant carried by enough cases must have been
   // judged (its effect proved past the bound) in at least variant_floor of them.
   if (l.variant_floor > 0 && r.v == verdict::pass)
@@ -171,6 +199,17 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
     }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
+}
+
+std::string declines_text(const std::map<std::string, std::int64_t>& declines) {
+  std::vector<std::pair<std::int64_t, std::string>> by;
+  std::int64_t n = 0;
+  for (const auto& [why, k] : declines) by.emplace_back(-k, why), n += k;
+  if (n == 0) return {};
+  std::sort(by.begin(), by.end());
+  std::string t = std::to_string(n) + " declined: ";
+  for (std::size_t i = 0; i < by.size(); ++i) t += (i ? ", " : "") + by[i].second + " (" + std::to_string(-by[i].first) + ")";
+  return t;
 }
 
 failure_report failure_report_of(const law_report& r, const subject& s, const std::string& saved_file) {
@@ -209,6 +248,7 @@ run_options run_options_of(const run_config& c) {
   ro.gen.small_work = c.small_work;
   ro.gen.law_work = c.law_work;
   ro.reproduce = c.reproduce;
+  ro.strict_declines = c.strict_declines;
   return ro;
 }
 

@@ -53,7 +53,7 @@ def _core_module():
     return _load(__name__ + "._core", "attncheck's compiled part (attncheck._core) does not load", "run the "
                  "interpreter it was built for (`attncheck --version` names it), or rebuild with -DPython3_EXECUTABLE=...")
 
-__all__ = ["declare", "bf16_bits", "bf16_values", "oracle", "Oracle", "gate", "Case", "GateFailure"]
+__all__ = ["declare", "bf16_bits", "bf16_values", "oracle", "Oracle", "gate", "Case", "GateFailure", "Declined"]
 
 _DTYPES = ("f32", "f16", "bf16")
 
@@ -188,6 +188,14 @@ def oracle(q, k=None, v=None, *, scale=None, causal=False, key_len=None, mask=No
                                 dtype or "", u, exp_ulps, key_blocks, window, chunk, softcap, sinks, alibi_slopes,
                                 None if bias is None else _np.asarray(bias), tanh_ulps)
     return Oracle(r["o"], r["lse"], r["o_bound"], r["lse_bound"])
+
+
+class Declined(Exception):
+    """Raised by a subject's attend (or its cache's, or backward) for a case it does
+    not compute: raise attncheck.Declined("head size > 256"). The gate counts the
+    decline under its reason (the text up to the first ':'), draws another case in
+    its place and never calls it a failure (--strict-declines does); a law whose
+    draws are mostly declined is UNJUDGED. The outputs must stay unwritten."""
 
 
 class GateFailure(AssertionError):

@@ -75,6 +75,11 @@ int guarded(char* err, std::size_t len, F&& body) {
     body();
     return 0;
   } catch (py::error_already_set& e) {
+    // attncheck.Declined: the case is outside what the subject computes.
+    if (e.matches(py::module_::import("attncheck").attr("Declined"))) {
+      report(err, len, py::str(e.value()).cast<std::string>());
+      return ATTNCHECK_DECLINED;
+    }
     report(err, len, describe(e));
   } catch (const std::exception& e) {
     report(err, len, std::string("python bridge: ") + e.what());
@@ -286,16 +291,12 @@ attncheck_instance* make_instance(py::object subject) {
   self->subject = subject;
   self->name = field<std::string>(subject, "name");
   attncheck_instance& d = self->desc;
-  // A subject that declares a contract 1.1 variant, a contract 1.2 input
-  // form, backward or a version 3 claim is a version 3 instance (features_v3,
-  // invariances_v3, tanh_ulps), one with a version 4 claim a version 4
-  // instance (invariances_v4); one that declares none stays version 2.
+  // Every Python subject is a version 4 instance: the bridge is built with
+  // the host, so it may decline a case (attncheck.Declined) and make the
+  // version 4 claims; what it does not declare reads as the contract's default.
   const auto features_v3 = field<std::uint32_t>(subject, "feature3_bits");
   const auto claims_v4 = field<std::uint32_t>(subject, "claim4_bits");
-  const bool v3 = features_v3 || field<std::uint32_t>(subject, "claim3_bits");
-  d.abi_version = claims_v4 ? ATTNCHECK_SUBJECT_ABI_VERSION_4
-                  : v3      ? ATTNCHECK_SUBJECT_ABI_VERSION_3
-                            : ATTNCHECK_SUBJECT_ABI_VERSION_2;
+  d.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_4;
   d.struct_size = sizeof d;
   d.features_v3 = features_v3;
   d.invariances_v3 = field<std::uint32_t>(subject, "claim3_bits");

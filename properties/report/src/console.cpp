@@ -93,7 +93,7 @@ void print_failures(const gate_result& g, std::ostream& out, const console_optio
 void print_gate(const gate_result& g, std::ostream& out, const console_options& how) {
   const run_config& opt = g.run;
   out << "attncheck gate: subject " << g.subject_name << " (" << g.subject_spec << "), seed " << opt.seed << ", " << opt.cases
-      << " cases per law" << (opt.strict ? ", strict" : "") << "\n";
+      << " cases per law" << (opt.strict ? ", strict" : "") << (opt.strict_declines ? ", strict declines" : "") << "\n";
   if (const std::string run = run_string(opt); !run.empty()) out << "  run: " << run << "\n";
   print_declaration(g, out);
   // The probabilistic bound's terms, where a law reached a probabilistic verdict (or --verbose).
@@ -120,6 +120,7 @@ void print_gate(const gate_result& g, std::ostream& out, const console_options& 
   out << "  " << std::setw(10) << "prob"
       << "\n";
   int passed = 0, failed = 0, skipped = 0, unjudged = 0, timeouts = 0;
+  std::int64_t declined = 0;  // cases the subject declined, over every law
   // Laws of a feature the subject does not declare (the contract 1.1
   // variants, backward) fold into one line under the table, by group.
   std::vector<std::string> undeclared;
@@ -147,8 +148,11 @@ void print_gate(const gate_result& g, std::ostream& out, const console_options& 
     if (r.v == verdict::unjudged && r.judged < r.min_judged * r.cases)
       out << "    judged " << r.judged << " of " << r.cases << " cases, below the law's floor of "
           << number_text(100 * r.min_judged, "%.0f") << "%; most common reason: " << r.unjudged_why << "\n";
-    else if (r.v == verdict::unjudged)  // enough cases judged, but a variant's judged share fell below its floor
+    else if (r.v == verdict::unjudged)  // a variant's judged share fell below its floor, or the subject declined too much
       out << "    " << r.unjudged_why << "\n";
+    if (!r.declines.empty() && r.v != verdict::unjudged)
+      out << "    " << declines_text(r.declines) << " (replaced by other draws)\n";
+    for (const auto& [why, n] : r.declines) declined += n;
   }
   if (n_undeclared) {
     out << "skipped, a feature the subject does not declare: ";
@@ -159,7 +163,9 @@ void print_gate(const gate_result& g, std::ostream& out, const console_options& 
   std::snprintf(total, sizeof total, "%.1f", g.seconds);
   out << "\ngate: " << passed << " passed, " << failed << " failed, ";
   if (timeouts) out << timeouts << " timed out, ";
-  out << unjudged << " unjudged, " << skipped << " skipped in " << total << " s";
+  out << unjudged << " unjudged, " << skipped << " skipped";
+  if (declined) out << ", " << declined << " cases declined by the subject" << (opt.strict_declines ? "" : " (replaced)");
+  out << " in " << total << " s";
   const int prob_failed = g.prob_failed();
   if (prob_failed)
     out << ", " << prob_failed << " FAIL(prob)" << (opt.prob_fails_gate ? "" : " (probabilistic: reported, not gating)");

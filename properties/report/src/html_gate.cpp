@@ -92,7 +92,8 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
   if (const std::string run = run_string(opt); !run.empty()) row(o, "run", run);
   row(o, "budget",
       std::to_string(opt.cases) + " cases per law, max work " + std::to_string(opt.max_work) + ", law work " +
-          std::to_string(opt.law_work) + ", law timeout " + num(opt.law_timeout, "%g") + " s" + (opt.strict ? ", strict" : ""));
+          std::to_string(opt.law_work) + ", law timeout " + num(opt.law_timeout, "%g") + " s" + (opt.strict ? ", strict" : "") +
+          (opt.strict_declines ? ", strict declines" : ""));
   row(o, "time", num(g.seconds, "%.1f") + " s (the whole schedule)");
   o << "</dl>\n";
 
@@ -105,6 +106,8 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
                            ? "judged below the floor of " + num(100 * r.min_judged, "%.0f") + "%: " + r.unjudged_why
                        : r.v == verdict::fail ? note_text(r.failure.message, 240)
                                               : std::string();
+    if (!r.declines.empty() && r.v != verdict::unjudged)
+      note += (note.empty() ? "" : "; ") + declines_text(r.declines) + " (replaced by other draws)";
     o << "<tr class=\"" << verdict_class(r.v) << "\"><td><code>" << escape(r.law) << "</code></td><td class=\"n\">"
       << (r.v == verdict::skip ? std::string("-") : std::to_string(r.judged) + "/" + std::to_string(r.cases))
       << "</td><td class=\"n\">" << num(r.max_ratio) << "</td><td class=\"" << verdict_class(r.v) << "\">" << verdict_name(r.v)

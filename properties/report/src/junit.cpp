@@ -68,8 +68,11 @@ void write_junit(const std::string& path, const gate_result& r) {
       x << "      <system-out>FAIL(prob), reported, not gating: " << xml_escape(l.prob_failure.substr(0, 500)) << " on "
         << xml_escape(l.prob_failure_case) << "</system-out>\n";
     if (l.v == verdict::skip) x << "      <skipped message=\"" << xml_escape(l.skip_reason) << "\"/>\n";
+    if (!l.declines.empty() && l.v != verdict::unjudged)  // an unjudged law's reason lists them
+      x << "      <system-out>" << xml_escape(declines_text(l.declines)) << " (replaced by other draws)</system-out>\n";
     if (l.v == verdict::unjudged)
-      x << "      <failure message=\"judged " << l.judged << " of " << l.cases << " cases, below the floor of "
+      x << "      <failure message=\"judged " << l.judged << " of " << l.cases << " cases"
+        << (l.declines.empty() ? std::string() : " (" + declines_text(l.declines).substr(0, 200) + ")") << ", below the floor of "
         << number_text(100 * l.min_judged, "%.0f") << "%\" type=\"unjudged\">" << xml_escape(l.unjudged_why) << "</failure>\n";
     if (timed_out(l))
       x << "      <error message=\"" << xml_escape(l.failure.message.substr(0, 500)) << "\" type=\"timeout\">"

@@ -308,6 +308,17 @@ typedef attncheck_instance* (*attncheck_subject_entry_v2)(const char* options, c
 #define ATTNCHECK_CLAIM4_SCALE_EXACT 0x01u
 #define ATTNCHECK_CLAIM4_KNOWN 0x01u
 
+/* What an entry point returns. 0 is success, any other status a failure,
+ * except ATTNCHECK_DECLINED from a version 4 instance: "this case is outside
+ * what I compute", with a short, stable reason in err ("head size > 256";
+ * the text up to the first ':' is the reason's key). The gate counts declines
+ * per law and reason, draws another case in its place, and never calls a
+ * decline a failure (unless run with --strict-declines); a law whose cases
+ * are mostly declined is UNJUDGED. A declined call must leave its outputs
+ * unwritten. From a version 1 to 3 instance, 2 is a failure like any other. */
+#define ATTNCHECK_OK 0
+#define ATTNCHECK_DECLINED 2
+
 /* Limits of version 3, enforced at load and on every problem the host builds. */
 #define ATTNCHECK_MAX_TANH_ULPS 4096.0      /* 0 <= tanh_ulps <= 4096, as exp_ulps */
 #define ATTNCHECK_MAX_PAGE_SIZE 512         /* page_size in [1, 512] (docs/abi.md) */

@@ -73,6 +73,7 @@ struct campaign_stats {
   std::vector<campaign_violation> violating;
   static constexpr std::size_t violations_kept = 100;
   std::int64_t fast_tier_cases = 0;  ///< cases the oracle's fast binary64 tier judged (auto_tier)
+  std::int64_t declined = 0;         ///< cases the subject declined (case_declined): drawn, not in `cases`
   /// The worst cases by their largest observed/bound (ties: the earlier),
   /// at most worst_kept, largest first: ratio, case line and worst element.
   std::vector<std::pair<double, std::string>> worst;

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,20 @@
 #include "attncheck/subject.h"
 
 namespace attncheck {
+
+/// Thrown by a call (attend, attend_cached, backward) of a version 4 subject
+/// that returned ATTNCHECK_DECLINED and left its outputs unwritten: the case
+/// is outside what the subject computes (docs/abi.md "Return status:
+/// declined"). The law runner counts it and draws another case; a decline is
+/// never a failure (unless --strict-declines). A declined call that wrote its
+/// outputs is not thrown: it comes back as a failed call.
+struct case_declined : std::runtime_error {
+  std::string reason;  ///< the subject's message
+  explicit case_declined(std::string why);
+  /// The reason's key, as declines are counted: the text up to the first ':',
+  /// trimmed and cut to 80 characters ("(no reason given)" when empty).
+  std::string key() const;
+};
 
 /// What one call of a subject produced.
 struct subject_output {
@@ -107,13 +122,15 @@ class subject {
   const attncheck_instance& desc() const { return *inst_; }
   const std::string& spec() const { return spec_; }
   std::string name() const { return inst_->name ? inst_->name : spec_; }
-  /// 1, 2 or 3: the ABI the subject was built against.
+  /// 1 to 4: the ABI the subject was built against.
   unsigned abi() const { return abi_; }
   /// ABI v3 feature and claim bits (0 for a version 1 or 2 subject, or a
   /// version 3 instance too short to hold them), and the declared tanh ulps.
   std::uint32_t features_v3() const { return features_v3_; }
   bool has_v3(std::uint32_t feature) const { return (features_v3_ & feature) != 0; }
   bool claims_v3(std::uint32_t invariance) const { return (invariances_v3_ & invariance) != 0; }
+  /// True when the subject may decline a case (a version 4 instance: ATTNCHECK_DECLINED).
+  bool may_decline() const { return abi_ >= 4; }
   /// Version 4 claims (ATTNCHECK_CLAIM4_*; docs/abi.md "Version 4").
   bool claims_v4(std::uint32_t invariance) const { return (invariances_v4_ & invariance) != 0; }
   double tanh_ulps() const { return tanh_ulps_; }
@@ -165,6 +182,10 @@ class subject {
 
  private:
   subject(attncheck_instance* inst, void* handle, std::string spec, unsigned abi);
+  /// After a call: a version 4 subject's ATTNCHECK_DECLINED throws
+  /// case_declined when the call wrote nothing (`wrote` false); one that wrote
+  /// keeps its status, a failure, and says so in `error`.
+  void settle_decline(int status, std::string& error, bool wrote) const;
   attncheck_instance* inst_;
   void* handle_;
   std::string spec_;

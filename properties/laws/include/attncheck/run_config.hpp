@@ -45,7 +45,7 @@ inline constexpr double repro_timeout = 120;        ///< seconds `attncheck repr
 inline constexpr double progress_seconds = 10;      ///< seconds between plain progress lines (not a terminal)
 inline constexpr const char* out_dir = "attncheck-out";  ///< where counterexamples are saved
 // watchdog: watchdog_limits{} (isolate.hpp): floor 30 s, factor 50.
-// isolate true, strict false, prob_fails_gate false, stats false; only, reproduce, json, junit empty.
+// isolate true, strict false, prob_fails_gate false, strict_declines false, stats false; only, reproduce, json, junit empty.
 }  // namespace run_default
 
 /// The settings of one run. Its member initializers are `attncheck gate`'s
@@ -65,6 +65,7 @@ struct run_config {
   bool isolate = true;           ///< each law in a child process
   bool strict = false;           ///< refuse subjects that declare u > 2^-24
   bool prob_fails_gate = false;  ///< a FAIL(prob) fails the gate too (docs/bound.md)
+  bool strict_declines = false;  ///< a case the subject declines fails the law (docs/abi.md "Return status: declined")
   // Outputs: where results go and how progress is shown; not part of the
   // run_string (they change no verdict).
   std::string out_dir = run_default::out_dir;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -24,7 +25,8 @@ struct run_options {
   std::uint64_t seed = run_default::seed;  ///< rapidcheck seed; printed with every verdict
   int max_size = run_default::max_size;    ///< rapidcheck size ceiling
   gen_options gen{};
-  std::string reproduce;  ///< RC_PARAMS reproduce string of an earlier failure (optional)
+  std::string reproduce;         ///< RC_PARAMS reproduce string of an earlier failure (optional)
+  bool strict_declines = false;  ///< a declined case fails the law instead of being replaced
   /// Called with each prepared, materialized case just before the law checks
   /// it (the gate records it, so a case that kills the process is known).
   std::function<void(const attn_case&)> on_case;
@@ -43,8 +45,11 @@ struct law_report {
   int cases = 0;             ///< cases run before the verdict (shrink steps not counted)
   int judged = 0;            ///< of those, cases where the law compared something (law_outcome::judged)
   std::string unjudged_why;  ///< the most frequent reason a case judged nothing
-  double min_judged = 0;     ///< the law's floor of judged/run
-  case_stats stats;          ///< the realized distribution of the cases run
+  /// Cases the subject declined (case_declined), by reason key; each was
+  /// replaced by another draw and is not in `cases` (shrink steps not counted).
+  std::map<std::string, std::int64_t> declines;
+  double min_judged = 0;  ///< the law's floor of judged/run
+  case_stats stats;       ///< the realized distribution of the cases run
   int shrink_steps = 0;
   std::string skip_reason;
   double max_ratio = 0;        ///< largest observed/bound over the passing cases (and the failure)
@@ -72,6 +77,14 @@ struct law_report {
   std::optional<heat_map> heat;
 };
 
+/// How many cases a subject may decline per case a law runs before the law
+/// stops drawing (rapidcheck's discard ratio): past it the law is UNJUDGED.
+inline constexpr int declines_per_case = 3;
+
+/// "12 declined: head size > 256 (8), bias must be f16 (4)", most frequent
+/// first; empty without declines.
+std::string declines_text(const std::map<std::string, std::int64_t>& declines);
+
 /// Runs one law. Never throws for a failing subject; harness errors (a case
 /// the law cannot materialize) are reported as failures naming the harness.
 law_report run_law(const law& l, const subject& s, const run_options& opt);
@@ -79,8 +92,9 @@ law_report run_law(const law& l, const subject& s, const run_options& opt);
 /// The law-level settings of a run: cases, seed, size, work budgets, reproduce.
 run_options run_options_of(const run_config& c);
 
-/// Checks one law on one saved case (the repro path).
-law_outcome replay(const law& l, const subject& s, const attn_case& c);
+/// Checks one law on one saved case (the repro path). A case the subject
+/// declines is skipped, or under strict_declines a failure.
+law_outcome replay(const law& l, const subject& s, const attn_case& c, bool strict_declines = false);
 
 /// The failure of a law report as one structured value (failure_report.hpp):
 /// law, case line, cases run, worst element, saved file and replay command.

@@ -1,0 +1,28 @@
+// A version 4 subject's decline (ATTNCHECK_DECLINED, docs/abi.md "Return
+// status: declined"): thrown to the law runner as case_declined when the call
+// left its outputs as the host poisoned them; a declined call that wrote is a
+// failed call, since it said it did nothing.
+#include <string>
+
+#include "attncheck/subject_host.hpp"
+
+namespace attncheck {
+
+case_declined::case_declined(std::string why) : std::runtime_error("declined: " + why), reason(std::move(why)) {}
+
+std::string case_declined::key() const {
+  std::string k = reason.substr(0, reason.find(':'));
+  const auto first = k.find_first_not_of(" \t\n");
+  const auto last = k.find_last_not_of(" \t\n");
+  k = first == std::string::npos ? std::string() : k.substr(first, last - first + 1);
+  if (k.size() > 80) k = k.substr(0, 77) + "...";
+  return k.empty() ? std::string("(no reason given)") : k;
+}
+
+void subject::settle_decline(int status, std::string& error, bool wrote) const {
+  if (abi_ < 4 || status != ATTNCHECK_DECLINED) return;
+  if (!wrote) throw case_declined(error);
+  error = "declined (" + error + ") but wrote its outputs: a declined call must leave them unwritten";
+}
+
+}  // namespace attncheck
