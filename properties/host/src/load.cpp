@@ -137,17 +137,22 @@ std::string hex_bits(std::uint32_t x) {
   return buf;
 }
 
+// Refuses the bits of a feature word (feature) or claim word outside `known`,
+// naming the field, the bits and what this attncheck knows.
+void refuse_unknown_bits(const char* field, std::uint32_t bits, std::uint32_t known, bool feature, const std::string& spec) {
+  if (const std::uint32_t unknown = bits & ~known)
+    throw input_error(std::string("subject.") + field,
+                      spec + (feature ? " declares unknown bit(s) " : " declares unknown claim bit(s) ") + hex_bits(unknown) +
+                          " (this attncheck knows " + hex_bits(known) + ")" +
+                          (feature ? ": a feature it cannot judge is refused, never silently passed" : ""));
+}
+
 // Checks a version 4 declaration (docs/abi.md "Version 4"): unknown bits and
 // the parts this attncheck does not build yet are refused, naming the field,
 // never loaded and left unjudged.
 void check_v4_declaration(const v4_declaration& v, const std::string& spec) {
-  if (const std::uint32_t unknown = v.features & ~ATTNCHECK_FEATURE4_KNOWN)
-    throw input_error("subject.features_v4", spec + " declares unknown bit(s) " + hex_bits(unknown) + " (this attncheck knows " +
-                                                 hex_bits(ATTNCHECK_FEATURE4_KNOWN) +
-                                                 "): a feature it cannot judge is refused, never silently passed");
-  if (const std::uint32_t unknown = v.invariances & ~ATTNCHECK_CLAIM4_KNOWN)
-    throw input_error("subject.invariances_v4", spec + " declares unknown claim bit(s) " + hex_bits(unknown) +
-                                                    " (this attncheck knows " + hex_bits(ATTNCHECK_CLAIM4_KNOWN) + ")");
+  refuse_unknown_bits("features_v4", v.features, ATTNCHECK_FEATURE4_KNOWN, true, spec);
+  refuse_unknown_bits("invariances_v4", v.invariances, ATTNCHECK_CLAIM4_KNOWN, false, spec);
   if (v.unbuilt)
     throw input_error(std::string("subject.") + v.unbuilt,
                       spec + " sets " + v.unbuilt +
@@ -158,13 +163,8 @@ void check_v4_declaration(const v4_declaration& v, const std::string& spec) {
 // input_error naming the field, the bit and the rule.
 void check_v3_declaration(const v3_declaration& v, const std::string& spec) {
   const auto hex = hex_bits;
-  if (const std::uint32_t unknown = v.features & ~ATTNCHECK_FEATURE3_KNOWN)
-    throw input_error("subject.features_v3", spec + " declares unknown bit(s) " + hex(unknown) + " (this attncheck knows " +
-                                                 hex(ATTNCHECK_FEATURE3_KNOWN) +
-                                                 "): a feature it cannot judge is refused, never silently passed");
-  if (const std::uint32_t unknown = v.invariances & ~ATTNCHECK_CLAIM3_KNOWN)
-    throw input_error("subject.invariances_v3", spec + " declares unknown claim bit(s) " + hex(unknown) +
-                                                    " (this attncheck knows " + hex(ATTNCHECK_CLAIM3_KNOWN) + ")");
+  refuse_unknown_bits("features_v3", v.features, ATTNCHECK_FEATURE3_KNOWN, true, spec);
+  refuse_unknown_bits("invariances_v3", v.invariances, ATTNCHECK_CLAIM3_KNOWN, false, spec);
   if (v.backward != ((v.features & ATTNCHECK_FEATURE3_BACKWARD) != 0))
     throw input_error("subject.attend_backward", spec + (v.backward ? " sets attend_backward without FEATURE3_BACKWARD"
                                                                     : " declares FEATURE3_BACKWARD without attend_backward"));
