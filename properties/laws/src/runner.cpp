@@ -19,15 +19,23 @@ std::unordered_map<std::string, Reproduce> stringToReproduceMap(const std::strin
 
 namespace attncheck {
 
+namespace {
+
+// A decline under --strict-declines: a failure of the law, as the subject's.
+law_outcome strictly_declined(const attn_case& c, const case_declined& d) {
+  law_outcome o;
+  o.fail("the subject declined " + to_line(c) + " (--strict-declines): " + d.reason, failure_kind::subject_error);
+  return o;
+}
+
+}  // namespace
+
 law_outcome replay(const law& l, const subject& s, const attn_case& c, bool strict_declines) {
   try {
     // The outcome of a replay is reported: its worst elements carry their position (element_where::at).
     return l.check(s, c);
   } catch (const case_declined& d) {
-    if (!strict_declines) return law_outcome::skip("the subject declined this case: " + d.reason);
-    law_outcome o;
-    o.fail("the subject declined " + to_line(c) + " (--strict-declines): " + d.reason, failure_kind::subject_error);
-    return o;
+    return strict_declines ? strictly_declined(c, d) : law_outcome::skip("the subject declined this case: " + d.reason);
   } catch (const std::exception& e) {
     law_outcome o;
     o.fail(std::string("harness error: ") + e.what(), failure_kind::harness);
@@ -86,7 +94,7 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
         }
         RC_DISCARD(d.what());
       }
-      out.fail("the subject declined " + to_line(c) + " (--strict-declines): " + d.reason, failure_kind::subject_error);
+      out = strictly_declined(c, d);
     } catch (const std::exception& e) {
       out.fail(std::string("harness error on ") + to_line(c) + ": " + e.what(), failure_kind::harness);
     }
@@ -210,6 +218,11 @@ std::string declines_text(const std::map<std::string, std::int64_t>& declines) {
   std::string t = std::to_string(n) + " declined: ";
   for (std::size_t i = 0; i < by.size(); ++i) t += (i ? ", " : "") + by[i].second + " (" + std::to_string(-by[i].first) + ")";
   return t;
+}
+
+std::string replaced_declines_note(const law_report& r) {
+  if (r.declines.empty() || r.v == verdict::unjudged) return {};
+  return declines_text(r.declines) + " (replaced by other draws)";
 }
 
 failure_report failure_report_of(const law_report& r, const subject& s, const std::string& saved_file) {

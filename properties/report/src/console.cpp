@@ -150,8 +150,7 @@ void print_gate(const gate_result& g, std::ostream& out, const console_options& 
           << number_text(100 * r.min_judged, "%.0f") << "%; most common reason: " << r.unjudged_why << "\n";
     else if (r.v == verdict::unjudged)  // a variant's judged share fell below its floor, or the subject declined too much
       out << "    " << r.unjudged_why << "\n";
-    if (!r.declines.empty() && r.v != verdict::unjudged)
-      out << "    " << declines_text(r.declines) << " (replaced by other draws)\n";
+    if (const std::string note = replaced_declines_note(r); !note.empty()) out << "    " << note << "\n";
     for (const auto& [why, n] : r.declines) declined += n;
   }
   if (n_undeclared) {

@@ -106,8 +106,7 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
                            ? "judged below the floor of " + num(100 * r.min_judged, "%.0f") + "%: " + r.unjudged_why
                        : r.v == verdict::fail ? note_text(r.failure.message, 240)
                                               : std::string();
-    if (!r.declines.empty() && r.v != verdict::unjudged)
-      note += (note.empty() ? "" : "; ") + declines_text(r.declines) + " (replaced by other draws)";
+    if (const std::string declined = replaced_declines_note(r); !declined.empty()) note += (note.empty() ? "" : "; ") + declined;
     o << "<tr class=\"" << verdict_class(r.v) << "\"><td><code>" << escape(r.law) << "</code></td><td class=\"n\">"
       << (r.v == verdict::skip ? std::string("-") : std::to_string(r.judged) + "/" + std::to_string(r.cases))
       << "</td><td class=\"n\">" << num(r.max_ratio) << "</td><td class=\"" << verdict_class(r.v) << "\">" << verdict_name(r.v)

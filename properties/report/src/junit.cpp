@@ -68,8 +68,8 @@ void write_junit(const std::string& path, const gate_result& r) {
       x << "      <system-out>FAIL(prob), reported, not gating: " << xml_escape(l.prob_failure.substr(0, 500)) << " on "
         << xml_escape(l.prob_failure_case) << "</system-out>\n";
     if (l.v == verdict::skip) x << "      <skipped message=\"" << xml_escape(l.skip_reason) << "\"/>\n";
-    if (!l.declines.empty() && l.v != verdict::unjudged)  // an unjudged law's reason lists them
-      x << "      <system-out>" << xml_escape(declines_text(l.declines)) << " (replaced by other draws)</system-out>\n";
+    if (const std::string note = replaced_declines_note(l); !note.empty())
+      x << "      <system-out>" << xml_escape(note) << "</system-out>\n";
     if (l.v == verdict::unjudged)
       x << "      <failure message=\"judged " << l.judged << " of " << l.cases << " cases"
         << (l.declines.empty() ? std::string() : " (" + declines_text(l.declines).substr(0, 200) + ")") << ", below the floor of "

@@ -84,6 +84,10 @@ inline constexpr int declines_per_case = 3;
 /// "12 declined: head size > 256 (8), bias must be f16 (4)", most frequent
 /// first; empty without declines.
 std::string declines_text(const std::map<std::string, std::int64_t>& declines);
+/// The note every report prints under a law that ran with declines:
+/// declines_text and "(replaced by other draws)"; empty without declines, and
+/// for an UNJUDGED law, whose unjudged_why lists them already.
+std::string replaced_declines_note(const law_report& r);
 
 /// Runs one law. Never throws for a failing subject; harness errors (a case
 /// the law cannot materialize) are reported as failures naming the harness.
