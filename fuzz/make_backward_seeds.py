@@ -19,8 +19,9 @@ Usage: fuzz/make_backward_seeds.py   (from the repository root; rewrites fuzz/co
 import os
 import random
 
+from make_v4_seeds import MAGIC as MAGIC4, encode, space_records, variant_records
+
 MAGIC3 = bytes([0xA7, ord("A"), ord("C"), 0x03])
-MAGIC4 = bytes([0xA7, ord("A"), ord("C"), 0x04])
 GRADS = {"dyadic": 0, "normal": 1, "adversarial": 2}
 TYPES = {"f32": 0, "f16": 1, "bf16": 2}
 # fuzz_backward.cpp v1_caps
@@ -31,19 +32,6 @@ LAYOUTS = ["bshd", "bhsd", "padded"]
 POISONS = ["none", "nan", "big"]
 QUIET_NAN = 17 + 9  # interesting_bits: the pick of a quiet NaN
 PLUS_INF = 17 + 7
-
-
-def encode(records):
-    """encode_choices: the first choice's bytes last, each most significant byte last."""
-    out = bytearray()
-    for lo, hi, value in reversed(records):
-        rng, x = hi - lo, value - lo
-        assert 0 <= x <= rng, (lo, hi, value)
-        n = 0
-        while n < 8 and (rng >> (8 * n)) > 0:
-            n += 1
-        out += bytes((x >> (8 * k)) & 0xFF for k in range(n))
-    return bytes(out)
 
 
 def clamp(x, lo, hi):
@@ -80,43 +68,16 @@ def v1_seed(grad, type, lk, lq, d, dv, b, hkv, g, causal=False, key_len=None, ma
     return encode(r)
 
 
-# header_choices' ranges, in order (as fuzz/make_v4_seeds.py)
-HEADER = [("regime", 100), ("b", 64), ("hkv", 60), ("group", 60), ("lq", 840), ("lk", 840), ("d", 23 * 16),
-          ("dv", 23 * 16), ("lq_mode", 12), ("hint", 64), ("hint_mode", 36), ("jitter", 1 << 13), ("type", 3),
-          ("causal", 2), ("padding", 2), ("mask", 3), ("mask_dims", 16), ("values", 16), ("layout", 3),
-          ("poison", 3), ("scale", 36)]
-PAD_COUNT, PAD_KINDS, SEED_RANGE = 8, 12, 1 << 30
-# variant_choices' ranges, in order (as fuzz/make_v4_seeds.py)
-VARIANTS = [("any", 2), ("window", 5), ("window_left", 40), ("window_right", 40), ("chunk", 4), ("chunk_size", 40),
-            ("softcap", 8), ("sinks", 6), ("alibi", 4), ("bias", 4), ("bias_dims", 16), ("bias_type", 3)]
-
-
+# The case space's choices (header_choices, the pad cuts, the seed) and the
+# variant choices are fuzz/make_v4_seeds.py's, after the dO recipe and the budget.
 def v3_seed(rnd, grad, budget, fixed):
-    h = {name: rnd.randrange(n) for name, n in HEADER}
-    h["regime"] = rnd.randrange(60)  # small shapes and the subject's hints
-    h["scale"] = rnd.randrange(27)  # the default scale
-    h.update(fixed)
-    r = [(0, 2, GRADS[grad]), (0, 255, budget)]
-    r += [(0, n - 1, h[name]) for name, n in HEADER]
-    r += [(0, PAD_KINDS - 1, rnd.randrange(PAD_KINDS)) for _ in range(PAD_COUNT)]
-    r.append((0, SEED_RANGE - 1, rnd.randrange(SEED_RANGE)))
+    r = [(0, 2, GRADS[grad]), (0, 255, budget)] + space_records(rnd, fixed)
     values = bytes(rnd.randrange(256) for _ in range(rnd.choice([0, 8, 32])))
     return MAGIC3 + values + encode(r)
 
 
 def v4_seed(rnd, grad, budget, fixed, variant):
-    h = {name: rnd.randrange(n) for name, n in HEADER}
-    h["regime"] = rnd.randrange(60)
-    h["scale"] = rnd.randrange(27)
-    h.update(fixed)
-    r = [(0, 2, GRADS[grad]), (0, 255, budget)]
-    r += [(0, n - 1, h[name]) for name, n in HEADER]
-    r += [(0, PAD_KINDS - 1, rnd.randrange(PAD_KINDS)) for _ in range(PAD_COUNT)]
-    r.append((0, SEED_RANGE - 1, rnd.randrange(SEED_RANGE)))
-    v = {name: 0 for name, _ in VARIANTS}
-    v["any"] = 1
-    v.update(variant)
-    r += [(0, n - 1, v[name]) for name, n in VARIANTS]
+    r = [(0, 2, GRADS[grad]), (0, 255, budget)] + space_records(rnd, fixed) + variant_records(variant)
     values = bytes(rnd.randrange(256) for _ in range(rnd.choice([0, 8, 32])))
     return MAGIC4 + values + encode(r)
 

@@ -25,11 +25,34 @@ def encode(records):
     out = bytearray()
     for lo, hi, value in reversed(records):
         rng, x = hi - lo, value - lo
+        assert 0 <= x <= rng, (lo, hi, value)
         n = 0
         while n < 8 and (rng >> (8 * n)) > 0:
             n += 1
         out += bytes((x >> (8 * k)) & 0xFF for k in range(n))
     return bytes(out)
+
+
+def space_records(rnd, fixed=()):
+    """The case space's choices after the budget: header_choices (random, but
+    small shapes and the subject's hints, the default scale, then `fixed`), the
+    pad cuts and the seed."""
+    h = {name: rnd.randrange(n) for name, n in HEADER}
+    h["regime"] = rnd.randrange(60)  # small shapes and the subject's hints
+    h["scale"] = rnd.randrange(27)   # the default scale
+    h.update(fixed)
+    rec = [(0, n - 1, h[name]) for name, n in HEADER]
+    rec += [(0, PAD_KINDS - 1, rnd.randrange(PAD_KINDS)) for _ in range(PAD_COUNT)]
+    rec.append((0, SEED_RANGE - 1, rnd.randrange(SEED_RANGE)))
+    return rec
+
+
+def variant_records(variant):
+    """variant_choices: `variant` drawn ("any" set), every other variant off."""
+    v = {name: 0 for name, _ in VARIANTS}
+    v["any"] = 1
+    v.update(variant)
+    return [(0, n - 1, v[name]) for name, n in VARIANTS]
 
 
 def seed(rnd, variant, laws):
@@ -39,17 +62,7 @@ def seed(rnd, variant, laws):
     else:
         rec.append((0, 1, 0))  # one-shot (variants are drawn for one-shot inputs only)
     rec.append((0, 255, rnd.randrange(224)))  # budget: cap / 100
-    h = {name: rnd.randrange(n) for name, n in HEADER}
-    h["regime"] = rnd.randrange(60)  # small shapes and the subject's hints
-    h["scale"] = rnd.randrange(27)   # the default scale
-    rec += [(0, n - 1, h[name]) for name, n in HEADER]
-    rec += [(0, PAD_KINDS - 1, rnd.randrange(PAD_KINDS)) for _ in range(PAD_COUNT)]
-    rec.append((0, SEED_RANGE - 1, rnd.randrange(SEED_RANGE)))
-    v = {name: 0 for name, _ in VARIANTS}
-    v["any"] = 1
-    for key, value in variant.items():
-        v[key] = value
-    rec += [(0, n - 1, v[name]) for name, n in VARIANTS]
+    rec += space_records(rnd) + variant_records(variant)
     values = bytes(rnd.randrange(256) for _ in range(rnd.choice([0, 8, 32, 96])))
     return MAGIC + values + encode(rec)
 
