@@ -33,10 +33,25 @@ caught() {  # tag, subject, law, shown, campaign options...
   rc=$?
   [ $rc -eq 1 ] || { cat "$out/$tag-repro.log"; fail "$tag: repro of the saved case should fail with exit 1, got $rc"; }
 }
+# The naive subject's backward campaign (300 cases, the options given) passes,
+# its log in $out/TAG.log and its JSON in $out/TAG.json.
+passes() {  # tag, what, campaign options...
+  local tag=$1 what=$2 rc
+  shift 2
+  "$attncheck" campaign --backward "$@" --subject naive --cases 300 --json "$out/$tag.json" >"$out/$tag.log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || { tail -30 "$out/$tag.log"; fail "$what: exit $rc"; }
+}
+# A run is refused: exit 2 with SAID in its log (5 cases, the options given).
+refused() {  # tag, said, what, campaign options...
+  local tag=$1 said=$2 what=$3 rc
+  shift 3
+  "$attncheck" campaign --backward "$@" --cases 5 >"$out/$tag.log" 2>&1
+  rc=$?
+  [ $rc -eq 2 ] && grep -q -- "$said" "$out/$tag.log" || { cat "$out/$tag.log"; fail "$what (exit $rc)"; }
+}
 
-"$attncheck" campaign --backward --subject naive --cases 300 --jobs 2 --json "$out/all.json" >"$out/all.log" 2>&1
-rc=$?
-[ $rc -eq 0 ] || { tail -30 "$out/all.log"; fail "naive backward: exit $rc"; }
+passes all "naive backward" --jobs 2
 grep -q ", backward" "$out/all.log" || fail "the run does not say it is a backward run"
 grep -q "elements (dQ, dK, dV) judged" "$out/all.log" || fail "the per-dtype lines do not name the gradients"
 python3 - "$out/all.json" <<'PY' || exit 1
@@ -78,9 +93,7 @@ PY
 # The violation's case line carries its grad= recipe.
 caught dq "$broken" backward.gradients_within_bound_of_oracle "grad="
 
-"$attncheck" campaign --backward --variants --subject naive --cases 300 --json "$out/v.json" >"$out/v.log" 2>&1
-rc=$?
-[ $rc -eq 0 ] || { tail -30 "$out/v.log"; fail "naive backward with variants: exit $rc"; }
+passes v "naive backward with variants" --variants
 grep -q "elements (dQ, dK, dV, dSink) judged" "$out/v.log" || fail "the variant run's lines do not name dSink"
 grep -q "no fudge-factor comparison with --variants" "$out/v.log" || fail "the variant run does not say why it has no fudge table"
 python3 - "$out/v.json" <<'PY' || exit 1
@@ -95,16 +108,8 @@ assert d["by_feature"].get("none", {"cases": 0})["cases"] == 0, "a backward vari
 PY
 # The d(sink) of the wrong sign: the violation names a dSink element.
 caught sink "$broken_sink" backward.variant_gradients_within_bound_of_oracle "dSink\[h=" --variants
-"$attncheck" campaign --backward --variants --subject "$no_variants" --cases 5 >"$out/nv.log" 2>&1
-rc=$?
-[ $rc -eq 2 ] && grep -q -- "--variants: with --backward" "$out/nv.log" ||
-  { cat "$out/nv.log"; fail "a backward without variants was not refused naming --variants (exit $rc)"; }
-"$attncheck" campaign --backward --subject naive --form paged --cases 5 >"$out/f.log" 2>&1
-rc=$?
-[ $rc -eq 2 ] && grep -q -- "--backward: not with --form" "$out/f.log" ||
-  { cat "$out/f.log"; fail "--backward --form was not refused naming --backward (exit $rc)"; }
-"$attncheck" campaign --backward --subject "$forward_only" --cases 5 >"$out/n.log" 2>&1
-rc=$?
-[ $rc -eq 2 ] && grep -q -- "does not declare backward" "$out/n.log" ||
-  { cat "$out/n.log"; fail "a subject without backward was not refused (exit $rc)"; }
+refused nv "--variants: with --backward" "a backward without variants was not refused naming --variants" \
+  --variants --subject "$no_variants"
+refused f "--backward: not with --form" "--backward --form was not refused naming --backward" --subject naive --form paged
+refused n "does not declare backward" "a subject without backward was not refused" --subject "$forward_only"
 echo "ok: campaign --backward judges, merges, catches and refuses"
