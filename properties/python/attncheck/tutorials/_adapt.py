@@ -99,6 +99,37 @@ def variants(module, make_attend, bugs, features, cache=None, tutorial_features=
     return out
 
 
+def seed000_attend(cls, repeat_heads):
+    """make_attend for seed 000's MHA and MQA: cls(num_head, dimension_k,
+    dimension_v, d_k, d_v, d_o, fixed) built for the case's widths, fed q, k
+    and v (K/V heads repeated to the query heads first when repeat_heads, else
+    as many as the case has) and called as the test script calls it,
+    m(q, k, v, mask), with the script's additive mask (_seed_mask) and the
+    caller's scale."""
+    from ._seed_mask import additive_mask
+
+    def make_attend(fixed):
+        modules = fed_modules(lambda hq, d, dv: cls(hq, hq * d, hq * dv, d, dv, hq * dv, fixed),
+                              ("fc_q", "fc_k", "fc_v"), "fc_o")
+
+        def heads(x, hq):
+            return repeat_kv(x, hq) if repeat_heads else x
+
+        @no_grad
+        def attend(q, k, v, *, scale, causal, key_len, mask, dtype):
+            b, lq, hq, d = q.shape
+            lk, dv = k.shape[1], v.shape[3]
+            m = modules((hq, d, dv), q.reshape(b, lq, -1), heads(k, hq).reshape(b, lk, -1),
+                        heads(v, hq).reshape(b, lk, -1))
+            add = additive_mask(b, lq, lk, causal=causal, key_len=key_len, top_left="top_left_mask" not in fixed)
+            _, out = m(m.fc_q.value, m.fc_k.value, m.fc_v.value, add, scale=scale)
+            return out.view(b, lq, hq, dv)
+
+        return attend
+
+    return make_attend
+
+
 def seed000_layers(cls, name, refuses):
     """The layer subjects of seed 000's MHA and MQA (docs/tutorials.md, "The
     layer mode"): cls(num_head, dimension_k, dimension_v, d_k, d_v, d_o) with

@@ -22,15 +22,16 @@ import sys
 import torch
 from torch import nn
 
-from ._adapt import SEED000, fed_modules, no_grad, repeat_kv, seed000_layers, skip_masked_keys, variants
-from ._seed_mask import additive_mask
+from ._adapt import SEED000, seed000_attend, seed000_layers, skip_masked_keys, variants
 
 BUGS = ("top_left_mask", "nan_rows", "masked_keys_weighted", "own_scale")
 
 
 class MHA(nn.Module):
-    def __init__(self, num_head, dimension_k, dimension_v, d_k, d_v, d_o, fixed=frozenset(), dimension_q=None):
+    def __init__(self, num_head, dimension_k, dimension_v, d_k, d_v, d_o, fixed=frozenset(), dimension_q=None,
+                 kv_heads=None):
         super().__init__()
+        kv_heads = num_head if kv_heads is None else kv_heads  # the MQA (mqa.py): one
         self.num_head = num_head
         self.d_k = d_k
         self.d_v = d_v
@@ -38,10 +39,13 @@ class MHA(nn.Module):
         self.fixed = fixed
         # as written Linear(dimension_k, ...): fc_q_width corrected takes the query's own width
         self.fc_q = nn.Linear(dimension_q if "fc_q_width" in fixed else dimension_k, num_head * d_k)
-        self.fc_k = nn.Linear(dimension_k, num_head * d_k)
-        self.fc_v = nn.Linear(dimension_v, num_head * d_v)
+        self.fc_k = nn.Linear(dimension_k, kv_heads * d_k)
+        self.fc_v = nn.Linear(dimension_v, kv_heads * d_v)
         self.fc_o = nn.Linear(num_head * d_v, d_o)
         self.softmax = nn.Softmax(dim=2)
+
+    def _heads_of_kv(self, x, batch, n, width):
+        return x.view(batch, n, self.num_head, width).permute(2, 0, 1, 3).contiguous().view(-1, n, width)
 
     def forward(self, q, k, v, mask, scale=None):
         batch, n_q, dimension_q = q.size()
@@ -49,8 +53,8 @@ class MHA(nn.Module):
         batch, n_v, dimension_v = v.size()
         q, k, v = self.fc_q(q), self.fc_k(k), self.fc_v(v)
         q = q.view(batch, n_q, self.num_head, self.d_k).permute(2, 0, 1, 3).contiguous().view(-1, n_q, self.d_k)
-        k = k.view(batch, n_k, self.num_head, self.d_k).permute(2, 0, 1, 3).contiguous().view(-1, n_k, self.d_k)
-        v = v.view(batch, n_v, self.num_head, self.d_v).permute(2, 0, 1, 3).contiguous().view(-1, n_v, self.d_v)
+        k = self._heads_of_kv(k, batch, n_k, self.d_k)
+        v = self._heads_of_kv(v, batch, n_v, self.d_v)
         if "own_scale" in self.fixed:
             attention = torch.matmul(q, k.transpose(-1, -2)) * scale
         else:
@@ -74,24 +78,9 @@ class MHA(nn.Module):
         return attention, output
 
 
-def _attend(fixed):
-    modules = fed_modules(lambda hq, d, dv: MHA(hq, hq * d, hq * dv, d, dv, hq * dv, fixed), ("fc_q", "fc_k", "fc_v"),
-                          "fc_o")
-
-    @no_grad
-    def attend(q, k, v, *, scale, causal, key_len, mask, dtype):
-        b, lq, hq, d = q.shape
-        lk, dv = k.shape[1], v.shape[3]
-        m = modules((hq, d, dv), q.reshape(b, lq, -1), repeat_kv(k, hq).reshape(b, lk, -1),
-                    repeat_kv(v, hq).reshape(b, lk, -1))
-        add = additive_mask(b, lq, lk, causal=causal, key_len=key_len, top_left="top_left_mask" not in fixed)
-        _, out = m(m.fc_q.value, m.fc_k.value, m.fc_v.value, add, scale=scale)
-        return out.view(b, lq, hq, dv)
-
-    return attend
-
-
-globals().update(variants(sys.modules[__name__], _attend, BUGS, **SEED000))
+# The kernel subjects: K/V heads repeated to the query heads (the module has
+# one K/V head per query head).
+globals().update(variants(sys.modules[__name__], seed000_attend(MHA, repeat_heads=True), BUGS, **SEED000))
 
 
 # ---- The layer mode (attncheck.layer): _adapt.seed000_layers, fc_q_width a
