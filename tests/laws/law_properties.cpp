@@ -78,7 +78,7 @@ TEST(laws, names_are_unique_and_grouped) {
   }
 }
 
-// One registration (laws/registry.hpp) serves the gate, this file, the
+// One law table (catalogue/registry.cpp) serves the gate, this file, the
 // fuzzers and the mutation table: each law must reach all of them.
 TEST(laws, every_law_reaches_ctest_the_fuzzers_and_the_mutation_table) {
   // ctest: a (law, subject) test for each subject, found in gtest's own registry.

@@ -5,7 +5,7 @@
 // storage type) and LSE (f32), the bound's class; dO comes from the case's
 // seed and its grad= recipe (draw_grad_output), so a saved case replays.
 //
-// The group spans five files, registered in this order (registry.hpp):
+// The group spans five files, its laws in this order in the table (registry.cpp):
 // this one, the laws against the oracle (plain, under the variants, on the
 // subject's own forward); backward_sums.cpp, the sums of dK and dV over the
 // keys; backward_relations.cpp, runs whose exact gradients are related
@@ -37,6 +37,8 @@ comparison against_oracle(const attn_case& c, const backward_result& r, const ba
   return cmp;
 }
 
+}  // namespace
+
 law_outcome gradients_within_bound(const subject& s, const attn_case& c) {
   law_outcome o;
   const auto own = run_case_on_oracle(s, c, o);
@@ -58,7 +60,11 @@ law_outcome gradients_within_bound(const subject& s, const attn_case& c) {
   return o;
 }
 
+namespace {
+
 // ---- backward.variant_gradients_within_bound_of_oracle ----
+
+}  // namespace
 
 std::string takes_backward_variants(const subject& s) {
   if (auto why = takes_backward(s); !why.empty()) return why;
@@ -88,7 +94,11 @@ void prepare_variant_gradients(attn_case& c, const subject& s) {
   keep_values_bounded(c);
 }
 
+namespace {
+
 // ---- backward.own_forward_within_bound_of_oracle ----
+
+}  // namespace
 
 std::string takes_backward_with_lse(const subject& s) {
   if (auto why = takes_backward(s); !why.empty()) return why;
@@ -143,38 +153,6 @@ law_outcome own_forward_within_bound(const subject& s, const attn_case& c) {
             (any_outside ? " (rows whose forward left its bound unjudged)" : ""),
         against_oracle(c, r, out));
   return o;
-}
-
-}  // namespace
-
-std::vector<law> backward_laws() {
-  // min_judged, measured on naive at 1000 cases, seeds 1, 2, 3: the oracle 99.3, 99.5, 99.1% (98.6, 98.4,
-  // 98.0% on float64 numpy gradients declaring f32 and no mask; keep_values_bounded); own forward 98.5, 100,
-  // 99.0% (2026-12-03; rows whose bound is not finite: huge dO rows, non-finite inputs).
-  // Budget (the default gate runs every backward law on builtin and builtin:tiles=tiny too, within its 60 s
-  // on 2 cores): the oracle law takes every case; own forward, which runs the MPFR backward oracle one and a
-  // half times (the forward oracle and the bound's extra forward), a fifth. CPU seconds at 1000 cases on
-  // builtin + builtin:tiles=tiny, seed 1: oracle 2.1; by `gate --subject builtin --subject builtin:tiles=tiny
-  // --only <law> --seed 1` (user + sys): oracle 1.75, own forward 0.43.
-  return {
-      backward_entry("backward.gradients_within_bound_of_oracle", gradients_within_bound, 0.9,
-                     "every dQ, dK, dV element within the backward bound (docs/bound.md) of the high-precision backward oracle")
-          .prepared_by(prepare_gradients),
-      backward_entry("backward.variant_gradients_within_bound_of_oracle", gradients_within_bound, 0.9,
-                     "under every variant the subject declares, every dQ, dK, dV and d(sink) element within the backward bound "
-                     "(docs/bound.md) of the high-precision backward oracle")
-          .applies_when(takes_backward_variants)
-          .with_variants()
-          .capped(backward_max_work)
-          .prepared_by(prepare_variant_gradients)
-          .sampled(0.5),
-      backward_entry("backward.own_forward_within_bound_of_oracle", own_forward_within_bound, 0.9,
-                     "on the subject's own forward O and LSE, every dQ, dK, dV element within the backward bound extended by the "
-                     "forward bound (docs/bound.md) of the oracle's")
-          .applies_when(takes_backward_with_lse)
-          .prepared_by(prepare_gradients)
-          .sampled(0.2),
-  };
 }
 
 }  // namespace attncheck::laws

@@ -24,6 +24,8 @@ backward_inputs oracle_inputs(const subject& s, const attn_case& c, const tensor
 
 // ---- backward.linear_in_output_gradient ----
 
+}  // namespace
+
 // Values and dO kinds whose backward never leaves the normal range of an f32
 // compute type (scores within a few units, weights far from exp's underflow,
 // dO small and exact), so scaling dO by 2^k scales every rounding by 2^k.
@@ -35,6 +37,8 @@ void prepare_linear(attn_case& c, const subject& s) {
   c.scale.reset();
   c.grad = c.seed % 2 ? grad_kind::dyadic : grad_kind::normal;
 }
+
+namespace {
 
 // True when the visible inputs are the tame ones prepare_linear draws (a
 // replayed or fuzzed case may hold others): every one 0 or of magnitude in
@@ -64,6 +68,8 @@ bool tame_inputs(const attn_case& c, const tensor& d_o) {
       }
   return true;
 }
+
+}  // namespace
 
 law_outcome linear_in_output_gradient(const subject& s, const attn_case& c) {
   law_outcome o;
@@ -114,7 +120,11 @@ law_outcome linear_in_output_gradient(const subject& s, const attn_case& c) {
   return o;
 }
 
+namespace {
+
 // ---- backward.masked_keys_get_zero ----
+
+}  // namespace
 
 std::string takes_backward_and_mask(const subject& s) {
   if (auto why = takes_backward(s); !why.empty()) return why;
@@ -219,6 +229,8 @@ law_outcome masked_keys_get_zero(const subject& s, const attn_case& c) {
   return o;
 }
 
+namespace {
+
 // ---- backward.same_bits_every_run_and_thread_count ----
 
 // The issue asks for "the same bits at every thread count and every layout,
@@ -228,6 +240,8 @@ law_outcome masked_keys_get_zero(const subject& s, const attn_case& c) {
 // summation order (vector loads along the contiguous axis, say), so demanding
 // the same backward bits across layouts would judge a claim nobody made: no
 // layout check here until the ABI has a backward layout claim.
+
+}  // namespace
 
 std::string claims_backward_determinism(const subject& s) {
   if (auto why = takes_backward(s); !why.empty()) return why;
@@ -259,38 +273,6 @@ law_outcome backward_same_bits(const subject& s, const attn_case& c) {
     o.add("first run vs " + label, cmp);
   }
   return o;
-}
-
-}  // namespace
-
-std::vector<law> backward_exact_laws() {
-  // min_judged, measured on naive at 1000 cases, seeds 1, 2, 3: linearity 89.4, 88.5, 88.9% (rows that see
-  // nothing, results near the subnormal range); masked keys 86.6, 87.3, 87.6%; determinism 100%. Budget (the
-  // default gate runs them on builtin and builtin:tiles=tiny too, within its 60 s on 2 cores): linearity and
-  // masked keys take every case; determinism, six backward calls a case on subjects whose order never depends
-  // on the thread count, a quarter. CPU seconds at 1000 cases on builtin + builtin:tiles=tiny, seed 1:
-  // linearity 0.7, masked 0.6, determinism 2.0.
-  return {
-      backward_entry("backward.linear_in_output_gradient", linear_in_output_gradient, 0.8,
-                     "the gradients of 2^k dO are 2^k times those of dO, bit for bit (two backward calls: for a subject "
-                     "that claims backward determinism; backward.additive_in_output_gradient judges linearity within the bound)")
-          .applies_when(claims_backward_determinism)
-          .prepared_by(prepare_linear)
-          .fuzzed_unbounded(),
-      backward_entry(
-          "backward.masked_keys_get_zero", masked_keys_get_zero, 0.75,
-          "keys no row sees get dK = dV = 0, and dO of rows that do not see a key leaves its dK, dV unchanged, bit for bit "
-          "(that second call: where backward determinism is claimed)")
-          .applies_when(takes_backward_and_mask)
-          .prepared_by(prepare_masked)
-          .fuzzed_unbounded(),
-      backward_entry("backward.same_bits_every_run_and_thread_count", backward_same_bits, 0.9,
-                     "as claimed (CLAIM3_BACKWARD_DETERMINISTIC): the same backward call at any thread count gives the same bits")
-          .applies_when(claims_backward_determinism)
-          .prepared_by(prepare_backward)
-          .sampled(0.25)
-          .fuzzed_unbounded(),
-  };
 }
 
 }  // namespace attncheck::laws

@@ -35,6 +35,8 @@ void agree(comparison& cmp, const std::string& w, double a, double b, double bou
 
 // ---- backward.translated_keys_change_no_gradient ----
 
+}  // namespace
+
 // Keys the law can translate exactly: dyadic keys (k/4, |k| <= 8) take a
 // translation by +-2^e, e <= 3, exactly in every storage type; a quarter of
 // the cases keep the drawn values, where the law finds the largest exact
@@ -97,7 +99,11 @@ law_outcome translated_keys(const subject& s, const attn_case& c) {
   return o;
 }
 
+namespace {
+
 // ---- backward.gqa_sums_repeated_mha_gradients ----
+
+}  // namespace
 
 // A group of at least two query heads per KV head (the MHA case repeats each
 // KV head G times, so the work stays that of the GQA case).
@@ -154,7 +160,11 @@ law_outcome gqa_sums_repeated_mha(const subject& s, const attn_case& c) {
   return o;
 }
 
+namespace {
+
 // ---- backward.additive_in_output_gradient ----
+
+}  // namespace
 
 // grad(dO1 + dO2) = grad(dO1) + grad(dO2): D = rowsum(dO O), dP = dO V^T, dS,
 // dQ, dK and dV are all linear in dO (O, LSE and P do not depend on it). dO1
@@ -196,34 +206,6 @@ law_outcome additive_in_output_gradient(const subject& s, const attn_case& c) {
             " elements of dO2 zeroed to keep the sum exact)",
         cmp);
   return o;
-}
-
-}  // namespace
-
-std::vector<law> backward_relations_laws() {
-  // min_judged (2026-12-03) from naive at 1000 cases, seeds 1, 2, 3: translation 78, 79, 72% (no key column
-  // takes a translation exactly, or every bound infinite); GQA 98, 100, 98%; additivity 98.8, 100, 98.8%.
-  // Each runs the MPFR backward oracle two (translation, GQA) or three (additivity) times, so they take a
-  // tenth (translation, GQA) and 8% (additivity) of --cases. CPU seconds (user + sys) of `gate --subject
-  // builtin --subject builtin:tiles=tiny --only <law> --seed 1`, the oracle law 1.75 by the same measure:
-  // translation 0.23, GQA 0.27, additivity 0.30.
-  return {
-      backward_entry(
-          "backward.translated_keys_change_no_gradient", translated_keys, 0.6,
-          "translating every key of a (batch element, KV head) by one vector leaves dQ, dK and dV unchanged, within the "
-          "two cases' bounds")
-          .prepared_by(prepare_translated)
-          .sampled(0.1),
-      backward_entry("backward.gqa_sums_repeated_mha_gradients", gqa_sums_repeated_mha, 0.9,
-                     "a KV head's dK and dV are the sums over its query heads of the MHA gradients on K and V repeated per query "
-                     "head, and dQ is the same, within the bounds")
-          .prepared_by(prepare_gqa_gradients)
-          .sampled(0.1),
-      backward_entry("backward.additive_in_output_gradient", additive_in_output_gradient, 0.9,
-                     "the gradients of dO1 + dO2 are the sums of those of dO1 and dO2, within the three runs' bounds")
-          .prepared_by(prepare_gradients)
-          .sampled(0.08),
-  };
 }
 
 }  // namespace attncheck::laws

@@ -62,6 +62,8 @@ std::size_t row_of(const attn_case& c, std::int64_t bi, std::int64_t h, std::int
   return static_cast<std::size_t>((bi * c.hq + h) * c.lq + i);
 }
 
+}  // namespace
+
 // ALiBi on every case (standard slopes or both signs), no bias (the law builds its own).
 void prepare_alibi(attn_case& c, const subject&) {
   if (!c.variants.has_alibi()) c.variants.alibi = law_rng(c, 0xa11b1).below(2) ? alibi_kind::standard : alibi_kind::random;
@@ -214,31 +216,6 @@ std::string alibi_and_bias(const subject& s) {
 std::string bias_and_mask(const subject& s) {
   if (!(s.features_v3() & ATTNCHECK_FEATURE3_BIAS)) return "subject does not declare bias";
   return s.has(ATTNCHECK_FEATURE_MASK) ? "" : "subject takes no boolean mask";
-}
-
-}  // namespace
-
-std::vector<law> bias_laws() {
-  return {law_entry("bias.alibi_equals_explicit_bias", alibi_equals_explicit_bias, 0.5,
-                    "ALiBi equals the f32 bias of its terms m_h (j - p), and slope 0 equals no ALiBi, within the bound")
-              .applies_when(alibi_and_bias)
-              .prepared_by(prepare_alibi)
-              .variant_identity(),
-          law_entry("bias.row_constant_changes_nothing", row_constant_changes_nothing, 0.5,
-                    "a constant (up to 1e4) added to a whole bias row leaves O within the bound and moves LSE by it")
-              .applies_when(declares(ATTNCHECK_FEATURE3_BIAS, "bias"))
-              .prepared_by(prepare_row_constant)
-              .variant_identity(),
-          law_entry("bias.minus_inf_equals_mask", minus_inf_equals_mask, 0.5,
-                    "a -inf bias entry equals the boolean mask hiding that key (the entry made +4096), within the bound")
-              .applies_when(bias_and_mask)
-              .prepared_by(prepare_masking)
-              .variant_identity(),
-          law_entry("bias.broadcast_equals_materialized", broadcast_equals_materialized, 0.5,
-                    "a bias broadcast over size-1 dims equals it materialized in full, within the bound")
-              .applies_when(declares(ATTNCHECK_FEATURE3_BIAS, "bias"))
-              .prepared_by(prepare_broadcast)
-              .variant_identity()};
 }
 
 }  // namespace attncheck::laws

@@ -182,19 +182,4 @@ law_outcome chunked_cache_equals_prefill(const subject& s, const attn_case& c) {
   return o;
 }
 
-std::vector<law> cache_laws() {
-  // min_judged: 100% judged on builtin and naive.
-  return {
-      law_entry(
-          "cache.chunked_decode_equals_prefill", chunked_cache_equals_prefill, 0.9,
-          "a prefill, chunks up to the whole sequence and single tokens through the cache (sequences advancing unevenly, shuffled pages; windows sliding past the cache start, sinks and the other variants) equal the one-shot call and the oracle")
-          .applies_when([](const subject& s) -> std::string {
-            if (!s.has(ATTNCHECK_FEATURE_CACHE)) return "subject has no cache";
-            if (!s.has(ATTNCHECK_FEATURE_CAUSAL)) return "subject has no causal mask";
-            return {};
-          })
-          .prepared_by(prepare_cache)
-          .with_variants()};
-}
-
 }  // namespace attncheck::laws

@@ -130,15 +130,4 @@ law_outcome invisible_inputs_never_change_outputs(const subject& s, const attn_c
   return o;
 }
 
-std::vector<law> causal_laws() {
-  // min_judged: 91-96% judged: prepare pads Lq = 1 cases; the rest see every key (a mask that allows all).
-  return {
-      law_entry(
-          "causal.future_keys_never_change_past_outputs", invisible_inputs_never_change_outputs, 0.75,
-          "NaN or huge values in any input a row cannot see (several future keys, through the cache too) leave that row's O and LSE bit for bit")
-          .applies_when(takes_a_mask)
-          .prepared_by(prepare_causal)
-          .fuzzed_unbounded()};
-}
-
 }  // namespace attncheck::laws

@@ -144,19 +144,4 @@ law_outcome runs_are_deterministic(const subject& s, const attn_case& c) {
   return o;
 }
 
-std::vector<law> determinism_laws() {
-  // min_judged: 100% judged.
-  return {
-      law_entry(
-          "determinism.same_bits_every_run_thread_count_layout", runs_are_deterministic, 0.9,
-          "repeated calls, thread counts 1/2/3/8, strided layouts, strided LSE, expanded masks and fewer query rows give identical bits (as claimed)")
-          .applies_when([](const subject& s) -> std::string {
-            return s.claims(ATTNCHECK_CLAIM_DETERMINISTIC) || s.claims(ATTNCHECK_CLAIM_THREADS) ||
-                           s.claims(ATTNCHECK_CLAIM_LAYOUT) || s.claims(ATTNCHECK_CLAIM_LQ)
-                       ? ""
-                       : "subject claims no determinism";
-          })
-          .prepared_by(prepare_determinism)};
-}
-
 }  // namespace attncheck::laws

@@ -58,6 +58,8 @@ std::uint32_t variants_with_effect(const subject& s, const attn_case& c, const o
   return judged;
 }
 
+}  // namespace
+
 // A quarter of the drawn cases of 16 keys or more without a variant (about
 // an eighth of all) become long-context decodes (make_long_decode: Lk at
 // 2^12, 2^13, 2^15, 2^16 or 2^17, +-1), three in four of them with one
@@ -78,8 +80,6 @@ void prepare_long_decodes(attn_case& c, const subject&) {
   if (rng.below(4) != 0) c.values = value_kind::dominant;
 }
 
-}  // namespace
-
 law_outcome output_within_bound(const subject& s, const attn_case& c) {
   law_outcome o;
   const auto out = s.attend(c);
@@ -99,16 +99,6 @@ law_outcome output_within_bound(const subject& s, const attn_case& c) {
     if (!w->where.empty()) w->where = "exp edge probe " + w->where;
   o.add(std::string(what) + " against the oracle", probe);
   return o;
-}
-
-std::vector<law> differential_laws() {
-  // min_judged: every element unbounded (scores that may overflow) is rare: 100% judged on builtin, naive, tiny tiles, example at 1000 cases.
-  return {law_entry("differential.output_within_bound_of_oracle", output_within_bound, 0.9,
-                    "every O and LSE element within the bound of docs/bound.md of the high-precision oracle")
-              .with_variants()
-              .prepared_by(prepare_long_decodes)
-              .charged_as_drawn()
-              .judges_variants(0.15)};
 }
 
 }  // namespace attncheck::laws

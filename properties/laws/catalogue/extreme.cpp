@@ -12,11 +12,5 @@ void prepare_extreme(attn_case& c, const subject&) {
 }
 
 // The check is the differential law's: only the prepared values differ.
-std::vector<law> extreme_laws() {
-  // min_judged: 100% judged.
-  return {law_entry("extreme.large_logits_within_bound", output_within_bound, 0.9,
-                    "logits near the type's limits or one dominant key: no overflow, O within the bound")
-              .prepared_by(prepare_extreme)};
-}
 
 }  // namespace attncheck::laws

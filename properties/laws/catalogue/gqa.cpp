@@ -56,11 +56,4 @@ law_outcome gqa_matches_repeated_kv(const subject& s, const attn_case& c) {
   return o;
 }
 
-std::vector<law> gqa_laws() {
-  // min_judged: 65-72% judged: prepare keeps Hkv = 1 (MQA) in half the cases, where no other KV head exists.
-  return {law_entry("gqa.matches_mha_on_repeated_kv", gqa_matches_repeated_kv, 0.4,
-                    "GQA equals MHA on K/V repeated in place; perturbing KV head g changes exactly heads h with h / G == g")
-              .prepared_by(prepare_gqa)};
-}
-
 }  // namespace attncheck::laws

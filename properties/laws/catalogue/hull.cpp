@@ -92,11 +92,4 @@ law_outcome output_in_convex_hull(const subject& s, const attn_case& c) {
   return o;
 }
 
-std::vector<law> hull_laws() {
-  // min_judged: 88-96% judged: all-unbounded cases (scores that may overflow).
-  return {
-      law_entry("hull.output_within_visible_values", output_in_convex_hull, 0.75,
-                "O within [min V, max V] over visible keys; one visible key gives V within the bound; equal keys give mean(V)")};
-}
-
 }  // namespace attncheck::laws

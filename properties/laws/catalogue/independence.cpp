@@ -167,24 +167,4 @@ law_outcome padding_equals_truncation(const subject& s, const attn_case& c) {
   return o;
 }
 
-std::vector<law> independence_laws() {
-  return {// min_judged: 100% judged: prepare makes B >= 2.
-          law_entry("independence.batch_elements_do_not_interact", batch_elements_are_independent, 0.9,
-                    "a batch element computed alone equals it inside the batch")
-              .prepared_by(prepare_batch),
-          // min_judged: 94-96% judged: prepare pads cases without masks; masked cases may still use every slot.
-          law_entry("independence.masked_slots_are_ignored", masked_slots_are_ignored, 0.8,
-                    "NaN or +-1e30 in every slot no visible pair uses leaves O and LSE bit for bit")
-              .applies_when(takes_a_mask)
-              .prepared_by(prepare_masked_slots)
-              .fuzzed_unbounded(),
-          // min_judged: 99.8-100% judged: prepare pads one sequence to 1 <= n < Lk.
-          law_entry("independence.padding_equals_truncation", padding_equals_truncation, 0.9,
-                    "a sequence padded to Lk equals it truncated to its length")
-              .applies_when([](const subject& s) -> std::string {
-                return s.has(ATTNCHECK_FEATURE_PADDING) ? "" : "subject has no key padding";
-              })
-              .prepared_by(prepare_padding)};
-}
-
 }  // namespace attncheck::laws

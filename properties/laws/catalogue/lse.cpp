@@ -123,15 +123,4 @@ law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
   return o;
 }
 
-std::vector<law> lse_laws() {
-  // min_judged: 99.6% judged.
-  return {
-      law_entry(
-          "lse.split_keys_merge_by_lse", lse_merges_split_keys, 0.9,
-          "two halves of the keys merged by their LSE equal the whole (a sink counted once; windows, chunks, ALiBi and bias through masked halves)")
-          .applies_when([](const subject& s) -> std::string { return s.has_lse() ? "" : "subject has no LSE"; })
-          .prepared_by(prepare_split)
-          .with_variants()};
-}
-
 }  // namespace attncheck::laws

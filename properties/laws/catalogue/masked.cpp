@@ -31,13 +31,4 @@ law_outcome fully_masked_rows_are_zero(const subject& s, const attn_case& c) {
   return o;
 }
 
-std::vector<law> masked_laws() {
-  // min_judged: 100% judged: prepare empties a sequence (or a causal prefix).
-  return {law_entry("masked.fully_masked_rows_are_zero", fully_masked_rows_are_zero, 0.9,
-                    "rows that see no key give O = 0 and LSE = -inf, never NaN")
-              .applies_when(takes_a_mask)
-              .prepared_by(prepare_fully_masked)
-              .fuzzed_unbounded()};
-}
-
 }  // namespace attncheck::laws

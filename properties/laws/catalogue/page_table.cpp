@@ -7,8 +7,6 @@
 
 namespace attncheck::laws {
 
-namespace {
-
 // The same pages in the same places (in order), once with a stale table tail,
 // no spare page and NaN canaries, once with spare pages, a tail of -1 and
 // out-of-range entries or (half the cases) a stale tail that now also names
@@ -36,16 +34,6 @@ law_outcome unspecified_entries_never_matter(const subject& s, const attn_case& 
             std::to_string(b.form.spare_pages) + " spare pages, huge finite canaries",
         compare_claimed(s, ATTNCHECK_CLAIM_DETERMINISTIC, a, x, y));
   return o;
-}
-
-}  // namespace
-
-std::vector<law> page_table_laws() {
-  return {law_entry("page_table.unspecified_entries_never_matter", unspecified_entries_never_matter, 0.5,
-                    "table entries past ceil(n[b] / P), spare pages and the canaries in unused slots change no bit")
-              .applies_when(declares_paged)
-              .prepared_by(prepare_paged)
-              .input_form()};
 }
 
 }  // namespace attncheck::laws

@@ -119,6 +119,8 @@ std::string form_text(const attn_case& c) {
          (f.shared_pages ? " shared_pages=" + std::to_string(f.shared_pages) : "");
 }
 
+}  // namespace
+
 law_outcome paged_equals_dense(const subject& s, const attn_case& c) {
   law_outcome o;
   attn_case dense = c;
@@ -135,6 +137,8 @@ law_outcome paged_equals_dense(const subject& s, const attn_case& c) {
   return o;
 }
 
+namespace {
+
 // Two paged forms of one problem: bit for bit when the subject claims page
 // placement (or the dense form's bits, which implies it), else within the
 // bound of the dense form (docs/spec.md "Placement does not matter").
@@ -146,6 +150,8 @@ comparison same_problem(const subject& s, const attn_case& c, const subject_outp
   const oracle_result ref = fast_bound(s, dense);
   return compare_within_bounds(dense, a, ref, b, ref);
 }
+
+}  // namespace
 
 // The same pages at other physical places, the table renamed to match: in
 // order against reversed (different wherever the arena holds two pages or
@@ -218,29 +224,6 @@ void prepare_equals_dense(attn_case& c, const subject& s) {
   if (long_decode) make_long_decode(c, rng, crossing ? (pages - 1) * page + 1 + wide.below(page) : 0);
   draw_paged_form(c, s, 0x9a6ed, !long_decode);  // a long decode keeps its key counts
   if (crossing) c.form.page_size = page;
-}
-
-}  // namespace
-
-std::vector<law> paged_laws() {
-  return {law_entry("paged.equals_dense", paged_equals_dense, 0.5,
-                    "K and V through a block table (pages of 1..512 keys in any physical order, shared prefixes, stale or "
-                    "invalid table tails) give the dense form's output: bit for bit when claimed, else within the bound")
-              .applies_when(declares_paged)
-              .prepared_by(prepare_equals_dense)
-              .input_form(),
-          law_entry("paged.placement_changes_nothing", placement_changes_nothing, 0.5,
-                    "the same pages at other physical places, the table renamed to match (in order, reversed, shuffled), "
-                    "give the same output: bit for bit when placement is claimed, else within the bound")
-              .applies_when(declares_paged)
-              .prepared_by(prepare_paged)
-              .input_form(),
-          law_entry("paged.shared_prefix_equals_private_copies", shared_prefix_equals_private_copies, 0.5,
-                    "sequences sharing the pages of a common prefix get the output of private copies of it: bit for bit "
-                    "when placement is claimed, else within the bound")
-              .applies_when(declares_paged)
-              .prepared_by(prepare_shared)
-              .input_form()};
 }
 
 }  // namespace attncheck::laws

@@ -91,11 +91,4 @@ law_outcome permutations_commute(const subject& s, const attn_case& c) {
   return o;
 }
 
-std::vector<law> permutation_laws() {
-  // min_judged: 98% judged: a single key, query, batch element and KV head is rare after prepare.
-  return {law_entry("permutation.keys_queries_batch_heads_commute", permutations_commute, 0.85,
-                    "permuting keys with values leaves O within the bound; permuting queries, batch or heads permutes O")
-              .prepared_by(prepare_permutation)};
-}
-
 }  // namespace attncheck::laws

@@ -14,8 +14,6 @@
 
 namespace attncheck::laws {
 
-namespace {
-
 // Each sequence's queries: all Lq, none, one or any count, so batches mix
 // zero, one and long sequences; a quarter of the cases keep Lq everywhere.
 // Key counts and batch widths as draw_sequences draws them (zero keys
@@ -96,6 +94,8 @@ void prepare_zero_length(attn_case& c, const subject& s) {
   }
 }
 
+namespace {
+
 // The sequences keep of a case (the mask's batch dim gathered; the bias is
 // broadcast over the batch by prepare_zero_length).
 attn_case keep_sequences(const attn_case& c, const std::vector<std::int64_t>& keep) {
@@ -123,6 +123,8 @@ attn_case keep_sequences(const attn_case& c, const std::vector<std::int64_t>& ke
   r.q = gather(c.q), r.k = gather(c.k), r.v = gather(c.v);
   return r;
 }
+
+}  // namespace
 
 // A batch with sequences of zero queries and of zero keys: the rows that see
 // no key (those of the sequence without keys, and any other) are O = 0 and
@@ -175,8 +177,6 @@ std::string declares_ragged(const subject& s) {
   return s.has_v3(ATTNCHECK_FEATURE3_RAGGED) ? "" : "subject does not declare ragged batches (ATTNCHECK_FEATURE3_RAGGED)";
 }
 
-}  // namespace
-
 }  // namespace attncheck::laws
 
 namespace attncheck {
@@ -195,21 +195,4 @@ void draw_input_form(attn_case& c, const subject& s, const std::string& form) {
 
 }  // namespace attncheck
 
-namespace attncheck::laws {
-
-std::vector<law> ragged_laws() {
-  return {law_entry("ragged.equals_dense_per_sequence", ragged_equals_dense_per_sequence, 0.5,
-                    "a packed batch (cu_seqlens, zero-length sequences on either side, K and V packed or paged) gives every "
-                    "sequence its dense rows: bit for bit when claimed, else within the bound")
-              .applies_when(declares_ragged)
-              .prepared_by(prepare_ragged)
-              .input_form(),
-          law_entry("ragged.zero_length_sequences_are_inert", zero_length_sequences_are_inert, 0.5,
-                    "in a packed batch with sequences of zero queries and of zero keys, rows that see no key are O = 0 "
-                    "and LSE = -inf, and the other sequences get the rows of the batch without the empty ones")
-              .applies_when(declares_ragged)
-              .prepared_by(prepare_zero_length)
-              .input_form()};
-}
-
-}  // namespace attncheck::laws
+namespace attncheck::laws {}  // namespace attncheck::laws

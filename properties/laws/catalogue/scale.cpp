@@ -233,15 +233,4 @@ law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c
   return o;
 }
 
-std::vector<law> scale_laws() {
-  // min_judged: 86-87% judged on naive and builtin at 1000 cases (seeds 1, 2). Q/K exactness is judged row by
-  // row, only where a row sees a key and its q k, q scale and k scale products stay within 2^+-100 of 1;
-  // far_below, far_above and underflow_gaps values, scales 1e-30 and 1e20 and fully masked cases leave no such row.
-  return {
-      law_entry(
-          "scale.power_of_two_scalings_are_exact", power_of_two_scalings_are_exact, 0.7,
-          "Q or K * 2^a with scale * 2^-a gives the same bits (claimed: scale_exact) or stays within the bounds; V * 2^a gives O * 2^a exactly and LSE unchanged; V * 3 gives 3 O within the bounds; another scale moves O")
-          .fuzzed_unbounded()};
-}
-
 }  // namespace attncheck::laws

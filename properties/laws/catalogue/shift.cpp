@@ -55,11 +55,4 @@ law_outcome constant_score_shift_changes_nothing(const subject& s, const attn_ca
   return o;
 }
 
-std::vector<law> shift_laws() {
-  // min_judged: 99.8-100% judged.
-  return {law_entry(
-      "shift.constant_score_offset_changes_nothing", constant_score_shift_changes_nothing, 0.9,
-      "adding a constant (up to 1e4 in score units) to every score of a row (an extra head dimension) leaves O within the bound")};
-}
-
 }  // namespace attncheck::laws

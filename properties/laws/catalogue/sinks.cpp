@@ -16,6 +16,8 @@ namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
+}  // namespace
+
 // Sinks on every case, drawn where the generator left them off: the mixed
 // recipe (each head normal, dominating, vanishing or -inf). One case in four
 // becomes a long decode row at the subject's largest size hint + 1 (a split
@@ -177,23 +179,6 @@ law_outcome common_shift_changes_nothing(const subject& s, const attn_case& c) {
 std::string sinks_and_lse(const subject& s) {
   if (!(s.features_v3() & ATTNCHECK_FEATURE3_SINKS)) return "subject does not declare sinks";
   return s.has_lse() ? "" : "subject has no LSE";
-}
-
-}  // namespace
-
-std::vector<law> sinks_laws() {
-  return {law_entry("sinks.sink_rescales_plain_output", sink_rescales_plain_output, 0.5,
-                    "with a sink sigma, O = O_plain * sigmoid(LSE_plain - sigma) and LSE = logaddexp(LSE_plain, sigma) within "
-                    "the bound (sigma = -inf: no sink; a row with no key: O = 0, LSE = sigma)")
-              .applies_when(sinks_and_lse)
-              .prepared_by(prepare_sinks)
-              .variant_identity(),
-          law_entry("sinks.common_shift_changes_nothing", common_shift_changes_nothing, 0.5,
-                    "shifting every score and the sink logit by one constant (up to 1e4) leaves O within the bound and moves "
-                    "LSE by it")
-              .applies_when(declares(ATTNCHECK_FEATURE3_SINKS, "sinks"))
-              .prepared_by(prepare_sink_shift)
-              .variant_identity()};
 }
 
 }  // namespace attncheck::laws

@@ -16,6 +16,8 @@ namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
+}  // namespace
+
 // A cap on every case, from below typical scores to above them.
 void prepare_capped(attn_case& c, const subject& s) {
   prepare_distribution(c, s);
@@ -27,6 +29,8 @@ void prepare_capped(attn_case& c, const subject& s) {
   }
 }
 
+namespace {
+
 // log(sum_k exp(x_k)) over finite-or--inf terms.
 double log_sum_exp(const std::vector<double>& x) {
   double m = -inf;
@@ -36,6 +40,8 @@ double log_sum_exp(const std::vector<double>& x) {
   for (double v : x) s += std::exp(v - m);
   return m + std::log(s);
 }
+
+}  // namespace
 
 law_outcome weights_within_capped_range(const subject& s, const attn_case& c) {
   law_outcome o;
@@ -124,21 +130,6 @@ law_outcome far_cap_equals_none(const subject& s, const attn_case& c) {
   add_runs_within_bounds(o, s, a, "far cap", b, "no cap",
                          "cap " + std::to_string(cap) + " (2^20 above every |score|) against no cap", opt);
   return o;
-}
-
-}  // namespace
-
-std::vector<law> softcap_laws() {
-  return {law_entry("softcap.weights_within_capped_range", weights_within_capped_range, 0.5,
-                    "with V = identity each weight lies, within the bound, between what scores capped at +-c allow (ALiBi, "
-                    "bias and the sink counted exactly)")
-              .applies_when(declares(ATTNCHECK_FEATURE3_SOFTCAP, "softcap"))
-              .prepared_by(prepare_capped)
-              .variant_identity(),
-          law_entry("softcap.far_cap_equals_none", far_cap_equals_none, 0.5,
-                    "a cap 2^20 above every |score| equals no cap within the bound")
-              .applies_when(declares(ATTNCHECK_FEATURE3_SOFTCAP, "softcap"))
-              .variant_identity()};
 }
 
 }  // namespace attncheck::laws

@@ -89,13 +89,4 @@ law_outcome weights_form_a_distribution(const subject& s, const attn_case& c) {
   return o;
 }
 
-std::vector<law> softmax_laws() {
-  // min_judged: 89-96% judged: cases whose every row is outside the bound's domain (scale 1e20) or sees no key.
-  return {
-      law_entry(
-          "softmax.weights_form_a_distribution", weights_form_a_distribution, 0.75,
-          "with V = identity rows are the weights: each within the bound of the oracle's P, >= 0, masked exactly 0, summing to 1; V = ones gives 1")
-          .prepared_by(prepare_distribution)};
-}
-
 }  // namespace attncheck::laws

@@ -26,6 +26,8 @@ bool in_window(const attn_case& c, std::int64_t bi, std::int64_t i, std::int64_t
   return true;
 }
 
+}  // namespace
+
 // A window or a chunk on every case, drawn from the case's seed where the
 // generator left both off: left anywhere in [0, Lk), right unbounded, 0 or
 // anywhere; a chunk of 1..Lk.
@@ -185,22 +187,6 @@ law_outcome degenerate_windows_equal_plain(const subject& s, const attn_case& c)
 std::string declares_window_or_chunk(const subject& s) {
   return (s.features_v3() & (ATTNCHECK_FEATURE3_WINDOW | ATTNCHECK_FEATURE3_CHUNK)) ? ""
                                                                                     : "subject does not declare window or chunk";
-}
-
-}  // namespace
-
-std::vector<law> window_laws() {
-  return {law_entry("window.outside_keys_never_matter", outside_keys_never_matter, 0.5,
-                    "keys outside a row's window or chunk never matter: perturbed (huge-logit canaries one past each edge, "
-                    "the rest garbage or NaN), the rows clear of them stay within the bound")
-              .applies_when(declares_window_or_chunk)
-              .prepared_by(prepare_outside)
-              .variant_identity(),
-          law_entry("window.wide_window_equals_plain", degenerate_windows_equal_plain, 0.5,
-                    "a window wider than Lk + Lq equals none, the window (-1, 0) equals causal, a chunk >= Lk + Lq equals none "
-                    "(rows with p >= 0), within the bound")
-              .applies_when(declares_window_or_chunk)
-              .variant_identity()};
 }
 
 }  // namespace attncheck::laws
