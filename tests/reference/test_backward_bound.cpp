@@ -436,18 +436,25 @@ std::vector<tally> run_cases(int cases, bound_case (*make)(std::uint64_t), const
   return t;
 }
 
-TEST(backward_bound, f32_subject_stays_within_and_mutants_fall_outside) {
-  const std::vector<tally> t = run_cases(ATTNCHECK_BACKWARD_BOUND_CASES, any_bound_case);
-  const tally& ok = t[0];
+// The correct subject (the tally of run_cases' first row): no gradient
+// element outside the bound, and some of each judged.
+void expect_correct_within(const tally& ok) {
   EXPECT_EQ(ok.dq.outside + ok.dk.outside + ok.dv.outside, 0);
   EXPECT_GT(ok.dq.elements, 0);
   EXPECT_GT(ok.dk.elements, 0);
   EXPECT_GT(ok.dv.elements, 0);
+}
+
+// The share of the elements a planted bug changes that fall outside the bound.
+double caught(const judged& j) {
+  return j.changed ? static_cast<double>(j.changed_outside) / static_cast<double>(j.changed) : 0.0;
+}
+
+TEST(backward_bound, f32_subject_stays_within_and_mutants_fall_outside) {
+  const std::vector<tally> t = run_cases(ATTNCHECK_BACKWARD_BOUND_CASES, any_bound_case);
+  expect_correct_within(t[0]);
   // Each planted bug falls outside the bound on most of the judged elements it
   // changes, in the gradient it corrupts (measured 70% to 99%, docs/bound.md).
-  const auto caught = [](const judged& j) {
-    return j.changed ? static_cast<double>(j.changed_outside) / static_cast<double>(j.changed) : 0.0;
-  };
   EXPECT_GE(caught(t[1].dq), 0.5) << "dq_without_scale";
   EXPECT_GE(caught(t[2].dq), 0.5) << "d_from_do_squared";
   EXPECT_GE(caught(t[2].dk), 0.5) << "d_from_do_squared";
@@ -459,11 +466,7 @@ TEST(backward_bound, f32_subject_stays_within_and_mutants_fall_outside) {
 // The same on longer rows and wider heads, where the gamma_n terms grow with n.
 TEST(backward_bound, long_rows_stay_within) {
   const std::vector<tally> t = run_cases(ATTNCHECK_BACKWARD_BOUND_CASES / 10, any_long_case);
-  const tally& ok = t[0];
-  EXPECT_EQ(ok.dq.outside + ok.dk.outside + ok.dv.outside, 0);
-  EXPECT_GT(ok.dq.elements, 0);
-  EXPECT_GT(ok.dk.elements, 0);
-  EXPECT_GT(ok.dv.elements, 0);
+  expect_correct_within(t[0]);
 }
 
 /// any_bound_case with every contract 1.1 variant drawn on its own coin
@@ -485,9 +488,6 @@ TEST(backward_bound, variant_cases_stay_within_and_mutants_fall_outside) {
   const tally& ok = t[0];
   EXPECT_EQ(ok.dq.outside + ok.dk.outside + ok.dv.outside + ok.d_sinks.outside, 0);
   EXPECT_GT(ok.d_sinks.elements, 0);
-  const auto caught = [](const judged& j) {
-    return j.changed ? static_cast<double>(j.changed_outside) / static_cast<double>(j.changed) : 0.0;
-  };
   EXPECT_GE(caught(t[1].dq), 0.5) << "dq_without_scale";
   EXPECT_GE(caught(t[3].dk), 0.5) << "ds_without_p";
   EXPECT_GE(caught(t[5].dq), 0.5) << "softcap_grad_ignored";

@@ -230,6 +230,31 @@ void run_case(const attn_case& c, const oracle_options& opt, const std::string& 
   if (m_out) *m_out = std::move(m);
 }
 
+// One line of a share table: cases judged by the fast tier of all cases.
+void print_share(const std::string& label, long fast, long cases) {
+  std::printf("  %-36s %5ld / %5ld  %5.1f%%\n", label.c_str(), fast, cases,
+              100.0 * static_cast<double>(fast) / static_cast<double>(cases));
+}
+
+void print_shares(const std::map<std::string, tally>& shares) {
+  for (const auto& [kind, s] : shares) print_share(kind, s.fast, s.cases);
+}
+
+// Why the chooser went to MPFR, counted apart for f32 and binary64 subjects.
+void print_fallback_reasons(const std::map<std::string, tally>& shares) {
+  std::printf("fallback reasons (cases: f32 subjects, binary64 subjects):\n");
+  std::map<std::string, std::pair<long, long>> reasons;
+  for (const auto& [kind, s] : shares)
+    for (const auto& [why, count] : s.reasons) (kind.starts_with("u=") ? reasons[why].second : reasons[why].first) += count;
+  for (const auto& [why, count] : reasons) std::printf("  %5ld %5ld  %s\n", count.first, count.second, why.c_str());
+}
+
+void print_worst(const std::map<std::string, excess>& worst) {
+  for (const auto& [who, w] : worst)
+    std::printf("%s, where accepted: largest (B_fast - B_mpfr) / B_mpfr 2^%.1f, largest E_own / B_fast 2^%.1f\n", who.c_str(),
+                std::log2(w.over_mpfr), std::log2(w.own_share));
+}
+
 TEST(fast_tier, within_its_own_error_of_mpfr_and_never_looser_than_the_fraction) {
   const std::uint64_t seed = base_seed();
   std::printf("ATTNCHECK_SEED=%llu\n", static_cast<unsigned long long>(seed));
@@ -255,23 +280,12 @@ TEST(fast_tier, within_its_own_error_of_mpfr_and_never_looser_than_the_fraction)
   EXPECT_EQ(own.outside, 0) << "first: " << own.first;
   long cases = 0, fast = 0;
   std::printf("tier shares (cases judged by the fast tier / cases):\n");
-  for (const auto& [kind, s] : shares) {
-    std::printf("  %-36s %5ld / %5ld  %5.1f%%\n", kind.c_str(), s.fast, s.cases,
-                100.0 * static_cast<double>(s.fast) / static_cast<double>(s.cases));
-    cases += s.cases;
-    fast += s.fast;
-  }
-  std::printf("  %-36s %5ld / %5ld  %5.1f%%\n", "all", fast, cases,
-              100.0 * static_cast<double>(fast) / static_cast<double>(cases));
-  std::printf("fallback reasons (cases: f32 subjects, binary64 subjects):\n");
-  std::map<std::string, std::pair<long, long>> reasons;
-  for (const auto& [kind, s] : shares)
-    for (const auto& [why, count] : s.reasons) (kind.starts_with("u=") ? reasons[why].second : reasons[why].first) += count;
-  for (const auto& [why, count] : reasons) std::printf("  %5ld %5ld  %s\n", count.first, count.second, why.c_str());
+  print_shares(shares);
+  for (const auto& [kind, s] : shares) cases += s.cases, fast += s.fast;
+  print_share("all", fast, cases);
+  print_fallback_reasons(shares);
   std::printf("own error checked on %ld elements\n", own.elements);
-  for (const auto& [who, w] : worst)
-    std::printf("%s, where accepted: largest (B_fast - B_mpfr) / B_mpfr 2^%.1f, largest E_own / B_fast 2^%.1f\n", who.c_str(),
-                std::log2(w.over_mpfr), std::log2(w.own_share));
+  print_worst(worst);
   // A chooser that never picks the fast tier would pass every check above.
   EXPECT_GT(fast, cases / 2);
   EXPECT_GT(own.elements, 10'000);
@@ -388,12 +402,6 @@ std::vector<std::string> variants_of(const attn_case& c) {
   return out;
 }
 
-void print_shares(const std::map<std::string, tally>& shares) {
-  for (const auto& [kind, s] : shares)
-    std::printf("  %-36s %5ld / %5ld  %5.1f%%\n", kind.c_str(), s.fast, s.cases,
-                100.0 * static_cast<double>(s.fast) / static_cast<double>(s.cases));
-}
-
 // The fast tier on cases with variants: the same checks as the contract 1.0
 // sweep (own error against mpfr50 on every element; where accepted, the bound
 // contains mpfr50's and exceeds it by at most the fraction; where not, mpfr50
@@ -450,20 +458,12 @@ TEST(fast_tier, variants_within_its_own_error_of_mpfr_and_never_looser_than_the_
   print_shares(per_variant);
   std::printf("by value kind:\n");
   print_shares(per_kind);
-  std::printf("  %-36s %5ld / %5ld  %5.1f%%\n", "all", fast, cases,
-              100.0 * static_cast<double>(fast) / static_cast<double>(cases));
-  std::printf("  %-36s %5ld / %5ld  %5.1f%%\n", "f32 subjects", f32_fast, f32_cases,
-              100.0 * static_cast<double>(f32_fast) / static_cast<double>(f32_cases));
-  std::printf("fallback reasons (cases: f32 subjects, binary64 subjects):\n");
-  std::map<std::string, std::pair<long, long>> reasons;
-  for (const auto& [kind, s] : shares)
-    for (const auto& [why, count] : s.reasons) (kind.starts_with("u=") ? reasons[why].second : reasons[why].first) += count;
-  for (const auto& [why, count] : reasons) std::printf("  %5ld %5ld  %s\n", count.first, count.second, why.c_str());
+  print_share("all", fast, cases);
+  print_share("f32 subjects", f32_fast, f32_cases);
+  print_fallback_reasons(shares);
   std::printf("own error checked on %ld elements; largest |fast - mpfr| / own error 2^%.1f at %s\n", own.elements,
               std::log2(worst_ratio), worst_at.c_str());
-  for (const auto& [who, w] : worst)
-    std::printf("%s, where accepted: largest (B_fast - B_mpfr) / B_mpfr 2^%.1f, largest E_own / B_fast 2^%.1f\n", who.c_str(),
-                std::log2(w.over_mpfr), std::log2(w.own_share));
+  print_worst(worst);
   // Most variant cases under f32 subjects must be judged in binary64 (the point of covering them).
   EXPECT_GT(f32_fast, f32_cases * 4 / 5);
   EXPECT_GT(own.elements, 10'000);
