@@ -118,6 +118,21 @@ std::string as_string(const json& v, const std::string& field) {
   return v.get<std::string>();
 }
 
+bool as_bool(const json& v, const std::string& field) {
+  if (!v.is_boolean()) fail(field, "must be true or false, got " + type_name(v));
+  return v.get<bool>();
+}
+
+// Per-sequence lengths (key_len, qlen): a non-empty array of integers, at most max_dim of them.
+std::vector<std::int64_t> as_lengths(const json& v, const std::string& field, const case_limits& limits) {
+  if (!v.is_array() || v.empty()) fail(field, "must be a non-empty array of integers");
+  if (static_cast<std::int64_t>(v.size()) > limits.max_dim)
+    fail(field, "has " + std::to_string(v.size()) + " entries, over max_dim=" + std::to_string(limits.max_dim));
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < v.size(); ++i) out.push_back(as_int(v[i], field + "[" + std::to_string(i) + "]"));
+  return out;
+}
+
 dims4 as_dims4(const json& v, const std::string& field) {
   if (!v.is_array() || v.size() != 4) fail(field, "must be an array of 4 integers");
   dims4 d{};
@@ -203,16 +218,8 @@ void read_form(const json& j, attn_case& c, const case_limits& limits) {
   if (const json* v = find(j, "spare_pages")) f.spare_pages = as_int(*v, "spare_pages");
   if (find(j, "table_tail")) f.table_tail = as_enum(j, "table_tail", parse_table_tail_kind, "stale, invalid");
   if (const json* v = find(j, "shared_pages")) f.shared_pages = as_int(*v, "shared_pages");
-  if (const json* v = find(j, "ragged")) {
-    if (!v->is_boolean()) fail("ragged", "must be true or false, got " + type_name(*v));
-    f.ragged = v->get<bool>();
-  }
-  if (const json* v = find(j, "qlen")) {
-    if (!v->is_array() || v->empty()) fail("qlen", "must be a non-empty array of integers");
-    if (static_cast<std::int64_t>(v->size()) > limits.max_dim)
-      fail("qlen", "has " + std::to_string(v->size()) + " entries, over max_dim=" + std::to_string(limits.max_dim));
-    for (std::size_t i = 0; i < v->size(); ++i) f.q_len.push_back(as_int((*v)[i], "qlen[" + std::to_string(i) + "]"));
-  }
+  if (const json* v = find(j, "ragged")) f.ragged = as_bool(*v, "ragged");
+  if (const json* v = find(j, "qlen")) f.q_len = as_lengths(*v, "qlen", limits);
 }
 
 void read_header(const json& j, attn_case& c, const case_limits& limits) {
@@ -229,16 +236,8 @@ void read_header(const json& j, attn_case& c, const case_limits& limits) {
     if (!std::isfinite(x) || std::fabs(x) > largest_finite(dtype::f32)) fail("scale", s->dump() + " is out of f32 range");
     c.scale = static_cast<float>(x);  // nearest f32; files we write hold exact f32 values
   }
-  if (const json* v = find(j, "causal")) {
-    if (!v->is_boolean()) fail("causal", "must be true or false, got " + type_name(*v));
-    c.causal = v->get<bool>();
-  }
-  if (const json* v = find(j, "key_len")) {
-    if (!v->is_array() || v->empty()) fail("key_len", "must be a non-empty array of integers");
-    if (static_cast<std::int64_t>(v->size()) > limits.max_dim)
-      fail("key_len", "has " + std::to_string(v->size()) + " entries, over max_dim=" + std::to_string(limits.max_dim));
-    for (std::size_t i = 0; i < v->size(); ++i) c.key_len.push_back(as_int((*v)[i], "key_len[" + std::to_string(i) + "]"));
-  }
+  if (const json* v = find(j, "causal")) c.causal = as_bool(*v, "causal");
+  if (const json* v = find(j, "key_len")) c.key_len = as_lengths(*v, "key_len", limits);
   const json* mask_shape = find(j, "mask_shape");
   const json* mask = find(j, "mask");
   if (mask && !mask_shape) fail("mask", "given without mask_shape");

@@ -14,6 +14,7 @@ namespace attncheck {
 namespace {
 
 using detail::fail;
+using detail::parse_enum;
 using detail::quoted;
 
 std::string str(std::int64_t v) { return std::to_string(v); }
@@ -253,13 +254,9 @@ contract_feature bias() {
     if (key == "bias") {
       c.variants.bias_shape = detail::parse_dims("bias", val);
     } else if (key == "bias_type") {
-      const auto t = parse_dtype(val);
-      if (!t) fail("bias_type", quoted(val) + " is not one of f32, f16, bf16");
-      c.variants.bias_type = *t;
+      c.variants.bias_type = parse_enum("bias_type", val, parse_dtype, "f32, f16, bf16");
     } else {
-      const auto v = parse_bias_kind(val);
-      if (!v) fail("bias_values", quoted(val) + " is not one of normal, masking, huge");
-      c.variants.bias_values = *v;
+      c.variants.bias_values = parse_enum("bias_values", val, parse_bias_kind, "normal, masking, huge");
     }
   };
   // The bias's recipe, broadcast shape, type and values (docs/spec.md "Additive bias").
@@ -325,13 +322,9 @@ contract_feature paged() {
   f.read = [](std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits&) {
     need_value(key, flag);
     if (key == "page_order") {
-      const auto v = parse_page_order_kind(val);
-      if (!v) fail("page_order", quoted(val) + " is not one of shuffled, in_order, reversed");
-      c.form.page_order = *v;
+      c.form.page_order = parse_enum("page_order", val, parse_page_order_kind, "shuffled, in_order, reversed");
     } else if (key == "table_tail") {
-      const auto v = parse_table_tail_kind(val);
-      if (!v) fail("table_tail", quoted(val) + " is not one of stale, invalid");
-      c.form.table_tail = *v;
+      c.form.table_tail = parse_enum("table_tail", val, parse_table_tail_kind, "stale, invalid");
     } else {
       const auto v = detail::parse_int<std::int64_t>(key, val);
       (key == "pages" ? c.form.page_size : key == "spare_pages" ? c.form.spare_pages : c.form.shared_pages) = v;

@@ -16,6 +16,7 @@ namespace {
 
 using detail::fail;
 using detail::float_text;
+using detail::parse_enum;
 using detail::parse_float;
 using detail::parse_int;
 using detail::quoted;
@@ -115,28 +116,18 @@ attn_case parse_line(std::string_view line, const case_limits& limits) {
       f->read(key, val, flag, c, limits);
     } else if (key == "values") {
       need_value();
-      const auto v = parse_value_kind(val);
-      if (!v)
-        fail(
-            "values",
-            quoted(val) +
-                " is not one of dyadic, normal, uniform, large_logits, dominant, equal_keys, huge_v, tiny_v, far_below, far_above, underflow_gaps, masked_lead, max_v");
-      c.values = *v;
+      c.values = parse_enum(
+          "values", val, parse_value_kind,
+          "dyadic, normal, uniform, large_logits, dominant, equal_keys, huge_v, tiny_v, far_below, far_above, underflow_gaps, masked_lead, max_v");
     } else if (key == "layout") {
       need_value();
-      const auto v = parse_layout_kind(val);
-      if (!v) fail("layout", quoted(val) + " is not one of bshd, bhsd, padded");
-      c.layout = *v;
+      c.layout = parse_enum("layout", val, parse_layout_kind, "bshd, bhsd, padded");
     } else if (key == "poison") {
       need_value();
-      const auto v = parse_poison_kind(val);
-      if (!v) fail("poison", quoted(val) + " is not one of none, nan, big");
-      c.poison = *v;
+      c.poison = parse_enum("poison", val, parse_poison_kind, "none, nan, big");
     } else if (key == "grad") {
       need_value();
-      const auto v = parse_grad_kind(val);
-      if (!v) fail("grad", quoted(val) + " is not one of dyadic, normal, adversarial");
-      c.grad = *v;
+      c.grad = parse_enum("grad", val, parse_grad_kind, "dyadic, normal, adversarial");
     } else if (key == "seed") {
       need_value();
       c.seed = parse_int<std::uint64_t>(key, val);

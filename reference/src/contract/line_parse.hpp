@@ -32,6 +32,14 @@ Int parse_int(std::string_view key, std::string_view text) {
   return v;
 }
 
+// A named value (a recipe, a layout, a dtype) by its parser; choices lists the names for the error.
+template <class Parse>
+auto parse_enum(const char* key, std::string_view text, Parse parse, const char* choices) {
+  const auto v = parse(text);
+  if (!v) fail(key, quoted(text) + " is not one of " + choices);
+  return *v;
+}
+
 inline float parse_float(std::string_view key, std::string_view text) {
   float v = 0;
   const char* end = text.data() + text.size();
