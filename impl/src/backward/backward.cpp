@@ -20,6 +20,7 @@
 
 #include "../convert.hpp"
 #include "../engine.hpp"
+#include "../isa_target.hpp"
 #include "../mutation.hpp"
 
 namespace attnimpl {
@@ -162,12 +163,7 @@ void tanh_n(const float* x, float* y, std::size_t n) { engine::tanh_array(x, y, 
 }  // namespace portable
 
 #if defined(__x86_64__) || defined(_M_X64)
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+ATTNIMPL_TARGET_BEGIN(ATTNIMPL_AVX2_FEATURES)
 namespace avx2 {
 struct vec {
   using t = __m256;
@@ -184,14 +180,8 @@ void exp_n(const float* x, float* y, std::size_t n) { engine::avx2::exp_array(x,
 void tanh_n(const float* x, float* y, std::size_t n) { engine::avx2::tanh_array(x, y, n); }
 #include "kernel.hpp"
 }  // namespace avx2
-#if defined(__clang__)
-#pragma clang attribute pop
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
-#endif
+ATTNIMPL_TARGET_END
+ATTNIMPL_TARGET_BEGIN(ATTNIMPL_AVX512_FEATURES)
 namespace avx512 {
 struct vec {
   using t = __m512;
@@ -208,11 +198,7 @@ void exp_n(const float* x, float* y, std::size_t n) { engine::avx512::exp_array(
 void tanh_n(const float* x, float* y, std::size_t n) { engine::avx512::tanh_array(x, y, n); }
 #include "kernel.hpp"
 }  // namespace avx512
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+ATTNIMPL_TARGET_END
 #endif
 
 }  // namespace
