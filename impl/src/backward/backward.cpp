@@ -157,8 +157,8 @@ struct vec {
   static t add(t a, t b) { return a + b; }
 };
 constexpr int rows_max = 2, vectors_max = 16;
-void exp_n(const float* x, float* y, std::size_t n) { engine::exp_array(x, y, n, isa::portable); }
-void tanh_n(const float* x, float* y, std::size_t n) { engine::tanh_array(x, y, n, isa::portable); }
+void exp_n(const float* x, float* y, std::size_t n) { engine::portable::entry_points.exp_array(x, y, n); }
+void tanh_n(const float* x, float* y, std::size_t n) { engine::portable::entry_points.tanh_array(x, y, n); }
 #include "kernel.hpp"
 }  // namespace portable
 
@@ -176,8 +176,8 @@ struct vec {
   static t add(t a, t b) { return _mm256_add_ps(a, b); }
 };
 constexpr int rows_max = 6, vectors_max = 2;  // 12 accumulators of the 16 registers
-void exp_n(const float* x, float* y, std::size_t n) { engine::avx2::exp_array(x, y, n); }
-void tanh_n(const float* x, float* y, std::size_t n) { engine::avx2::tanh_array(x, y, n); }
+void exp_n(const float* x, float* y, std::size_t n) { engine::avx2::entry_points.exp_array(x, y, n); }
+void tanh_n(const float* x, float* y, std::size_t n) { engine::avx2::entry_points.tanh_array(x, y, n); }
 #include "kernel.hpp"
 }  // namespace avx2
 ATTNIMPL_TARGET_END
@@ -194,8 +194,8 @@ struct vec {
   static t add(t a, t b) { return _mm512_add_ps(a, b); }
 };
 constexpr int rows_max = 6, vectors_max = 4;  // 24 accumulators of the 32 registers
-void exp_n(const float* x, float* y, std::size_t n) { engine::avx512::exp_array(x, y, n); }
-void tanh_n(const float* x, float* y, std::size_t n) { engine::avx512::tanh_array(x, y, n); }
+void exp_n(const float* x, float* y, std::size_t n) { engine::avx512::entry_points.exp_array(x, y, n); }
+void tanh_n(const float* x, float* y, std::size_t n) { engine::avx512::entry_points.tanh_array(x, y, n); }
 #include "kernel.hpp"
 }  // namespace avx512
 ATTNIMPL_TARGET_END
