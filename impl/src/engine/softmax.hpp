@@ -51,11 +51,8 @@ inline void unit_runner::chunk(const unit_rows& ur, std::int64_t c0, std::int64_
       const row_range rr{rb, std::min(ur.rows, rb + slice_rows)};
       if (packed) scores(rr);
       softmax(rr, st, j0);
-      switch (vt) {
-        case dtype::f32: weighted_values<dtype::f32>(rr, kpack, st); break;
-        case dtype::f16: weighted_values<dtype::f16>(rr, kpack, st); break;
-        case dtype::bf16: weighted_values<dtype::bf16>(rr, kpack, st); break;
-      }
+      with_dtype(
+          vt, [&](auto t) __attribute__((always_inline)) { weighted_values<decltype(t)::value>(rr, kpack, st); });
     }
     if (ATTNIMPL_MUTANT(low_precision_acc))  // the accumulator kept in bf16
       for (std::int64_t x = 0; x < ur.rows * g_.dv8; ++x) st.acc[x] = convert::from_bf16(convert::to_bf16(st.acc[x]));
