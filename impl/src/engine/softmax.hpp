@@ -84,7 +84,7 @@ inline void unit_runner::softmax(row_range rr, const row_state& st, std::int64_t
     for (; c + 16 <= whole; c += 16) {
       simd::vf16 x = simd::load16(s + c);
       if (variant_scores) {
-        x = terms.apply16(x, c);
+        x = terms.apply<simd::lanes16>(x, c);
         simd::store16(s + c, x);
       }
       mx = simd::max_halves(mx, x);
@@ -93,7 +93,7 @@ inline void unit_runner::softmax(row_range rr, const row_state& st, std::int64_t
     for (; c < whole; c += 8) {
       simd::vf x = simd::load(s + c);
       if (variant_scores) {
-        x = terms.apply8(x, c);
+        x = terms.apply<simd::lanes8>(x, c);
         simd::store(s + c, x);
       }
       mx = simd::max(mx, x);
@@ -101,7 +101,7 @@ inline void unit_runner::softmax(row_range rr, const row_state& st, std::int64_t
 #if ATTNIMPL_ISA_AVX512
     for (; c + 16 <= ld; c += 16) {
       simd::vf16 x = simd::load16(s + c);
-      if (c < cols) x = terms.apply16(x, c);
+      if (c < cols) x = terms.apply<simd::lanes16>(x, c);
       x = simd::select_flagged16(vis + c, x, ninf16);
       simd::store16(s + c, x);
       mx = simd::max_halves(mx, x);
@@ -109,7 +109,7 @@ inline void unit_runner::softmax(row_range rr, const row_state& st, std::int64_t
 #endif
     for (; c < ld; c += 8) {
       simd::vf x = simd::load(s + c);
-      if (c < cols) x = terms.apply8(x, c);
+      if (c < cols) x = terms.apply<simd::lanes8>(x, c);
       x = simd::select_flagged(vis + c, x, ninf);
       simd::store(s + c, x);
       mx = simd::max(mx, x);
