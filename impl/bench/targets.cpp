@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "../tools/visible_pairs.hpp"
 #include "attnimpl/paged.hpp"
 #include "bench_internal.hpp"
 #include "probes.hpp"
@@ -63,20 +64,6 @@ std::pair<double, double> paged_dense_decode_tps(std::int64_t lk, int threads, i
   return {1.0 / paged.wall, 1.0 / dense_t.wall};
 }
 
-/// Visible (query, key) pairs of an lq = lk = l prefill with var's windows
-/// and chunks, counted as the kernel sees them.
-double visible_pairs_of(std::int64_t l, bool causal, const variants& var) {
-  double pairs = 0;
-  for (std::int64_t p = 0; p < l; ++p) {
-    std::int64_t lo = 0, hi = causal ? p + 1 : l;
-    if (var.window_left >= 0) lo = std::max(lo, p - var.window_left);
-    if (var.window_right >= 0) hi = std::min(hi, p + var.window_right + 1);
-    if (var.chunk > 0) lo = std::max(lo, p / var.chunk * var.chunk), hi = std::min(hi, (p / var.chunk + 1) * var.chunk);
-    pairs += static_cast<double>(std::max<std::int64_t>(0, hi - lo));
-  }
-  return pairs;
-}
-
 /// Two f32 prefills B=1 H=h L=l D=128 (lq = lk) on the same inputs, (var_a,
 /// isa_a) and (var_b, isa_b), their reps alternating a, b, a, b so both see
 /// the same load: GFLOP/s of each one's visible pairs, best of reps.
@@ -104,7 +91,7 @@ std::pair<double, double> prefill_pair_gflops(std::int64_t h, std::int64_t l, bo
     best_b = std::min(best_b, once(b, isa_b));
   }
   const double per_pair = 4.0 * static_cast<double>(h * d) / 1e9;
-  return {per_pair * visible_pairs_of(l, causal, var_a) / best_a, per_pair * visible_pairs_of(l, causal, var_b) / best_b};
+  return {per_pair * tools::visible_pairs(l, causal, var_a) / best_a, per_pair * tools::visible_pairs(l, causal, var_b) / best_b};
 }
 
 // "target: name what value (target >= T) met" (value and target as ratios), printed and kept.

@@ -103,39 +103,25 @@ bool tanh_kernel(const float* x, float* y, std::size_t n, isa which) {
 bool fma_kernel(const float* a, const float* b, const float* c, float* out, std::size_t n, isa which) {
   which = resolve_isa(which);
   if (!isa_supported(which)) return false;
-#if defined(__x86_64__)
-  if (which == isa::avx512) return engine::avx512::fma_array(a, b, c, out, n), true;
-  if (which == isa::avx2) return engine::avx2::fma_array(a, b, c, out, n), true;
-#endif
-  engine::portable::fma_array(a, b, c, out, n);
+  engine::build_for(which).fma_array(a, b, c, out, n);
   return true;
 }
 
 namespace engine {
 
-void run(const problem& p, const config& cfg) {
+const isa_build& build_for([[maybe_unused]] isa which) {
 #if defined(__x86_64__)
-  if (cfg.simd == isa::avx512) return avx512::run(p, cfg);
-  if (cfg.simd == isa::avx2) return avx2::run(p, cfg);
+  if (which == isa::avx512) return avx512::entry_points;
+  if (which == isa::avx2) return avx2::entry_points;
 #endif
-  portable::run(p, cfg);
+  return portable::entry_points;
 }
 
-void exp_array(const float* x, float* y, std::size_t n, [[maybe_unused]] isa which) {
-#if defined(__x86_64__)
-  if (which == isa::avx512) return avx512::exp_array(x, y, n);
-  if (which == isa::avx2) return avx2::exp_array(x, y, n);
-#endif
-  portable::exp_array(x, y, n);
-}
+void run(const problem& p, const config& cfg) { build_for(cfg.simd).run(p, cfg); }
 
-void tanh_array(const float* x, float* y, std::size_t n, [[maybe_unused]] isa which) {
-#if defined(__x86_64__)
-  if (which == isa::avx512) return avx512::tanh_array(x, y, n);
-  if (which == isa::avx2) return avx2::tanh_array(x, y, n);
-#endif
-  portable::tanh_array(x, y, n);
-}
+void exp_array(const float* x, float* y, std::size_t n, isa which) { build_for(which).exp_array(x, y, n); }
+
+void tanh_array(const float* x, float* y, std::size_t n, isa which) { build_for(which).tanh_array(x, y, n); }
 
 }  // namespace engine
 }  // namespace attnimpl

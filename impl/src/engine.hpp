@@ -83,25 +83,25 @@ void exp_array(const float* x, float* y, std::size_t n, isa which);
 /// The kernel's tanh on n floats (the softcap's, for its accuracy test).
 void tanh_array(const float* x, float* y, std::size_t n, isa which);
 
-/// The three builds of the kernel (kernel_avx512.cpp, kernel_avx2.cpp,
-/// kernel_portable.cpp).
+/// One build of the kernel's entry points. kernel_avx512.cpp, kernel_avx2.cpp
+/// and kernel_portable.cpp define one each (engine/kernel.hpp).
+struct isa_build {
+  void (*run)(const problem& p, const config& cfg);
+  void (*exp_array)(const float* x, float* y, std::size_t n);
+  void (*tanh_array)(const float* x, float* y, std::size_t n);
+  void (*fma_array)(const float* a, const float* b, const float* c, float* out, std::size_t n);
+};
 namespace avx512 {
-void run(const problem& p, const config& cfg);
-void exp_array(const float* x, float* y, std::size_t n);
-void tanh_array(const float* x, float* y, std::size_t n);
-void fma_array(const float* a, const float* b, const float* c, float* out, std::size_t n);
-}  // namespace avx512
+extern const isa_build entry_points;
+}
 namespace avx2 {
-void run(const problem& p, const config& cfg);
-void exp_array(const float* x, float* y, std::size_t n);
-void tanh_array(const float* x, float* y, std::size_t n);
-void fma_array(const float* a, const float* b, const float* c, float* out, std::size_t n);
-}  // namespace avx2
+extern const isa_build entry_points;
+}
 namespace portable {
-void run(const problem& p, const config& cfg);
-void exp_array(const float* x, float* y, std::size_t n);
-void tanh_array(const float* x, float* y, std::size_t n);
-void fma_array(const float* a, const float* b, const float* c, float* out, std::size_t n);
-}  // namespace portable
+extern const isa_build entry_points;
+}
+
+/// The build of an instruction set (portable where the target is not x86-64).
+const isa_build& build_for(isa which);
 
 }  // namespace attnimpl::engine

@@ -7,24 +7,16 @@
 // (max, sum, exp) keeps the 8-lane pattern. The rest of the project is built
 // for the baseline; only this file's kernel functions use these instructions.
 #if defined(__x86_64__)
+#include "isa_target.hpp"
 #include "kernel_isa_prelude.hpp"
 
 #define ATTNIMPL_ISA_AVX2 1
 #define ATTNIMPL_ISA_AVX512 1
 #define ATTNIMPL_ISA_NS avx512
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
-#endif
+ATTNIMPL_TARGET_BEGIN(ATTNIMPL_AVX512_FEATURES)
 
 #include "engine/kernel.hpp"
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+ATTNIMPL_TARGET_END
 #endif  // __x86_64__

@@ -23,6 +23,7 @@
 #include <limits>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "attnimpl/attention.hpp"

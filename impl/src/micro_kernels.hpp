@@ -14,56 +14,44 @@
 namespace attnimpl::micro {
 namespace {  // one copy per ISA translation unit (simd.hpp)
 
+/// s[r][c] = sum_dd q[r][dd] * kt[dd][c] for NR rows and NV vectors of L::n
+/// columns.
+template <int NR, int NV, class L>
+inline void scores_in(const float* q, std::int64_t ldq, const float* kt, std::int64_t ldk, std::int64_t d, float* s,
+                      std::int64_t lds) {
+  typename L::v acc[NR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = L::zero();
+  for (std::int64_t dd = 0; dd < d; ++dd) {
+    typename L::v kv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) kv[v] = L::load(kt + dd * ldk + L::n * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      const typename L::v qb = L::broadcast(q + r * ldq + dd);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = L::fmadd(qb, kv[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) L::store(s + r * lds + L::n * v, acc[r][v]);
+}
+
 /// s[r][c] = sum_dd q[r][dd] * kt[dd][c] for NR rows and NV*8 columns.
 template <int NR, int NV>
 inline void scores(const float* q, std::int64_t ldq, const float* kt, std::int64_t ldk, std::int64_t d, float* s,
                    std::int64_t lds) {
 #if ATTNIMPL_ISA_AVX512
   if constexpr (NV % 2 == 0) {  // pairs of 8-lane columns in 16-lane registers: the same chains
-    constexpr int NW = NV / 2;
-    simd::vf16 acc[NR][NW];
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 8
-      for (int v = 0; v < NW; ++v) acc[r][v] = simd::zero16();
-    for (std::int64_t dd = 0; dd < d; ++dd) {
-      simd::vf16 kv[NW];
-#pragma GCC unroll 8
-      for (int v = 0; v < NW; ++v) kv[v] = simd::load16(kt + dd * ldk + 16 * v);
-#pragma GCC unroll 8
-      for (int r = 0; r < NR; ++r) {
-        const simd::vf16 qb = simd::broadcast16(q + r * ldq + dd);
-#pragma GCC unroll 8
-        for (int v = 0; v < NW; ++v) acc[r][v] = simd::fmadd16(qb, kv[v], acc[r][v]);
-      }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 8
-      for (int v = 0; v < NW; ++v) simd::store16(s + r * lds + 16 * v, acc[r][v]);
+    scores_in<NR, NV / 2, simd::lanes16>(q, ldq, kt, ldk, d, s, lds);
     return;
   }
 #endif
-  simd::vf acc[NR][NV];
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[r][v] = simd::zero();
-  for (std::int64_t dd = 0; dd < d; ++dd) {
-    simd::vf kv[NV];
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) kv[v] = simd::load(kt + dd * ldk + 8 * v);
-#pragma GCC unroll 8
-    for (int r = 0; r < NR; ++r) {
-      const simd::vf qb = simd::broadcast(q + r * ldq + dd);
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) acc[r][v] = simd::fmadd(qb, kv[v], acc[r][v]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r)
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) simd::store(s + r * lds + 8 * v, acc[r][v]);
+  scores_in<NR, NV, simd::lanes8>(q, ldq, kt, ldk, d, s, lds);
 }
 
 /// acc[r][e] += sum_{j < kc} p[r][j] * v[j][e0 + e] for NR rows and NE*8 columns,

@@ -101,6 +101,22 @@ status check_offsets(const std::int64_t* cu, std::int64_t count, std::int64_t li
   return status::success();
 }
 
+/// What both forms check first: the shape and config, the types of Q and O,
+/// the variants.
+status check_queries(const shape& s, const config& cfg, dtype q, dtype o, const variants& var) {
+  if (status st = detail::check_common(s, cfg); !st.ok()) return st;
+  if (!valid_type(q) || !valid_type(o)) return status::invalid("q.type and o.type must be f32, f16 or bf16");
+  return check_variants(var, s.hq);
+}
+
+/// Paged K and V and the key counts n[b] = key_len[b] that say how much of
+/// each table row is read; `what` names the paged_kv in messages.
+status check_paged_keys(const paged_kv& kv, const std::int64_t* key_len, const shape& s, const std::string& what) {
+  if (!key_len) return status::invalid("key_len must not be null with paged K and V (it gives n[b])");
+  if (status st = check_lengths(key_len, s.b, s.lk, "key_len", "lk"); !st.ok()) return st;
+  return check_paged(kv, s.b, key_len, what);
+}
+
 const void* advance(const void* data, std::int64_t elements, dtype t) {
   return static_cast<const char*>(data) + elements * convert::size_of(t);
 }
@@ -109,12 +125,8 @@ const void* advance(const void* data, std::int64_t elements, dtype t) {
 
 status paged_attention(const paged_attention_args& a, const config& cfg) {
   const shape& s = a.dims;
-  if (status st = detail::check_common(s, cfg); !st.ok()) return st;
-  if (!valid_type(a.q.type) || !valid_type(a.o.type)) return status::invalid("q.type and o.type must be f32, f16 or bf16");
-  if (status st = check_variants(a.var, s.hq); !st.ok()) return st;
-  if (!a.key_len) return status::invalid("key_len must not be null with paged K and V (it gives n[b])");
-  if (status st = check_lengths(a.key_len, s.b, s.lk, "key_len", "lk"); !st.ok()) return st;
-  if (status st = check_paged(a.kv, s.b, a.key_len, "kv"); !st.ok()) return st;
+  if (status st = check_queries(s, cfg, a.q.type, a.o.type, a.var); !st.ok()) return st;
+  if (status st = check_paged_keys(a.kv, a.key_len, s, "kv"); !st.ok()) return st;
   if (s.lq == 0) return status::success();
   if (!a.q.data || !a.o.data) return status::invalid("q and o must not be null");
   engine::problem p = engine::call_problem(a, paged_source(a.kv, a.kv.table));
@@ -137,16 +149,12 @@ status paged_attention(const paged_attention_args& a, const config& cfg) {
 
 status ragged_attention(const ragged_attention_args& a, const config& cfg) {
   const shape& s = a.dims;
-  if (status st = detail::check_common(s, cfg); !st.ok()) return st;
-  if (!valid_type(a.q.type) || !valid_type(a.o.type)) return status::invalid("q.type and o.type must be f32, f16 or bf16");
-  if (status st = check_variants(a.var, s.hq); !st.ok()) return st;
+  if (status st = check_queries(s, cfg, a.q.type, a.o.type, a.var); !st.ok()) return st;
   if (!a.cu_seqlens_q) return status::invalid("cu_seqlens_q must not be null (b + 1 offsets)");
   if (status st = check_offsets(a.cu_seqlens_q, s.b, s.lq, "cu_seqlens_q", "lq"); !st.ok()) return st;
   if (a.paged) {
     if (a.cu_seqlens_k) return status::invalid("cu_seqlens_k must be null with paged K and V (key_len gives n[b])");
-    if (!a.key_len) return status::invalid("key_len must not be null with paged K and V (it gives n[b])");
-    if (status st = check_lengths(a.key_len, s.b, s.lk, "key_len", "lk"); !st.ok()) return st;
-    if (status st = check_paged(*a.paged, s.b, a.key_len, "paged"); !st.ok()) return st;
+    if (status st = check_paged_keys(*a.paged, a.key_len, s, "paged"); !st.ok()) return st;
   } else {
     if (a.key_len) return status::invalid("key_len must be null without paged K and V (cu_seqlens_k gives n[b])");
     if (!a.cu_seqlens_k) return status::invalid("cu_seqlens_k must not be null without paged K and V (b + 1 offsets)");

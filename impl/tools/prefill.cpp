@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cpu_time.hpp"
+#include "visible_pairs.hpp"
 #include "attnimpl/attention.hpp"
 
 int main(int argc, char** argv) {
@@ -78,16 +79,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "VARIANT must be window=W, chunk=C, softcap=C, alibi, sinks or bias\n");
     return 2;
   }
-  // Visible (query, key) pairs of a row at position p (lq = lk: p = i).
-  double pairs = 0, plain_pairs = 0;
-  for (std::int64_t p = 0; p < l; ++p) {
-    std::int64_t lo = 0, hi = causal ? p + 1 : l;
-    if (var.window_left >= 0) lo = std::max(lo, p - var.window_left);
-    if (var.window_right >= 0) hi = std::min(hi, p + var.window_right + 1);
-    if (var.chunk > 0) lo = std::max(lo, p / var.chunk * var.chunk), hi = std::min(hi, (p / var.chunk + 1) * var.chunk);
-    pairs += static_cast<double>(std::max<std::int64_t>(0, hi - lo));
-    plain_pairs += static_cast<double>(causal ? p + 1 : l);
-  }
+  const double pairs = attnimpl::tools::visible_pairs(l, causal, var),
+               plain_pairs = attnimpl::tools::visible_pairs(l, causal, {});
   attnimpl::config cfg{.threads = threads, .q_tile = q_tile, .k_tile = k_tile};
   // The instruction set as the suite's builtin subject takes it (auto by default).
   if (const char* name = std::getenv("ATTNIMPL_ISA")) {

@@ -153,23 +153,36 @@ void expect_same_bits(const problem_spec& s, const attnimpl::config& tiles, isa 
   EXPECT_EQ(output_bits(p), output_bits(q)) << "seed " << s.seed << " mask " << mask << " causal " << causal;
 }
 
-TEST(isa, attention_is_the_same_on_both_paths) {
-  NEEDS_AVX2();
-  std::uint64_t seed = 900;
+// expect_same_bits on a and b over every mask, causal flag, storage type,
+// shape and tile set, in that nesting, the seeds first_seed + 1 on: the
+// number of cases run.
+int expect_same_bits_over_grid(const std::vector<attnimpl::shape>& shapes, const std::vector<attnimpl::config>& tiles,
+                               std::uint64_t first_seed, isa a, isa b) {
+  std::uint64_t seed = first_seed;
   int cases = 0;
   for (int mask = 0; mask < 4; ++mask)
     for (bool causal : {false, true})
       for (dtype t : {dtype::f32, dtype::bf16, dtype::f16})
-        for (const attnimpl::shape& dims : {attnimpl::shape{.b = 2, .hq = 6, .hkv = 2, .lq = 5, .lk = 37, .d = 19, .dv = 9},
-                                            attnimpl::shape{.b = 1, .hq = 8, .hkv = 2, .lq = 1, .lk = 1100, .d = 128, .dv = 128},
-                                            attnimpl::shape{.b = 1, .hq = 4, .hkv = 4, .lq = 70, .lk = 70, .d = 64, .dv = 24}})
-          for (const attnimpl::config& tiles :
-               {attnimpl::config{}, attnimpl::config{.q_tile = 2, .k_tile = 3, .split_keys = 6}}) {
-            const problem_spec s = grid_spec(dims, causal, mask, t, ++seed);
-            expect_same_bits(s, tiles, isa::avx2, isa::portable, mask, causal);
+        for (const attnimpl::shape& dims : shapes)
+          for (const attnimpl::config& tile : tiles) {
+            expect_same_bits(grid_spec(dims, causal, mask, t, ++seed), tile, a, b, mask, causal);
             ++cases;
           }
-  EXPECT_EQ(cases, 144);
+  return cases;
+}
+
+// A GQA prefill with odd dims, a decode past a thousand keys, a square MHA.
+const std::vector<attnimpl::shape> both_paths_shapes = {
+    attnimpl::shape{.b = 2, .hq = 6, .hkv = 2, .lq = 5, .lk = 37, .d = 19, .dv = 9},
+    attnimpl::shape{.b = 1, .hq = 8, .hkv = 2, .lq = 1, .lk = 1100, .d = 128, .dv = 128},
+    attnimpl::shape{.b = 1, .hq = 4, .hkv = 4, .lq = 70, .lk = 70, .d = 64, .dv = 24}};
+
+TEST(isa, attention_is_the_same_on_both_paths) {
+  NEEDS_AVX2();
+  EXPECT_EQ(expect_same_bits_over_grid(both_paths_shapes,
+                                       {attnimpl::config{}, attnimpl::config{.q_tile = 2, .k_tile = 3, .split_keys = 6}}, 900,
+                                       isa::avx2, isa::portable),
+            144);
 }
 
 // The AVX-512 build against the AVX2 one (so against portable too, which
@@ -178,24 +191,14 @@ TEST(isa, attention_is_the_same_on_both_paths) {
 // slices, an odd vector left over) and the decode path.
 TEST(isa, attention_is_the_same_on_the_avx512_path) {
   NEEDS_AVX512();
-  std::uint64_t seed = 1900;
-  int cases = 0;
-  for (int mask = 0; mask < 4; ++mask)
-    for (bool causal : {false, true})
-      for (dtype t : {dtype::f32, dtype::bf16, dtype::f16})
-        for (const attnimpl::shape& dims : {attnimpl::shape{.b = 2, .hq = 6, .hkv = 2, .lq = 5, .lk = 37, .d = 19, .dv = 9},
-                                            attnimpl::shape{.b = 1, .hq = 8, .hkv = 2, .lq = 1, .lk = 1100, .d = 128, .dv = 128},
-                                            attnimpl::shape{.b = 1, .hq = 4, .hkv = 4, .lq = 70, .lk = 70, .d = 64, .dv = 24},
-                                            attnimpl::shape{.b = 1, .hq = 4, .hkv = 2, .lq = 75, .lk = 150, .d = 40, .dv = 128},
-                                            attnimpl::shape{.b = 1, .hq = 2, .hkv = 1, .lq = 33, .lk = 97, .d = 17, .dv = 88}})
-          for (const attnimpl::config& tiles : {attnimpl::config{}, attnimpl::config{.q_tile = 2, .k_tile = 3, .split_keys = 6},
-                                                attnimpl::config{.q_tile = 40, .k_tile = 48, .split_keys = 96}}) {
-            const problem_spec s = grid_spec(dims, causal, mask, t, ++seed);
-            // Against AVX2: the test above ties AVX2 to portable bit for bit.
-            expect_same_bits(s, tiles, isa::avx512, isa::avx2, mask, causal);
-            ++cases;
-          }
-  EXPECT_EQ(cases, 360);
+  std::vector<attnimpl::shape> shapes = both_paths_shapes;
+  shapes.push_back({.b = 1, .hq = 4, .hkv = 2, .lq = 75, .lk = 150, .d = 40, .dv = 128});
+  shapes.push_back({.b = 1, .hq = 2, .hkv = 1, .lq = 33, .lk = 97, .d = 17, .dv = 88});
+  EXPECT_EQ(expect_same_bits_over_grid(shapes,
+                                       {attnimpl::config{}, attnimpl::config{.q_tile = 2, .k_tile = 3, .split_keys = 6},
+                                        attnimpl::config{.q_tile = 40, .k_tile = 48, .split_keys = 96}},
+                                       1900, isa::avx512, isa::avx2),
+            360);
 }
 
 // The AVX-512 build's exp (its 16-lane exp16, which the softmax uses), tanh

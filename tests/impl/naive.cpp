@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <limits>
 
 #include "attncheck/oracle.hpp"
@@ -53,6 +54,25 @@ naive_result naive_attention(const problem& p, const attnimpl::config& cfg) {
   opt.bound.key_blocks = std::max<std::int64_t>(1, attnimpl::key_blocks(d.lk, cfg));
   attncheck::oracle_result ref = attncheck::reference(c, opt);
   return {std::move(ref.o), std::move(ref.o_bound), std::move(ref.lse), std::move(ref.lse_bound)};
+}
+
+testing::AssertionResult o_within_bound(const problem& p, const naive_result& ref) {
+  const auto& d = p.dims;
+  for (std::int64_t b = 0; b < d.b; ++b)
+    for (std::int64_t i = 0; i < d.lq; ++i)
+      for (std::int64_t h = 0; h < d.hq; ++h)
+        for (std::int64_t e = 0; e < d.dv; ++e) {
+          const std::size_t at = static_cast<std::size_t>(((b * d.lq + i) * d.hq + h) * d.dv + e);
+          const double got = p.o.get(b, i, h, e);
+          const auto where = [&] {
+            return testing::AssertionFailure() << p.line() << " O[" << b << "," << i << "," << h << "," << e << "]";
+          };
+          if (!std::isfinite(got)) return where() << " is " << got;
+          if (!std::isfinite(ref.bound[at])) return where() << " has the bound " << ref.bound[at];
+          if (!(std::fabs(got - ref.o[at]) <= ref.bound[at]))  // a NaN reference fails too
+            return where() << " expected " << ref.o[at] << " got " << got << " bound " << ref.bound[at];
+        }
+  return testing::AssertionSuccess();
 }
 
 }  // namespace attnimpl_test

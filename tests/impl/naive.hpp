@@ -5,6 +5,8 @@
 // the bound, which it then includes; MPFR elsewhere).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <vector>
 
 #include "support.hpp"
@@ -19,5 +21,10 @@ struct naive_result {
 /// The oracle's O, LSE and their bounds for this problem; nb and the exp ulps
 /// come from the kernel's own declarations (key_blocks, exp_ulps).
 naive_result naive_attention(const problem& p, const attnimpl::config& cfg);
+
+/// Every element of p's O finite (NaN and inf fail before any bound) and
+/// within its bound of ref.o: success, or the first element that is not,
+/// with the case line, expected, got and bound.
+testing::AssertionResult o_within_bound(const problem& p, const naive_result& ref);
 
 }  // namespace attnimpl_test

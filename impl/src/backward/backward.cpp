@@ -16,10 +16,12 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "../convert.hpp"
 #include "../engine.hpp"
+#include "../isa_target.hpp"
 #include "../mutation.hpp"
 
 namespace attnimpl {
@@ -156,18 +158,13 @@ struct vec {
   static t add(t a, t b) { return a + b; }
 };
 constexpr int rows_max = 2, vectors_max = 16;
-void exp_n(const float* x, float* y, std::size_t n) { engine::exp_array(x, y, n, isa::portable); }
-void tanh_n(const float* x, float* y, std::size_t n) { engine::tanh_array(x, y, n, isa::portable); }
+void exp_n(const float* x, float* y, std::size_t n) { engine::portable::entry_points.exp_array(x, y, n); }
+void tanh_n(const float* x, float* y, std::size_t n) { engine::portable::entry_points.tanh_array(x, y, n); }
 #include "kernel.hpp"
 }  // namespace portable
 
 #if defined(__x86_64__) || defined(_M_X64)
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+ATTNIMPL_TARGET_BEGIN(ATTNIMPL_AVX2_FEATURES)
 namespace avx2 {
 struct vec {
   using t = __m256;
@@ -180,18 +177,12 @@ struct vec {
   static t add(t a, t b) { return _mm256_add_ps(a, b); }
 };
 constexpr int rows_max = 6, vectors_max = 2;  // 12 accumulators of the 16 registers
-void exp_n(const float* x, float* y, std::size_t n) { engine::avx2::exp_array(x, y, n); }
-void tanh_n(const float* x, float* y, std::size_t n) { engine::avx2::tanh_array(x, y, n); }
+void exp_n(const float* x, float* y, std::size_t n) { engine::avx2::entry_points.exp_array(x, y, n); }
+void tanh_n(const float* x, float* y, std::size_t n) { engine::avx2::entry_points.tanh_array(x, y, n); }
 #include "kernel.hpp"
 }  // namespace avx2
-#if defined(__clang__)
-#pragma clang attribute pop
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
-#endif
+ATTNIMPL_TARGET_END
+ATTNIMPL_TARGET_BEGIN(ATTNIMPL_AVX512_FEATURES)
 namespace avx512 {
 struct vec {
   using t = __m512;
@@ -204,15 +195,11 @@ struct vec {
   static t add(t a, t b) { return _mm512_add_ps(a, b); }
 };
 constexpr int rows_max = 6, vectors_max = 4;  // 24 accumulators of the 32 registers
-void exp_n(const float* x, float* y, std::size_t n) { engine::avx512::exp_array(x, y, n); }
-void tanh_n(const float* x, float* y, std::size_t n) { engine::avx512::tanh_array(x, y, n); }
+void exp_n(const float* x, float* y, std::size_t n) { engine::avx512::entry_points.exp_array(x, y, n); }
+void tanh_n(const float* x, float* y, std::size_t n) { engine::avx512::entry_points.tanh_array(x, y, n); }
 #include "kernel.hpp"
 }  // namespace avx512
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+ATTNIMPL_TARGET_END
 #endif
 
 }  // namespace

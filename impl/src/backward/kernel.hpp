@@ -111,30 +111,37 @@ __attribute__((always_inline)) inline void tile_ranged(const float* a, std::int6
   store_tile(acc, c, ldc, add);
 }
 
+/// f(std::integral_constant<int, nv>{}) where the products are built for nv
+/// vectors of columns (1 to 4 and 16, those up to vectors_max); any other nv
+/// does nothing.
+template <class F>
+__attribute__((always_inline)) inline void with_vectors(int nv, F&& f) {
+  static_assert(vectors_max <= 16);
+  const auto built = [&](auto n) __attribute__((always_inline)) {
+    if constexpr (decltype(n)::value <= vectors_max) f(n);
+  };
+  switch (nv) {
+    case 1: built(std::integral_constant<int, 1>{}); break;
+    case 2: built(std::integral_constant<int, 2>{}); break;
+    case 3: built(std::integral_constant<int, 3>{}); break;
+    case 4: built(std::integral_constant<int, 4>{}); break;
+    case 16: built(std::integral_constant<int, 16>{}); break;
+    default: break;
+  }
+}
+
 // tile<NR, nv> (lo null) or tile_ranged<NR, nv>.
 template <int NR>
 __attribute__((always_inline)) inline void tile_row(int nv, const float* a, std::int64_t ar, std::int64_t at,
                                                     const std::int64_t* lo, const std::int64_t* hi, const float* b,
                                                     std::int64_t ldb, std::int64_t count, float* c, std::int64_t ldc, bool add) {
-  static_assert(vectors_max <= 16);
-  switch (nv) {
-#define ATTNIMPL_BW_CASE(n)                                         \
-  case n:                                                           \
-    if constexpr (n <= vectors_max) {                               \
-      if (lo)                                                       \
-        tile_ranged<NR, n>(a, ar, at, lo, hi, b, ldb, c, ldc, add); \
-      else                                                          \
-        tile<NR, n>(a, ar, at, b, ldb, count, c, ldc, add);         \
-    }                                                               \
-    break;
-    ATTNIMPL_BW_CASE(1)
-    ATTNIMPL_BW_CASE(2)
-    ATTNIMPL_BW_CASE(3)
-    ATTNIMPL_BW_CASE(4)
-    ATTNIMPL_BW_CASE(16)
-#undef ATTNIMPL_BW_CASE
-    default: break;
-  }
+  with_vectors(
+      nv, [&](auto n) __attribute__((always_inline)) {
+        if (lo)
+          tile_ranged<NR, decltype(n)::value>(a, ar, at, lo, hi, b, ldb, c, ldc, add);
+        else
+          tile<NR, decltype(n)::value>(a, ar, at, b, ldb, count, c, ldc, add);
+      });
 }
 
 /// C (rows by cols, leading dimension ldc; cols a multiple of 16) (+)= A B:
@@ -175,19 +182,10 @@ void gemm_on(const float* a, std::int64_t ar, std::int64_t at, const char* on, s
       const float* ar0 = a + r * ar;
       const char* on0 = on + r * on_r;
       float* cr0 = c + r * ldc + c0;
-      switch (nv) {
-#define ATTNIMPL_BW_CASE(n)                                                                       \
-  case n:                                                                                         \
-    if constexpr (n <= vectors_max) tile_on<n>(ar0, at, on0, on_t, b + c0, ldb, count, cr0, add); \
-    break;
-        ATTNIMPL_BW_CASE(1)
-        ATTNIMPL_BW_CASE(2)
-        ATTNIMPL_BW_CASE(3)
-        ATTNIMPL_BW_CASE(4)
-        ATTNIMPL_BW_CASE(16)
-#undef ATTNIMPL_BW_CASE
-        default: break;
-      }
+      with_vectors(
+          nv, [&](auto n) __attribute__((always_inline)) {
+            tile_on<decltype(n)::value>(ar0, at, on0, on_t, b + c0, ldb, count, cr0, add);
+          });
     }
 }
 

@@ -6,9 +6,10 @@
 // keys it sees, never on the batch, Lq, the tile it shares or the threads.
 //
 // The whole kernel for one instruction set: included once by each of
-// kernel_avx2.cpp and kernel_portable.cpp (after ATTNIMPL_ISA_AVX2 and
-// ATTNIMPL_ISA_NS), so everything here is TU-local except run() and
-// exp_array() in namespace attnimpl::engine::ATTNIMPL_ISA_NS.
+// kernel_avx512.cpp, kernel_avx2.cpp and kernel_portable.cpp (after
+// ATTNIMPL_ISA_AVX2 and ATTNIMPL_ISA_NS), so everything here is TU-local
+// except the entry points in namespace attnimpl::engine::ATTNIMPL_ISA_NS
+// (their table, entry_points, is engine.hpp's isa_build).
 #pragma once
 
 #include <algorithm>
@@ -190,6 +191,8 @@ void run(const problem& p, const config& cfg) {
       },
       &prepare);
 }
+
+const isa_build entry_points{&run, &exp_array, &tanh_array, &fma_array};
 
 }  // namespace ATTNIMPL_ISA_NS
 }  // namespace attnimpl::engine

@@ -21,11 +21,8 @@ namespace {
 /// byte is read once for all the unit's rows; while a group of 8 keys
 /// computes, the same keys of the next block are requested.
 inline void unit_runner::direct_scores(const unit_rows& ur, std::int64_t kpack, std::int64_t next) {
-  switch (p_.kv.type) {
-    case dtype::f32: direct_scores_as<dtype::f32>(ur, kpack, next); break;
-    case dtype::f16: direct_scores_as<dtype::f16>(ur, kpack, next); break;
-    case dtype::bf16: direct_scores_as<dtype::bf16>(ur, kpack, next); break;
-  }
+  with_dtype(
+      p_.kv.type, [&](auto t) __attribute__((always_inline)) { direct_scores_as<decltype(t)::value>(ur, kpack, next); });
 }
 
 template <dtype T>
@@ -108,11 +105,8 @@ inline void unit_runner::score_group(const char* const rows_in[8], std::int64_t 
 }
 
 inline void unit_runner::across_scores(const unit_rows& ur, std::int64_t kpack, std::int64_t next) {
-  switch (p_.kv.type) {
-    case dtype::f32: across_scores_as<dtype::f32>(ur, kpack, next); break;
-    case dtype::f16: across_scores_as<dtype::f16>(ur, kpack, next); break;
-    case dtype::bf16: across_scores_as<dtype::bf16>(ur, kpack, next); break;
-  }
+  with_dtype(
+      p_.kv.type, [&](auto t) __attribute__((always_inline)) { across_scores_as<decltype(t)::value>(ur, kpack, next); });
 }
 
 /// Scores of keys [0, kpack) from K stored keys-across: element dd of 8

@@ -51,11 +51,8 @@ inline void unit_runner::chunk(const unit_rows& ur, std::int64_t c0, std::int64_
       const row_range rr{rb, std::min(ur.rows, rb + slice_rows)};
       if (packed) scores(rr);
       softmax(rr, st, j0);
-      switch (vt) {
-        case dtype::f32: weighted_values<dtype::f32>(rr, kpack, st); break;
-        case dtype::f16: weighted_values<dtype::f16>(rr, kpack, st); break;
-        case dtype::bf16: weighted_values<dtype::bf16>(rr, kpack, st); break;
-      }
+      with_dtype(
+          vt, [&](auto t) __attribute__((always_inline)) { weighted_values<decltype(t)::value>(rr, kpack, st); });
     }
     if (ATTNIMPL_MUTANT(low_precision_acc))  // the accumulator kept in bf16
       for (std::int64_t x = 0; x < ur.rows * g_.dv8; ++x) st.acc[x] = convert::from_bf16(convert::to_bf16(st.acc[x]));
@@ -87,7 +84,7 @@ inline void unit_runner::softmax(row_range rr, const row_state& st, std::int64_t
     for (; c + 16 <= whole; c += 16) {
       simd::vf16 x = simd::load16(s + c);
       if (variant_scores) {
-        x = terms.apply16(x, c);
+        x = terms.apply<simd::lanes16>(x, c);
         simd::store16(s + c, x);
       }
       mx = simd::max_halves(mx, x);
@@ -96,7 +93,7 @@ inline void unit_runner::softmax(row_range rr, const row_state& st, std::int64_t
     for (; c < whole; c += 8) {
       simd::vf x = simd::load(s + c);
       if (variant_scores) {
-        x = terms.apply8(x, c);
+        x = terms.apply<simd::lanes8>(x, c);
         simd::store(s + c, x);
       }
       mx = simd::max(mx, x);
@@ -104,7 +101,7 @@ inline void unit_runner::softmax(row_range rr, const row_state& st, std::int64_t
 #if ATTNIMPL_ISA_AVX512
     for (; c + 16 <= ld; c += 16) {
       simd::vf16 x = simd::load16(s + c);
-      if (c < cols) x = terms.apply16(x, c);
+      if (c < cols) x = terms.apply<simd::lanes16>(x, c);
       x = simd::select_flagged16(vis + c, x, ninf16);
       simd::store16(s + c, x);
       mx = simd::max_halves(mx, x);
@@ -112,7 +109,7 @@ inline void unit_runner::softmax(row_range rr, const row_state& st, std::int64_t
 #endif
     for (; c < ld; c += 8) {
       simd::vf x = simd::load(s + c);
-      if (c < cols) x = terms.apply8(x, c);
+      if (c < cols) x = terms.apply<simd::lanes8>(x, c);
       x = simd::select_flagged(vis + c, x, ninf);
       simd::store(s + c, x);
       mx = simd::max(mx, x);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "../engine.hpp"
@@ -18,6 +19,18 @@ namespace {
 constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
 std::int64_t round8(std::int64_t n) { return (n + 7) / 8 * 8; }
+
+/// f(std::integral_constant<dtype, t>{}): code written once per storage
+/// type (a template on it) run for the type t of this call. Inlined with
+/// its callers' lambdas: the switch the caller would write itself.
+template <class F>
+__attribute__((always_inline)) inline void with_dtype(dtype t, F&& f) {
+  switch (t) {
+    case dtype::f32: f(std::integral_constant<dtype, dtype::f32>{}); break;
+    case dtype::f16: f(std::integral_constant<dtype, dtype::f16>{}); break;
+    case dtype::bf16: f(std::integral_constant<dtype, dtype::bf16>{}); break;
+  }
+}
 
 enum class row_kind : std::uint8_t { none, all, partial };
 

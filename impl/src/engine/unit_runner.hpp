@@ -32,49 +32,26 @@ struct score_terms {
     for (int x = 0; x < N; ++x) out[x] = c + x < bias_lanes ? bias[c + x] : 0.0f;
   }
 
-  simd::vf apply8(simd::vf x, std::int64_t c) const {
-    const simd::vf capv = simd::set1(cap);
-    if (softcap && cap_first) x = simd::mul(capv, simd::tanh8(simd::div(x, capv)));
-    // j - p exact: lane offsets below 16 added to an integer below 2^24 in magnitude.
-    if (alibi)
-      x = simd::add(x, simd::mul(simd::set1(slope), simd::add(simd::set1(static_cast<float>(rel + c)),
-                                                              simd::setr(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f))));
+  /// The terms of lanes c .. c + L::n - 1 added to x (ALiBi's j - p exact:
+  /// lane offsets below 16 added to an integer below 2^24 in magnitude), the
+  /// same operations lane by lane at either width.
+  template <class L>
+  typename L::v apply(typename L::v x, std::int64_t c) const {
+    const typename L::v capv = L::set1(cap);
+    if (softcap && cap_first) x = L::mul(capv, simd::tanh_lanes<L>(L::div(x, capv)));
+    if (alibi) x = L::add(x, L::mul(L::set1(slope), L::add(L::set1(static_cast<float>(rel + c)), L::iota())));
     if (bias) {
-      if (c + 8 <= bias_lanes) {
-        x = simd::add(x, simd::load(bias + c));
+      if (c + L::n <= bias_lanes) {
+        x = L::add(x, L::load(bias + c));
       } else {
-        float t[8];
-        bias_tail<8>(c, t);
-        x = simd::add(x, simd::load(t));
+        float t[L::n];
+        bias_tail<L::n>(c, t);
+        x = L::add(x, L::load(t));
       }
     }
-    if (softcap && !cap_first) x = simd::mul(capv, simd::tanh8(simd::div(x, capv)));
+    if (softcap && !cap_first) x = L::mul(capv, simd::tanh_lanes<L>(L::div(x, capv)));
     return x;
   }
-
-#if ATTNIMPL_ISA_AVX512
-  /// apply8 of lanes c .. c + 7 and c + 8 .. c + 15, in one register: the
-  /// same operations lane by lane (ALiBi's j - p is the same exact integer).
-  simd::vf16 apply16(simd::vf16 x, std::int64_t c) const {
-    const simd::vf16 capv = simd::set1_16(cap);
-    if (softcap && cap_first) x = simd::mul16(capv, simd::tanh16(simd::div16(x, capv)));
-    if (alibi) {
-      const simd::vf16 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-      x = simd::add16(x, simd::mul16(simd::set1_16(slope), simd::add16(simd::set1_16(static_cast<float>(rel + c)), iota)));
-    }
-    if (bias) {
-      if (c + 16 <= bias_lanes) {
-        x = simd::add16(x, simd::load16(bias + c));
-      } else {
-        float t[16];
-        bias_tail<16>(c, t);
-        x = simd::add16(x, simd::load16(t));
-      }
-    }
-    if (softcap && !cap_first) x = simd::mul16(capv, simd::tanh16(simd::div16(x, capv)));
-    return x;
-  }
-#endif
 };
 
 class unit_runner {
