@@ -189,44 +189,62 @@ contract_feature softcap() {
   return f;
 }
 
-contract_feature sinks() {
-  contract_feature f = variant("sinks", ATTNCHECK_FEATURE3_SINKS, "sinks", "no attention sinks", 0.83);
-  f.present = [](const attn_case& c) { return c.variants.has_sinks(); };
-  f.clear = [](attn_case& c) { c.variants.sinks = sink_kind::none, c.variants.sink_logits.clear(); };
+// A variant drawn by a named recipe (never "none" on the line) with one per-head tensor, as sinks and ALiBi are.
+template <class Kind>
+struct recipe_fields {
+  const char* key;
+  Kind score_variants::*kind;
+  Kind last;  // the last recipe the enum knows
+  std::vector<float> score_variants::*tensor;
+  const char* tensor_key;
+  bool neginf_allowed;
+  std::optional<Kind> (*parse)(std::string_view);
+  const char* choices;  // the recipes a line may name
+  const char* noun;     // "is not a known <noun> recipe"
+};
+
+template <class Kind>
+constexpr recipe_fields<Kind> recipe(const char* key, Kind score_variants::*kind, Kind last,
+                                     std::vector<float> score_variants::*tensor, const char* tensor_key, bool neginf_allowed,
+                                     std::optional<Kind> (*parse)(std::string_view), const char* choices, const char* noun) {
+  return {key, kind, last, tensor, tensor_key, neginf_allowed, parse, choices, noun};
+}
+
+// The table holds plain function pointers, so the lambdas read R (a template argument) rather than capture it.
+template <const auto& R>
+contract_feature per_head_recipe(contract_feature f) {
+  using kind = decltype(R.last);
+  f.present = [](const attn_case& c) { return c.variants.*R.kind != kind::none; };
+  f.clear = [](attn_case& c) { c.variants.*R.kind = kind::none, (c.variants.*R.tensor).clear(); };
   f.write = [](const attn_case& c, std::string& s) {
-    if (c.variants.has_sinks()) s += ",sinks=" + std::string(name(c.variants.sinks));
+    if (c.variants.*R.kind != kind::none) s += "," + std::string(R.key) + "=" + std::string(name(c.variants.*R.kind));
   };
   f.read = [](std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits&) {
     need_value(key, flag);
-    const auto v = parse_sink_kind(val);
-    if (!v || *v == sink_kind::none) fail("sinks", quoted(val) + " is not one of normal, high, low, neginf, mixed");
-    c.variants.sinks = *v;
+    const auto v = R.parse(val);
+    if (!v || *v == kind::none) fail(R.key, quoted(val) + " is not one of " + R.choices);
+    c.variants.*R.kind = *v;
   };
   f.check = [](const attn_case& c, bool tensors_required, const case_limits&) {
-    if (static_cast<int>(c.variants.sinks) > static_cast<int>(sink_kind::mixed)) fail("sinks", "is not a known sink recipe");
-    check_per_head(c, "sink_logits", c.variants.sink_logits, c.variants.has_sinks(), true, tensors_required);
+    if (static_cast<int>(c.variants.*R.kind) > static_cast<int>(R.last))
+      fail(R.key, "is not a known " + std::string(R.noun) + " recipe");
+    check_per_head(c, R.tensor_key, c.variants.*R.tensor, c.variants.*R.kind != kind::none, R.neginf_allowed, tensors_required);
   };
   return f;
 }
 
+constexpr auto sink_recipe = recipe("sinks", &score_variants::sinks, sink_kind::mixed, &score_variants::sink_logits,
+                                    "sink_logits", true, parse_sink_kind, "normal, high, low, neginf, mixed", "sink");
+constexpr auto alibi_recipe = recipe("alibi", &score_variants::alibi, alibi_kind::zero, &score_variants::alibi_slopes,
+                                     "alibi_slopes", false, parse_alibi_kind, "standard, random, zero", "ALiBi");
+
+contract_feature sinks() {
+  return per_head_recipe<sink_recipe>(variant("sinks", ATTNCHECK_FEATURE3_SINKS, "sinks", "no attention sinks", 0.83));
+}
+
 contract_feature alibi() {
-  contract_feature f = variant("alibi", ATTNCHECK_FEATURE3_ALIBI, "alibi", "no ALiBi", 0.75);
+  contract_feature f = per_head_recipe<alibi_recipe>(variant("alibi", ATTNCHECK_FEATURE3_ALIBI, "alibi", "no ALiBi", 0.75));
   f.python_keywords = {"alibi_slopes"};
-  f.present = [](const attn_case& c) { return c.variants.has_alibi(); };
-  f.clear = [](attn_case& c) { c.variants.alibi = alibi_kind::none, c.variants.alibi_slopes.clear(); };
-  f.write = [](const attn_case& c, std::string& s) {
-    if (c.variants.has_alibi()) s += ",alibi=" + std::string(name(c.variants.alibi));
-  };
-  f.read = [](std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits&) {
-    need_value(key, flag);
-    const auto v = parse_alibi_kind(val);
-    if (!v || *v == alibi_kind::none) fail("alibi", quoted(val) + " is not one of standard, random, zero");
-    c.variants.alibi = *v;
-  };
-  f.check = [](const attn_case& c, bool tensors_required, const case_limits&) {
-    if (static_cast<int>(c.variants.alibi) > static_cast<int>(alibi_kind::zero)) fail("alibi", "is not a known ALiBi recipe");
-    check_per_head(c, "alibi_slopes", c.variants.alibi_slopes, c.variants.has_alibi(), false, tensors_required);
-  };
   return f;
 }
 
