@@ -1,6 +1,7 @@
 // The HTML reports of a gate run (a section per subject) and of a replay.
 #include "attncheck/case.hpp"
 #include "attncheck/failure_report.hpp"
+#include "attncheck/features.hpp"
 #include "attncheck/report.hpp"
 #include "attncheck/report_html.hpp"
 #include "attncheck/runner.hpp"
@@ -65,13 +66,10 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
     nb += (nb.empty() ? "" : ", ") + std::to_string(n) + " at Lk=" + std::to_string(lk);
   row(o, "ABI", "v" + std::to_string(g.abi));
   row(o, "dtypes", dtypes_text(g.dtypes));
-  row(o, "features",
-      bits_text(g.features, {{ATTNCHECK_FEATURE_CAUSAL, "causal"},
-                             {ATTNCHECK_FEATURE_PADDING, "padding"},
-                             {ATTNCHECK_FEATURE_MASK, "mask"},
-                             {ATTNCHECK_FEATURE_LSE, "LSE"},
-                             {ATTNCHECK_FEATURE_CACHE, "cache"},
-                             {ATTNCHECK_FEATURE_THREADS, "threads"}}));
+  std::string features;  // every feature of the contract's table the subject declares, by its label
+  for (const contract_feature& f : contract_features())
+    if ((f.abi_word == 1 ? g.features : g.declared.features_v3) & f.bit) features += (features.empty() ? "" : ", ") + f.label;
+  row(o, "features", features.empty() ? "none" : features);
   row(o, "claims",
       bits_text(g.claims, {{ATTNCHECK_CLAIM_DETERMINISTIC, "deterministic"},
                            {ATTNCHECK_CLAIM_THREADS, "any thread count"},
