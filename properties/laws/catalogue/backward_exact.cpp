@@ -86,14 +86,8 @@ law_outcome linear_in_output_gradient(const subject& s, const attn_case& c) {
           d_o2.set(bi, i, h, e, x);
           exact = exact && d_o2.at(bi, i, h, e) == x;
         }
-  if (!exact) {
-    o.nothing_to_judge("2^k dO is not exact in the storage type");
-    return o;
-  }
-  if (!tame_inputs(c, d_o)) {
-    o.nothing_to_judge("inputs outside the tame range where every intermediate stays normal");
-    return o;
-  }
+  if (!exact) return o.nothing_to_judge("2^k dO is not exact in the storage type");
+  if (!tame_inputs(c, d_o)) return o.nothing_to_judge("inputs outside the tame range where every intermediate stays normal");
   backward_inputs in = oracle_inputs(s, c, d_o);
   const auto a = s.backward(c, in);
   in.d_o = d_o2;

@@ -80,10 +80,7 @@ law_outcome translated_keys(const subject& s, const attn_case& c) {
         largest = std::max(largest, std::fabs(shift));
         for (std::int64_t j = 0; j < c.lk; ++j) t.k.set(bi, j, g, x, c.k.at(bi, j, g, x) + shift);
       }
-  if (largest == 0) {
-    o.nothing_to_judge("no key column takes a translation exactly in the storage type");
-    return o;
-  }
+  if (largest == 0) return o.nothing_to_judge("no key column takes a translation exactly in the storage type");
   const tensor d_o = draw_grad_output(c, grad_of(c));
   const backward_run a = run_on_oracle(s, c, d_o), b = run_on_oracle(s, t, d_o);
   if (run_failed(a.out, o, "backward") || run_failed(b.out, o, "backward on the translated keys")) return o;
@@ -124,10 +121,7 @@ void prepare_gqa_gradients(attn_case& c, const subject& s) {
 // double (2^-52 of the summed magnitudes). No claim makes the two bitwise.
 law_outcome gqa_sums_repeated_mha(const subject& s, const attn_case& c) {
   law_outcome o;
-  if (c.group() == 1) {
-    o.nothing_to_judge("one query head per KV head (the case was cut to G = 1)");
-    return o;
-  }
+  if (c.group() == 1) return o.nothing_to_judge("one query head per KV head (the case was cut to G = 1)");
   const attn_case mha = repeated_kv(c);
   const tensor d_o = draw_grad_output(c, grad_of(c));
   const backward_run a = run_on_oracle(s, c, d_o), m = run_on_oracle(s, mha, d_o);

@@ -72,10 +72,7 @@ void prepare_alibi(attn_case& c, const subject&) {
 
 law_outcome alibi_equals_explicit_bias(const subject& s, const attn_case& c) {
   law_outcome o;
-  if (!c.variants.has_alibi() || c.variants.has_bias()) {
-    o.nothing_to_judge("needs ALiBi and no bias");
-    return o;
-  }
+  if (!c.variants.has_alibi() || c.variants.has_bias()) return o.nothing_to_judge("needs ALiBi and no bias");
   law_rng rng(c, 0xa11b2);
   attn_case a = c, b = without_variant(c, ATTNCHECK_FEATURE3_ALIBI);
   std::vector<double> gap(row_of(c, c.b, 0, 0), 0.0);
@@ -105,10 +102,7 @@ void prepare_row_constant(attn_case& c, const subject&) {
 
 law_outcome row_constant_changes_nothing(const subject& s, const attn_case& c) {
   law_outcome o;
-  if (!c.variants.has_bias() || c.variants.has_sinks()) {
-    o.nothing_to_judge("needs a bias and no sinks");
-    return o;
-  }
+  if (!c.variants.has_bias() || c.variants.has_sinks()) return o.nothing_to_judge("needs a bias and no sinks");
   // Per row a constant t: small dyadic in half the cases, 1e3..1e4 in the other.
   law_rng rng(c, 0xc0457);
   const bool big = rng.below(2) == 1;
@@ -136,10 +130,7 @@ void prepare_masking(attn_case& c, const subject&) { ensure_bias(c, bias_kind::m
 
 law_outcome minus_inf_equals_mask(const subject& s, const attn_case& c) {
   law_outcome o;
-  if (!c.variants.has_bias()) {
-    o.nothing_to_judge("no bias");
-    return o;
-  }
+  if (!c.variants.has_bias()) return o.nothing_to_judge("no bias");
   // The same visibility from a boolean mask (the case's own AND the bias's
   // -inf entries), with each -inf entry replaced by +4096: a kernel that
   // reads the bias where the mask hides the key is seen.
@@ -148,10 +139,7 @@ law_outcome minus_inf_equals_mask(const subject& s, const attn_case& c) {
   std::int64_t holes = 0;
   for (auto& bits : b.variants.bias.bits)
     if (decode(bias.type, bits) == -inf) bits = encode(bias.type, 4096.0), ++holes;
-  if (holes == 0) {
-    o.nothing_to_judge("no -inf bias entry");
-    return o;
-  }
+  if (holes == 0) return o.nothing_to_judge("no -inf bias entry");
   b.mask_shape = {c.b, c.hq, c.lq, c.lk};
   b.mask.assign(static_cast<std::size_t>(c.b * c.hq * c.lq * c.lk), 0);
   for (std::int64_t bi = 0; bi < c.b; ++bi)
@@ -182,15 +170,9 @@ void prepare_broadcast(attn_case& c, const subject&) {
 
 law_outcome broadcast_equals_materialized(const subject& s, const attn_case& c) {
   law_outcome o;
-  if (!c.variants.has_bias()) {
-    o.nothing_to_judge("no bias");
-    return o;
-  }
+  if (!c.variants.has_bias()) return o.nothing_to_judge("no bias");
   const auto& shape = c.variants.bias_shape;
-  if (shape == dims4{c.b, c.hq, c.lq, c.lk}) {
-    o.nothing_to_judge("the bias has no broadcast dim");
-    return o;
-  }
+  if (shape == dims4{c.b, c.hq, c.lq, c.lk}) return o.nothing_to_judge("the bias has no broadcast dim");
   attn_case b = c;
   tensor t = tensor::contiguous(c.variants.bias_type, {c.b, c.hq, c.lq, c.lk});
   for (std::int64_t bi = 0; bi < c.b; ++bi)

@@ -54,10 +54,7 @@ void prepare_batch(attn_case& c, const subject&) {
 
 law_outcome batch_elements_are_independent(const subject& s, const attn_case& c) {
   law_outcome o;
-  if (c.b < 2) {
-    o.nothing_to_judge("B = 1: no other batch element");
-    return o;
-  }
+  if (c.b < 2) return o.nothing_to_judge("B = 1: no other batch element");
   const auto whole = s.attend(c);
   if (run_failed(whole, o, "batch run")) return o;
   for (std::int64_t bi = 0; bi < c.b; ++bi) {
@@ -130,10 +127,8 @@ void prepare_padding(attn_case& c, const subject& s) {
 
 law_outcome padding_equals_truncation(const subject& s, const attn_case& c) {
   law_outcome o;
-  if (std::none_of(c.key_len.begin(), c.key_len.end(), [&](std::int64_t n) { return n >= 1 && n < c.lk; })) {
-    o.nothing_to_judge("no sequence is padded (1 <= n < Lk)");
-    return o;
-  }
+  if (std::none_of(c.key_len.begin(), c.key_len.end(), [&](std::int64_t n) { return n >= 1 && n < c.lk; }))
+    return o.nothing_to_judge("no sequence is padded (1 <= n < Lk)");
   const auto padded = s.attend(c);
   if (run_failed(padded, o, "padded run")) return o;
   for (std::int64_t bi = 0; bi < c.b; ++bi) {

@@ -43,10 +43,7 @@ void prepare_sinks(attn_case& c, const subject& s) {
 
 law_outcome sink_rescales_plain_output(const subject& s, const attn_case& c) {
   law_outcome o;
-  if (!c.variants.has_sinks()) {
-    o.nothing_to_judge("no sinks");
-    return o;
-  }
+  if (!c.variants.has_sinks()) return o.nothing_to_judge("no sinks");
   const attn_case plain = without_variant(c, ATTNCHECK_FEATURE3_SINKS);
   const auto a = s.attend(c), b = s.attend(plain);
   if (run_failed(a, o, "with sinks") || run_failed(b, o, "without sinks")) return o;
@@ -110,10 +107,7 @@ void prepare_sink_shift(attn_case& c, const subject& s) {
 
 law_outcome common_shift_changes_nothing(const subject& s, const attn_case& c) {
   law_outcome o;
-  if (!c.variants.has_sinks() || c.variants.has_softcap()) {
-    o.nothing_to_judge("needs sinks and no softcap");
-    return o;
-  }
+  if (!c.variants.has_sinks() || c.variants.has_softcap()) return o.nothing_to_judge("needs sinks and no softcap");
   const auto base = s.attend(c);
   if (run_failed(base, o, "base run")) return o;
   // An extra head dimension: Q[..., D] = t_h, K[..., D] = kappa adds
@@ -148,10 +142,7 @@ law_outcome common_shift_changes_nothing(const subject& s, const attn_case& c) {
       const float moved = static_cast<float>(sigma + shift[h]);
       p.variants.sink_logits[h] = moved;
       delta[h] = static_cast<double>(moved) - (sigma + shift[h]);
-      if (!std::isfinite(moved)) {
-        o.nothing_to_judge("a shifted sink overflows f32");
-        return o;
-      }
+      if (!std::isfinite(moved)) return o.nothing_to_judge("a shifted sink overflows f32");
     }
   }
   p.q = remake(c.type, {c.b, c.lq, c.hq, c.d + 1}, c.layout, [&](auto b, auto i, auto h, auto x) {

@@ -45,10 +45,7 @@ double log_sum_exp(const std::vector<double>& x) {
 
 law_outcome weights_within_capped_range(const subject& s, const attn_case& c) {
   law_outcome o;
-  if (!c.variants.has_softcap()) {
-    o.nothing_to_judge("no softcap");
-    return o;
-  }
+  if (!c.variants.has_softcap()) return o.nothing_to_judge("no softcap");
   // V = identity: output row i of head h is the weight row P[b,h,i,:].
   attn_case id = c;
   id.dv = c.lk;
@@ -116,10 +113,8 @@ law_outcome far_cap_equals_none(const subject& s, const attn_case& c) {
             raw += std::fabs(c.q.at(bi, i, h, d)) * std::fabs(c.k.at(bi, j, c.kv_head(h), d));
           xmax = std::max(xmax, sc * raw);
         }
-  if (!std::isfinite(xmax) || xmax > 0x1p90) {
-    o.nothing_to_judge("scores too large (or not finite) for a cap far above them in f32");
-    return o;
-  }
+  if (!std::isfinite(xmax) || xmax > 0x1p90)
+    return o.nothing_to_judge("scores too large (or not finite) for a cap far above them in f32");
   const double cap = std::exp2(std::ceil(std::log2(std::max(xmax, 0x1p-60) * 0x1p20)));
   attn_case a = c, b = without_variant(c, ATTNCHECK_FEATURE3_SOFTCAP);
   a.variants.softcap = static_cast<float>(cap);

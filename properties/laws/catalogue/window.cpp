@@ -51,10 +51,7 @@ void prepare_outside(attn_case& c, const subject& s) {
 
 law_outcome outside_keys_never_matter(const subject& s, const attn_case& c) {
   law_outcome o;
-  if (!c.variants.has_window() && !c.variants.has_chunk()) {
-    o.nothing_to_judge("no window and no chunk");
-    return o;
-  }
+  if (!c.variants.has_window() && !c.variants.has_chunk()) return o.nothing_to_judge("no window and no chunk");
   law_rng rng(c, 0x0c7a11);
   const score_variants& w = c.variants;
   // One target row per batch element: every key outside its window or chunk
@@ -78,10 +75,7 @@ law_outcome outside_keys_never_matter(const subject& s, const attn_case& c) {
       if (j >= 0 && j < c.lk && perturbed[n(bi * c.lk + j)] && !canary[n(bi * c.lk + j)])
         canary[n(bi * c.lk + j)] = 1, ++n_canaries;
   }
-  if (n_perturbed == 0) {
-    o.nothing_to_judge("every key lies inside the target rows' windows");
-    return o;
-  }
+  if (n_perturbed == 0) return o.nothing_to_judge("every key lies inside the target rows' windows");
   const double sc = static_cast<double>(c.effective_scale());
   const double lo = c.type == dtype::f16 ? 0x1p-14 : 0x1p-100, hi = c.type == dtype::f16 ? 0x1p14 : 0x1p100;
   const double kappa =
@@ -146,10 +140,7 @@ law_outcome degenerate_windows_equal_plain(const subject& s, const attn_case& c)
   if (f & ATTNCHECK_FEATURE3_WINDOW) kinds.push_back(0);
   if ((f & ATTNCHECK_FEATURE3_WINDOW) && s.has(ATTNCHECK_FEATURE_CAUSAL)) kinds.push_back(1);
   if (f & ATTNCHECK_FEATURE3_CHUNK) kinds.push_back(2);
-  if (kinds.empty()) {
-    o.nothing_to_judge("subject does not declare window or chunk");
-    return o;
-  }
+  if (kinds.empty()) return o.nothing_to_judge("subject does not declare window or chunk");
   law_rng rng(c, 0xde9e11);
   const int kind = kinds[static_cast<std::size_t>(rng.below(static_cast<std::int64_t>(kinds.size())))];
   attn_case a = c, b = c;

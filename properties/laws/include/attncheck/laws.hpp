@@ -74,9 +74,11 @@ struct law_outcome {
   void add(const std::string& label, const comparison& c);
   /// Fails with `why` (the first failure's message and kind are kept).
   void fail(const std::string& why, failure_kind k = failure_kind::law);
-  /// Marks the case as one that could not test the law (keeps the first reason).
-  void nothing_to_judge(const std::string& why) {
+  /// Marks the case as one that could not test the law (keeps the first reason);
+  /// returns the outcome, for a law's `if (...) return o.nothing_to_judge("why");`.
+  law_outcome& nothing_to_judge(const std::string& why) {
     if (vacuous.empty()) vacuous = why;
+    return *this;
   }
   /// The case judged something: an element was compared and the case was not degenerate.
   bool judged() const { return compared > 0 && vacuous.empty(); }
