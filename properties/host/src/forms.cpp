@@ -38,12 +38,7 @@ std::uint64_t form_mix(std::uint64_t& state) {
 // and bf16) when the case's poison is `big`.
 std::uint32_t canary_bits(const attn_case& c, std::size_t at) {
   if (c.poison == poison_kind::big) return encode(c.type, (at & 1 ? -1.0 : 1.0) * std::min(1e30, largest_finite(c.type)));
-  switch (c.type) {
-    case dtype::f32: return 0x7fc0ca11u;
-    case dtype::f16: return 0x7e11u;
-    case dtype::bf16: return 0x7fcau;
-  }
-  return 0x7fc0ca11u;
+  return per_dtype(c.type, 0x7fc0ca11u, 0x7e11u, 0x7fcau);
 }
 
 // The arena and the block table of the paged form, built from the case:

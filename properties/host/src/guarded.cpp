@@ -37,14 +37,8 @@ std::vector<bool> covered(const tensor& t) {
 
 }  // namespace
 
-std::uint32_t sentinel_bits(dtype t) {
-  switch (t) {
-    case dtype::f32: return 0x7fc0deadu;  // a quiet NaN with a payload nobody computes
-    case dtype::f16: return 0x7e5au;
-    case dtype::bf16: return 0x7fdau;
-  }
-  return 0x7fc0deadu;
-}
+// A quiet NaN with a payload nobody computes.
+std::uint32_t sentinel_bits(dtype t) { return per_dtype(t, 0x7fc0deadu, 0x7e5au, 0x7fdau); }
 
 tensor poisoned(tensor t) {
   std::fill(t.bits.begin(), t.bits.end(), sentinel_bits(t.type));

@@ -36,6 +36,18 @@ constexpr dtype_limits limits_of(dtype t) {
   return {0x1p-24, 0x1p-149, 0x1.fffffep127};
 }
 
+/// One value per storage type (bit patterns, thresholds): the one switch over
+/// the types, so a new type is a compile error at every caller, not a silent f32.
+template <class T>
+constexpr T per_dtype(dtype t, T f32, T f16, T bf16) {
+  switch (t) {
+    case dtype::f16: return f16;
+    case dtype::bf16: return bf16;
+    case dtype::f32: break;
+  }
+  return f32;
+}
+
 /// Unit roundoff of the type: 2^-24 (f32), 2^-11 (f16), 2^-8 (bf16).
 constexpr double unit_roundoff(dtype t) { return limits_of(t).unit_roundoff; }
 /// Smallest positive subnormal of the type: the absolute spacing near zero.

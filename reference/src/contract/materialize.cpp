@@ -35,14 +35,7 @@ enum stream_tag : std::uint64_t {
 // not only held to the hull); just under f16's 65504 for f16, where Q and K
 // are stored near their own limits. Magnitudes up to 1e30 come from far_below
 // and far_above.
-double logit_target(dtype t) {
-  switch (t) {
-    case dtype::f32: return 1e4;
-    case dtype::f16: return 6e4;
-    case dtype::bf16: return 1e4;
-  }
-  return 1e4;
-}
+double logit_target(dtype t) { return per_dtype(t, 1e4, 6e4, 1e4); }
 
 // Offset of far_below / far_above rows: |scores| ~ 2^13 .. 2^100 (8e3 .. 1e30)
 // in f32 and bf16 (f32's range, with room for the D-term sums), 2^13 .. 2^15
@@ -208,14 +201,7 @@ void fill_mask(attn_case& c) {
 }
 
 // Poison NaN: negative, payload 0xdead-like, distinct from gap_sentinel.
-std::uint32_t poison_nan(dtype t) {
-  switch (t) {
-    case dtype::f32: return 0xffc0deadu;
-    case dtype::f16: return 0xfe01u;
-    case dtype::bf16: return 0xffc1u;
-  }
-  return 0xffc0deadu;
-}
+std::uint32_t poison_nan(dtype t) { return per_dtype(t, 0xffc0deadu, 0xfe01u, 0xffc1u); }
 
 void poison_unused(attn_case& c) {
   const slot_usage used = used_slots(c);
