@@ -246,7 +246,7 @@ bound_case any_bound_case(std::uint64_t seed) {
   bound_case f;
   f.c = oracle_testing::any_small_case(seed);
   std::mt19937_64 rng(seed ^ 0x62776462ull);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const oracle_testing::uniform_below below{rng};
   draw_the_rest(f, below, 3, 2);
   return f;
 }
@@ -323,7 +323,7 @@ struct tally {
 /// kind; key blocks of 1 to 16, query blocks of 1 to 8.
 bound_case any_long_case(std::uint64_t seed) {
   std::mt19937_64 rng(seed ^ 0x6c6f6e67ull);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const oracle_testing::uniform_below below{rng};
   bound_case f;
   f.c = oracle_testing::any_long_shape(rng);
   draw_the_rest(f, below, 16, 8);
@@ -475,7 +475,7 @@ bound_case any_variant_bound_case(std::uint64_t seed) {
   bound_case f;
   f.c = oracle_testing::any_small_case(seed);
   std::mt19937_64 rng(seed ^ 0x7661726273ull);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const oracle_testing::uniform_below below{rng};
   oracle_testing::draw_some_variants(f.c, below, 30.0);
   draw_the_rest(f, below, 3, 2);
   return f;

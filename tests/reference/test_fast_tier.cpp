@@ -48,7 +48,7 @@ constexpr std::int64_t wide_work_cap = 200'000;
 // masks, padding, causal, dtype, values at random.
 attn_case any_wide_case(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const oracle_testing::uniform_below below{rng};
   attn_case c;
   c.lk = 1 + below(320);
   c.d = 1 + below(256);
@@ -370,7 +370,7 @@ attn_case with_random_variants(attn_case c, const Below& below) {
 // A small case (any_small_case's shapes, masks, layouts, dtypes) with variants.
 attn_case any_small_variant_case(std::uint64_t seed) {
   std::mt19937_64 rng(seed ^ 0xfa57a11e);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const oracle_testing::uniform_below below{rng};
   return with_random_variants(oracle_testing::any_small_case(seed), below);
 }
 
@@ -378,7 +378,7 @@ attn_case any_small_variant_case(std::uint64_t seed) {
 // cut rows of up to a few hundred keys.
 attn_case any_wide_variant_case(std::uint64_t seed) {
   std::mt19937_64 rng(seed ^ 0xfa57a11e);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const oracle_testing::uniform_below below{rng};
   attn_case c = with_random_variants(any_wide_case(seed), below);
   if (below(2)) {  // windows and chunks of the row's scale
     c.variants.window_left = below(c.lk);

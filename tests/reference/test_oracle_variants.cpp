@@ -151,7 +151,7 @@ TEST(variants_oracle, a_minus_infinity_bias_is_the_boolean_mask) {
 // after the base case's, so the base stays any_small_case's distribution).
 attn_case any_variant_case(std::uint64_t seed) {
   std::mt19937_64 rng(seed ^ 0x5a17c0de);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const oracle_testing::uniform_below below{rng};
   attn_case c = oracle_testing::any_small_case(seed);
   oracle_testing::draw_variants(c, below, 8.0);
   materialize(c);
