@@ -22,6 +22,7 @@
 
 #include "attncheck/backward_fudge.hpp"
 #include "attncheck/backward_oracle.hpp"
+#include "attncheck/enum_names.hpp"
 #include "attncheck/oracle.hpp"
 #include "backward_test_support.hpp"
 #include "oracle_test_support.hpp"
@@ -52,18 +53,17 @@ const std::vector<mutant> mutants{mutant::dq_without_scale, mutant::d_from_do_sq
                                   mutant::dv_unnormalized};
 const std::vector<mutant> variant_mutants{mutant::dq_without_scale, mutant::d_from_do_squared,    mutant::ds_without_p,
                                           mutant::dv_unnormalized,  mutant::softcap_grad_ignored, mutant::sink_grad_positive};
-const char* name(mutant m) {
-  switch (m) {
-    case mutant::none: return "correct";
-    case mutant::dq_without_scale: return "dq_without_scale";
-    case mutant::d_from_do_squared: return "d_from_do_squared";
-    case mutant::ds_without_p: return "ds_without_p";
-    case mutant::dv_unnormalized: return "dv_unnormalized";
-    case mutant::softcap_grad_ignored: return "softcap_grad_ignored";
-    case mutant::sink_grad_positive: return "sink_grad_positive";
-  }
-  return "?";
-}
+constexpr name_table<mutant, 7> mutant_names{{
+    {mutant::none, "correct"},
+    {mutant::dq_without_scale, "dq_without_scale"},
+    {mutant::d_from_do_squared, "d_from_do_squared"},
+    {mutant::ds_without_p, "ds_without_p"},
+    {mutant::dv_unnormalized, "dv_unnormalized"},
+    {mutant::softcap_grad_ignored, "softcap_grad_ignored"},
+    {mutant::sink_grad_positive, "sink_grad_positive"},
+}};
+// Its name, for printf (each name a literal, so NUL-terminated).
+const char* name(mutant m) { return name_in(mutant_names, m).data(); }
 
 struct subject_config {
   std::int64_t bk = 1, bq = 1;  ///< key and query block sizes
