@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -17,6 +18,19 @@ attn_case shape(std::int64_t b, std::int64_t hq, std::int64_t hkv, std::int64_t 
                 std::int64_t dv) {
   attn_case c;
   c.b = b, c.hq = hq, c.hkv = hkv, c.lq = lq, c.lk = lk, c.d = d, c.dv = dv;
+  return c;
+}
+
+// B=2, Hq=6 over Hkv=2 (G=3), Lq=3, Lk=4, D and Dv as given, causal, key
+// lengths {2, 4} and a mask of mask_shape, seeded: some keys and some query
+// rows go unused.
+attn_case gqa_causal_padded_masked(std::int64_t d, std::int64_t dv, const std::array<std::int64_t, 4>& mask_shape,
+                                   std::uint64_t seed) {
+  attn_case c = shape(2, 6, 2, 3, 4, d, dv);
+  c.causal = true;
+  c.key_len = {2, 4};
+  c.mask_shape = mask_shape;
+  c.seed = seed;
   return c;
 }
 
@@ -103,11 +117,7 @@ TEST(visible, mask_true_means_allowed) {
 }
 
 TEST(used_slots, matches_visible_for_gqa_causal_padded_masked_case) {
-  attn_case c = shape(2, 6, 2, 3, 4, 1, 1);
-  c.causal = true;
-  c.key_len = {2, 4};
-  c.mask_shape = {2, 6, 1, 4};
-  c.seed = 9;
+  attn_case c = gqa_causal_padded_masked(1, 1, {2, 6, 1, 4}, 9);
   materialize(c);
   const slot_usage u = used_slots(c);
   int unused_keys = 0, unused_rows = 0;
@@ -557,11 +567,7 @@ TEST(materialize, mask_mixes_random_rows_with_all_false_and_all_true_rows) {
 }
 
 TEST(materialize, poison_fills_exactly_the_unused_slots) {
-  attn_case c = shape(2, 6, 2, 3, 4, 2, 3);
-  c.causal = true;
-  c.key_len = {2, 4};
-  c.mask_shape = {2, 1, 3, 4};
-  c.seed = 21;
+  const attn_case c = gqa_causal_padded_masked(2, 3, {2, 1, 3, 4}, 21);
   for (poison_kind p : {poison_kind::nan, poison_kind::big}) {
     for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) {
       attn_case clean = c;
