@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "attncheck/environment.hpp"
 #include "attncheck/case.hpp"
@@ -41,6 +42,29 @@ inline std::uint64_t base_seed() {
 
 /// Multiply-adds of one attention call: B Hq Lq Lk (D + Dv).
 inline std::int64_t madds(const attn_case& c) { return c.b * c.hq * c.lq * c.lk * (c.d + c.dv); }
+
+/// A forward subject's outputs in the layouts of oracle_result: o (B, Lq, Hq,
+/// Dv) and lse (B, Hq, Lq).
+struct subject_result {
+  std::vector<double> o, lse;
+};
+
+/// c's subject_result, every element +0.
+inline subject_result zero_result(const attn_case& c) {
+  subject_result r;
+  r.o.assign(static_cast<std::size_t>(c.b * c.lq * c.hq * c.dv), 0.0);
+  r.lse.assign(static_cast<std::size_t>(c.b * c.hq * c.lq), 0.0);
+  return r;
+}
+
+/// q . k of query head h's row i and key j in f32, summed in order over d
+/// (each stored element widened to f32): the f32 subjects' dot product.
+inline float f32_dot(const attn_case& c, std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) {
+  const std::int64_t g = c.kv_head(h);
+  float dot = 0;
+  for (std::int64_t d = 0; d < c.d; ++d) dot += static_cast<float>(c.q.at(bi, i, h, d)) * static_cast<float>(c.k.at(bi, j, g, d));
+  return dot;
+}
 
 /// below(n): a uniform draw in [0, n) from rng, as rng() % n (the draws every
 /// seeded test's cases are made of).

@@ -100,9 +100,7 @@ grads subject(const attn_case& c, const tensor& d_o, const std::vector<float>& o
   const score_variants& w = c.variants;
   const float cap = w.softcap;
   const auto scaled = [&](std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) {
-    float s = 0;
-    for (std::int64_t d = 0; d < c.d; ++d) s += q(bi, i, h, d) * k(bi, j, c.kv_head(h), d);
-    return s * scale;
+    return oracle_testing::f32_dot(c, bi, h, i, j) * scale;
   };
   const auto score = [&](std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) {
     float s = scaled(bi, h, i, j);
