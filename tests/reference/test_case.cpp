@@ -506,12 +506,19 @@ TEST(materialize, equal_keys_repeat_one_row) {
   EXPECT_NE(c.v.bits_at(0, 0, 0, 0), c.v.bits_at(0, 1, 0, 0)) << "values still differ";
 }
 
+// The case the V-range tests read: B=2, Hq=Hkv=2, Lq=1, Lk=32, D=1, Dv=16,
+// values of kind k in type t, materialized (2048 V elements).
+attn_case v_range_case(value_kind k, dtype t) {
+  attn_case c = shape(2, 2, 2, 1, 32, 1, 16);
+  c.values = k;
+  c.type = t;
+  materialize(c);
+  return c;
+}
+
 TEST(materialize, huge_v_spans_thousands_to_the_type_limit) {
   for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) {
-    attn_case c = shape(2, 2, 2, 1, 32, 1, 16);
-    c.values = value_kind::huge_v;
-    c.type = t;
-    materialize(c);
+    const attn_case c = v_range_case(value_kind::huge_v, t);
     const std::vector<double> v = values_of(c.v);
     double lo = INFINITY, hi = 0;
     for (double x : v) {
@@ -529,10 +536,7 @@ TEST(materialize, huge_v_spans_thousands_to_the_type_limit) {
 
 TEST(materialize, tiny_v_includes_subnormals_and_normals_near_the_bottom) {
   for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) {
-    attn_case c = shape(2, 2, 2, 1, 32, 1, 16);
-    c.values = value_kind::tiny_v;
-    c.type = t;
-    materialize(c);
+    const attn_case c = v_range_case(value_kind::tiny_v, t);
     const double min_normal = t == dtype::f16 ? 0x1p-14 : 0x1p-126;
     int sub = 0, normal = 0;
     for (double x : values_of(c.v)) {
