@@ -16,17 +16,8 @@ namespace attncheck::oracle_testing {
 /// Hkv and G in [1, 2], Lq in [1, 24], Lk in [1, 48], D and Dv in [1, 32],
 /// causal and padding at random, then any storage (with_random_storage).
 inline attn_case any_long_shape(std::mt19937_64& rng) {
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
-  attn_case c;
-  c.b = 1;
-  c.hkv = 1 + below(2);
-  c.hq = c.hkv * (1 + below(2));
-  c.lq = 1 + below(24);
-  c.lk = 1 + below(48);
-  c.d = 1 + below(32);
-  c.dv = 1 + below(32);
-  c.causal = below(2) == 0;
-  if (below(3) == 0) c.key_len = {below(c.lk + 1)};
+  const uniform_below below{rng};
+  const attn_case c = random_shape({.b = 1, .hkv = 2, .group = 2, .lq = 24, .lk = 48, .d = 32, .dv = 32}, below);
   return with_random_storage(c, below, rng);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "attncheck/environment.hpp"
 #include "attncheck/case.hpp"
@@ -42,6 +43,36 @@ inline std::uint64_t base_seed() {
 /// Multiply-adds of one attention call: B Hq Lq Lk (D + Dv).
 inline std::int64_t madds(const attn_case& c) { return c.b * c.hq * c.lq * c.lk * (c.d + c.dv); }
 
+/// A forward subject's outputs in the layouts of oracle_result: o (B, Lq, Hq,
+/// Dv) and lse (B, Hq, Lq).
+struct subject_result {
+  std::vector<double> o, lse;
+};
+
+/// c's subject_result, every element +0.
+inline subject_result zero_result(const attn_case& c) {
+  subject_result r;
+  r.o.assign(static_cast<std::size_t>(c.b * c.lq * c.hq * c.dv), 0.0);
+  r.lse.assign(static_cast<std::size_t>(c.b * c.hq * c.lq), 0.0);
+  return r;
+}
+
+/// q . k of query head h's row i and key j in f32, summed in order over d
+/// (each stored element widened to f32): the f32 subjects' dot product.
+inline float f32_dot(const attn_case& c, std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) {
+  const std::int64_t g = c.kv_head(h);
+  float dot = 0;
+  for (std::int64_t d = 0; d < c.d; ++d) dot += static_cast<float>(c.q.at(bi, i, h, d)) * static_cast<float>(c.k.at(bi, j, g, d));
+  return dot;
+}
+
+/// below(n): a uniform draw in [0, n) from rng, as rng() % n (the draws every
+/// seeded test's cases are made of).
+struct uniform_below {
+  std::mt19937_64& rng;
+  std::int64_t operator()(std::int64_t n) const { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); }
+};
+
 /// The rest of a random case: storage type, value kind, layout and poison
 /// from below(n) (uniform in [0, n)), then the seed from rng, in this order;
 /// returns c materialized.
@@ -56,26 +87,42 @@ attn_case with_random_storage(attn_case c, const Below& below, Rng& rng) {
   return c;
 }
 
+/// The largest sizes random_shape draws.
+struct shape_bounds {
+  std::int64_t b = 1, hkv = 1, group = 1, lq = 1, lk = 1, d = 1, dv = 1;
+};
+
+/// A random case header from below(n) (uniform in [0, n)): B, Hkv, G (Hq =
+/// Hkv G), Lq, Lk, D and Dv each uniform in [1, its bound] (a bound of 1 takes
+/// no draw), in this order; causal on a coin; in one case of three each batch's
+/// key length uniform in [0, Lk].
+template <class Below>
+attn_case random_shape(const shape_bounds& most, const Below& below) {
+  const auto upto = [&](std::int64_t m) { return m > 1 ? 1 + below(m) : std::int64_t{1}; };
+  attn_case c;
+  c.b = upto(most.b);
+  c.hkv = upto(most.hkv);
+  c.hq = c.hkv * upto(most.group);
+  c.lq = upto(most.lq);
+  c.lk = upto(most.lk);
+  c.d = upto(most.d);
+  c.dv = upto(most.dv);
+  c.causal = below(2) == 0;
+  if (below(3) == 0) {
+    c.key_len.resize(static_cast<std::size_t>(c.b));
+    for (auto& n : c.key_len) n = below(c.lk + 1);
+  }
+  return c;
+}
+
 /// A small random case, materialized: B in [1,2], Hkv in [1,2], G in [1,3],
 /// Lq in [1,4], Lk in [1,5], D and Dv in [1,4], causal, padding and broadcast
 /// masks at random, every dtype, value kind, layout and poison. Sizes stay
 /// this small so 1,000 cases in three precisions run in seconds.
 inline attn_case any_small_case(std::uint64_t seed) {
   std::mt19937_64 rng(seed);  // mt19937_64 output is fixed by the standard
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
-  attn_case c;
-  c.b = 1 + below(2);
-  c.hkv = 1 + below(2);
-  c.hq = c.hkv * (1 + below(3));
-  c.lq = 1 + below(4);
-  c.lk = 1 + below(5);
-  c.d = 1 + below(4);
-  c.dv = 1 + below(4);
-  c.causal = below(2) == 0;
-  if (below(3) == 0) {
-    c.key_len.resize(static_cast<std::size_t>(c.b));
-    for (auto& n : c.key_len) n = below(c.lk + 1);
-  }
+  const uniform_below below{rng};
+  attn_case c = random_shape({.b = 2, .hkv = 2, .group = 3, .lq = 4, .lk = 5, .d = 4, .dv = 4}, below);
   if (below(4) == 0) {
     const std::int64_t full[4] = {c.b, c.hq, c.lq, c.lk};
     for (int a = 0; a < 4; ++a) c.mask_shape[static_cast<std::size_t>(a)] = below(2) ? full[a] : 1;

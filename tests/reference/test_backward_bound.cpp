@@ -22,6 +22,7 @@
 
 #include "attncheck/backward_fudge.hpp"
 #include "attncheck/backward_oracle.hpp"
+#include "attncheck/enum_names.hpp"
 #include "attncheck/oracle.hpp"
 #include "backward_test_support.hpp"
 #include "oracle_test_support.hpp"
@@ -52,18 +53,17 @@ const std::vector<mutant> mutants{mutant::dq_without_scale, mutant::d_from_do_sq
                                   mutant::dv_unnormalized};
 const std::vector<mutant> variant_mutants{mutant::dq_without_scale, mutant::d_from_do_squared,    mutant::ds_without_p,
                                           mutant::dv_unnormalized,  mutant::softcap_grad_ignored, mutant::sink_grad_positive};
-const char* name(mutant m) {
-  switch (m) {
-    case mutant::none: return "correct";
-    case mutant::dq_without_scale: return "dq_without_scale";
-    case mutant::d_from_do_squared: return "d_from_do_squared";
-    case mutant::ds_without_p: return "ds_without_p";
-    case mutant::dv_unnormalized: return "dv_unnormalized";
-    case mutant::softcap_grad_ignored: return "softcap_grad_ignored";
-    case mutant::sink_grad_positive: return "sink_grad_positive";
-  }
-  return "?";
-}
+constexpr name_table<mutant, 7> mutant_names{{
+    {mutant::none, "correct"},
+    {mutant::dq_without_scale, "dq_without_scale"},
+    {mutant::d_from_do_squared, "d_from_do_squared"},
+    {mutant::ds_without_p, "ds_without_p"},
+    {mutant::dv_unnormalized, "dv_unnormalized"},
+    {mutant::softcap_grad_ignored, "softcap_grad_ignored"},
+    {mutant::sink_grad_positive, "sink_grad_positive"},
+}};
+// Its name, for printf (each name a literal, so NUL-terminated).
+const char* name(mutant m) { return name_in(mutant_names, m).data(); }
 
 struct subject_config {
   std::int64_t bk = 1, bq = 1;  ///< key and query block sizes
@@ -100,9 +100,7 @@ grads subject(const attn_case& c, const tensor& d_o, const std::vector<float>& o
   const score_variants& w = c.variants;
   const float cap = w.softcap;
   const auto scaled = [&](std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) {
-    float s = 0;
-    for (std::int64_t d = 0; d < c.d; ++d) s += q(bi, i, h, d) * k(bi, j, c.kv_head(h), d);
-    return s * scale;
+    return oracle_testing::f32_dot(c, bi, h, i, j) * scale;
   };
   const auto score = [&](std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) {
     float s = scaled(bi, h, i, j);
@@ -246,7 +244,7 @@ bound_case any_bound_case(std::uint64_t seed) {
   bound_case f;
   f.c = oracle_testing::any_small_case(seed);
   std::mt19937_64 rng(seed ^ 0x62776462ull);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const oracle_testing::uniform_below below{rng};
   draw_the_rest(f, below, 3, 2);
   return f;
 }
@@ -323,7 +321,7 @@ struct tally {
 /// kind; key blocks of 1 to 16, query blocks of 1 to 8.
 bound_case any_long_case(std::uint64_t seed) {
   std::mt19937_64 rng(seed ^ 0x6c6f6e67ull);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const oracle_testing::uniform_below below{rng};
   bound_case f;
   f.c = oracle_testing::any_long_shape(rng);
   draw_the_rest(f, below, 16, 8);
@@ -475,7 +473,7 @@ bound_case any_variant_bound_case(std::uint64_t seed) {
   bound_case f;
   f.c = oracle_testing::any_small_case(seed);
   std::mt19937_64 rng(seed ^ 0x7661726273ull);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const oracle_testing::uniform_below below{rng};
   oracle_testing::draw_some_variants(f.c, below, 30.0);
   draw_the_rest(f, below, 3, 2);
   return f;

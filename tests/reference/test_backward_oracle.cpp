@@ -62,7 +62,7 @@ fd_case any_fd_case(std::uint64_t seed) {
   fd_case f;
   f.c = oracle_testing::any_small_case(seed);
   std::mt19937_64 rng(~seed);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const oracle_testing::uniform_below below{rng};
   oracle_testing::grad_draw g = oracle_testing::with_random_values_and_grad(f.c, below);
   f.grad = g.grad;
   f.d_o = std::move(g.d_o);
@@ -76,7 +76,7 @@ fd_case any_fd_variant_case(std::uint64_t seed) {
   fd_case f;
   f.c = oracle_testing::any_small_case(seed);
   std::mt19937_64 rng(seed ^ 0x76617269616e74ull);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const oracle_testing::uniform_below below{rng};
   oracle_testing::draw_some_variants(f.c, below, 8.0);
   oracle_testing::grad_draw g = oracle_testing::with_random_values_and_grad(f.c, below);
   f.grad = g.grad;

@@ -66,10 +66,7 @@ oracle_detail::naive_grads<double> f32_backward(const attn_case& c, const tensor
         const std::size_t row = z((bi * c.hq + hh) * c.lq + i);
         for (std::int64_t j = 0; j < c.lk; ++j) {
           if (!c.visible(bi, hh, i, j)) continue;
-          float dot = 0;
-          for (std::int64_t d = 0; d < c.d; ++d)
-            dot += static_cast<float>(c.q.at(bi, i, hh, d)) * static_cast<float>(c.k.at(bi, j, c.kv_head(hh), d));
-          h.p[row * z(c.lk) + z(j)] = std::exp(scale * dot - in.lse[row]);
+          h.p[row * z(c.lk) + z(j)] = std::exp(scale * oracle_testing::f32_dot(c, bi, hh, i, j) - in.lse[row]);
         }
       }
   const auto g = oracle_detail::naive_backward<float>(c, d_o, h);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -17,6 +18,19 @@ attn_case shape(std::int64_t b, std::int64_t hq, std::int64_t hkv, std::int64_t 
                 std::int64_t dv) {
   attn_case c;
   c.b = b, c.hq = hq, c.hkv = hkv, c.lq = lq, c.lk = lk, c.d = d, c.dv = dv;
+  return c;
+}
+
+// B=2, Hq=6 over Hkv=2 (G=3), Lq=3, Lk=4, D and Dv as given, causal, key
+// lengths {2, 4} and a mask of mask_shape, seeded: some keys and some query
+// rows go unused.
+attn_case gqa_causal_padded_masked(std::int64_t d, std::int64_t dv, const std::array<std::int64_t, 4>& mask_shape,
+                                   std::uint64_t seed) {
+  attn_case c = shape(2, 6, 2, 3, 4, d, dv);
+  c.causal = true;
+  c.key_len = {2, 4};
+  c.mask_shape = mask_shape;
+  c.seed = seed;
   return c;
 }
 
@@ -103,11 +117,7 @@ TEST(visible, mask_true_means_allowed) {
 }
 
 TEST(used_slots, matches_visible_for_gqa_causal_padded_masked_case) {
-  attn_case c = shape(2, 6, 2, 3, 4, 1, 1);
-  c.causal = true;
-  c.key_len = {2, 4};
-  c.mask_shape = {2, 6, 1, 4};
-  c.seed = 9;
+  attn_case c = gqa_causal_padded_masked(1, 1, {2, 6, 1, 4}, 9);
   materialize(c);
   const slot_usage u = used_slots(c);
   int unused_keys = 0, unused_rows = 0;
@@ -496,12 +506,19 @@ TEST(materialize, equal_keys_repeat_one_row) {
   EXPECT_NE(c.v.bits_at(0, 0, 0, 0), c.v.bits_at(0, 1, 0, 0)) << "values still differ";
 }
 
+// The case the V-range tests read: B=2, Hq=Hkv=2, Lq=1, Lk=32, D=1, Dv=16,
+// values of kind k in type t, materialized (2048 V elements).
+attn_case v_range_case(value_kind k, dtype t) {
+  attn_case c = shape(2, 2, 2, 1, 32, 1, 16);
+  c.values = k;
+  c.type = t;
+  materialize(c);
+  return c;
+}
+
 TEST(materialize, huge_v_spans_thousands_to_the_type_limit) {
   for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) {
-    attn_case c = shape(2, 2, 2, 1, 32, 1, 16);
-    c.values = value_kind::huge_v;
-    c.type = t;
-    materialize(c);
+    const attn_case c = v_range_case(value_kind::huge_v, t);
     const std::vector<double> v = values_of(c.v);
     double lo = INFINITY, hi = 0;
     for (double x : v) {
@@ -519,10 +536,7 @@ TEST(materialize, huge_v_spans_thousands_to_the_type_limit) {
 
 TEST(materialize, tiny_v_includes_subnormals_and_normals_near_the_bottom) {
   for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) {
-    attn_case c = shape(2, 2, 2, 1, 32, 1, 16);
-    c.values = value_kind::tiny_v;
-    c.type = t;
-    materialize(c);
+    const attn_case c = v_range_case(value_kind::tiny_v, t);
     const double min_normal = t == dtype::f16 ? 0x1p-14 : 0x1p-126;
     int sub = 0, normal = 0;
     for (double x : values_of(c.v)) {
@@ -557,11 +571,7 @@ TEST(materialize, mask_mixes_random_rows_with_all_false_and_all_true_rows) {
 }
 
 TEST(materialize, poison_fills_exactly_the_unused_slots) {
-  attn_case c = shape(2, 6, 2, 3, 4, 2, 3);
-  c.causal = true;
-  c.key_len = {2, 4};
-  c.mask_shape = {2, 1, 3, 4};
-  c.seed = 21;
+  const attn_case c = gqa_causal_padded_masked(2, 3, {2, 1, 3, 4}, 21);
   for (poison_kind p : {poison_kind::nan, poison_kind::big}) {
     for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) {
       attn_case clean = c;

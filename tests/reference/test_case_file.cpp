@@ -15,11 +15,13 @@
 
 #include "attncheck/environment.hpp"
 #include "attncheck/case_file.hpp"
+#include "contract_test_support.hpp"
 
 namespace attncheck {
 namespace {
 
 namespace fs = std::filesystem;
+using contract_testing::expect_input_error;
 
 const fs::path cases_dir = ATTNCHECK_CASES_DIR;
 
@@ -155,13 +157,8 @@ TEST(case_file, write_then_read_from_disk_is_exact_and_atomic) {
 }
 
 TEST(case_file, read_rejects_missing_files_directories_and_oversized_files) {
-  try {
-    read_case_file("/nonexistent/attncheck/case.json");
-    FAIL() << "accepted";
-  } catch (const input_error& e) {
-    EXPECT_EQ(e.field(), "/nonexistent/attncheck/case.json");
-    EXPECT_NE(std::string(e.what()).find("cannot open"), std::string::npos) << e.what();
-  }
+  const std::string missing = "/nonexistent/attncheck/case.json";
+  expect_input_error([&] { read_case_file(missing); }, missing, "cannot open", missing);
   EXPECT_THROW(read_case_file(cases_dir.string()), input_error);
   case_limits tiny;
   tiny.max_bytes = 100;
@@ -171,23 +168,13 @@ TEST(case_file, read_rejects_missing_files_directories_and_oversized_files) {
   } catch (const input_error& e) {
     EXPECT_NE(std::string(e.what()).find("max_bytes=100"), std::string::npos) << e.what();
   }
-  try {
-    parse_case_file(slurp(cases_dir / "two_keys_ln3.json"), tiny);
-    FAIL() << "accepted";
-  } catch (const input_error& e) {
-    EXPECT_EQ(e.field(), "file");
-    EXPECT_NE(std::string(e.what()).find("over max_bytes=100"), std::string::npos) << e.what();
-  }
+  expect_input_error([&] { parse_case_file(slurp(cases_dir / "two_keys_ln3.json"), tiny); }, "file", "over max_bytes=100",
+                     "two_keys_ln3.json's text, max_bytes=100");
 }
 
 TEST(case_file, errors_from_a_file_name_the_file) {
-  try {
-    read_case_file((cases_dir / "malformed" / "future_version.json").string());
-    FAIL() << "accepted";
-  } catch (const input_error& e) {
-    EXPECT_EQ(e.field(), "version");
-    EXPECT_NE(std::string(e.what()).find("future_version.json"), std::string::npos) << e.what();
-  }
+  const std::string path = (cases_dir / "malformed" / "future_version.json").string();
+  expect_input_error([&] { read_case_file(path); }, "version", "future_version.json", path);
 }
 
 TEST(case_file, refuses_files_of_many_tiny_values_before_building_them) {
@@ -198,13 +185,7 @@ TEST(case_file, refuses_files_of_many_tiny_values_before_building_them) {
   text.replace(text.find("\"b\": 1,"), 7, "\"b\": 1, \"padding\": " + many + ",");
   case_limits small;
   small.max_dim = 100;
-  try {
-    parse_case_file(text, small);
-    FAIL() << "accepted";
-  } catch (const input_error& e) {
-    EXPECT_EQ(e.field(), "json");
-    EXPECT_NE(std::string(e.what()).find("more than 4196 values"), std::string::npos) << e.what();
-  }
+  expect_input_error([&] { parse_case_file(text, small); }, "json", "more than 4196 values", "6001 padding values, max_dim=100");
   // Default limits: the same file parses as JSON and fails on the unknown field.
   EXPECT_THROW(
       try { parse_case_file(text); } catch (const input_error& e) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "attncheck/enum_names.hpp"
 #include "attncheck/oracle.hpp"
 #include "fast_tier.hpp"
 #include "oracle_backends.hpp"
@@ -48,7 +49,7 @@ constexpr std::int64_t wide_work_cap = 200'000;
 // masks, padding, causal, dtype, values at random.
 attn_case any_wide_case(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const oracle_testing::uniform_below below{rng};
   attn_case c;
   c.lk = 1 + below(320);
   c.d = 1 + below(256);
@@ -66,18 +67,14 @@ attn_case any_wide_case(std::uint64_t seed) {
 
 // The adversarial rows materialize() does not draw on purpose.
 enum class adversary { all_scores_far_below_zero, cancelling_v, gaps_across_exp_underflow, subnormal_scores, big_scale };
-constexpr adversary adversaries[] = {adversary::all_scores_far_below_zero, adversary::cancelling_v,
-                                     adversary::gaps_across_exp_underflow, adversary::subnormal_scores, adversary::big_scale};
-const char* name_of(adversary a) {
-  switch (a) {
-    case adversary::all_scores_far_below_zero: return "adv:all_scores_far_below_zero";
-    case adversary::cancelling_v: return "adv:cancelling_v";
-    case adversary::gaps_across_exp_underflow: return "adv:gaps_across_exp_underflow";
-    case adversary::subnormal_scores: return "adv:subnormal_scores";
-    case adversary::big_scale: return "adv:big_scale";
-  }
-  return "?";
-}
+// Each adversary and the kind its cases are tallied under.
+constexpr name_table<adversary, 5> adversaries{{
+    {adversary::all_scores_far_below_zero, "adv:all_scores_far_below_zero"},
+    {adversary::cancelling_v, "adv:cancelling_v"},
+    {adversary::gaps_across_exp_underflow, "adv:gaps_across_exp_underflow"},
+    {adversary::subnormal_scores, "adv:subnormal_scores"},
+    {adversary::big_scale, "adv:big_scale"},
+}};
 
 attn_case adversarial_case(adversary a, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -271,11 +268,11 @@ TEST(fast_tier, within_its_own_error_of_mpfr_and_never_looser_than_the_fraction)
     const attn_case c = any_wide_case(s);
     run_case(c, options_for(c, s), "wide:" + std::string(name(c.values)), shares, own, worst);
   }
-  for (adversary a : adversaries)
+  for (const auto& [a, kind] : adversaries)
     for (int t = 0; t < adversarial_per_kind && !::testing::Test::HasFatalFailure(); ++t) {
       const std::uint64_t s = seed + 2'000'000 + static_cast<std::uint64_t>(t) * 8 + static_cast<std::uint64_t>(a);
       const attn_case c = adversarial_case(a, s);
-      run_case(c, options_for(c, s), name_of(a), shares, own, worst);
+      run_case(c, options_for(c, s), std::string(kind), shares, own, worst);
     }
   EXPECT_EQ(own.outside, 0) << "first: " << own.first;
   long cases = 0, fast = 0;
@@ -370,7 +367,7 @@ attn_case with_random_variants(attn_case c, const Below& below) {
 // A small case (any_small_case's shapes, masks, layouts, dtypes) with variants.
 attn_case any_small_variant_case(std::uint64_t seed) {
   std::mt19937_64 rng(seed ^ 0xfa57a11e);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const oracle_testing::uniform_below below{rng};
   return with_random_variants(oracle_testing::any_small_case(seed), below);
 }
 
@@ -378,7 +375,7 @@ attn_case any_small_variant_case(std::uint64_t seed) {
 // cut rows of up to a few hundred keys.
 attn_case any_wide_variant_case(std::uint64_t seed) {
   std::mt19937_64 rng(seed ^ 0xfa57a11e);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const oracle_testing::uniform_below below{rng};
   attn_case c = with_random_variants(any_wide_case(seed), below);
   if (below(2)) {  // windows and chunks of the row's scale
     c.variants.window_left = below(c.lk);

@@ -18,13 +18,12 @@ namespace {
 
 using oracle_testing::any_small_case;
 using oracle_testing::base_seed;
+using oracle_testing::f32_dot;
+using oracle_testing::subject_result;
+using oracle_testing::zero_result;
 
 // Fewer cases than the self-check: each runs the oracle once and three subjects.
 constexpr int bound_cases = 400;
-
-struct subject_result {
-  std::vector<double> o, lse;  // layouts of oracle_result
-};
 
 // A subject of the docs/bound.md class in f32: dot products in order, scale applied to
 // the sum, online softmax over key blocks of `block` keys (one block when
@@ -33,9 +32,7 @@ struct subject_result {
 // before it multiplies V only: a subject less accurate than it declares.
 subject_result f32_attention(const attn_case& c, std::int64_t block, bool bf16_weights) {
   const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
-  subject_result r;
-  r.o.assign(n(c.b * c.lq * c.hq * c.dv), 0.0);
-  r.lse.assign(n(c.b * c.hq * c.lq), 0.0);
+  subject_result r = zero_result(c);
   const float scale = c.effective_scale();
   constexpr float minus_inf = -std::numeric_limits<float>::infinity();
   std::vector<float> acc(n(c.dv));
@@ -51,10 +48,7 @@ subject_result f32_attention(const attn_case& c, std::int64_t block, bool bf16_w
           float bm = m;
           for (std::int64_t j = j0; j < std::min(c.lk, j0 + block); ++j) {
             if (!c.visible(bi, h, i, j)) continue;
-            float dot = 0;
-            for (std::int64_t d = 0; d < c.d; ++d)
-              dot += static_cast<float>(c.q.at(bi, i, h, d)) * static_cast<float>(c.k.at(bi, j, g, d));
-            s.emplace_back(j, scale * dot);
+            s.emplace_back(j, scale * f32_dot(c, bi, h, i, j));
             bm = std::max(bm, s.back().second);
           }
           if (s.empty()) continue;

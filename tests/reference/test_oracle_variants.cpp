@@ -22,7 +22,10 @@ namespace {
 
 using oracle_testing::base_seed;
 using oracle_testing::case_shape;
+using oracle_testing::f32_dot;
 using oracle_testing::shaped_case;
+using oracle_testing::subject_result;
+using oracle_testing::zero_result;
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
@@ -151,7 +154,7 @@ TEST(variants_oracle, a_minus_infinity_bias_is_the_boolean_mask) {
 // after the base case's, so the base stays any_small_case's distribution).
 attn_case any_variant_case(std::uint64_t seed) {
   std::mt19937_64 rng(seed ^ 0x5a17c0de);
-  const auto below = [&](std::int64_t n) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)); };
+  const oracle_testing::uniform_below below{rng};
   attn_case c = oracle_testing::any_small_case(seed);
   oracle_testing::draw_variants(c, below, 8.0);
   materialize(c);
@@ -325,10 +328,6 @@ TEST(variants_contract, bad_variants_name_the_field) {
 
 // ---- the bound ----
 
-struct subject_result {
-  std::vector<double> o, lse;
-};
-
 // How an f32 subject of the class evaluates the variants, or gets one wrong.
 enum class variant_bug { none, cap_after_bias, sink_per_block, sink_ignored };
 
@@ -340,9 +339,7 @@ enum class variant_bug { none, cap_after_bias, sink_per_block, sink_ignored };
 subject_result f32_variant_attention(const attn_case& c, std::int64_t block, bool sink_first, variant_bug bug) {
   const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
   const score_variants& w = c.variants;
-  subject_result r;
-  r.o.assign(n(c.b * c.lq * c.hq * c.dv), 0.0);
-  r.lse.assign(n(c.b * c.hq * c.lq), 0.0);
+  subject_result r = zero_result(c);
   const float scale = c.effective_scale();
   constexpr float minus_inf = -std::numeric_limits<float>::infinity();
   std::vector<float> acc(n(c.dv));
@@ -359,10 +356,7 @@ subject_result f32_variant_attention(const attn_case& c, std::int64_t block, boo
           float bm = m;
           for (std::int64_t j = j0; j < std::min(c.lk, j0 + block); ++j) {
             if (!c.visible(bi, h, i, j)) continue;
-            float dot = 0;
-            for (std::int64_t d = 0; d < c.d; ++d)
-              dot += static_cast<float>(c.q.at(bi, i, h, d)) * static_cast<float>(c.k.at(bi, j, g, d));
-            float x = scale * dot;
+            float x = scale * f32_dot(c, bi, h, i, j);
             const float bias = static_cast<float>(c.bias_at(bi, h, i, j));
             if (bug == variant_bug::cap_after_bias) x += bias;
             if (w.has_softcap()) x = w.softcap * std::tanh(x / w.softcap);
