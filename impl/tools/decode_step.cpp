@@ -3,8 +3,6 @@
 // bench) and prints wall and process-CPU time of the best step. The CPU time
 // separates what the kernel costs from what a shared machine took away.
 // Usage: attnimpl_decode_step THREADS f32|bf16 LK [B [STEPS [PAGE]]]
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,7 +14,6 @@
 
 int main(int argc, char** argv) {
   using attnimpl::dtype;
-  using attnimpl::tools::cpu_seconds;
   if (argc < 4) {
     std::fprintf(stderr, "usage: %s THREADS f32|bf16 LK [B [STEPS [PAGE]]]\n", argv[0]);
     return 2;
@@ -54,14 +51,10 @@ int main(int argc, char** argv) {
   a.lq = 1;
   a.q = {q.data(), dtype::f32, {hq * d, hq * d, d, 1}};
   a.o = {o.data(), dtype::f32, {hq * d, hq * d, d, 1}};
-  double wall = 1e300, cpu = 1e300;
-  for (int i = 0; i < steps; ++i) {
-    const double c0 = cpu_seconds();
-    const auto t0 = std::chrono::steady_clock::now();
-    if (!cache->attend(a, {.threads = threads}).ok()) return 1;
-    wall = std::min(wall, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    cpu = std::min(cpu, cpu_seconds() - c0);
-  }
+  attnimpl::tools::best_times best;
+  for (int i = 0; i < steps; ++i)
+    if (!best.time([&] { return cache->attend(a, {.threads = threads}); }).ok()) return 1;
+  const double wall = best.wall, cpu = best.cpu;
   const double bytes = static_cast<double>(b * lk * hkv * 2 * d * es);
   std::printf("decode %s threads=%d B=%lld Lk=%lld: best wall %.3f ms (%.1f GB/s), best CPU %.3f ms (%.1f GB/s per CPU-second)\n",
               t == dtype::f32 ? "f32" : "bf16", threads, static_cast<long long>(b), static_cast<long long>(lk), wall * 1e3,

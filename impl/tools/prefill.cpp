@@ -7,8 +7,6 @@
 // heads). With a variant the plain call (same causal) and the variant call
 // alternate rep by rep and the line gives both, counting visible FLOPs, and
 // their ratio: one run, the same load on both.
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
@@ -22,7 +20,6 @@
 
 int main(int argc, char** argv) {
   using attnimpl::dtype;
-  using attnimpl::tools::cpu_seconds;
   if (argc < 3) {
     std::fprintf(stderr, "usage: %s THREADS L [causal [REPS [Q_TILE [K_TILE [VARIANT]]]]]\n", argv[0]);
     return 2;
@@ -91,27 +88,18 @@ int main(int argc, char** argv) {
     }
     cfg.simd = *which;
   }
-  double wall = 1e300, cpu = 1e300, plain_wall = 1e300, plain_cpu = 1e300;
+  attnimpl::tools::best_times best, plain_best;
   const attnimpl::attention_args plain = a;
   a.var = var;
   for (int i = 0; i < reps; ++i) {
-    if (!variant.empty()) {
-      const double c0 = cpu_seconds();
-      const auto t0 = std::chrono::steady_clock::now();
-      if (!attnimpl::attention(plain, cfg).ok()) return 1;
-      plain_wall = std::min(plain_wall, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      plain_cpu = std::min(plain_cpu, cpu_seconds() - c0);
-    }
-    const double c0 = cpu_seconds();
-    const auto t0 = std::chrono::steady_clock::now();
-    const attnimpl::status s = attnimpl::attention(a, cfg);
+    if (!variant.empty() && !plain_best.time([&] { return attnimpl::attention(plain, cfg); }).ok()) return 1;
+    const attnimpl::status s = best.time([&] { return attnimpl::attention(a, cfg); });
     if (!s.ok()) {
       std::fprintf(stderr, "%s\n", s.message.c_str());
       return 1;
     }
-    wall = std::min(wall, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    cpu = std::min(cpu, cpu_seconds() - c0);
   }
+  const double wall = best.wall, cpu = best.cpu, plain_wall = plain_best.wall, plain_cpu = plain_best.cpu;
   // 4 * H * D FLOPs per visible (query, key) pair, as the bench counts them.
   const double flops = 4.0 * static_cast<double>(h * d) * pairs;
   std::printf(

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <utility>
@@ -151,22 +152,45 @@ struct judged_run {
   }
 };
 
-TEST(impl_backward, within_the_backward_bound_of_the_oracle) {
+// Every concatenation of one string from each list, the last list varying fastest.
+std::vector<std::string> product(std::initializer_list<std::initializer_list<const char*>> lists) {
+  std::vector<std::string> out{""};
+  for (const auto& list : lists) {
+    std::vector<std::string> longer;
+    for (const std::string& head : out)
+      for (const char* tail : list) longer.push_back(head + tail);
+    out = std::move(longer);
+  }
+  return out;
+}
+
+// Each case line `stem,seed=N)` (N counting up from `seed`, one per run) run
+// under each config and judged against the oracle's bound; `each` sees every
+// run. Returns how many elements the bound judged.
+template <class Each>
+int judged_sweep(const std::vector<std::string>& stems, std::uint64_t seed, std::initializer_list<attnimpl::backward_config> cfgs,
+                 Each each) {
   int judged = 0;
-  std::uint64_t seed = 1;
-  for (const char* base :
-       {"ATTN(b=2,hq=4,hkv=2,lq=5,lk=7,d=3,dv=2,causal,kpad=[7,4]", "ATTN(b=1,hq=3,hkv=1,lq=4,lk=9,d=4,dv=3,mask=1x3x4x9",
-        "ATTN(b=1,hq=2,hkv=2,lq=1,lk=13,d=8,dv=5,scale=-0.5", "ATTN(b=1,hq=2,hkv=1,lq=6,lk=6,d=2,dv=2,causal"})
-    for (const char* type : {"f32", "f16", "bf16"})
-      for (const char* layout : {"bshd", "padded"})
-        for (const char* grad : {"dyadic", "normal", "adversarial"})
-          for (const attnimpl::backward_config cfg : {attnimpl::backward_config{2, 3}, attnimpl::backward_config{}}) {
-            const judged_run run(
-                std::string(base) + "," + type + ",layout=" + layout + ",grad=" + grad + ",seed=" + std::to_string(seed++) + ")",
-                cfg);
-            ASSERT_TRUE(run.ran);
-            judged += run.judged;
-          }
+  for (const std::string& stem : stems)
+    for (const attnimpl::backward_config& cfg : cfgs) {
+      const judged_run run(stem + ",seed=" + std::to_string(seed++) + ")", cfg);
+      EXPECT_TRUE(run.ran) << to_line(run.c);
+      if (!run.ran) return judged;
+      judged += run.judged;
+      each(run, cfg);
+    }
+  return judged;
+}
+
+TEST(impl_backward, within_the_backward_bound_of_the_oracle) {
+  const std::vector<std::string> stems =
+      product({{"ATTN(b=2,hq=4,hkv=2,lq=5,lk=7,d=3,dv=2,causal,kpad=[7,4]", "ATTN(b=1,hq=3,hkv=1,lq=4,lk=9,d=4,dv=3,mask=1x3x4x9",
+                "ATTN(b=1,hq=2,hkv=2,lq=1,lk=13,d=8,dv=5,scale=-0.5", "ATTN(b=1,hq=2,hkv=1,lq=6,lk=6,d=2,dv=2,causal"},
+               {",f32", ",f16", ",bf16"},
+               {",layout=bshd", ",layout=padded"},
+               {",grad=dyadic", ",grad=normal", ",grad=adversarial"}});
+  const int judged = judged_sweep(stems, 1, {attnimpl::backward_config{2, 3}, attnimpl::backward_config{}},
+                                  [](const judged_run&, const attnimpl::backward_config&) {});
   EXPECT_GT(judged, 20000);
 }
 
@@ -177,31 +201,28 @@ TEST(impl_backward, within_the_backward_bound_of_the_oracle) {
 // visible, and a mask. Within the bound, and the same bits on every
 // instruction set this CPU runs and at 1 and 3 threads.
 TEST(impl_backward, larger_shapes_within_the_bound_and_the_same_bits_everywhere) {
-  int judged = 0;
-  std::uint64_t seed = 100;
-  for (const char* base :
-       {"ATTN(b=1,hq=2,hkv=1,lq=70,lk=67,d=20,dv=36,causal", "ATTN(b=2,hq=1,hkv=1,lq=13,lk=80,d=70,dv=9,kpad=[75,80]",
-        "ATTN(b=1,hq=2,hkv=2,lq=66,lk=65,d=17,dv=16,mask=1x2x66x65", "ATTN(b=1,hq=1,hkv=1,lq=130,lk=20,d=8,dv=8,causal"})
-    for (const char* type : {"f32", "bf16"})
-      for (const attnimpl::backward_config cfg : {attnimpl::backward_config{}, attnimpl::backward_config{5, 7}}) {
-        const judged_run run(std::string(base) + "," + type + ",grad=normal,seed=" + std::to_string(seed++) + ")", cfg);
-        ASSERT_TRUE(run.ran);
-        judged += run.judged;
-        for (const attnimpl::isa simd : {attnimpl::isa::portable, attnimpl::isa::avx2, attnimpl::isa::avx512})
-          for (const int threads : {1, 3}) {
-            if (!attnimpl::isa_supported(simd)) continue;
-            attnimpl::backward_config other = cfg;
-            other.simd = simd;
-            other.threads = threads;
-            dense_out dq2(run.r.dq_shape, run.c.type), dk2(run.r.dk_shape, run.c.type), dv2(run.r.dv_shape, run.c.type);
-            ASSERT_TRUE(run_impl(run.c, run.d_o, run.r, other, dq2, dk2, dv2));
-            const std::string what = to_line(run.c) + " simd " + std::to_string(static_cast<int>(simd)) + " threads " +
-                                     std::to_string(threads) + " q_tile " + std::to_string(cfg.q_tile);
-            EXPECT_TRUE(dq2.bytes == run.dq.bytes) << what << ": dQ";
-            EXPECT_TRUE(dk2.bytes == run.dk.bytes) << what << ": dK";
-            EXPECT_TRUE(dv2.bytes == run.dv.bytes) << what << ": dV";
-          }
+  const std::vector<std::string> stems =
+      product({{"ATTN(b=1,hq=2,hkv=1,lq=70,lk=67,d=20,dv=36,causal", "ATTN(b=2,hq=1,hkv=1,lq=13,lk=80,d=70,dv=9,kpad=[75,80]",
+                "ATTN(b=1,hq=2,hkv=2,lq=66,lk=65,d=17,dv=16,mask=1x2x66x65", "ATTN(b=1,hq=1,hkv=1,lq=130,lk=20,d=8,dv=8,causal"},
+               {",f32,grad=normal", ",bf16,grad=normal"}});
+  const auto same_bits_everywhere = [](const judged_run& run, const attnimpl::backward_config& cfg) {
+    for (const attnimpl::isa simd : {attnimpl::isa::portable, attnimpl::isa::avx2, attnimpl::isa::avx512})
+      for (const int threads : {1, 3}) {
+        if (!attnimpl::isa_supported(simd)) continue;
+        attnimpl::backward_config other = cfg;
+        other.simd = simd;
+        other.threads = threads;
+        dense_out dq2(run.r.dq_shape, run.c.type), dk2(run.r.dk_shape, run.c.type), dv2(run.r.dv_shape, run.c.type);
+        const std::string what = to_line(run.c) + " simd " + std::to_string(static_cast<int>(simd)) + " threads " +
+                                 std::to_string(threads) + " q_tile " + std::to_string(cfg.q_tile);
+        ASSERT_TRUE(run_impl(run.c, run.d_o, run.r, other, dq2, dk2, dv2)) << what;
+        EXPECT_TRUE(dq2.bytes == run.dq.bytes) << what << ": dQ";
+        EXPECT_TRUE(dk2.bytes == run.dk.bytes) << what << ": dK";
+        EXPECT_TRUE(dv2.bytes == run.dv.bytes) << what << ": dV";
       }
+  };
+  const int judged =
+      judged_sweep(stems, 100, {attnimpl::backward_config{}, attnimpl::backward_config{5, 7}}, same_bits_everywhere);
   EXPECT_GT(judged, 50000);
 }
 
@@ -470,23 +491,24 @@ int judge_variant(const attn_case& c, const variant_reference& r, const variant_
   }
   // Exact zeros: keys no row sees (dK = dV = 0), rows that see no key (dQ = 0),
   // heads whose sink is -inf (d_sinks = +0).
+  const auto expect_zero_row = [&](const dense_out& out, std::int64_t row, std::int64_t width, const char* name,
+                                   std::int64_t index) {
+    for (std::int64_t e = 0; e < width; ++e)
+      EXPECT_EQ(out.at(static_cast<std::size_t>(row * width + e)), 0.0) << what << " " << name << " " << index;
+  };
   for (std::int64_t bi = 0; bi < c.b; ++bi) {
     for (std::int64_t j = 0; j < c.lk; ++j)
       for (std::int64_t g = 0; g < c.hkv; ++g) {
-        if (r.key_seen[static_cast<std::size_t>((bi * c.lk + j) * c.hkv + g)]) continue;
-        for (std::int64_t e = 0; e < c.d; ++e)
-          EXPECT_EQ(got.dk.at(static_cast<std::size_t>(((bi * c.lk + j) * c.hkv + g) * c.d + e)), 0.0)
-              << what << " dK of hidden key " << j;
-        for (std::int64_t e = 0; e < c.dv; ++e)
-          EXPECT_EQ(got.dv.at(static_cast<std::size_t>(((bi * c.lk + j) * c.hkv + g) * c.dv + e)), 0.0)
-              << what << " dV of hidden key " << j;
+        const std::int64_t key = (bi * c.lk + j) * c.hkv + g;
+        if (r.key_seen[static_cast<std::size_t>(key)]) continue;
+        expect_zero_row(got.dk, key, c.d, "dK of hidden key", j);
+        expect_zero_row(got.dv, key, c.dv, "dV of hidden key", j);
       }
     for (std::int64_t i = 0; i < c.lq; ++i)
       for (std::int64_t h = 0; h < c.hq; ++h) {
-        if (r.row_sees[static_cast<std::size_t>((bi * c.lq + i) * c.hq + h)]) continue;
-        for (std::int64_t e = 0; e < c.d; ++e)
-          EXPECT_EQ(got.dq.at(static_cast<std::size_t>(((bi * c.lq + i) * c.hq + h) * c.d + e)), 0.0)
-              << what << " dQ of blind row " << i;
+        const std::int64_t row = (bi * c.lq + i) * c.hq + h;
+        if (r.row_sees[static_cast<std::size_t>(row)]) continue;
+        expect_zero_row(got.dq, row, c.d, "dQ of blind row", i);
       }
   }
   if (c.variants.has_sinks())

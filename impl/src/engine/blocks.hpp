@@ -14,29 +14,58 @@
 namespace attnimpl::engine {
 namespace {
 
+/// Element dd of a storage row, exactly, as f32.
+template <dtype T>
+float element(const char* row, std::int64_t dd) {
+  if constexpr (T == dtype::f32)
+    return reinterpret_cast<const float*>(row)[dd];
+  else if constexpr (T == dtype::bf16)
+    return convert::from_bf16(reinterpret_cast<const std::uint16_t*>(row)[dd]);
+  else
+    return convert::from_f16(reinterpret_cast<const std::uint16_t*>(row)[dd]);
+}
+
+/// The addresses of 8 storage rows, held by value: vector stores may alias
+/// anything, so addresses read through a pointer or a member would be
+/// reloaded after each one.
+struct eight_rows {
+  const char* r[8];
+
+  explicit eight_rows(const char* const* rows) : r{rows[0], rows[1], rows[2], rows[3], rows[4], rows[5], rows[6], rows[7]} {}
+
+  /// 8 vectors, what transposed() returns.
+  struct block {
+    simd::vf v[8];
+  };
+  /// The 8 elements from byte `at` of each row as f32, transposed: v[x]
+  /// lane t = row t's element x. Returned by value: filled through an array
+  /// parameter instead, GCC allocates the decode score loop's registers worse.
+  __attribute__((always_inline)) block transposed(std::int64_t at, dtype t) const {
+    block k = {{simd::load8(r[0] + at, t), simd::load8(r[1] + at, t), simd::load8(r[2] + at, t), simd::load8(r[3] + at, t),
+                simd::load8(r[4] + at, t), simd::load8(r[5] + at, t), simd::load8(r[6] + at, t), simd::load8(r[7] + at, t)}};
+    simd::transpose8(k.v);
+    return k;
+  }
+
+  /// Element dd of the 8 rows (lane t: row t's).
+  template <dtype T>
+  __attribute__((always_inline)) simd::vf column(std::int64_t dd) const {
+    return simd::setr(element<T>(r[0], dd), element<T>(r[1], dd), element<T>(r[2], dd), element<T>(r[3], dd),
+                      element<T>(r[4], dd), element<T>(r[5], dd), element<T>(r[6], dd), element<T>(r[7], dd));
+  }
+};
+
 /// kt[dd][t] = row t's element dd for 8 rows and dd < d rounded down to 8;
-/// returns how many dims it did. Everything by value: vector stores may alias
-/// anything, so members would be reloaded after each one.
+/// returns how many dims it did. Everything by value (eight_rows).
 std::int64_t transpose_rows(const char* const* rows_in, dtype t_kv, std::int64_t esize, std::int64_t d, float* kt,
                             std::int64_t ld) {
-  const char* r0 = rows_in[0];
-  const char* r1 = rows_in[1];
-  const char* r2 = rows_in[2];
-  const char* r3 = rows_in[3];
-  const char* r4 = rows_in[4];
-  const char* r5 = rows_in[5];
-  const char* r6 = rows_in[6];
-  const char* r7 = rows_in[7];
+  const eight_rows rows(rows_in);
   std::int64_t dd = 0;
   for (; dd + 8 <= d; dd += 8) {
-    const std::int64_t at = dd * esize;
-    simd::vf r[8] = {simd::load8(r0 + at, t_kv), simd::load8(r1 + at, t_kv), simd::load8(r2 + at, t_kv),
-                     simd::load8(r3 + at, t_kv), simd::load8(r4 + at, t_kv), simd::load8(r5 + at, t_kv),
-                     simd::load8(r6 + at, t_kv), simd::load8(r7 + at, t_kv)};
-    simd::transpose8(r);
+    const eight_rows::block r = rows.transposed(dd * esize, t_kv);
     float* out = kt + dd * ld;
 #pragma GCC unroll 8
-    for (int t = 0; t < 8; ++t) simd::store(out + t * ld, r[t]);
+    for (int t = 0; t < 8; ++t) simd::store(out + t * ld, r.v[t]);
   }
   return dd;
 }
@@ -86,17 +115,6 @@ void row_addresses(const kv_source& kv, const row_walk& w, std::int64_t b, std::
     t += run;
     j += run;
   }
-}
-
-/// Element dd of a storage row, exactly, as f32.
-template <dtype T>
-float element(const char* row, std::int64_t dd) {
-  if constexpr (T == dtype::f32)
-    return reinterpret_cast<const float*>(row)[dd];
-  else if constexpr (T == dtype::bf16)
-    return convert::from_bf16(reinterpret_cast<const std::uint16_t*>(row)[dd]);
-  else
-    return convert::from_f16(reinterpret_cast<const std::uint16_t*>(row)[dd]);
 }
 
 /// Requests every cache line of rows[0 .. count), `bytes` long each. Rows of

@@ -135,45 +135,32 @@ void run(const problem& p, const config& cfg) {
   struct job {
     const problem& p;
     const geometry& g;
-    float* parts;
+    float* parts;  // split: the chunks' partial states, (unit, chunk) order; else null
   };
-  if (!split) {
-    const job jb{p, g, nullptr};
-    const std::function<void(int)> prepare = [&jb](int) { thread_workspace().ensure(jb.p, jb.g); };
+  float* parts = nullptr;
+  if (split) {
+    // Kept by the calling thread across calls (grows only, at most the 64 MiB cap above).
+    thread_local std::vector<float> store;
+    if (static_cast<std::int64_t>(store.size()) < split_tasks * state_floats(g))
+      store.resize(static_cast<std::size_t>(split_tasks * state_floats(g)));
+    parts = store.data();
+  }
+  const job jb{p, g, parts};
+  const std::function<void(int)> prepare = [&jb](int) { thread_workspace().ensure(jb.p, jb.g); };
+  if (split)
     pool.run(
-        cfg.threads, g.units,
-        [&jb](std::int64_t u, int) {
+        cfg.threads, split_tasks,
+        [&jb](std::int64_t t, int) {
           workspace& ws = thread_workspace();
           unit_runner runner(jb.p, jb.g, ws);
+          const std::int64_t live = jb.g.chunks - jb.g.first_chunk;
+          const std::int64_t u = t / live, c = jb.g.first_chunk + t % live;
           const unit_rows ur = runner.setup(u);
-          const row_state part = view_state(ws.chunk.data(), jb.g), total = view_state(ws.total.data(), jb.g);
-          for (std::int64_t c = jb.g.first_chunk; c < jb.g.chunks; ++c) {
-            runner.chunk(ur, c * jb.g.split, (c + 1) * jb.g.split, part);
-            runner.fold(ur, total, part, c == jb.g.first_chunk);
-          }
-          runner.finish(ur, total);
+          runner.chunk(ur, c * jb.g.split, (c + 1) * jb.g.split, view_state(jb.parts + t * state_floats(jb.g), jb.g));
         },
         &prepare);
-    return;
-  }
-  // The chunks' partial states, kept by the calling thread across calls
-  // (grows only, at most the 64 MiB cap above).
-  thread_local std::vector<float> parts;
-  if (static_cast<std::int64_t>(parts.size()) < split_tasks * state_floats(g))
-    parts.resize(static_cast<std::size_t>(split_tasks * state_floats(g)));
-  const job jb{p, g, parts.data()};
-  const std::function<void(int)> prepare = [&jb](int) { thread_workspace().ensure(jb.p, jb.g); };
-  pool.run(
-      cfg.threads, split_tasks,
-      [&jb](std::int64_t t, int) {
-        workspace& ws = thread_workspace();
-        unit_runner runner(jb.p, jb.g, ws);
-        const std::int64_t live = jb.g.chunks - jb.g.first_chunk;
-        const std::int64_t u = t / live, c = jb.g.first_chunk + t % live;
-        const unit_rows ur = runner.setup(u);
-        runner.chunk(ur, c * jb.g.split, (c + 1) * jb.g.split, view_state(jb.parts + t * state_floats(jb.g), jb.g));
-      },
-      &prepare);
+  // Each unit's chunks folded into its total in chunk order: computed here
+  // one at a time, or (split) the partial states the tasks above left.
   pool.run(
       cfg.threads, g.units,
       [&jb](std::int64_t u, int) {
@@ -183,8 +170,15 @@ void run(const problem& p, const config& cfg) {
         const row_state total = view_state(ws.total.data(), jb.g);
         const std::int64_t live = jb.g.chunks - jb.g.first_chunk;
         for (std::int64_t c = 0; c < live; ++c) {
+          if (!jb.parts) {
+            const row_state part = view_state(ws.chunk.data(), jb.g);
+            const std::int64_t at = jb.g.first_chunk + c;
+            runner.chunk(ur, at * jb.g.split, (at + 1) * jb.g.split, part);
+            runner.fold(ur, total, part, c == 0);
+            continue;
+          }
           std::int64_t at = c;
-          if (ATTNIMPL_MUTANT(thread_order)) at = live - 1 - c;  // this path folds last chunk first
+          if (ATTNIMPL_MUTANT(thread_order)) at = live - 1 - c;  // the split path folds last chunk first
           runner.fold(ur, total, view_state(jb.parts + (u * live + at) * state_floats(jb.g), jb.g), c == 0);
         }
         runner.finish(ur, total);

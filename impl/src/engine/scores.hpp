@@ -59,14 +59,7 @@ inline void unit_runner::score_group(const char* const rows_in[8], std::int64_t 
   const std::int64_t d = p_.dims.d, ld = g_.k_tile8;  // locals: vector stores may alias members
   const float* q = ws_.qp.data() + r0 * d;
   float* s = score_row(r0) + jj;
-  const char* r0p = rows_in[0];
-  const char* r1p = rows_in[1];
-  const char* r2p = rows_in[2];
-  const char* r3p = rows_in[3];
-  const char* r4p = rows_in[4];
-  const char* r5p = rows_in[5];
-  const char* r6p = rows_in[6];
-  const char* r7p = rows_in[7];
+  const eight_rows rows(rows_in);
   simd::vf acc[NR];
 #pragma GCC unroll 4
   for (int r = 0; r < NR; ++r) acc[r] = simd::zero();
@@ -81,13 +74,11 @@ inline void unit_runner::score_group(const char* const rows_in[8], std::int64_t 
     } else if (at % 64 == 32 && at - 32 < vbytes) {
       for (std::int64_t t = 0; t < pf_count; ++t) simd::prefetch(pv[t] + at - 32);
     }
-    simd::vf k[8] = {simd::load8(r0p + at, T), simd::load8(r1p + at, T), simd::load8(r2p + at, T), simd::load8(r3p + at, T),
-                     simd::load8(r4p + at, T), simd::load8(r5p + at, T), simd::load8(r6p + at, T), simd::load8(r7p + at, T)};
-    simd::transpose8(k);
+    const eight_rows::block k = rows.transposed(at, T);
 #pragma GCC unroll 8
     for (int x = 0; x < 8; ++x)
 #pragma GCC unroll 4
-      for (int r = 0; r < NR; ++r) acc[r] = simd::fmadd(simd::broadcast(q + r * d + dd + x), k[x], acc[r]);
+      for (int r = 0; r < NR; ++r) acc[r] = simd::fmadd(simd::broadcast(q + r * d + dd + x), k.v[x], acc[r]);
   }
   // Lines the dim loop did not reach: K's tail, V's rest (dv > d, or d % 16).
   for (std::int64_t at = (dd * es + 63) / 64 * 64; at < pf.kbytes; at += 64)
@@ -95,8 +86,7 @@ inline void unit_runner::score_group(const char* const rows_in[8], std::int64_t 
   for (std::int64_t at = (dd * es + 31) / 64 * 64; at < vbytes; at += 64)
     for (std::int64_t t = 0; t < pf_count; ++t) simd::prefetch(pv[t] + at);
   for (; dd < d; ++dd) {
-    const simd::vf k = simd::setr(element<T>(r0p, dd), element<T>(r1p, dd), element<T>(r2p, dd), element<T>(r3p, dd),
-                                  element<T>(r4p, dd), element<T>(r5p, dd), element<T>(r6p, dd), element<T>(r7p, dd));
+    const simd::vf k = rows.column<T>(dd);
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) acc[r] = simd::fmadd(simd::broadcast(q + r * d + dd), k, acc[r]);
   }
