@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "attnimpl/attention.hpp"
-#include "simd.hpp"
+#include "lanes.hpp"
 
 namespace attnimpl::micro {
 namespace {  // one copy per ISA translation unit (simd.hpp)

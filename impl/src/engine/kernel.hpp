@@ -22,7 +22,7 @@
 #include "../engine.hpp"
 #include "../micro_kernels.hpp"
 #include "../mutation.hpp"
-#include "../simd.hpp"
+#include "../lanes.hpp"
 #include "../thread_pool.hpp"
 
 // The engine's parts, in one translation unit (same inlining as one file).

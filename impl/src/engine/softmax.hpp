@@ -10,7 +10,7 @@
 
 #include "../convert.hpp"
 #include "../mutation.hpp"
-#include "../simd.hpp"
+#include "../lanes.hpp"
 #include "unit_runner.hpp"
 
 namespace attnimpl::engine {

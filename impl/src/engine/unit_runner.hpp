@@ -11,7 +11,7 @@
 
 #include "../convert.hpp"
 #include "../mutation.hpp"
-#include "../simd.hpp"
+#include "../lanes.hpp"
 #include "state.hpp"
 
 namespace attnimpl::engine {
