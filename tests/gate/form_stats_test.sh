@@ -11,19 +11,19 @@ log=$("$attncheck" gate --subject "$subject" --only paged --only page_table --on
 forms=$(printf '%s\n' "$log" | sed -n '/^contract 1.2 paged form/,$p' | grep -E '^(contract 1.2|  )')
 printf '%s\n' "$forms"
 for form in paged ragged; do
-  printf '%s\n' "$forms" | grep -qE "^contract 1.2 $form form, over the [1-9][0-9]* $form cases" ||
+  grep -qE "^contract 1.2 $form form, over the [1-9][0-9]* $form cases" <<<"$forms" ||
     { echo "FAIL: no $form section with cases"; printf '%s\n' "$log" | tail -20; exit 1; }
 done
 for key in "pages 1 or 3" "n = kP - 1" "stale table tail" "shared pages" "paged n = 0" "paged B>=16" \
   "ragged zero queries" "ragged zero keys"; do
-  printf '%s\n' "$forms" | grep -q "^  $key " || { echo "FAIL: no line for $key"; exit 1; }
+  grep -q "^  $key " <<<"$forms" || { echo "FAIL: no line for $key"; exit 1; }
 done
-if printf '%s\n' "$forms" | grep -q 'BELOW'; then
+if grep -q 'BELOW' <<<"$forms"; then
   echo "FAIL: an input-form share is below its floor"
   exit 1
 fi
 log=$("$attncheck" gate --subject "$dense" --only paged --only ragged --stats --cases 5 --out "$out" 2>&1)
-if printf '%s\n' "$log" | grep -q '^contract 1.2'; then
+if grep -q '^contract 1.2' <<<"$log"; then
   echo "FAIL: a subject declaring no form got an input-form section"
   exit 1
 fi

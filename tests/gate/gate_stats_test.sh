@@ -11,13 +11,13 @@ shift 3
 log=$("$attncheck" gate --subject "$subject" --stats --out "$out" "$@" 2>&1)
 status=$?
 printf '%s\n' "$log" | sed -n '/^distribution of/,$p'
-if ! printf '%s\n' "$log" | grep -q '^distribution of'; then
+if ! grep -q '^distribution of' <<<"$log"; then
   echo "FAIL: no distribution printed (gate exit $status)"
   printf '%s\n' "$log" | tail -20
   exit 1
 fi
 dense=$(printf '%s\n' "$log" | awk '/^contract 1\.2 /{form=1; next} /^[^ ]/{form=0} !form')
-if printf '%s\n' "$dense" | grep -q 'BELOW'; then
+if grep -q 'BELOW' <<<"$dense"; then
   echo "FAIL: a share of the distribution is below its documented floor"
   exit 1
 fi

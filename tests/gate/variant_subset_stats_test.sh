@@ -13,10 +13,10 @@ printf '%s\n' "$shares"
 fail() { echo "FAIL: $1 (gate exit $status)"; printf '%s\n' "$log" | tail -30; exit 1; }
 [ $status -eq 0 ] || fail "the gate did not pass"
 for v in window softcap window\\+softcap; do
-  printf '%s\n' "$shares" | grep -qE "^ +variants? $v +[0-9.]+% +floor +[0-9.]+%" || fail "no share and floor for $v"
+  grep -qE "^ +variants? $v +[0-9.]+% +floor +[0-9.]+%" <<<"$shares" || fail "no share and floor for $v"
 done
 for v in chunk sinks alibi bias; do
-  printf '%s\n' "$shares" | grep -qE "^ +variants? [a-z+]*$v" && fail "a share for $v, which the subject does not declare"
+  grep -qE "^ +variants? [a-z+]*$v" <<<"$shares" && fail "a share for $v, which the subject does not declare"
 done
-printf '%s\n' "$log" | sed -n '/^distribution of/,$p' | grep -q BELOW && fail "a share below its floor"
+grep -q BELOW <<<"$(sed -n '/^distribution of/,$p' <<<"$log")" && fail "a share below its floor"
 echo "the declared subset's shares and floors are printed and held"
