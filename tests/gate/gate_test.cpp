@@ -321,9 +321,6 @@ TEST(subject_abi_v4, claims_are_read_and_unknown_bits_and_unbuilt_parts_refused)
   refused(x, "features_v4");
   static const int dummy = 0;
   x = d;
-  x.profile = reinterpret_cast<const attncheck_profile*>(&dummy);
-  refused(x, "profile");
-  x = d;
   x.conventions = reinterpret_cast<const attncheck_conventions*>(&dummy);
   refused(x, "conventions");
   x = d;
@@ -350,6 +347,75 @@ TEST(subject_abi_v4, claims_are_read_and_unknown_bits_and_unbuilt_parts_refused)
   EXPECT_EQ(s->abi(), 4u);
   EXPECT_FALSE(s->claims_v4(ATTNCHECK_CLAIM4_SCALE_EXACT));
   s.reset();  // before x, the instance it adopted, leaves scope
+}
+
+// The stage-wise profile (docs/abi.md "Stage-wise precision profile"): NULL and
+// all-zero are the one-u declaration; a declared stage reaches the bound and
+// the header; every field out of its range is refused, naming it.
+TEST(subject_abi_v4, a_profile_is_read_checked_and_printed) {
+  seen_problem seen;
+  attncheck_instance d = recording_instance(ATTNCHECK_SUBJECT_ABI_VERSION_4, 0, seen);
+  auto s = subject::adopt(&d, "no profile");
+  EXPECT_TRUE(s->profile().is_default());
+  EXPECT_EQ(s->declared().profile, "");
+  attncheck_profile p{};
+  p.struct_size = sizeof p;
+  d.profile = &p;
+  s = subject::adopt(&d, "all-zero profile");
+  EXPECT_TRUE(s->profile().is_default());
+  EXPECT_EQ(s->exp_ulps(), d.exp_ulps);
+  EXPECT_EQ(s->declared().profile, "");
+  p.p_format = ATTNCHECK_P_BF16;
+  p.scale_mode = ATTNCHECK_SCALE_AFTER_DOT;
+  p.qk_product_u = ATTNCHECK_EXACT;
+  p.exp_ulps = ATTNCHECK_EXACT;
+  s = subject::adopt(&d, "bf16 P");
+  EXPECT_EQ(s->profile().p_u, 0x1p-8);
+  EXPECT_TRUE(s->profile().exact_products);
+  EXPECT_EQ(s->profile().scale, scale_mode::after_dot);
+  EXPECT_EQ(s->exp_ulps(), 0.5);
+  EXPECT_NE(s->declared().profile.find("P 2^-8 (row sum before the cast)"), std::string::npos) << s->declared().profile;
+  EXPECT_NE(s->declared().profile.find("products exact, scale after the dot"), std::string::npos) << s->declared().profile;
+  s.reset();
+  const auto refused = [&](attncheck_profile q, const std::string& field) {
+    attncheck_instance x = d;
+    x.profile = &q;
+    try {
+      subject::adopt(&x, "v4");
+      ADD_FAILURE() << "accepted a profile with a bad " << field;
+    } catch (const input_error& err) {
+      EXPECT_EQ(err.field(), "subject.profile." + field) << err.what();
+    }
+  };
+  attncheck_profile q = p;
+  q.struct_size = 8;
+  refused(q, "struct_size");
+  q = p, q.qk_accum_u = 0.5;
+  refused(q, "qk_accum_u");
+  q = p, q.pv_accum_u = ATTNCHECK_EXACT;  // exact only for the products
+  refused(q, "pv_accum_u");
+  q = p, q.scale_mode = 9;
+  refused(q, "scale_mode");
+  q = p, q.exp_ulps = -3;
+  refused(q, "exp_ulps");
+  q = p, q.p_format = ATTNCHECK_P_E4M3;
+  refused(q, "p_format");
+  q = p, q.p_factor = ATTNCHECK_P_FACTOR_ROW;
+  refused(q, "p_factor");
+  q = p, q.p_format = ATTNCHECK_P_F16, q.p_factor = ATTNCHECK_P_FACTOR_POW2, q.p_factor_log2 = 15;
+  refused(q, "p_factor_log2");
+  q = p, q.p_format = ATTNCHECK_P_COMPUTE, q.row_sum = ATTNCHECK_ROW_SUM_AFTER_CAST;
+  refused(q, "row_sum");
+  q = p, q.p_saturates = 1;
+  refused(q, "p_saturates");
+  // A version 3 instance's profile field is never read.
+  attncheck_instance x = d;
+  x.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_3;
+  q = p, q.scale_mode = 9;
+  x.profile = &q;
+  s = subject::adopt(&x, "v3 with a stale profile");
+  EXPECT_TRUE(s->profile().is_default());
+  s.reset();
 }
 
 TEST(subject_abi_v4, a_decline_is_thrown_only_from_a_version_4_instance_that_wrote_nothing) {

@@ -5,6 +5,7 @@ reference        a correct numpy kernel (float64 inside, one rounding into
 gqa_modulo       the same with the MUTANTS.md GQA bug: query head h reads
                  KV head h % Hkv instead of h // (Hq / Hkv)
 declining        the reference, declining (attncheck.Declined) head sizes above 32
+bf16_p           the reference with P rounded to bf16 before P V, declared in its profile
 raises, segfaults, aborts, hangs
                  the reference on Lk < 3, and on Lk >= 3 a Python exception,
                  a segfault through ctypes, os.abort(), an endless loop
@@ -20,8 +21,9 @@ import attncheck
 F64 = {"f32": np.float32, "f16": np.float16}
 
 
-def attention64(q, k, v, *, scale, causal, key_len, mask, dtype, kv_head=None, lse=False):
-    """Attention per docs/spec.md in float64, rounded once into the storage type."""
+def attention64(q, k, v, *, scale, causal, key_len, mask, dtype, kv_head=None, lse=False, p_round=None):
+    """Attention per docs/spec.md in float64, rounded once into the storage type;
+    p_round rounds P before P V (the row sum keeps the unrounded weights)."""
     b, lq, hq, _ = q.shape
     lk, hkv = k.shape[1], k.shape[2]
     heads = [kv_head(h, hq, hkv) if kv_head else h // (hq // hkv) for h in range(hq)]
@@ -43,8 +45,9 @@ def attention64(q, k, v, *, scale, causal, key_len, mask, dtype, kv_head=None, l
     p = np.where(allowed, np.exp(s - m), 0.0)
     l = p.sum(axis=-1)
     # A masked key is skipped, not weighted by zero: its slots may hold NaN.
+    pv = p if p_round is None else p_round(p)
     with np.errstate(invalid="ignore", over="ignore"):
-        terms = p[..., None] * v64.transpose(0, 2, 1, 3)[:, :, None, :, :]  # (b, hq, lq, lk, dv)
+        terms = pv[..., None] * v64.transpose(0, 2, 1, 3)[:, :, None, :, :]  # (b, hq, lq, lk, dv)
     o = np.where(allowed[..., None], terms, 0.0).sum(axis=3).transpose(0, 2, 1, 3)
     seen = (l > 0).transpose(0, 2, 1)[..., None]  # (b, lq, hq, 1)
     o = np.where(seen, o / np.where(seen, l.transpose(0, 2, 1)[..., None], 1.0), 0.0)
@@ -72,6 +75,25 @@ def reference(q, k, v, **kw):
 @attncheck.declare(name="numpy-gqa-modulo", **_everything)
 def gqa_modulo(q, k, v, **kw):
     return attention64(q, k, v, **kw, kv_head=lambda h, hq, hkv: h % hkv, lse=True)
+
+
+def round_bf16(x):
+    """x (float64, >= 0, below 1) rounded once to bf16 (8 significant bits, to nearest even)."""
+    m, e = np.frexp(x)
+    return np.ldexp(np.rint(np.ldexp(m, 8)), e - 8)
+
+
+# P rounded to bf16 before P V, the row sum taken before the rounding, binary64 elsewhere:
+# correct under its stage-wise profile (docs/abi.md "Stage-wise precision profile").
+@attncheck.declare(name="numpy-bf16-p", profile={"p_format": "bf16", "row_sum": "before_cast", "scale_mode": "after_dot"},
+                   **_everything)
+def bf16_p(q, k, v, **kw):
+    return attention64(q, k, v, **kw, lse=True, p_round=round_bf16)
+
+
+@attncheck.declare(name="numpy-profile-typo", profile={"p_fromat": "bf16"}, **_everything)
+def profile_typo(q, k, v, **kw):
+    return attention64(q, k, v, **kw, lse=True)
 
 
 _plain = dict(u=2**-53, exp_ulps=1, dtypes=("f32",), features=("causal", "padding"), claims=("deterministic",))

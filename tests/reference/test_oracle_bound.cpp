@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -29,8 +30,11 @@ constexpr int bound_cases = 400;
 // the sum, online softmax over key blocks of `block` keys (one block when
 // block >= Lk: the plain shifted softmax), expf/logf, one final division, O
 // rounded once to the case's type. bf16_weights rounds each weight to bf16
-// before it multiplies V only: a subject less accurate than it declares.
-subject_result f32_attention(const attn_case& c, std::int64_t block, bool bf16_weights) {
+// before it multiplies V only (FlashAttention 2's P, the row sum before the
+// cast): a subject less accurate than it declares, unless it declares that
+// stage. p_type rounds P to another format, and sum_after sums the rounded P.
+subject_result f32_attention(const attn_case& c, std::int64_t block, bool bf16_weights, dtype p_type = dtype::bf16,
+                             bool sum_after = false) {
   const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
   subject_result r = zero_result(c);
   const float scale = c.effective_scale();
@@ -57,8 +61,8 @@ subject_result f32_attention(const attn_case& c, std::int64_t block, bool bf16_w
           for (float& a : acc) a *= rescale;
           for (const auto& [j, sj] : s) {
             const float w = std::exp(sj - bm);
-            l += w;
-            const float wv = bf16_weights ? static_cast<float>(decode(dtype::bf16, encode(dtype::bf16, w))) : w;
+            const float wv = bf16_weights ? static_cast<float>(decode(p_type, encode(p_type, w))) : w;
+            l += sum_after ? wv : w;
             for (std::int64_t e = 0; e < c.dv; ++e) acc[n(e)] += wv * static_cast<float>(c.v.at(bi, j, g, e));
           }
           m = bm;
@@ -246,6 +250,99 @@ TEST(oracle_bound, catches_outputs_beyond_it) {
               sloppy.outside, sloppy.elements);
   EXPECT_GE(shifted.outside, moved);
   EXPECT_GT(sloppy.outside, sloppy.elements / 20) << "a bound this loose would let a bf16-weight kernel pass";
+}
+
+// ---- Stage-wise profiles (docs/bound.md "Stage-wise profiles") ----
+
+// Every stage declared at the compute unit, and the default profile: the same
+// bounds, bit for bit, as the one-u declaration (they are the same declaration).
+TEST(oracle_bound, a_profile_of_one_unit_gives_the_one_u_bounds_bit_for_bit) {
+  const std::uint64_t seed = base_seed();
+  for (int t = 0; t < 100; ++t) {
+    const attn_case c = any_small_case(seed + static_cast<std::uint64_t>(t));
+    oracle_options one_u = options_for(c, 2), staged = one_u;
+    const double u = one_u.bound.u_compute;
+    staged.bound.profile = {.qk_product_u = u, .qk_accum_u = u, .rescale_u = u, .pv_accum_u = u, .lse_u = u};
+    const oracle_result a = reference(c, one_u), b = reference(c, staged);
+    ASSERT_EQ(a.o_bound.size(), b.o_bound.size());
+    for (std::size_t x = 0; x < a.o_bound.size(); ++x)
+      ASSERT_EQ(std::bit_cast<std::uint64_t>(a.o_bound[x]), std::bit_cast<std::uint64_t>(b.o_bound[x])) << to_line(c);
+    for (std::size_t x = 0; x < a.lse_bound.size(); ++x)
+      ASSERT_EQ(std::bit_cast<std::uint64_t>(a.lse_bound[x]), std::bit_cast<std::uint64_t>(b.lse_bound[x])) << to_line(c);
+  }
+}
+
+oracle_options p_profile(const attn_case& c, std::int64_t blocks, dtype p_type, bool sum_after) {
+  oracle_options opt = options_for(c, blocks);
+  opt.bound.profile.scale = scale_mode::after_dot;
+  opt.bound.profile.p_u = unit_roundoff(p_type);
+  opt.bound.profile.p_eta = smallest_subnormal(p_type);
+  opt.bound.profile.row_sum_after_cast = sum_after;
+  return opt;
+}
+
+// P rounded to bf16 (row sum before the cast) and to f16 (after), declared so:
+// within the bound on every element, plain and online. Declared as f32 the
+// same subjects fall outside (catches_outputs_beyond_it).
+TEST(oracle_bound, holds_for_p_rounded_to_bf16_and_f16_as_declared) {
+  const std::uint64_t seed = base_seed();
+  std::printf("ATTNCHECK_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  campaign bf16_before, f16_after;
+  for (int t = 0; t < bound_cases; ++t) {
+    const attn_case c = any_small_case(seed + static_cast<std::uint64_t>(t));
+    const std::int64_t block = 2, blocks = (c.lk + block - 1) / block;
+    compare(c, reference(c, p_profile(c, blocks, dtype::bf16, false)), f32_attention(c, block, true), bf16_before, true);
+    compare(c, reference(c, p_profile(c, 1, dtype::f16, true)), f32_attention(c, c.lk, true, dtype::f16, true), f16_after, true);
+  }
+  std::printf("P bf16, sum before: %ld elements, worst %.3g at %s\nP f16, sum after: %ld elements, worst %.3g at %s\n",
+              bf16_before.elements, bf16_before.worst_ratio, bf16_before.worst.c_str(), f16_after.elements, f16_after.worst_ratio,
+              f16_after.worst.c_str());
+  EXPECT_GT(bf16_before.elements, 1000);
+}
+
+// The LSE of a kernel that sums the rounded P carries P's rounding: declared as
+// summing before the cast, it falls outside the LSE bound.
+TEST(oracle_bound, a_row_sum_after_the_cast_declared_before_is_caught) {
+  const std::uint64_t seed = base_seed();
+  campaign lied;
+  for (int t = 0; t < bound_cases; ++t) {
+    const attn_case c = any_small_case(seed + static_cast<std::uint64_t>(t));
+    compare(c, reference(c, p_profile(c, 1, dtype::f16, false)), f32_attention(c, c.lk, true, dtype::f16, true), lied, false);
+  }
+  std::printf("f16 P summed after the cast, declared before: %ld of %ld outside, worst %.3g\n", lied.outside, lied.elements,
+              lied.worst_ratio);
+  EXPECT_GT(lied.outside, 0);
+}
+
+// docs/abi.md's acceptance figure: a decode over Lk = 32768 keys by a kernel
+// that rounds P to bf16 once. Declared stage by stage, P's term does not grow
+// with the keys, and at least 90% of O is judged by the sound bound; its one-u
+// declaration (u of bf16 for everything) gives gamma_(n) = +inf: none judged.
+TEST(oracle_bound, a_bf16_p_long_decode_is_judged_under_its_profile) {
+  attn_case c = parse_line("ATTN(b=1,hq=2,hkv=1,lq=1,lk=32768,d=64,dv=64,bf16,seed=11)");
+  materialize(c);
+  const std::int64_t block = 64, blocks = (c.lk + block - 1) / block;
+  const subject_result s = f32_attention(c, block, true);
+  oracle_options staged = p_profile(c, blocks, dtype::bf16, false), one_u = options_for(c, blocks);
+  one_u.bound.u_compute = 0x1p-8;
+  const auto judged = [&](const oracle_options& opt, double& worst) {
+    const oracle_result r = reference(c, opt);
+    long n = 0;
+    worst = 0;
+    for (std::size_t x = 0; x < r.o.size(); ++x) {
+      if (!std::isfinite(r.o_bound[x]) || r.o_sound_useless[x]) continue;
+      ++n;
+      worst = std::max(worst, std::fabs(s.o[x] - r.o[x]) / r.o_bound[x]);
+    }
+    return static_cast<double>(n) / static_cast<double>(r.o.size());
+  };
+  double worst_staged = 0, worst_one_u = 0;
+  const double share_staged = judged(staged, worst_staged), share_one_u = judged(one_u, worst_one_u);
+  std::printf("Lk = 32768, P bf16: judged %.1f%% of O under the profile (worst observed/bound %.3g), %.1f%% under one u = 2^-8\n",
+              100 * share_staged, worst_staged, 100 * share_one_u);
+  EXPECT_GE(share_staged, 0.9);
+  EXPECT_LE(worst_staged, 1.0);
+  EXPECT_EQ(share_one_u, 0.0);
 }
 
 }  // namespace

@@ -177,17 +177,19 @@ nlohmann::json to_json(const gate_result& r) {
     if (r.hints.lengths[i]) lengths.push_back(r.hints.lengths[i]);
     if (r.hints.head_dims[i]) dims.push_back(r.hints.head_dims[i]);
   }
-  const nlohmann::json declared = {{"abi", r.abi},
-                                   {"compute_unit_roundoff", r.declared.u},
-                                   {"exp_ulps", r.declared.exp_ulps},
-                                   {"key_blocks", nb},
-                                   {"size_hints",
-                                    {{"declared", !r.default_hints},
-                                     {"q_tile", r.hints.q_tile},
-                                     {"k_tile", r.hints.k_tile},
-                                     {"split_keys", r.hints.split_keys},
-                                     {"lengths", lengths},
-                                     {"head_dims", dims}}}};
+  nlohmann::json declared = {{"abi", r.abi},
+                             {"compute_unit_roundoff", r.declared.u},
+                             {"exp_ulps", r.declared.exp_ulps},
+                             {"key_blocks", nb},
+                             {"size_hints",
+                              {{"declared", !r.default_hints},
+                               {"q_tile", r.hints.q_tile},
+                               {"k_tile", r.hints.k_tile},
+                               {"split_keys", r.hints.split_keys},
+                               {"lengths", lengths},
+                               {"head_dims", dims}}}};
+  // Only where a profile is declared, so that a one-u subject's JSON is as before.
+  if (!r.declared.profile.empty()) declared["profile"] = r.declared.profile;
   const nlohmann::json made_by = {
       {"version", version_string},
       {"contract", contract_version},

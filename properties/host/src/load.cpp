@@ -15,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "attncheck/profile.hpp"
 #include "attncheck/suggest.hpp"
 #include "attncheck/subject_host.hpp"
 #include "attncheck/subject_registry.hpp"
@@ -113,6 +114,7 @@ v3_declaration read_v3(const attncheck_instance& d) {
 // struct_size holds them (one that ends before features_v4 loads as version 3).
 struct v4_declaration {
   std::uint32_t features = 0, invariances = 0;
+  const attncheck_profile* profile = nullptr;
   const char* unbuilt = nullptr;  // the first designed-but-unbuilt part it sets, by field name
 };
 
@@ -120,8 +122,8 @@ v4_declaration read_v4(const attncheck_instance& d) {
   v4_declaration v;
   if (d.abi_version < ATTNCHECK_SUBJECT_ABI_VERSION_4) return v;
   if (ATTNCHECK_COVERS(d, invariances_v4)) v.features = d.features_v4, v.invariances = d.invariances_v4;
+  if (ATTNCHECK_COVERS(d, profile)) v.profile = d.profile;
   const std::pair<bool, const char*> parts[] = {
-      {ATTNCHECK_COVERS(d, profile) && d.profile, "profile"},
       {ATTNCHECK_COVERS(d, conventions) && d.conventions, "conventions"},
       {ATTNCHECK_COVERS(d, limits) && d.limits, "limits"},
       {ATTNCHECK_COVERS(d, cache_append_v4) && d.cache_append_v4, "cache_append_v4"},
@@ -267,12 +269,14 @@ std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string sp
   }
   v3_declaration v3;
   v4_declaration v4;
+  declared_profile profile;
   try {
     check_declaration(*inst, spec);
     v3 = read_v3(*inst);
     check_v3_declaration(v3, spec);
     v4 = read_v4(*inst);
     check_v4_declaration(v4, spec);
+    profile = read_profile(v4.profile, inst->exp_ulps, spec);
   } catch (...) {
     if (inst->destroy) inst->destroy(inst);
     throw;
@@ -283,6 +287,8 @@ std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string sp
   s->features_v4_ = v4.features;
   s->invariances_v4_ = v4.invariances;
   s->tanh_ulps_ = (v3.features & ATTNCHECK_FEATURE3_SOFTCAP) ? v3.tanh_ulps : 0.0;
+  s->profile_ = profile.profile;
+  s->exp_ulps_ = profile.exp_ulps;
   return s;
 }
 
@@ -354,8 +360,9 @@ std::shared_ptr<subject> subject::load(const std::string& spec) {
 declared_numbers subject::declared() const {
   declared_numbers d;
   d.u = inst_->compute_unit_roundoff;
-  d.exp_ulps = inst_->exp_ulps;
+  d.exp_ulps = exp_ulps();
   d.tanh_ulps = tanh_ulps_;
+  d.profile = profile_text(profile_, d.u);
   d.features_v3 = features_v3_;
   for (std::int64_t lk : {1, 64, 1024, 4096}) {
     attn_case c;

@@ -1,5 +1,6 @@
 #include "attncheck/backward_inputs.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -8,8 +9,13 @@ namespace attncheck {
 
 backward_bound_params backward_bound_for(const subject& s, const attn_case& c) {
   backward_bound_params bp;
+  // The backward bound takes one u: a stage-wise profile counts at its coarsest
+  // stage there (sound: every rounding at that unit; docs/bound.md "Stage-wise profiles").
+  const stage_profile& p = s.profile();
   bp.u_compute = s.desc().compute_unit_roundoff;
-  bp.exp_ulps = s.desc().exp_ulps;
+  for (double x : {p.qk_product_u, p.qk_accum_u, p.rescale_u, p.p_u, p.pv_accum_u, p.lse_u})
+    bp.u_compute = std::max(bp.u_compute, x);
+  bp.exp_ulps = s.exp_ulps();
   if (c.variants.has_softcap()) bp.tanh_ulps = s.tanh_ulps();
   const auto [dq, dkv] = s.backward_blocks(c);
   bp.dq_blocks = dq;

@@ -323,8 +323,9 @@ oracle_options oracle_options_for(const subject& s, const attn_case& c, oracle_p
   o.precision = precision;
   o.out_type = c.type;
   o.bound.u_compute = s.desc().compute_unit_roundoff;
-  o.bound.exp_ulps = s.desc().exp_ulps;
+  o.bound.exp_ulps = s.exp_ulps();
   o.bound.tanh_ulps = s.tanh_ulps();
+  o.bound.profile = s.profile();
   o.bound.key_blocks = s.key_blocks(c);
   return o;
 }

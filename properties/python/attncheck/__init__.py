@@ -76,7 +76,7 @@ _CLAIMS = ("deterministic", "threads", "batch", "cache", "layout", "lq", "page_p
 
 
 def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), key_blocks=1, hints=None,
-            tensors="numpy", cache=None, tanh_ulps=None, backward=None):
+            tensors="numpy", cache=None, tanh_ulps=None, backward=None, profile=None):
     """Marks a callable as an attncheck subject.
 
     u          unit roundoff of the compute type, in [2^-64, 2^-8] (2**-24 for f32 compute)
@@ -107,6 +107,9 @@ def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), 
     backward   a callable (q, k, v, o, lse, d_o, *, scale=, causal=, key_len=,
                mask=, dtype=) returning (dQ, dK, dV) in the storage type, which
                makes the backward laws run (docs/python.md, "Backward")
+    profile    the stage-wise precision profile, a dict of attncheck_profile's
+               fields without prefixes, e.g. {"p_format": "bf16", "row_sum":
+               "before_cast"} (docs/abi.md "Stage-wise precision profile")
     The gate refuses unknown names and numbers out of range, naming the field.
     """
     for group, allowed in (("dtypes", _DTYPES), ("features", _features()), ("claims", _CLAIMS)):
@@ -123,6 +126,8 @@ def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), 
         decl["tanh_ulps"] = tanh_ulps
     if backward is not None:
         decl["backward"] = backward
+    if profile is not None:
+        decl["profile"] = dict(profile)
 
     def mark(fn):
         fn.__attncheck__ = decl

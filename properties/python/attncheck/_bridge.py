@@ -64,7 +64,18 @@ MAX_TANH_ULPS = 4096.0  # ATTNCHECK_MAX_TANH_ULPS
 CLAIMS = {"deterministic": 0x01, "threads": 0x02, "batch": 0x04, "cache": 0x08, "layout": 0x10, "lq": 0x20}
 HINT_SLOTS = 8
 DECLARATION_KEYS = {"name", "dtypes", "features", "claims", "u", "exp_ulps", "tanh_ulps", "key_blocks", "hints", "tensors",
-                    "cache", "backward"}
+                    "cache", "backward", "profile"}
+# The stage-wise profile (attncheck_profile, docs/abi.md "Stage-wise precision profile"): the C field
+# names without prefixes; named values for the enumerations, numbers for the units ("exact": ATTNCHECK_EXACT).
+PROFILE_UNITS = ("qk_product_u", "qk_accum_u", "exp_ulps", "rescale_u", "pv_accum_u", "lse_u")
+PROFILE_EXACT = ("qk_product_u", "exp_ulps")
+PROFILE_NAMES = {
+    "scale_mode": {"any": 0, "after_dot": 1, "into_q": 2, "into_k": 3, "sqrt_split": 4, "log2e_folded": 5},
+    "p_format": {"compute": 0, "f32": 1, "bf16": 2, "f16": 3, "e4m3": 4, "e5m2": 5},
+    "p_factor": {"none": 0, "pow2": 1, "row": 2},
+    "row_sum": {"before_cast": 0, "after_cast": 1},
+}
+PROFILE_INTS = ("p_factor_log2", "p_saturates")
 HINT_KEYS = {"q_tile", "k_tile", "split_keys", "lengths", "head_dims"}
 # numpy has no bfloat16: bf16 travels as its bits in uint16 (docs/python.md).
 NUMPY_STORAGE = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(np.uint16)}
@@ -114,6 +125,36 @@ def _number(decl, key):
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise DeclarationError(f"{key} must be a number, got {type(v).__name__}")
     return float(v)
+
+
+def _profile(profile):
+    """The profile dict as the C struct's numbers (None: no profile). The host checks the ranges."""
+    if profile is None:
+        return None
+    if not isinstance(profile, dict):
+        raise DeclarationError(f"profile must be a dict, got {type(profile).__name__}")
+    known = set(PROFILE_UNITS) | set(PROFILE_NAMES) | set(PROFILE_INTS)
+    unknown = set(profile) - known
+    if unknown:
+        raise DeclarationError(f"profile: unknown keys {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
+    out = {}
+    for key, v in profile.items():
+        if key in PROFILE_NAMES:
+            if v not in PROFILE_NAMES[key]:
+                raise DeclarationError(f"profile.{key}: unknown value {v!r} (known: {', '.join(PROFILE_NAMES[key])})")
+            out[key] = PROFILE_NAMES[key][v]
+        elif key in PROFILE_INTS:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise DeclarationError(f"profile.{key} must be an integer, got {v!r}")
+            out[key] = v
+        elif v == "exact" and key in PROFILE_EXACT:
+            out[key] = -1.0
+        elif isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise DeclarationError(f"profile.{key} must be a number" + (" or 'exact'" if key in PROFILE_EXACT else "") +
+                                   f", got {v!r}")
+        else:
+            out[key] = float(v)
+    return out
 
 
 def _hint(value, field):
@@ -186,6 +227,7 @@ class Subject:
             self.feature_bits |= FEATURE_CACHE
         self.u = _number(decl, "u")
         self.exp_ulps = _number(decl, "exp_ulps")
+        self.profile = _profile(decl.get("profile"))
         # tanh_ulps belongs to the softcap: required with it, refused without it (the host reads it
         # only with FEATURE3_SOFTCAP, so a stray one would be a declaration nobody checks).
         if "softcap" in self.variants:

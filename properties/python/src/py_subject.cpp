@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 namespace py = pybind11;
@@ -18,6 +19,7 @@ struct py_state {
   attncheck_instance desc{};  // first: &desc is the instance
   py::object subject;
   std::string name;
+  attncheck_profile profile{};  // desc.profile points here when the subject declares one
 };
 
 py_state* of(void* state) { return static_cast<py_state*>(state); }
@@ -308,6 +310,20 @@ attncheck_instance* make_instance(py::object subject) {
   d.invariances = field<std::uint32_t>(subject, "claim_bits");
   d.compute_unit_roundoff = field<double>(subject, "u");
   d.exp_ulps = field<double>(subject, "exp_ulps");
+  // The profile: _bridge.py turned its names into the C values; the host checks their ranges.
+  if (const py::object prof = subject.attr("profile"); !prof.is_none()) {
+    const py::dict pd = prof;
+    attncheck_profile& p = self->profile;
+    p.struct_size = sizeof p;
+    const auto get = [&](const char* key, auto& slot) {
+      if (pd.contains(key)) slot = pd[key].cast<std::remove_reference_t<decltype(slot)>>();
+    };
+    get("qk_product_u", p.qk_product_u), get("qk_accum_u", p.qk_accum_u), get("scale_mode", p.scale_mode);
+    get("exp_ulps", p.exp_ulps), get("rescale_u", p.rescale_u), get("p_format", p.p_format), get("p_factor", p.p_factor);
+    get("p_factor_log2", p.p_factor_log2), get("row_sum", p.row_sum), get("p_saturates", p.p_saturates);
+    get("pv_accum_u", p.pv_accum_u), get("lse_u", p.lse_u);
+    d.profile = &p;
+  }
   const py::dict hints = subject.attr("hints");
   const auto hint = [&](const char* key) {
     try {

@@ -51,6 +51,7 @@ void write_junit(const std::string& path, const gate_result& r) {
     << "\"/><property name=\"abi\" value=\"" << r.abi << "\"/><property name=\"compute_unit_roundoff\" value=\""
     << number_text(r.declared.u, "%.17g") << "\"/><property name=\"exp_ulps\" value=\""
     << number_text(r.declared.exp_ulps, "%.17g") << "\"/><property name=\"key_blocks\" value=\"" << nb
+    << (r.declared.profile.empty() ? "" : "\"/><property name=\"profile\" value=\"" + xml_escape(r.declared.profile))
     << "\"/><property name=\"probabilistic_confidence\" value=\"" << xml_escape(probabilistic_statement())
     << "\"/></properties>\n";
   for (std::size_t i = 0; i < r.reports.size(); ++i) {

@@ -12,12 +12,46 @@
 
 namespace attncheck {
 
+/// How a subject applies the scale (docs/bound.md, step 1): how many roundings
+/// at the compute unit it adds to each term of a score.
+enum class scale_mode : std::uint8_t {
+  any,           ///< any way docs/spec.md allows (5: the sqrt split with log2 e folded in)
+  after_dot,     ///< scale * (q . k): 1
+  into_q,        ///< (scale q) . k: 1
+  into_k,        ///< q . (scale k): 1
+  sqrt_split,    ///< (r q) . (r k), r = fl(sqrt scale): 4
+  log2e_folded,  ///< (q . k) * fl(scale log2 e), then exp2: 2
+};
+
+/// A stage-wise precision profile (docs/abi.md "Stage-wise precision
+/// profile", docs/bound.md "Stage-wise profiles"): each stage's unit roundoff.
+/// A unit of 0 is the compute unit (bound_params::u_compute), so the default
+/// profile is the one-u declaration, and gives its bounds bit for bit.
+struct stage_profile {
+  double qk_product_u = 0;  ///< each product q_d k_d; exact_products for exact ones (bf16 or f16 into f32)
+  bool exact_products = false;
+  double qk_accum_u = 0;  ///< the dot product's additions
+  scale_mode scale = scale_mode::any;
+  double rescale_u = 0;             ///< the online softmax's rescale products and subtractions
+  double p_u = 0;                   ///< P's format before P V: 0 keeps P at the compute unit (no rounding of its own)
+  double p_eta = 0;                 ///< that format's smallest subnormal (its underflow)
+  int p_factor_log2 = 0;            ///< P is multiplied by 2^this before the rounding (and divided after P V)
+  bool row_sum_after_cast = false;  ///< L sums the rounded P (else the unrounded weights)
+  double pv_accum_u = 0;            ///< the P V accumulation
+  double lse_u = 0;                 ///< the LSE's log and add
+  bool is_default() const {
+    return qk_product_u == 0 && !exact_products && qk_accum_u == 0 && scale == scale_mode::any && rescale_u == 0 && p_u == 0 &&
+           p_factor_log2 == 0 && !row_sum_after_cast && pv_accum_u == 0 && lse_u == 0;
+  }
+};
+
 /// What the subject declares about its arithmetic, for the bound.
 struct bound_params {
   double u_compute = 0x1p-24;   ///< unit roundoff of the compute type (f32)
   double exp_ulps = 1.0;        ///< c_exp: the declared accuracy of exp, in ulps
   std::int64_t key_blocks = 1;  ///< nb: online-softmax rescales (blocks + splits) over the longest row
   double tanh_ulps = 1.0;       ///< c_tanh: the declared accuracy of tanh, in ulps (used only with a softcap)
+  stage_profile profile{};      ///< per-stage units; the default: every stage at u_compute
 };
 
 /// The probabilistic bound's stated failure probability per element of O or

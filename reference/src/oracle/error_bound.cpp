@@ -65,20 +65,63 @@ bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt, bool
   s.scale = std::fabs(static_cast<double>(c.effective_scale()));
   s.f = k::safety_factor;
   s.probabilistic = probabilistic;
+  // The stage-wise profile: a unit of 0 is the compute unit (docs/bound.md "Stage-wise profiles").
+  const stage_profile& pr = opt.bound.profile;
+  const auto unit = [&](double x, const char* field) {
+    if (!(x >= 0 && x < 1)) throw input_error(std::string("bound.profile.") + field, "must be 0 (the compute unit) or in (0, 1)");
+    return x == 0 ? s.u : x;
+  };
+  s.u_prod = pr.exact_products ? 0.0 : unit(pr.qk_product_u, "qk_product_u");
+  s.u_acc = unit(pr.qk_accum_u, "qk_accum_u");
+  s.resc_ratio = unit(pr.rescale_u, "rescale_u") / s.u;
+  s.u_pv = unit(pr.pv_accum_u, "pv_accum_u");
+  s.u_lse_arith = unit(pr.lse_u, "lse_u");
+  // The scale's roundings at the compute unit, per score term (step 1).
+  constexpr double scale_roundings[] = {5, 1, 1, 1, 4, 2};
+  s.k_scale = scale_roundings[static_cast<int>(pr.scale)];
+  if (!(pr.p_u >= 0 && pr.p_u < 1)) throw input_error("bound.profile.p_u", "must be 0 (P not rounded) or in (0, 1)");
+  if (!(pr.p_eta >= 0 && pr.p_eta < 1)) throw input_error("bound.profile.p_eta", "must be in [0, 1)");
+  s.theta_p = pr.p_u / (1 - pr.p_u);
+  s.eta_pw = std::ldexp(pr.p_eta / 2, -pr.p_factor_log2);
+  s.row_sum_after_cast = pr.row_sum_after_cast;
   return s;
 }
+
+namespace {
+
+// gamma (sound, or probabilistic at lambda > 0) of k roundings at unit u.
+double gamma_at(double k, double u, double lambda) {
+  if (k <= 0 || u == 0) return 0.0;
+  return lambda > 0 ? gamma_prob(k, u, lambda) : gamma_n(k, u);
+}
+
+// A term that passes k_1 roundings at u_1, k_2 at u_2 and k_3 at u_3: gamma of
+// the total where the units agree (the one-u declaration, bit for bit), else
+// (1 + gamma_1)(1 + gamma_2)(1 + gamma_3) - 1 (Higham, Lemma 3.3, per unit).
+double gamma_stages(double k1, double u1, double k2, double u2, double k3, double u3, double lambda) {
+  if (u1 == u2 && u2 == u3) return gamma_at(k1 + k2 + k3, u1, lambda);
+  return (1 + gamma_at(k1, u1, lambda)) * (1 + gamma_at(k2, u2, lambda)) * (1 + gamma_at(k3, u3, lambda)) - 1;
+}
+
+}  // namespace
 
 row_gammas gammas_of_row(const bound_setup& s, double n) {
   // Each term of L and of acc_e passes at most n - 1 additions (keys outside
   // the row add exact zeros, or nothing), its rescales and one product w V:
-  // gamma_(n+nb+1) keeps one rounding to spare (docs/bound.md, step 4). A
-  // score's term passes D + 5 roundings, the scale applied any way the
-  // contract allows, sqrt(scale) split into Q and K included (step 1).
-  const double k_dot = s.d + 5, k_sum = n + s.nb + 1;
-  if (!s.probabilistic) return {gamma_n(k_dot, s.u), gamma_n(k_sum, s.u)};
+  // gamma_(n+nb+1) keeps one rounding to spare (docs/bound.md, step 4), at the
+  // compute unit for L and at the P V accumulation's for acc_e. A score's term
+  // passes its product, D - 1 additions and the scale's roundings: D + 5 in
+  // all, the scale applied any way the contract allows (step 1), or the
+  // profile's units and scale mode ("Stage-wise profiles").
+  const double k_sum = n + s.nb + 1;
   // Per element: n scores of D terms, n terms in L, n in acc_e: n (D + 5) events.
-  const double lambda = lambda_for(n * k_dot, s.u);
-  return {gamma_prob(k_dot, s.u, lambda), gamma_prob(k_sum, s.u, lambda)};
+  const double lambda = s.probabilistic ? lambda_for(n * (s.d + 5), s.u) : 0.0;
+  const double prod_roundings = s.u_prod == 0 ? 0.0 : 1.0, prod_unit = s.u_prod == 0 ? s.u_acc : s.u_prod;
+  row_gammas g;
+  g.g_dot = gamma_stages(prod_roundings, prod_unit, s.d - 1, s.u_acc, s.k_scale, s.u, lambda);
+  g.g_sum = gamma_at(k_sum, s.u, lambda);
+  g.g_num = s.u_pv == s.u ? g.g_sum : gamma_at(k_sum, s.u_pv, lambda);
+  return g;
 }
 
 variant_score variant_score_terms(const bound_setup& s, const attn_case& c, std::int64_t bi, std::int64_t h, std::int64_t i,
@@ -120,7 +163,12 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
   t.scores_finite = true;
   t.worst_score_error = 0;
   t.g = gammas_of_row(s, static_cast<double>(terms));
-  const double g_dot = t.g.g_dot, g_sum = t.g.g_sum;
+  const double g_dot = t.g.g_dot, g_sum = std::max(t.g.g_sum, t.g.g_num);
+  // The denominator's own budget differs where its sums run at another unit than
+  // the numerator's, or L sums the weights before P's rounding ("Stage-wise profiles").
+  const double theta_den = s.row_sum_after_cast ? s.theta_p : 0.0;
+  const bool split_den = t.g.g_sum != g_sum || theta_den != s.theta_p;
+  t.b_den = 0;
   double worst_partial = 0;  // largest |partial dot| the subject can hold
   // The smallest log L the oracle's row can have (log L >= 0: the maximum key contributes exp(0) = 1).
   const double log_sum_lo = std::max(0.0, log_sum - slack.log_sum_abs);
@@ -156,21 +204,30 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
     }
     t.worst_score_error = std::max(t.worst_score_error, g_dot * t_j + dot_underflow + extra);
     const double gap_hi = gap_j * (1 + slack.gap_rel) + slack.gap_abs;
-    const double phi = g_dot * t_j + 2 * s.u * gap_hi + (s.c_exp + 2) * s.u * (s.nb + 1) + g_sum + dot_underflow + extra;
+    // The weight's budget before its sums; then the sums and P's rounding before P V.
+    const double shared = g_dot * t_j + 2 * s.u * gap_hi + (s.c_exp + 2 * s.resc_ratio) * s.u * (s.nb + 1);
+    const double phi = shared + g_sum + dot_underflow + extra + s.theta_p;
     // P_j * (exp(Phi_j) - 1); when P_j underflowed in double, the same
     // product from logs, so a far key never turns 0 * inf into NaN.
     const bool p_usable = p_j > 0 && p_j >= slack.p_floor;
     const double gap_lo = std::max(0.0, gap_j * (1 - slack.gap_rel) - slack.gap_abs);
+    const auto weighted = [&](double budget) {
+      return p_usable ? p_j * (1 + slack.p_rel) * std::expm1(budget) : std::exp(budget - gap_lo - log_sum_lo);
+    };
     t.phi[kk] = phi;
     t.p[kk] = p_usable ? p_j * (1 + slack.p_rel) : p_j;
-    t.pk[kk] = p_usable ? t.p[kk] * std::expm1(phi) : std::exp(phi - gap_lo - log_sum_lo);
+    t.pk[kk] = weighted(phi);
+    if (split_den) t.b_den += weighted(shared + t.g.g_sum + dot_underflow + extra + theta_den);
   }
   if (sink) {
     // Its score sigma is an exact input: only the shift, exp, rescales and sums round.
-    const double phi = 2 * s.u * sink->gap + (s.c_exp + 2) * s.u * (s.nb + 1) + g_sum;
+    // P's rounding reaches it only where L sums the rounded weights.
+    const double shared = 2 * s.u * sink->gap + (s.c_exp + 2 * s.resc_ratio) * s.u * (s.nb + 1);
+    const double phi = shared + g_sum + theta_den;
     t.phi[keys.size()] = phi;
     t.p[keys.size()] = sink->p;
     t.pk[keys.size()] = sink->p * std::expm1(phi);
+    if (split_den) t.b_den += sink->p * std::expm1(shared + t.g.g_sum + theta_den);
     if (!std::isfinite(sink->gap) || !std::isfinite(sink->p)) t.scores_finite = false;
   }
   t.nv = static_cast<double>(terms);
@@ -182,9 +239,10 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
   }
   t.b = unbounded_if_nan(t.b);
   t.phi_bar = unbounded_if_nan(t.phi_bar);
+  t.b_den = split_den ? unbounded_if_nan(t.b_den) : t.b;
   const bool scores_may_overflow = worst_partial > s.largest_c / k::overflow_headroom;
   // A declared precision too coarse for these lengths (k u >= 1) has no bound.
-  t.unbounded = !std::isfinite(g_dot) || !std::isfinite(g_sum) || scores_may_overflow;
+  t.unbounded = !std::isfinite(g_dot) || !std::isfinite(t.g.g_sum) || scores_may_overflow;
 }
 
 void row_column_sums(const dense_inputs& x, std::size_t key_base, const std::vector<std::int64_t>& keys, const double* pk,
@@ -210,12 +268,17 @@ double row_lse_bound(const bound_setup& s, const row_terms& t, double log_sum_hi
   if (!t.scores_finite || !std::isfinite(lse)) return nan;
   // LSE = m + log L: the weights' log-perturbation averages to at most
   // log1p(b) (Jensen); log and the final add round relative to their results.
-  const double analytic = s.f * (std::log1p(t.b) + s.c_exp * s.u * std::fabs(log_sum_hi) + (s.u + s.u_lse) * lse_abs_hi) +
-                          s.f * s.eta_c * (s.nb + 2) * t.nv + s.eta_lse / 2;
+  // Where L sums the rounded P, its format's underflow perturbs L (>= 1) too.
+  const double p_under = s.row_sum_after_cast ? s.eta_pw * t.nv : 0.0;
+  const double analytic =
+      s.f * (std::log1p(t.b_den) + s.c_exp * s.u_lse_arith * std::fabs(log_sum_hi) + (s.u_lse_arith + s.u_lse) * lse_abs_hi) +
+      s.f * s.eta_c * (s.nb + 2) * t.nv + s.eta_lse / 2 + s.f * p_under;
   // Any weights: LSE_hat and LSE both lie within log(n) above their
   // maxima m_hat and m, which differ by at most one score's error.
-  const double hull =
-      s.f * (t.worst_score_error + std::log(t.nv) + 2 * t.g.g_sum + s.c_exp * s.u + (s.u + s.u_lse) * lse_abs_hi) + s.eta_lse / 2;
+  const double p_hull = s.row_sum_after_cast ? s.theta_p + p_under : 0.0;
+  const double hull = s.f * (t.worst_score_error + std::log(t.nv) + 2 * t.g.g_sum + s.c_exp * s.u_lse_arith +
+                             (s.u_lse_arith + s.u_lse) * lse_abs_hi + p_hull) +
+                      s.eta_lse / 2;
   double bound = std::min(unbounded_if_nan(analytic), t.g.g_sum <= k::hull_gamma_limit ? hull : inf);
   if (t.unbounded || lse_abs_hi + bound > s.lse_max) bound = inf;
   return bound;
@@ -226,11 +289,19 @@ double row_o_bound(const bound_setup& s, const row_terms& t, const column_sums& 
   if (!t.scores_finite || !std::isfinite(cs.v_sum[e]) || !std::isfinite(o_abs)) return nan;
   // Numerator and denominator weights perturbed by factors in
   // [exp(-Phi_j), exp(Phi_j)]; the denominator is >= exp(-phi_bar).
-  const double analytic =
-      unbounded_if_nan(s.f * ((cs.weighted[e] + o_abs * t.b) * std::exp(t.phi_bar) + (s.u + s.u_out) * o_abs) +
-                       s.f * s.eta_c * ((s.nb + 2) * (cs.v_sum[e] + t.nv * o_abs) + (t.nv + 1) / 2) + s.eta_out / 2);
-  // Any weights: O_hat is a normalized combination of the visible V.
-  const double hull = t.g.g_sum <= k::hull_gamma_limit ? o_abs + s.f * (cs.v_max[e] + s.eta_c * (t.nv + 1)) + s.eta_out / 2 : inf;
+  // P's format may round a weight into its subnormals (or flush it): eta_pw
+  // each, in the numerator's |V_je| and the denominator's |O_e|.
+  const double p_under = s.eta_pw * (cs.v_sum[e] + t.nv * o_abs);
+  const double analytic = unbounded_if_nan(
+      s.f * ((cs.weighted[e] + o_abs * t.b) * std::exp(t.phi_bar) + (s.u + s.u_out) * o_abs) +
+      s.f * s.eta_c * ((s.nb + 2) * (cs.v_sum[e] + t.nv * o_abs) + (t.nv + 1) / 2) + s.eta_out / 2 + s.f * p_under);
+  // Any weights: O_hat is a normalized combination of the visible V, its
+  // weights within gamma (P's rounding included) of each other's.
+  const double g_sum = std::max(t.g.g_sum, t.g.g_num);
+  const double g_hull = s.theta_p == 0 ? g_sum : (1 + g_sum) * (1 + s.theta_p) - 1;
+  const double hull = g_hull <= k::hull_gamma_limit
+                          ? o_abs + s.f * (cs.v_max[e] * (1 + s.eta_pw * t.nv) + s.eta_c * (t.nv + 1)) + s.eta_out / 2
+                          : inf;
   const double bound = std::min(analytic, hull);
   const bool accumulator_may_overflow = t.nv * cs.v_max[e] > s.largest_c / k::overflow_headroom;
   // |O| + bound past the output type's largest value stays finite: the

@@ -79,6 +79,14 @@ struct bound_setup {
   double c_tanh = 0;  ///< declared tanh ulps (softcap)
   double u = 0, c_exp = 0, nb = 0, u_out = 0, eta_out = 0, u_lse = 0, eta_lse = 0, lse_max = 0;
   double eta_c = 0, largest_c = 0, scale = 0, f = 0, d = 0;
+  /// The stage-wise profile (docs/bound.md "Stage-wise profiles"), each unit
+  /// resolved (0: u): the score's product and addition units (products exact:
+  /// u_prod 0) and its scale roundings at u; the rescales' unit over u; P's
+  /// rounding theta_p = u_P / (1 - u_P) and its underflow per weight eta_pw (in
+  /// units of the largest weight, the pre-cast factor divided out); the P V
+  /// accumulation unit; the LSE's arithmetic unit.
+  double u_prod = 0, u_acc = 0, k_scale = 5, resc_ratio = 1, theta_p = 0, eta_pw = 0, u_pv = 0, u_lse_arith = 0;
+  bool row_sum_after_cast = false;
   /// The probabilistic bound (docs/bound.md): each gamma_k of a row becomes
   /// gamma_prob(k, u, lambda) with lambda = lambda_for(n (D + 2), u).
   bool probabilistic = false;
@@ -95,6 +103,7 @@ bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt, bool
 /// zeros). +inf where undefined (k u >= 1, sound only).
 struct row_gammas {
   double g_dot = 0, g_sum = 0;
+  double g_num = 0;  ///< the numerator's sums at the P V accumulation unit (g_sum's where the profile has none)
 };
 row_gammas gammas_of_row(const bound_setup& s, double n);
 
@@ -115,7 +124,8 @@ struct row_slack {
 struct row_terms {
   std::vector<double> p, phi, pk;  ///< per listed key: P_j (raised by the slack), Phi_j, P_j expm1(Phi_j)
   double b = 0, phi_bar = 0;
-  row_gammas g;  ///< the row's gammas (gammas_of_row)
+  double b_den = 0;  ///< b of the denominator alone (the LSE's): without P's rounding where L sums the weights before it
+  row_gammas g;      ///< the row's gammas (gammas_of_row)
   double nv = 0;
   bool scores_finite = true;
   bool unbounded = false;  ///< out of domain or a score may overflow: +inf

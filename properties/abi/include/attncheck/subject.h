@@ -78,7 +78,8 @@ typedef struct attncheck_variants attncheck_variants;
 typedef struct attncheck_paged_kv attncheck_paged_kv;
 typedef struct attncheck_ragged attncheck_ragged;
 typedef struct attncheck_backward_problem attncheck_backward_problem;
-/* Parts of a version 4 instance (docs/abi.md "Version 4"): designed, not built yet. */
+/* Parts of a version 4 instance (docs/abi.md "Version 4"): the profile is
+ * built (below); the others are designed, not built yet. */
 typedef struct attncheck_profile attncheck_profile;
 typedef struct attncheck_conventions attncheck_conventions;
 typedef struct attncheck_limits attncheck_limits;
@@ -232,9 +233,10 @@ typedef struct attncheck_instance {
   /* ---- version 4: read when abi_version >= 4 and struct_size covers them (docs/abi.md "Version 4") ---- */
   uint32_t features_v4;    /* ATTNCHECK_FEATURE4_*: none built yet */
   uint32_t invariances_v4; /* ATTNCHECK_CLAIM4_* */
+  /* NULL: every stage at compute_unit_roundoff, as version 3 (attncheck_profile below). */
+  const attncheck_profile* profile;
   /* The parts below are designed (docs/abi.md) and not built yet: this host
    * refuses an instance that sets them, rather than not judge them. NULL. */
-  const attncheck_profile* profile;
   const attncheck_conventions* conventions;
   const attncheck_limits* limits;
   int (*cache_append_v4)(void* state, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, int64_t c,
@@ -307,6 +309,52 @@ typedef attncheck_instance* (*attncheck_subject_entry_v2)(const char* options, c
  * it the scale law judges these scalings within the bound. */
 #define ATTNCHECK_CLAIM4_SCALE_EXACT 0x01u
 #define ATTNCHECK_CLAIM4_KNOWN 0x01u
+
+/* The stage-wise precision profile (docs/abi.md "Stage-wise precision
+ * profile"; each stage's term: docs/bound.md "Stage-wise profiles"). It
+ * belongs to the instance (the plugin allocates it, writes struct_size, and
+ * keeps it until destroy). A unit of 0 inherits compute_unit_roundoff, so an
+ * all-zero profile is the version 3 declaration: one u for every stage. Units
+ * lie in [ATTNCHECK_MIN_UNIT_ROUNDOFF, ATTNCHECK_MAX_UNIT_ROUNDOFF]; anything
+ * else is refused at load, naming the field. */
+#define ATTNCHECK_EXACT (-1.0)          /* qk_product_u: exact products; exp_ulps: correctly rounded (1/2 ulp) */
+#define ATTNCHECK_SCALE_ANY 0u          /* any way docs/spec.md allows (the bound counts the costliest) */
+#define ATTNCHECK_SCALE_AFTER_DOT 1u    /* scale * (q . k) */
+#define ATTNCHECK_SCALE_INTO_Q 2u       /* (scale * q) . k */
+#define ATTNCHECK_SCALE_INTO_K 3u       /* q . (scale * k) */
+#define ATTNCHECK_SCALE_SQRT_SPLIT 4u   /* (r q) . (r k), r = sqrt(scale) */
+#define ATTNCHECK_SCALE_LOG2E_FOLDED 5u /* (q . k) * (scale * log2 e), then exp2 */
+#define ATTNCHECK_P_COMPUTE 0u          /* P kept at the compute unit */
+#define ATTNCHECK_P_F32 1u
+#define ATTNCHECK_P_BF16 2u
+#define ATTNCHECK_P_F16 3u
+#define ATTNCHECK_P_E4M3 4u /* with FEATURE4_FP8 (not built: refused) */
+#define ATTNCHECK_P_E5M2 5u /* with FEATURE4_FP8 (not built: refused) */
+#define ATTNCHECK_P_FACTOR_NONE 0u
+#define ATTNCHECK_P_FACTOR_POW2 1u       /* P * 2^p_factor_log2 before its rounding, divided out after P V */
+#define ATTNCHECK_P_FACTOR_ROW 2u        /* a per-row factor (fp8's; not built: refused) */
+#define ATTNCHECK_ROW_SUM_BEFORE_CAST 0u /* L sums the weights before P's rounding */
+#define ATTNCHECK_ROW_SUM_AFTER_CAST 1u  /* L sums the rounded P */
+struct attncheck_profile {
+  uint32_t struct_size; /* sizeof(attncheck_profile) of the plugin */
+  /* S = scale * Q K^T */
+  double qk_product_u; /* each product q_d k_d: 0 inherit, ATTNCHECK_EXACT: exact (bf16 or f16 products into f32) */
+  double qk_accum_u;   /* the dot product's additions (a tensor core that truncates declares its own) */
+  uint32_t scale_mode; /* ATTNCHECK_SCALE_* */
+  /* softmax */
+  double
+      exp_ulps; /* 0 inherit the instance's exp_ulps; ATTNCHECK_EXACT: correctly rounded; else in (0, ATTNCHECK_MAX_EXP_ULPS] */
+  double rescale_u; /* the online softmax's rescale products; 0 inherit */
+  /* P before P V */
+  uint32_t p_format;     /* ATTNCHECK_P_* */
+  uint32_t p_factor;     /* ATTNCHECK_P_FACTOR_* */
+  int32_t p_factor_log2; /* with _POW2: in [-64, the format's largest exponent - 1] */
+  uint32_t row_sum;      /* ATTNCHECK_ROW_SUM_* (with p_format not _COMPUTE) */
+  uint32_t p_saturates;  /* fp8 P formats only (not built): 0 */
+  double pv_accum_u;     /* the P V accumulation (ggml's f16 accumulator: 2^-11); 0 inherit */
+  /* outputs */
+  double lse_u; /* the LSE's log and add; 0 inherit */
+};
 
 /* What an entry point returns. 0 is success, any other status a failure,
  * except ATTNCHECK_DECLINED from a version 4 instance: "this case is outside

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attncheck/case.hpp"
+#include "attncheck/oracle.hpp"
 #include "attncheck/subject.h"
 
 namespace attncheck {
@@ -92,6 +93,7 @@ struct declared_numbers {
   double tanh_ulps = 0;                                      ///< ABI v3 with FEATURE3_SOFTCAP: c_tanh; 0 otherwise
   std::uint32_t features_v3 = 0;                             ///< ABI v3 feature bits (ATTNCHECK_FEATURE3_*)
   std::vector<std::pair<std::int64_t, std::int64_t>> nb_at;  ///< (Lk, nb) samples
+  std::string profile;  ///< the stage-wise profile in words (profile_text); empty: one u for every stage
 };
 
 class subject {
@@ -134,6 +136,11 @@ class subject {
   /// Version 4 claims (ATTNCHECK_CLAIM4_*; docs/abi.md "Version 4").
   bool claims_v4(std::uint32_t invariance) const { return (invariances_v4_ & invariance) != 0; }
   double tanh_ulps() const { return tanh_ulps_; }
+  /// The stage-wise precision profile a version 4 instance declares (the
+  /// default: every stage at compute_unit_roundoff), and the exp accuracy the
+  /// bound takes: the profile's where it sets one, else the instance's.
+  const stage_profile& profile() const { return profile_; }
+  double exp_ulps() const { return exp_ulps_ < 0 ? inst_->exp_ulps : exp_ulps_; }
 
   /// Empty when the subject can take this case; otherwise why not (dtype,
   /// mask kind, a contract 1.1 variant it did not declare, ...), which makes a
@@ -193,6 +200,8 @@ class subject {
   std::uint32_t features_v3_ = 0, invariances_v3_ = 0;
   std::uint32_t features_v4_ = 0, invariances_v4_ = 0;
   double tanh_ulps_ = 0;
+  stage_profile profile_{};
+  double exp_ulps_ = -1;  ///< -1: the instance's exp_ulps
   attncheck_size_hints hints_{};
   bool default_hints_ = false;
 };

@@ -1,0 +1,31 @@
+// A subject's stage-wise precision profile, as the host reads it (docs/abi.md
+// "Stage-wise precision profile"): checked at load and handed to the bound.
+#pragma once
+
+#include <string>
+
+#include "attncheck/oracle.hpp"
+#include "attncheck/subject.h"
+
+namespace attncheck {
+
+/// What a profile declares: the stages' units, and the exp accuracy in ulps
+/// (the instance's unless the profile overrides it).
+struct declared_profile {
+  stage_profile profile{};
+  double exp_ulps = 0;
+};
+
+/// Reads a version 4 instance's profile (NULL: the default, every stage at
+/// compute_unit_roundoff, and exp_ulps as given). Throws input_error naming
+/// the field "subject.profile.FIELD" and its limit for anything out of range,
+/// and for the parts this attncheck does not judge yet (fp8 P, a per-row
+/// factor), never loading a declaration it cannot honour.
+declared_profile read_profile(const attncheck_profile* p, double exp_ulps, const std::string& spec);
+
+/// The stages that differ from u, for the gate's header and reports ("products
+/// exact, scale after the dot, P 2^-8 (row sum before the cast)"); empty for
+/// the default profile.
+std::string profile_text(const stage_profile& s, double u);
+
+}  // namespace attncheck
