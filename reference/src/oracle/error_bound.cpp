@@ -9,7 +9,9 @@
 namespace attncheck::oracle_detail {
 
 compute_range compute_range_of(double u_compute) {
-  if (u_compute >= 0x1p-24) return {0x1p-149, 0x1.fffffep127};
+  // f32's exponent range at u's precision: p = -log2(u) significand bits put the
+  // smallest subnormal at 2^(-126 - p + 1) = 2^-125 u (2^-149 for f32, 2^-133 for bf16).
+  if (u_compute >= 0x1p-24) return {std::max(0x1p-149, 0x1p-125 * u_compute), 0x1.fffffep127};
   return {std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::max()};
 }
 
@@ -76,6 +78,11 @@ bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt, bool
   s.resc_ratio = unit(pr.rescale_u, "rescale_u") / s.u;
   s.u_pv = unit(pr.pv_accum_u, "pv_accum_u");
   s.u_lse_arith = unit(pr.lse_u, "lse_u");
+  // A stage at a coarser unit with f32's exponent range has a coarser subnormal
+  // spacing: every underflow term takes the coarsest stage's (the same as the
+  // compute unit's where every stage is at u).
+  for (const double x : {s.u_prod, s.u_acc, s.resc_ratio * s.u, s.u_pv, s.u_lse_arith})
+    if (x > 0) s.eta_c = std::max(s.eta_c, compute_range_of(x).smallest_subnormal);
   // The scale's roundings at the compute unit, per score term (step 1).
   constexpr double scale_roundings[] = {5, 1, 1, 1, 4, 2};
   s.k_scale = scale_roundings[static_cast<int>(pr.scale)];
@@ -116,9 +123,12 @@ row_gammas gammas_of_row(const bound_setup& s, double n) {
   const double k_sum = n + s.nb + 1;
   // Per element: n scores of D terms, n terms in L, n in acc_e: n (D + 5) events.
   const double lambda = s.probabilistic ? lambda_for(n * (s.d + 5), s.u) : 0.0;
+  // A product entering an accumulator of another unit rounds on entry too: D
+  // roundings at the accumulator's unit then (D - 1 additions where the units agree).
   const double prod_roundings = s.u_prod == 0 ? 0.0 : 1.0, prod_unit = s.u_prod == 0 ? s.u_acc : s.u_prod;
+  const double acc_roundings = s.u_prod != 0 && s.u_prod == s.u_acc ? s.d - 1 : s.d;
   row_gammas g;
-  g.g_dot = gamma_stages(prod_roundings, prod_unit, s.d - 1, s.u_acc, s.k_scale, s.u, lambda);
+  g.g_dot = gamma_stages(prod_roundings, prod_unit, acc_roundings, s.u_acc, s.k_scale, s.u, lambda);
   g.g_sum = gamma_at(k_sum, s.u, lambda);
   g.g_num = s.u_pv == s.u ? g.g_sum : gamma_at(k_sum, s.u_pv, lambda);
   return g;
