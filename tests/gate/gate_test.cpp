@@ -321,9 +321,6 @@ TEST(subject_abi_v4, claims_are_read_and_unknown_bits_and_unbuilt_parts_refused)
   refused(x, "features_v4");
   static const int dummy = 0;
   x = d;
-  x.conventions = reinterpret_cast<const attncheck_conventions*>(&dummy);
-  refused(x, "conventions");
-  x = d;
   x.limits = reinterpret_cast<const attncheck_limits*>(&dummy);
   refused(x, "limits");
   x = d;
@@ -416,6 +413,44 @@ TEST(subject_abi_v4, a_profile_is_read_checked_and_printed) {
   s = subject::adopt(&x, "v3 with a stale profile");
   EXPECT_TRUE(s->profile().is_default());
   s.reset();
+}
+
+// Conventions (docs/abi.md "Conventions"): the empty rows' values are read,
+// stamped on every output and printed; the parts not judged yet are refused.
+TEST(subject_abi_v4, conventions_are_read_and_the_unjudged_parts_refused) {
+  seen_problem seen;
+  attncheck_instance d = recording_instance(ATTNCHECK_SUBJECT_ABI_VERSION_4, 0, seen);
+  attncheck_conventions conv{sizeof conv, ATTNCHECK_EMPTY_O_NAN, ATTNCHECK_EMPTY_LSE_PLUS_INF, 0, 0};
+  d.conventions = &conv;
+  auto s = subject::adopt(&d, "conventions");
+  EXPECT_EQ(s->empty_rows().o, empty_row_convention::o_kind::nan);
+  EXPECT_EQ(s->empty_rows().lse, empty_row_convention::lse_kind::plus_inf);
+  EXPECT_EQ(s->declared().conventions, "empty rows: O NaN, LSE +inf");
+  attn_case c = parse_line("ATTN(b=1,hq=1,hkv=1,lq=1,lk=1,d=1,dv=1)");
+  materialize(c);
+  EXPECT_EQ(s->attend(c).empty_rows.lse, empty_row_convention::lse_kind::plus_inf);
+  conv = {sizeof conv, 0, 0, 0, 0};
+  s = subject::adopt(&d, "the contract's conventions");
+  EXPECT_TRUE(s->empty_rows().is_default());
+  EXPECT_EQ(s->declared().conventions, "");
+  s.reset();
+  const auto refused = [&](attncheck_conventions c, const std::string& field) {
+    attncheck_instance x = d;
+    x.conventions = &c;
+    try {
+      subject::adopt(&x, "v4");
+      ADD_FAILURE() << "accepted conventions with a bad " << field;
+    } catch (const input_error& err) {
+      EXPECT_EQ(err.field(), "subject.conventions." + field) << err.what();
+    }
+  };
+  refused({4, 0, 0, 0, 0}, "struct_size");
+  refused({sizeof conv, 3, 0, 0, 0}, "empty_row_o");
+  refused({sizeof conv, 0, 4, 0, 0}, "empty_row_lse");
+  refused({sizeof conv, ATTNCHECK_EMPTY_O_UNSPECIFIED, 0, 0, 0}, "empty_row_o");
+  refused({sizeof conv, 0, ATTNCHECK_EMPTY_LSE_UNSPECIFIED, 0, 0}, "empty_row_lse");
+  refused({sizeof conv, 0, 0, ATTNCHECK_MASKED_WEIGHTED_BY_ZERO, 0}, "masked_slots");
+  refused({sizeof conv, 0, 0, 0, ATTNCHECK_FLUSH_OUTPUTS}, "flush");
 }
 
 TEST(subject_abi_v4, a_decline_is_thrown_only_from_a_version_4_instance_that_wrote_nothing) {

@@ -6,7 +6,8 @@
  * Written from docs/spec.md and properties/abi/include/attncheck/subject.h alone,
  * independent of impl/ and of properties/subjects/. A kernel's row function is
  * called only for rows with at least one visible key; rows that see none get
- * O = 0 and LSE = -inf here, as the contract says. */
+ * O = 0 and LSE = -inf here, as the contract says, or the kernel's own
+ * convention (panel_kernel.empty). */
 #ifndef ATTNCHECK_PANEL_H
 #define ATTNCHECK_PANEL_H
 
@@ -50,6 +51,9 @@ typedef struct panel_kernel {
   /* Bytes of scratch one row needs. */
   size_t (*work_bytes)(const void* state, int64_t lk, int64_t d, int64_t dv);
   const void* state;
+  /* NULL: a row that sees no key gets the contract's O = 0 and LSE = -inf;
+   * else O = empty[0] and LSE = empty[1] (a kernel's own convention). */
+  const double* empty;
 } panel_kernel;
 
 /* The textbook softmax's second half over a row's n scores w (max m), in f32
@@ -177,7 +181,8 @@ static inline void panel_finish_row(const panel_kernel* kn, const attncheck_prob
                                     int64_t b, int64_t i, int64_t h) {
   double lse = -INFINITY;
   if (n == 0) {
-    for (int64_t e = 0; e < p->dv; ++e) buf->o[e] = 0.0;
+    for (int64_t e = 0; e < p->dv; ++e) buf->o[e] = kn->empty ? kn->empty[0] : 0.0;
+    if (kn->empty) lse = kn->empty[1];
   } else {
     const panel_row r = {n, p->d, p->dv, lk, p->scale, buf->q, buf->k, buf->v, buf->pos, buf->work};
     kn->row(kn->state, &r, buf->o, &lse);
@@ -447,7 +452,7 @@ static inline panel_instance* panel_new(const char* name, void (*row)(const void
     snprintf(self->name, sizeof self->name, "panel %s %s=%lld", name, option->key, (long long)size);
   else
     snprintf(self->name, sizeof self->name, "panel %s", name);
-  self->kn = (panel_kernel){self->name, PANEL_ALL_DTYPES, row, work_bytes, self};
+  self->kn = (panel_kernel){self->name, PANEL_ALL_DTYPES, row, work_bytes, self, NULL};
   panel_v2_fill(&self->desc, &self->kn, &self->kn);
   self->desc.compute_unit_roundoff = 0x1p-24;
   self->desc.exp_ulps = 1.0;

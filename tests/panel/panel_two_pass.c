@@ -38,7 +38,7 @@ static void row(const void* state, const panel_row* r, double* o, double* lse) {
   *lse = m + logf(l);
 }
 
-static const panel_kernel kernel = {"panel two_pass", PANEL_ALL_DTYPES, row, work_bytes, NULL};
+static const panel_kernel kernel = {"panel two_pass", PANEL_ALL_DTYPES, row, work_bytes, NULL, NULL};
 
 static int attend(const attncheck_problem* p, char* err, size_t err_len) { return panel_attend(&kernel, p, err, err_len); }
 static void* cache_create(const attncheck_cache_config* cfg, char* err, size_t err_len) {

@@ -188,8 +188,9 @@ nlohmann::json to_json(const gate_result& r) {
                                {"split_keys", r.hints.split_keys},
                                {"lengths", lengths},
                                {"head_dims", dims}}}};
-  // Only where a profile is declared, so that a one-u subject's JSON is as before.
+  // Only where declared, so that a one-u subject with the contract's conventions writes the JSON it did.
   if (!r.declared.profile.empty()) declared["profile"] = r.declared.profile;
+  if (!r.declared.conventions.empty()) declared["conventions"] = r.declared.conventions;
   const nlohmann::json made_by = {
       {"version", version_string},
       {"contract", contract_version},

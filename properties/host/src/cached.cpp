@@ -17,6 +17,7 @@ using namespace host;
 
 subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan, int threads) const {
   subject_output out;
+  out.empty_rows = empty_rows_;
   if (!c.form.dense()) {
     out.status = -1;
     out.error = "the cache path takes the dense form only: a paged or ragged case is handed to attend";

@@ -29,10 +29,12 @@ subject_output subject::attend(const attn_case& c, const call_layout& how) const
       return refused;
     }
     subject_output out = host::attend_in_form(*inst_, c, how, has_lse());
+    out.empty_rows = empty_rows_;
     settle_decline(out.status, out.error, out.guard_violated || !unwritten(out));
     return out;
   }
   subject_output out;
+  out.empty_rows = empty_rows_;
   case_inputs inputs(c);
   output_buffers ob(c, c.lq, has_lse(), how.lse_strided);
   attncheck_problem p{};

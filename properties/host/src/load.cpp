@@ -15,7 +15,7 @@
 #include <string>
 #include <utility>
 
-#include "attncheck/profile.hpp"
+#include "attncheck/v4_declaration.hpp"
 #include "attncheck/suggest.hpp"
 #include "attncheck/subject_host.hpp"
 #include "attncheck/subject_registry.hpp"
@@ -115,6 +115,7 @@ v3_declaration read_v3(const attncheck_instance& d) {
 struct v4_declaration {
   std::uint32_t features = 0, invariances = 0;
   const attncheck_profile* profile = nullptr;
+  const attncheck_conventions* conventions = nullptr;
   const char* unbuilt = nullptr;  // the first designed-but-unbuilt part it sets, by field name
 };
 
@@ -123,8 +124,8 @@ v4_declaration read_v4(const attncheck_instance& d) {
   if (d.abi_version < ATTNCHECK_SUBJECT_ABI_VERSION_4) return v;
   if (ATTNCHECK_COVERS(d, invariances_v4)) v.features = d.features_v4, v.invariances = d.invariances_v4;
   if (ATTNCHECK_COVERS(d, profile)) v.profile = d.profile;
+  if (ATTNCHECK_COVERS(d, conventions)) v.conventions = d.conventions;
   const std::pair<bool, const char*> parts[] = {
-      {ATTNCHECK_COVERS(d, conventions) && d.conventions, "conventions"},
       {ATTNCHECK_COVERS(d, limits) && d.limits, "limits"},
       {ATTNCHECK_COVERS(d, cache_append_v4) && d.cache_append_v4, "cache_append_v4"},
   };
@@ -270,6 +271,7 @@ std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string sp
   v3_declaration v3;
   v4_declaration v4;
   declared_profile profile;
+  empty_row_convention empty_rows;
   try {
     check_declaration(*inst, spec);
     v3 = read_v3(*inst);
@@ -277,6 +279,7 @@ std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string sp
     v4 = read_v4(*inst);
     check_v4_declaration(v4, spec);
     profile = read_profile(v4.profile, inst->exp_ulps, spec);
+    empty_rows = read_conventions(v4.conventions, spec);
   } catch (...) {
     if (inst->destroy) inst->destroy(inst);
     throw;
@@ -289,6 +292,7 @@ std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string sp
   s->tanh_ulps_ = (v3.features & ATTNCHECK_FEATURE3_SOFTCAP) ? v3.tanh_ulps : 0.0;
   s->profile_ = profile.profile;
   s->exp_ulps_ = profile.exp_ulps;
+  s->empty_rows_ = empty_rows;
   return s;
 }
 
@@ -363,6 +367,7 @@ declared_numbers subject::declared() const {
   d.exp_ulps = exp_ulps();
   d.tanh_ulps = tanh_ulps_;
   d.profile = profile_text(profile_, d.u);
+  d.conventions = conventions_text(empty_rows_);
   d.features_v3 = features_v3_;
   for (std::int64_t lk : {1, 64, 1024, 4096}) {
     attn_case c;

@@ -125,6 +125,14 @@ law_outcome chunked_cache_equals_prefill(const subject& s, const attn_case& c) {
             return "chunk row " + std::to_string(row0 + i) + " (position " + std::to_string(pos) + ") " + o_where(b, wi, h, e);
           };
           const float lse = chunked.lse.empty() ? 0.0f : chunked.lse[static_cast<std::size_t>((b * c.hq + h) * total + row0 + i)];
+          // A row that sees no key and has no sink, where the subject declares its own values (docs/abi.md "Conventions").
+          const auto& declared = chunked.empty_rows;
+          const bool own_empty = !declared.is_default() && !std::isfinite(c.sink_of(h));
+          if (pos < 0 && own_empty) {
+            for (std::int64_t e = 0; e < c.dv; ++e) empty.empty_row_o(where(e), chunked.o.at(b, row0 + i, h, e), declared);
+            if (!chunked.lse.empty()) empty.empty_row_lse(lse_of_row(where(0)) + " (a row before the sequence)", lse, declared);
+            continue;
+          }
           if (pos < 0) {  // precedes the sequence: sees nothing (its LSE is the sink's logit, or -inf)
             for (std::int64_t e = 0; e < c.dv; ++e) empty.element(where(e), 0.0, chunked.o.at(b, row0 + i, h, e), 0.0);
             if (!chunked.lse.empty())
@@ -132,6 +140,11 @@ law_outcome chunked_cache_equals_prefill(const subject& s, const attn_case& c) {
             continue;
           }
           const auto w_lse = static_cast<std::size_t>((b * c.hq + h) * c.lq + wi);
+          if (own_empty && ref.lse[ref.lse_index(b, h, wi)] == -std::numeric_limits<double>::infinity()) {
+            for (std::int64_t e = 0; e < c.dv; ++e) vs_oracle.empty_row_o(where(e), chunked.o.at(b, row0 + i, h, e), declared);
+            if (!chunked.lse.empty()) vs_oracle.empty_row_lse(lse_of_row(where(0)), lse, declared);
+            continue;
+          }
           for (std::int64_t e = 0; e < c.dv; ++e) {
             const double got = chunked.o.at(b, row0 + i, h, e);
             const auto k = ref.o_index(b, wi, h, e);
@@ -143,7 +156,7 @@ law_outcome chunked_cache_equals_prefill(const subject& s, const attn_case& c) {
               vs_whole.element(where(e), whole.o.at(b, wi, h, e), got, 2 * ref.o_bound[k]);
             if (std::isnan(ref.o[k]) || std::isnan(ref.o_bound[k]))
               vs_oracle.without_bound(where(e), ref.o[k], got,
-                                      every_visible_score_is_minus_inf(c, b, h, wi) ? 0.0 : std::nan(""));
+                                      every_visible_score_is_minus_inf(c, b, h, wi) ? empty_row_o_value(declared) : std::nan(""));
             else
               vs_oracle.element(where(e), ref.o[k], got, ref.o_bound[k]);
           }
@@ -157,9 +170,8 @@ law_outcome chunked_cache_equals_prefill(const subject& s, const attn_case& c) {
             comparison l;
             l.overflow_threshold = overflow_threshold(dtype::f32);
             if (std::isnan(ref.lse[k]) || std::isnan(ref.lse_bound[k]))
-              l.without_bound(
-                  lse_of_row(where(0)), ref.lse[k], lse,
-                  every_visible_score_is_minus_inf(c, b, h, wi) ? -std::numeric_limits<double>::infinity() : std::nan(""));
+              l.without_bound(lse_of_row(where(0)), ref.lse[k], lse,
+                              every_visible_score_is_minus_inf(c, b, h, wi) ? empty_row_lse_value(declared) : std::nan(""));
             else
               l.element(lse_of_row(where(0)), ref.lse[k], lse, ref.lse_bound[k]);
             vs_oracle.merge(l);

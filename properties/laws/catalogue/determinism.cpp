@@ -131,6 +131,7 @@ law_outcome runs_are_deterministic(const subject& s, const attn_case& c) {
     const auto out = s.attend(t);
     if (run_failed(out, o, "the last " + std::to_string(keep) + " query rows alone")) return o;
     subject_output tail;
+    tail.empty_rows = first.empty_rows;
     tail.o = remake(c.type, {c.b, keep, c.hq, c.dv}, c.layout,
                     [&](auto b, auto i, auto h, auto e) { return first.o.bits_at(b, from + i, h, e); });
     if (!first.lse.empty())

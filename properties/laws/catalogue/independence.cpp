@@ -33,6 +33,7 @@ attn_case batch_slice(const attn_case& c, std::int64_t bi) {
 // The rows of batch element bi of a whole-batch output, as a B = 1 output.
 subject_output batch_rows(const subject_output& whole, const attn_case& c, std::int64_t bi) {
   subject_output r;
+  r.empty_rows = whole.empty_rows;
   r.o =
       remake(c.type, {1, c.lq, c.hq, c.dv}, c.layout, [&](auto, auto i, auto h, auto e) { return whole.o.bits_at(bi, i, h, e); });
   if (!whole.lse.empty()) r.lse.assign(whole.lse.begin() + bi * c.hq * c.lq, whole.lse.begin() + (bi + 1) * c.hq * c.lq);

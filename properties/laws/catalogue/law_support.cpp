@@ -132,16 +132,34 @@ comparison compare_within_bounds(const attn_case& c, const subject_output& a, co
     cmp.without_bound(where + " (second run)", tb, y, empty);
     return true;
   };
+  constexpr double minus_inf = -std::numeric_limits<double>::infinity();
   for (std::int64_t bi = 0; bi < c.b; ++bi)
     for (std::int64_t i = 0; i < lq; ++i)
       for (std::int64_t h = 0; h < c.hq; ++h) {
         if (opt.keep && !opt.keep(bi, h, i)) continue;
+        // A row with no visible key and no sink in both runs, where the subject declares its own
+        // values: each run holds them (docs/abi.md "Conventions"); nothing relates the two.
+        if (!a.empty_rows.is_default() && ra.lse[ra.lse_index(bi, h, i)] == minus_inf &&
+            rb.lse[rb.lse_index(bi, h, i)] == minus_inf) {
+          const auto k = static_cast<std::size_t>((bi * c.hq + h) * lq + i);
+          for (std::int64_t e = 0; e < c.dv; ++e) {
+            r.empty_row_o(o_where(bi, i, h, e) + " (first run)", a.o.at(bi, i, h, e), a.empty_rows);
+            r.empty_row_o(o_where(bi, i, h, e) + " (second run)", b.o.at(bi, i, h, e), b.empty_rows);
+          }
+          if (opt.lse && !a.lse.empty() && !b.lse.empty()) {
+            rl.empty_row_lse(lse_where(bi, h, i) + " (first run)", a.lse[k], a.empty_rows);
+            rl.empty_row_lse(lse_where(bi, h, i) + " (second run)", b.lse[k], b.empty_rows);
+          }
+          continue;
+        }
         const double o_gap = opt.o_gap ? opt.o_gap(bi, h, i) : 0.0;
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const auto ka = ra.o_index(bi, i, h, e), kb = rb.o_index(bi, i, h, e);
           const double x = a.o.at(bi, i, h, e), y = b.o.at(bi, i, h, e);
           const element_where where = o_where(bi, i, h, e);
-          if (no_bound(r, where, ra.o[ka], ra.o_bound[ka], x, rb.o[kb], rb.o_bound[kb], y, bi, h, i, 0.0)) continue;
+          if (no_bound(r, where, ra.o[ka], ra.o_bound[ka], x, rb.o[kb], rb.o_bound[kb], y, bi, h, i,
+                       empty_row_o_value(a.empty_rows)))
+            continue;
           // An infinite bound (a score or accumulator may overflow): nothing to judge, NaN included.
           const double bound = ra.o_bound[ka] + rb.o_bound[kb] + o_gap;
           const bool bounded = std::isfinite(bound);
@@ -156,7 +174,7 @@ comparison compare_within_bounds(const attn_case& c, const subject_output& a, co
           const double shift = opt.lse_offset ? opt.lse_offset(bi, h, i) : 0.0;
           const double y = static_cast<double>(b.lse[k]) - shift;
           if (no_bound(rl, where, ra.lse[ka], ra.lse_bound[ka], a.lse[k], rb.lse[kb], rb.lse_bound[kb], b.lse[k], bi, h, i,
-                       -std::numeric_limits<double>::infinity()))
+                       empty_row_lse_value(a.empty_rows)))
             continue;
           // The shift's own subtraction in binary64: a few ulps of the result.
           const double bound = ra.lse_bound[ka] + rb.lse_bound[kb] + (opt.lse_gap ? opt.lse_gap(bi, h, i) : 0.0) +
@@ -224,6 +242,11 @@ bool empty_rows_are_zero(const attn_case& c, const subject_output& out, comparis
       for (std::int64_t i = 0; i < c.lq; ++i) {
         if (!c.row_in_problem(b, i) || row_sees_any(c, b, h, i)) continue;
         any_empty = true;
+        if (!out.empty_rows.is_default() && !std::isfinite(c.sink_of(h))) {  // the subject's declared values
+          for (std::int64_t e = 0; e < c.dv; ++e) z.empty_row_o(o_where(b, i, h, e), out.o.at(b, i, h, e), out.empty_rows);
+          if (!out.lse.empty()) z.empty_row_lse(lse_where(b, h, i), lse_of(out, c, c.lq, b, h, i), out.empty_rows);
+          continue;
+        }
         for (std::int64_t e = 0; e < c.dv; ++e)
           z.element(o_where(b, i, h, e) + " (row sees no key)", 0.0, out.o.at(b, i, h, e), 0.0);
         const float l = lse_of(out, c, c.lq, b, h, i);

@@ -152,6 +152,7 @@ law_outcome zero_length_sequences_are_inert(const subject& s, const attn_case& c
   const auto rest = s.attend(alone);
   if (run_failed(rest, o, "the batch without its empty sequences")) return o;
   subject_output mine;
+  mine.empty_rows = out.empty_rows;
   mine.o = remake(c.type, {alone.b, c.lq, c.hq, c.dv}, c.layout,
                   [&](auto b, auto i, auto h, auto e) { return out.o.bits_at(keep[static_cast<std::size_t>(b)], i, h, e); });
   if (!out.lse.empty())

@@ -50,6 +50,8 @@ law_outcome weights_form_a_distribution(const subject& s, const attn_case& c) {
         double sum = 0, bound = 0;
         const bool any = row_sees_any(c, b, h, i);
         any_row = any_row || any;
+        // A row that sees no key, where the subject declares its own values: judged against the oracle above.
+        if (!any && !out.empty_rows.is_default()) continue;
         for (std::int64_t j = 0; j < c.lk; ++j) bound += ref.o_bound[ref.o_index(b, i, h, j)];
         // A non-finite visible input (NaN bound) or a possible overflow (+inf): the row may be anything non-finite.
         if (!std::isfinite(bound)) continue;
@@ -75,12 +77,16 @@ law_outcome weights_form_a_distribution(const subject& s, const attn_case& c) {
   for (std::int64_t b = 0; b < c.b; ++b)
     for (std::int64_t h = 0; h < c.hq; ++h)
       for (std::int64_t i = 0; i < c.lq; ++i) {
-        const double want = row_sees_any(c, b, h, i) ? 1.0 : 0.0;
+        const bool any = row_sees_any(c, b, h, i);
+        const double want = any ? 1.0 : 0.0;
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const auto k = ref1.o_index(b, i, h, e);
-          if (std::isnan(ref1.o_bound[k]))
-            one.without_bound(o_where(b, i, h, e), ref1.o[k], out1.o.at(b, i, h, e),
-                              every_visible_score_is_minus_inf(ones, b, h, i) ? 0.0 : std::nan(""));
+          if (!any && !out1.empty_rows.is_default())
+            one.empty_row_o(o_where(b, i, h, e), out1.o.at(b, i, h, e), out1.empty_rows);
+          else if (std::isnan(ref1.o_bound[k]))
+            one.without_bound(
+                o_where(b, i, h, e), ref1.o[k], out1.o.at(b, i, h, e),
+                every_visible_score_is_minus_inf(ones, b, h, i) ? empty_row_o_value(out1.empty_rows) : std::nan(""));
           else
             one.element(o_where(b, i, h, e), want, out1.o.at(b, i, h, e), ref1.o_bound[k]);
         }

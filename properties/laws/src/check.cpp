@@ -260,6 +260,52 @@ bool every_visible_score_is_minus_inf(const attn_case& c, std::int64_t b, std::i
   return any;
 }
 
+double empty_row_o_value(const empty_row_convention& declared) {
+  return declared.o == empty_row_convention::o_kind::zero ? 0.0 : std::nan("");
+}
+
+double empty_row_lse_value(const empty_row_convention& declared) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  switch (declared.lse) {
+    case empty_row_convention::lse_kind::minus_inf: return -inf;
+    case empty_row_convention::lse_kind::plus_inf: return inf;
+    case empty_row_convention::lse_kind::zero: return 0.0;
+    case empty_row_convention::lse_kind::unspecified: break;
+  }
+  return std::nan("");
+}
+
+void comparison::empty_row_o(const element_where& where, double got, const empty_row_convention& declared) {
+  using k = empty_row_convention::o_kind;
+  if (declared.o == k::unspecified) return;  // any value: nothing to judge
+  const element_where w = where + (declared.o == k::zero ? " (row sees no key)" : " (row sees no key; declared NaN)");
+  if (declared.o == k::zero) {
+    element(w, 0.0, got, 0.0);
+    return;
+  }
+  ++compared;
+  note(w, std::isnan(got) ? 0.0 : std::numeric_limits<double>::infinity());
+  if (!std::isnan(got))
+    fail(w.text + " = " + num(got) + ": the subject declares NaN in a row that sees no key (conventions.empty_row_o)");
+}
+
+void comparison::empty_row_lse(const element_where& where, double got, const empty_row_convention& declared) {
+  const double want = empty_row_lse_value(declared);
+  if (std::isnan(want)) return;  // unspecified: nothing to judge
+  static constexpr const char* names[] = {"-inf", "+inf", "0"};
+  const element_where w =
+      where + (declared.is_default() ? std::string(" (row sees no key)")
+                                     : std::string(" (row sees no key; declared ") + names[static_cast<int>(declared.lse)] + ")");
+  if (got == want || (std::isnan(got) && std::isnan(want))) {
+    element(w, want, got, 0.0);
+    return;
+  }
+  ++compared;
+  note(w, std::numeric_limits<double>::infinity());
+  fail(w.text + " = " + num(got) + ": the subject declares " + names[static_cast<int>(declared.lse)] +
+       " for a row that sees no key (conventions.empty_row_lse)");
+}
+
 comparison compare_with_reference(const attn_case& c, const subject_output& out, const oracle_result& ref, double slack) {
   comparison r, rl;
   r.overflow_threshold = overflow_threshold(c.type);
@@ -272,8 +318,15 @@ comparison compare_with_reference(const attn_case& c, const subject_output& out,
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const auto k = ref.o_index(b, i, h, e);
           if (std::isnan(ref.o[k]) || std::isnan(ref.o_bound[k])) {
+            if (out.empty_rows.o == empty_row_convention::o_kind::unspecified && every_visible_score_is_minus_inf(c, b, h, i))
+              continue;  // a row that sees no finite score, whose O the subject leaves unspecified
             r.without_bound(o_where(b, i, h, e), ref.o[k], out.o.at(b, i, h, e),
-                            every_visible_score_is_minus_inf(c, b, h, i) ? 0.0 : std::nan(""));
+                            every_visible_score_is_minus_inf(c, b, h, i) ? empty_row_o_value(out.empty_rows) : std::nan(""));
+            continue;
+          }
+          // A row with no visible key and no sink, where the subject declares its own values.
+          if (!out.empty_rows.is_default() && ref.lse[ref.lse_index(b, h, i)] == -std::numeric_limits<double>::infinity()) {
+            r.empty_row_o(o_where(b, i, h, e), out.o.at(b, i, h, e), out.empty_rows);
             continue;
           }
           r.element(o_where(b, i, h, e), ref.o[k], out.o.at(b, i, h, e), ref.o_bound[k] * slack,
@@ -285,9 +338,14 @@ comparison compare_with_reference(const attn_case& c, const subject_output& out,
         for (std::int64_t i = 0; i < lq; ++i) {
           const auto k = ref.lse_index(b, h, i);
           if (std::isnan(ref.lse[k]) || std::isnan(ref.lse_bound[k])) {
-            rl.without_bound(
-                lse_where(b, h, i), ref.lse[k], out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)],
-                every_visible_score_is_minus_inf(c, b, h, i) ? -std::numeric_limits<double>::infinity() : std::nan(""));
+            if (out.empty_rows.lse == empty_row_convention::lse_kind::unspecified && every_visible_score_is_minus_inf(c, b, h, i))
+              continue;
+            rl.without_bound(lse_where(b, h, i), ref.lse[k], out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)],
+                             every_visible_score_is_minus_inf(c, b, h, i) ? empty_row_lse_value(out.empty_rows) : std::nan(""));
+            continue;
+          }
+          if (!out.empty_rows.is_default() && ref.lse[k] == -std::numeric_limits<double>::infinity()) {
+            rl.empty_row_lse(lse_where(b, h, i), out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)], out.empty_rows);
             continue;
           }
           rl.element(lse_where(b, h, i), ref.lse[k], out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)],

@@ -76,7 +76,7 @@ _CLAIMS = ("deterministic", "threads", "batch", "cache", "layout", "lq", "page_p
 
 
 def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), key_blocks=1, hints=None,
-            tensors="numpy", cache=None, tanh_ulps=None, backward=None, profile=None):
+            tensors="numpy", cache=None, tanh_ulps=None, backward=None, profile=None, conventions=None):
     """Marks a callable as an attncheck subject.
 
     u          unit roundoff of the compute type, in [2^-64, 2^-8] (2**-24 for f32 compute)
@@ -110,6 +110,9 @@ def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), 
     profile    the stage-wise precision profile, a dict of attncheck_profile's
                fields without prefixes, e.g. {"p_format": "bf16", "row_sum":
                "before_cast"} (docs/abi.md "Stage-wise precision profile")
+    conventions what a row that sees no key holds, if not the contract's O = 0
+               and LSE = -inf: {"empty_row_o": "nan", "empty_row_lse":
+               "plus_inf"} (docs/abi.md "Conventions")
     The gate refuses unknown names and numbers out of range, naming the field.
     """
     for group, allowed in (("dtypes", _DTYPES), ("features", _features()), ("claims", _CLAIMS)):
@@ -128,6 +131,8 @@ def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), 
         decl["backward"] = backward
     if profile is not None:
         decl["profile"] = dict(profile)
+    if conventions is not None:
+        decl["conventions"] = dict(conventions)
 
     def mark(fn):
         fn.__attncheck__ = decl

@@ -64,7 +64,7 @@ MAX_TANH_ULPS = 4096.0  # ATTNCHECK_MAX_TANH_ULPS
 CLAIMS = {"deterministic": 0x01, "threads": 0x02, "batch": 0x04, "cache": 0x08, "layout": 0x10, "lq": 0x20}
 HINT_SLOTS = 8
 DECLARATION_KEYS = {"name", "dtypes", "features", "claims", "u", "exp_ulps", "tanh_ulps", "key_blocks", "hints", "tensors",
-                    "cache", "backward", "profile"}
+                    "cache", "backward", "profile", "conventions"}
 # The stage-wise profile (attncheck_profile, docs/abi.md "Stage-wise precision profile"): the C field
 # names without prefixes; named values for the enumerations, numbers for the units ("exact": ATTNCHECK_EXACT).
 PROFILE_UNITS = ("qk_product_u", "qk_accum_u", "exp_ulps", "rescale_u", "pv_accum_u", "lse_u")
@@ -76,6 +76,13 @@ PROFILE_NAMES = {
     "row_sum": {"before_cast": 0, "after_cast": 1},
 }
 PROFILE_INTS = ("p_factor_log2", "p_saturates")
+# The conventions (attncheck_conventions, docs/abi.md "Conventions"), by name; flush is a list of stages.
+CONVENTION_NAMES = {
+    "empty_row_o": {"zero": 0, "nan": 1, "unspecified": 2},
+    "empty_row_lse": {"minus_inf": 0, "plus_inf": 1, "zero": 2, "unspecified": 3},
+    "masked_slots": {"skipped": 0, "weighted_by_zero": 1},
+}
+FLUSH_BITS = {"inputs": 0x1, "intermediates": 0x2, "outputs": 0x4}
 HINT_KEYS = {"q_tile", "k_tile", "split_keys", "lengths", "head_dims"}
 # numpy has no bfloat16: bf16 travels as its bits in uint16 (docs/python.md).
 NUMPY_STORAGE = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(np.uint16)}
@@ -157,6 +164,27 @@ def _profile(profile):
     return out
 
 
+def _conventions(conventions):
+    """The conventions dict as the C struct's numbers (None: the contract's). The host checks what it judges."""
+    if conventions is None:
+        return None
+    if not isinstance(conventions, dict):
+        raise DeclarationError(f"conventions must be a dict, got {type(conventions).__name__}")
+    known = set(CONVENTION_NAMES) | {"flush"}
+    unknown = set(conventions) - known
+    if unknown:
+        raise DeclarationError(f"conventions: unknown keys {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
+    out = {}
+    for key, v in conventions.items():
+        if key == "flush":
+            out[key] = _names({"flush": v}, "flush", FLUSH_BITS, [])
+        elif v not in CONVENTION_NAMES[key]:
+            raise DeclarationError(f"conventions.{key}: unknown value {v!r} (known: {', '.join(CONVENTION_NAMES[key])})")
+        else:
+            out[key] = CONVENTION_NAMES[key][v]
+    return out
+
+
 def _hint(value, field):
     if isinstance(value, bool) or not isinstance(value, int):
         raise DeclarationError(f"hints.{field} must be an integer, got {value!r}")
@@ -228,6 +256,7 @@ class Subject:
         self.u = _number(decl, "u")
         self.exp_ulps = _number(decl, "exp_ulps")
         self.profile = _profile(decl.get("profile"))
+        self.conventions = _conventions(decl.get("conventions"))
         # tanh_ulps belongs to the softcap: required with it, refused without it (the host reads it
         # only with FEATURE3_SOFTCAP, so a stray one would be a declaration nobody checks).
         if "softcap" in self.variants:

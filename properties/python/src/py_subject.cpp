@@ -19,7 +19,8 @@ struct py_state {
   attncheck_instance desc{};  // first: &desc is the instance
   py::object subject;
   std::string name;
-  attncheck_profile profile{};  // desc.profile points here when the subject declares one
+  attncheck_profile profile{};          // desc.profile points here when the subject declares one
+  attncheck_conventions conventions{};  // desc.conventions likewise
 };
 
 py_state* of(void* state) { return static_cast<py_state*>(state); }
@@ -323,6 +324,15 @@ attncheck_instance* make_instance(py::object subject) {
     get("p_factor_log2", p.p_factor_log2), get("row_sum", p.row_sum), get("p_saturates", p.p_saturates);
     get("pv_accum_u", p.pv_accum_u), get("lse_u", p.lse_u);
     d.profile = &p;
+  }
+  if (const py::object conv = subject.attr("conventions"); !conv.is_none()) {
+    const py::dict cd = conv;
+    attncheck_conventions& c = self->conventions;
+    c.struct_size = sizeof c;
+    for (auto [key, slot] : {std::pair{"empty_row_o", &c.empty_row_o}, std::pair{"empty_row_lse", &c.empty_row_lse},
+                             std::pair{"masked_slots", &c.masked_slots}, std::pair{"flush", &c.flush}})
+      if (cd.contains(key)) *slot = cd[key].cast<std::uint32_t>();
+    d.conventions = &c;
   }
   const py::dict hints = subject.attr("hints");
   const auto hint = [&](const char* key) {

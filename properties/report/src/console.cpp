@@ -292,8 +292,8 @@ static std::string variant_law_groups() {
 void print_declaration(const gate_result& g, std::ostream& out) {
   const declared_numbers& d = g.declared;
   out << "  declared: ABI v" << g.abi << ", u = 2^" << number_text(std::log2(d.u), "%.4g")
-      << (d.profile.empty() ? "" : " (profile: " + d.profile + ")") << ", exp " << number_text(d.exp_ulps)
-      << " ulps, key blocks nb";
+      << (d.profile.empty() ? "" : " (profile: " + d.profile + ")") << ", exp " << number_text(d.exp_ulps) << " ulps, "
+      << (d.conventions.empty() ? "" : d.conventions + ", ") << "key blocks nb";
   for (const auto& [lk, nb] : d.nb_at) out << " " << nb << " at Lk=" << lk << (lk == d.nb_at.back().first ? "" : ",");
   const auto& h = g.hints;
   out << "; size hints" << (g.default_hints ? " (none declared; common production sizes)" : "") << ":";

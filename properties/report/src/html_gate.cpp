@@ -81,6 +81,7 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
       "u = 2^" + num(std::log2(g.declared.u), "%.4g") + ", exp " + num(g.declared.exp_ulps, "%.6g") + " ulps, key blocks nb " +
           nb);
   if (!g.declared.profile.empty()) row(o, "profile", g.declared.profile);
+  if (!g.declared.conventions.empty()) row(o, "conventions", g.declared.conventions);
   std::string hints;
   if (g.hints.q_tile) hints += "q_tile " + std::to_string(g.hints.q_tile) + " ";
   if (g.hints.k_tile) hints += "k_tile " + std::to_string(g.hints.k_tile) + " ";

@@ -78,8 +78,8 @@ typedef struct attncheck_variants attncheck_variants;
 typedef struct attncheck_paged_kv attncheck_paged_kv;
 typedef struct attncheck_ragged attncheck_ragged;
 typedef struct attncheck_backward_problem attncheck_backward_problem;
-/* Parts of a version 4 instance (docs/abi.md "Version 4"): the profile is
- * built (below); the others are designed, not built yet. */
+/* Parts of a version 4 instance (docs/abi.md "Version 4"): the profile and the
+ * conventions' empty rows are built (below); the others are designed, not built yet. */
 typedef struct attncheck_profile attncheck_profile;
 typedef struct attncheck_conventions attncheck_conventions;
 typedef struct attncheck_limits attncheck_limits;
@@ -235,9 +235,10 @@ typedef struct attncheck_instance {
   uint32_t invariances_v4; /* ATTNCHECK_CLAIM4_* */
   /* NULL: every stage at compute_unit_roundoff, as version 3 (attncheck_profile below). */
   const attncheck_profile* profile;
+  /* NULL: the contract's conventions (attncheck_conventions below). */
+  const attncheck_conventions* conventions;
   /* The parts below are designed (docs/abi.md) and not built yet: this host
    * refuses an instance that sets them, rather than not judge them. NULL. */
-  const attncheck_conventions* conventions;
   const attncheck_limits* limits;
   int (*cache_append_v4)(void* state, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, int64_t c,
                          const int64_t* count, const attncheck_quant* quant, char* err, size_t err_len);
@@ -354,6 +355,29 @@ struct attncheck_profile {
   double pv_accum_u;     /* the P V accumulation (ggml's f16 accumulator: 2^-11); 0 inherit */
   /* outputs */
   double lse_u; /* the LSE's log and add; 0 inherit */
+};
+
+/* Conventions (docs/abi.md "Conventions"): what a kernel does where the
+ * contract's choice is one of several in production. It belongs to the
+ * instance, as the profile. Zero in every field is the contract's choice. */
+#define ATTNCHECK_EMPTY_O_ZERO 0u            /* a row that sees no key: O = 0 (the contract's) */
+#define ATTNCHECK_EMPTY_O_NAN 1u             /* O = NaN */
+#define ATTNCHECK_EMPTY_O_UNSPECIFIED 2u     /* any value (designed, not judged yet: refused) */
+#define ATTNCHECK_EMPTY_LSE_MINUS_INF 0u     /* LSE = -inf (the contract's) */
+#define ATTNCHECK_EMPTY_LSE_PLUS_INF 1u      /* LSE = +inf (FlashAttention 2) */
+#define ATTNCHECK_EMPTY_LSE_ZERO 2u          /* LSE = 0 */
+#define ATTNCHECK_EMPTY_LSE_UNSPECIFIED 3u   /* (designed, not judged yet: refused) */
+#define ATTNCHECK_MASKED_SKIPPED 0u          /* masked and padded slots are never read (the contract's) */
+#define ATTNCHECK_MASKED_WEIGHTED_BY_ZERO 1u /* read and weighted by zero (not built: refused) */
+#define ATTNCHECK_FLUSH_INPUTS 0x1u          /* subnormals flushed (not built: refused) */
+#define ATTNCHECK_FLUSH_INTERMEDIATES 0x2u
+#define ATTNCHECK_FLUSH_OUTPUTS 0x4u
+struct attncheck_conventions {
+  uint32_t struct_size;   /* sizeof(attncheck_conventions) of the plugin */
+  uint32_t empty_row_o;   /* ATTNCHECK_EMPTY_O_*: a row with no visible key (and no sink) */
+  uint32_t empty_row_lse; /* ATTNCHECK_EMPTY_LSE_* */
+  uint32_t masked_slots;  /* ATTNCHECK_MASKED_*: 0 (weighted by zero is not judged yet) */
+  uint32_t flush;         /* ATTNCHECK_FLUSH_* bits: 0 (flushing is not judged yet) */
 };
 
 /* What an entry point returns. 0 is success, any other status a failure,

@@ -30,6 +30,15 @@ struct case_declined : std::runtime_error {
 };
 
 /// What one call of a subject produced.
+/// What a subject declares it writes in a row that sees no key and has no
+/// sink (docs/abi.md "Conventions"); the default is the contract's, O = 0
+/// and LSE = -inf.
+struct empty_row_convention {
+  enum class o_kind : std::uint8_t { zero, nan, unspecified } o = o_kind::zero;
+  enum class lse_kind : std::uint8_t { minus_inf, plus_inf, zero, unspecified } lse = lse_kind::minus_inf;
+  bool is_default() const { return o == o_kind::zero && lse == lse_kind::minus_inf; }
+};
+
 struct subject_output {
   int status = 0;               ///< the subject's return code (0 = ok)
   std::string error;            ///< its message when status != 0, or a host finding
@@ -37,6 +46,8 @@ struct subject_output {
   std::vector<float> lse;       ///< (B, Hq, Lq) dense; empty when the subject has no LSE
   bool guard_violated = false;  ///< wrote outside O or LSE
   std::string guard_report;     ///< where, when guard_violated
+  /// The subject's declared empty rows: the comparisons judge such rows by it.
+  empty_row_convention empty_rows{};
 
   bool ok() const { return status == 0 && !guard_violated; }
   /// Value of O[b,i,h,e] decoded exactly.
@@ -93,7 +104,8 @@ struct declared_numbers {
   double tanh_ulps = 0;                                      ///< ABI v3 with FEATURE3_SOFTCAP: c_tanh; 0 otherwise
   std::uint32_t features_v3 = 0;                             ///< ABI v3 feature bits (ATTNCHECK_FEATURE3_*)
   std::vector<std::pair<std::int64_t, std::int64_t>> nb_at;  ///< (Lk, nb) samples
-  std::string profile;  ///< the stage-wise profile in words (profile_text); empty: one u for every stage
+  std::string profile;      ///< the stage-wise profile in words (profile_text); empty: one u for every stage
+  std::string conventions;  ///< the declared conventions in words (conventions_text); empty: the contract's
 };
 
 class subject {
@@ -141,6 +153,8 @@ class subject {
   /// bound takes: the profile's where it sets one, else the instance's.
   const stage_profile& profile() const { return profile_; }
   double exp_ulps() const { return exp_ulps_ < 0 ? inst_->exp_ulps : exp_ulps_; }
+  /// What it declares it writes in a row that sees no key (docs/abi.md "Conventions").
+  const empty_row_convention& empty_rows() const { return empty_rows_; }
 
   /// Empty when the subject can take this case; otherwise why not (dtype,
   /// mask kind, a contract 1.1 variant it did not declare, ...), which makes a
@@ -202,6 +216,7 @@ class subject {
   double tanh_ulps_ = 0;
   stage_profile profile_{};
   double exp_ulps_ = -1;  ///< -1: the instance's exp_ulps
+  empty_row_convention empty_rows_{};
   attncheck_size_hints hints_{};
   bool default_hints_ = false;
 };

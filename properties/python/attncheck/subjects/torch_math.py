@@ -3,6 +3,7 @@
     attncheck gate --subject python:attncheck.subjects.torch_math:attend        (f32)
     attncheck gate --subject python:attncheck.subjects.torch_math:attend_bf16   (bf16)
     attncheck gate --subject python:attncheck.subjects.torch_math:attend_unmasked  (f32, no masks declared)
+    attncheck gate --subject python:attncheck.subjects.torch_math:attend_nan_rows  (f32, empty rows declared NaN)
 
 The kernel is what a tutorial or a model file writes by hand; the subject
 only moves the gate's BSHD tensors into torch's (B, H, L, D) order, repeats
@@ -76,9 +77,17 @@ def attend_unmasked(q, k, v, *, scale, causal, key_len, mask, dtype):
     return math_attention(q, k, v, scale=scale, causal=causal, key_len=key_len, mask=mask)
 
 
+def attend_nan_rows(q, k, v, *, scale, causal, key_len, mask, dtype):
+    return math_attention(q, k, v, scale=scale, causal=causal, key_len=key_len, mask=mask)
+
+
 _declared(attend, name="torch-math f32", dtypes=["f32"], u=2**-24, exp_ulps=1)
 # The same kernel declaring no mask of any kind: what the math path does where
 # no row is empty and no key is masked (docs/python.md, "PyTorch").
 _declared(attend_unmasked, name="torch-math f32 unmasked", dtypes=["f32"], u=2**-24, exp_ulps=1)
 attend_unmasked.__attncheck__["features"] = []
 _declared(attend_bf16, name="torch-math bf16", dtypes=["bf16"], u=2**-8, exp_ulps=1)
+# The same kernel with masks, declaring what its softmax gives a row that sees
+# no key (every score -inf: NaN), as a version 4 convention (docs/abi.md "Conventions").
+_declared(attend_nan_rows, name="torch-math f32, empty rows NaN", dtypes=["f32"], u=2**-24, exp_ulps=1,
+          conventions={"empty_row_o": "nan"})

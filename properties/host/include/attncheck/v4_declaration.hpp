@@ -1,11 +1,13 @@
-// A subject's stage-wise precision profile, as the host reads it (docs/abi.md
-// "Stage-wise precision profile"): checked at load and handed to the bound.
+// A subject's stage-wise precision profile and conventions, as the host reads
+// them (docs/abi.md "Stage-wise precision profile", "Conventions"): checked at
+// load and handed to the bound and the comparisons.
 #pragma once
 
 #include <string>
 
 #include "attncheck/oracle.hpp"
 #include "attncheck/subject.h"
+#include "attncheck/subject_host.hpp"
 
 namespace attncheck {
 
@@ -27,5 +29,13 @@ declared_profile read_profile(const attncheck_profile* p, double exp_ulps, const
 /// exact, scale after the dot, P 2^-8 (row sum before the cast)"); empty for
 /// the default profile.
 std::string profile_text(const stage_profile& s, double u);
+
+/// Reads a version 4 instance's conventions (NULL: the contract's). Throws
+/// input_error naming "subject.conventions.FIELD" for a value out of range and
+/// for the parts not judged yet (masked slots weighted by zero, flushing).
+empty_row_convention read_conventions(const attncheck_conventions* c, const std::string& spec);
+
+/// The declared empty rows in words ("empty rows: O NaN, LSE +inf"); empty for the contract's.
+std::string conventions_text(const empty_row_convention& e);
 
 }  // namespace attncheck

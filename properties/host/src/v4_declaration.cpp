@@ -1,7 +1,9 @@
-// A version 4 instance's stage-wise precision profile (docs/abi.md "Stage-wise
-// precision profile"): checked at load, field by field, and translated into the
-// oracle's stage_profile, whose terms docs/bound.md derives ("Stage-wise profiles").
-#include "attncheck/profile.hpp"
+// A version 4 instance's stage-wise precision profile and conventions
+// (docs/abi.md "Stage-wise precision profile", "Conventions"): checked at load,
+// field by field, and translated into the oracle's stage_profile (whose terms
+// docs/bound.md derives, "Stage-wise profiles") and the empty rows' values the
+// comparisons expect.
+#include "attncheck/v4_declaration.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -130,6 +132,39 @@ std::string profile_text(const stage_profile& s, double u) {
   unit("P V", s.pv_accum_u);
   unit("LSE", s.lse_u);
   return t.empty() ? "every stage at u" : t;
+}
+
+empty_row_convention read_conventions(const attncheck_conventions* c, const std::string& spec) {
+  empty_row_convention e;
+  if (!c) return e;
+  const auto refuse_field = [&](const char* field, const std::string& why) {
+    throw input_error(std::string("subject.conventions.") + field, spec + ": " + why);
+  };
+  if (c->struct_size < sizeof(attncheck_conventions))
+    refuse_field("struct_size", "the conventions' struct_size " + std::to_string(c->struct_size) +
+                                    " is under its first version's size " + std::to_string(sizeof(attncheck_conventions)));
+  if (c->empty_row_o > ATTNCHECK_EMPTY_O_UNSPECIFIED)
+    refuse_field("empty_row_o", "empty_row_o " + std::to_string(c->empty_row_o) + " is none of ATTNCHECK_EMPTY_O_* (0 to 2)");
+  if (c->empty_row_lse > ATTNCHECK_EMPTY_LSE_UNSPECIFIED)
+    refuse_field("empty_row_lse",
+                 "empty_row_lse " + std::to_string(c->empty_row_lse) + " is none of ATTNCHECK_EMPTY_LSE_* (0 to 3)");
+  if (c->empty_row_o == ATTNCHECK_EMPTY_O_UNSPECIFIED || c->empty_row_lse == ATTNCHECK_EMPTY_LSE_UNSPECIFIED)
+    refuse_field(c->empty_row_o == ATTNCHECK_EMPTY_O_UNSPECIFIED ? "empty_row_o" : "empty_row_lse",
+                 "an unspecified empty row is not judged by this attncheck yet (every relation law would have to skip it): "
+                 "declare the value written");
+  if (c->masked_slots != ATTNCHECK_MASKED_SKIPPED)
+    refuse_field("masked_slots", "masked slots weighted by zero are not judged by this attncheck yet: ATTNCHECK_MASKED_SKIPPED");
+  if (c->flush != 0) refuse_field("flush", "flushed subnormals are not judged by this attncheck yet: 0");
+  e.o = static_cast<empty_row_convention::o_kind>(c->empty_row_o);
+  e.lse = static_cast<empty_row_convention::lse_kind>(c->empty_row_lse);
+  return e;
+}
+
+std::string conventions_text(const empty_row_convention& e) {
+  if (e.is_default()) return "";
+  static constexpr const char* o_names[] = {"0", "NaN", "unspecified"};
+  static constexpr const char* lse_names[] = {"-inf", "+inf", "0", "unspecified"};
+  return std::string("empty rows: O ") + o_names[static_cast<int>(e.o)] + ", LSE " + lse_names[static_cast<int>(e.lse)];
 }
 
 }  // namespace attncheck

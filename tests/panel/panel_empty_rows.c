@@ -1,0 +1,55 @@
+/* Panel kernel empty_rows: the textbook two-pass softmax (scores (q . k_j) *
+ * scale in f32, w_j = expf(s_j - m), l = sum_j w_j, O_e = sum_j w_j V_je / l,
+ * LSE = m + logf(l)), with the values production kernels write in a row that
+ * sees no key, declared as version 4 conventions (docs/abi.md "Conventions").
+ *
+ * Option mode=N:
+ *   0  O = 0, LSE = +inf (FlashAttention 2), declared so (the default)
+ *   1  O = NaN, LSE = 0, declared so
+ *   2  O = 0, LSE = 0 (PyTorch's memory-efficient kernel's LSE), declared so
+ *   3  declares O = 0, LSE = +inf, writes LSE = -inf: a declared convention broken
+ *   4  declares O = NaN, writes O = 0: a declared convention broken
+ *   5  O = 0, LSE = +inf, declares nothing: the contract's -inf is broken
+ * Modes 0 to 2 are correct, 3 to 5 must fail. Declares f32, f16 and bf16
+ * storage (f32 compute: u = 2^-24), exp_ulps 1, nb = 1. */
+#include "panel.h"
+
+static size_t work_bytes(const void* state, int64_t lk, int64_t d, int64_t dv) {
+  (void)state, (void)d, (void)dv;
+  return sizeof(float) * (size_t)lk;
+}
+
+static void row(const void* state, const panel_row* r, double* o, double* lse) {
+  (void)state;
+  float* w = (float*)r->work;
+  float m = -INFINITY;
+  for (int64_t j = 0; j < r->n; ++j) {
+    float dot = 0.0f;
+    for (int64_t x = 0; x < r->d; ++x) dot += r->q[x] * r->k[j * r->d + x];
+    w[j] = dot * r->scale;
+    if (w[j] > m) m = w[j]; /* a NaN score never becomes the max; it makes its weight NaN below */
+  }
+  panel_softmax_tail(r, w, m, o, lse);
+}
+
+/* What each mode writes in an empty row (O, LSE) and declares (empty_row_o, empty_row_lse). */
+static const double written[6][2] = {{0.0, INFINITY},  {NAN, 0.0},       {0.0, 0.0},
+                                     {0.0, -INFINITY}, {0.0, -INFINITY}, {0.0, INFINITY}};
+static const attncheck_conventions declared[5] = {
+    {sizeof(attncheck_conventions), ATTNCHECK_EMPTY_O_ZERO, ATTNCHECK_EMPTY_LSE_PLUS_INF, 0, 0},
+    {sizeof(attncheck_conventions), ATTNCHECK_EMPTY_O_NAN, ATTNCHECK_EMPTY_LSE_ZERO, 0, 0},
+    {sizeof(attncheck_conventions), ATTNCHECK_EMPTY_O_ZERO, ATTNCHECK_EMPTY_LSE_ZERO, 0, 0},
+    {sizeof(attncheck_conventions), ATTNCHECK_EMPTY_O_ZERO, ATTNCHECK_EMPTY_LSE_PLUS_INF, 0, 0},
+    {sizeof(attncheck_conventions), ATTNCHECK_EMPTY_O_NAN, ATTNCHECK_EMPTY_LSE_MINUS_INF, 0, 0},
+};
+
+/* Options: "mode=N" (0 <= N <= 5), or "" for mode 0. */
+PANEL_EXPORT attncheck_instance* attncheck_subject_v4(const char* options, char* err, size_t err_len) {
+  static const panel_option mode = {"mode", 0, 0, 5};
+  panel_instance* self = panel_new("empty_rows", row, work_bytes, &mode, 0, options, err, err_len);
+  if (!self) return NULL;
+  self->desc.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_4;
+  self->kn.empty = written[self->size];
+  if (self->size < 5) self->desc.conventions = &declared[self->size];
+  return &self->desc;
+}
