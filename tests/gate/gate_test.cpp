@@ -346,6 +346,19 @@ TEST(subject_abi_v4, claims_are_read_and_unknown_bits_and_unbuilt_parts_refused)
   s.reset();  // before x, the instance it adopted, leaves scope
 }
 
+// Adopting d with its version 4 part (profile, conventions) set to `value` is
+// refused, naming "subject.FIELD".
+template <class T>
+void expect_part_refused(attncheck_instance d, const T* attncheck_instance::*part, const T& value, const std::string& field) {
+  d.*part = &value;
+  try {
+    subject::adopt(&d, "v4");
+    ADD_FAILURE() << "accepted a bad " << field;
+  } catch (const input_error& err) {
+    EXPECT_EQ(err.field(), "subject." + field) << err.what();
+  }
+}
+
 // The stage-wise profile (docs/abi.md "Stage-wise precision profile"): NULL and
 // all-zero are the one-u declaration; a declared stage reaches the bound and
 // the header; every field out of its range is refused, naming it.
@@ -374,15 +387,8 @@ TEST(subject_abi_v4, a_profile_is_read_checked_and_printed) {
   EXPECT_NE(s->declared().profile.find("P 2^-8 (row sum before the cast)"), std::string::npos) << s->declared().profile;
   EXPECT_NE(s->declared().profile.find("products exact, scale after the dot"), std::string::npos) << s->declared().profile;
   s.reset();
-  const auto refused = [&](attncheck_profile q, const std::string& field) {
-    attncheck_instance x = d;
-    x.profile = &q;
-    try {
-      subject::adopt(&x, "v4");
-      ADD_FAILURE() << "accepted a profile with a bad " << field;
-    } catch (const input_error& err) {
-      EXPECT_EQ(err.field(), "subject.profile." + field) << err.what();
-    }
+  const auto refused = [&](const attncheck_profile& q, const std::string& field) {
+    expect_part_refused(d, &attncheck_instance::profile, q, "profile." + field);
   };
   attncheck_profile q = p;
   q.struct_size = 8;
@@ -434,15 +440,8 @@ TEST(subject_abi_v4, conventions_are_read_and_the_unjudged_parts_refused) {
   EXPECT_TRUE(s->empty_rows().is_default());
   EXPECT_EQ(s->declared().conventions, "");
   s.reset();
-  const auto refused = [&](attncheck_conventions c, const std::string& field) {
-    attncheck_instance x = d;
-    x.conventions = &c;
-    try {
-      subject::adopt(&x, "v4");
-      ADD_FAILURE() << "accepted conventions with a bad " << field;
-    } catch (const input_error& err) {
-      EXPECT_EQ(err.field(), "subject.conventions." + field) << err.what();
-    }
+  const auto refused = [&](const attncheck_conventions& c, const std::string& field) {
+    expect_part_refused(d, &attncheck_instance::conventions, c, "conventions." + field);
   };
   refused({4, 0, 0, 0, 0}, "struct_size");
   refused({sizeof conv, 3, 0, 0, 0}, "empty_row_o");

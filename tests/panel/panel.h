@@ -56,6 +56,25 @@ typedef struct panel_kernel {
   const double* empty;
 } panel_kernel;
 
+/* Scratch of lk floats: a materialized score row (the work_bytes of the kernels that keep one). */
+static inline size_t panel_score_row_bytes(const void* state, int64_t lk, int64_t d, int64_t dv) {
+  (void)state, (void)d, (void)dv;
+  return sizeof(float) * (size_t)lk;
+}
+
+/* The textbook scores s_j = (q . k_j) * scale in f32, dimension order, into w;
+ * returns max(m, max_j s_j). A NaN score never becomes the max: it makes its
+ * weight NaN later. */
+static inline float panel_scores(const panel_row* r, float* w, float m) {
+  for (int64_t j = 0; j < r->n; ++j) {
+    float dot = 0.0f;
+    for (int64_t x = 0; x < r->d; ++x) dot += r->q[x] * r->k[j * r->d + x];
+    w[j] = dot * r->scale;
+    if (w[j] > m) m = w[j];
+  }
+  return m;
+}
+
 /* The textbook softmax's second half over a row's n scores w (max m), in f32
  * and key order: w_j = expf(w_j - m), l = sum_j w_j, O_e = sum_j w_j V_je / l,
  * LSE = m + logf(l). */

@@ -18,22 +18,10 @@
  * Declares f32, f16 and bf16 storage (f32 compute: u = 2^-24), exp_ulps 1. */
 #include "panel.h"
 
-static size_t work_bytes(const void* state, int64_t lk, int64_t d, int64_t dv) {
-  (void)state, (void)d, (void)dv;
-  return sizeof(float) * (size_t)lk;
-}
-
 static void row(const void* state, const panel_row* r, double* o, double* lse) {
   const int bug = panel_self(state)->size == 1;
   float* w = (float*)r->work;
-  float m = bug ? 0.0f : -INFINITY;
-  for (int64_t j = 0; j < r->n; ++j) {
-    float dot = 0.0f;
-    for (int64_t x = 0; x < r->d; ++x) dot += r->q[x] * r->k[j * r->d + x];
-    w[j] = dot * r->scale;
-    if (w[j] > m) m = w[j];
-  }
-  panel_softmax_tail(r, w, m, o, lse);
+  panel_softmax_tail(r, w, panel_scores(r, w, bug ? 0.0f : -INFINITY), o, lse);
 }
 
 /* The reason this kernel declines p, or NULL when it computes it. */
@@ -69,7 +57,7 @@ static int cache_attend(void* state, void* cache, const attncheck_problem* p, ch
 
 PANEL_EXPORT attncheck_instance* attncheck_subject_v4(const char* options, char* err, size_t err_len) {
   static const panel_option mode = {"mode", 0, 0, 3};
-  panel_instance* self = panel_new("declining", row, work_bytes, &mode, 0, options, err, err_len);
+  panel_instance* self = panel_new("declining", row, panel_score_row_bytes, &mode, 0, options, err, err_len);
   if (!self) return NULL;
   self->desc.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_4;
   self->desc.attend = attend;

@@ -14,22 +14,10 @@
  * storage (f32 compute: u = 2^-24), exp_ulps 1, nb = 1. */
 #include "panel.h"
 
-static size_t work_bytes(const void* state, int64_t lk, int64_t d, int64_t dv) {
-  (void)state, (void)d, (void)dv;
-  return sizeof(float) * (size_t)lk;
-}
-
 static void row(const void* state, const panel_row* r, double* o, double* lse) {
   (void)state;
   float* w = (float*)r->work;
-  float m = -INFINITY;
-  for (int64_t j = 0; j < r->n; ++j) {
-    float dot = 0.0f;
-    for (int64_t x = 0; x < r->d; ++x) dot += r->q[x] * r->k[j * r->d + x];
-    w[j] = dot * r->scale;
-    if (w[j] > m) m = w[j]; /* a NaN score never becomes the max; it makes its weight NaN below */
-  }
-  panel_softmax_tail(r, w, m, o, lse);
+  panel_softmax_tail(r, w, panel_scores(r, w, -INFINITY), o, lse);
 }
 
 /* What each mode writes in an empty row (O, LSE) and declares (empty_row_o, empty_row_lse). */
@@ -46,7 +34,7 @@ static const attncheck_conventions declared[5] = {
 /* Options: "mode=N" (0 <= N <= 5), or "" for mode 0. */
 PANEL_EXPORT attncheck_instance* attncheck_subject_v4(const char* options, char* err, size_t err_len) {
   static const panel_option mode = {"mode", 0, 0, 5};
-  panel_instance* self = panel_new("empty_rows", row, work_bytes, &mode, 0, options, err, err_len);
+  panel_instance* self = panel_new("empty_rows", row, panel_score_row_bytes, &mode, 0, options, err, err_len);
   if (!self) return NULL;
   self->desc.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_4;
   self->kn.empty = written[self->size];

@@ -9,21 +9,10 @@
  * (glibc expf and logf: below 1 ulp), no key_blocks (nb = 1: every key is seen at once). */
 #include "panel.h"
 
-static size_t work_bytes(const void* state, int64_t lk, int64_t d, int64_t dv) {
-  (void)state, (void)d, (void)dv;
-  return sizeof(float) * (size_t)lk;
-}
-
 static void row(const void* state, const panel_row* r, double* o, double* lse) {
   (void)state;
   float* w = (float*)r->work;
-  float m = -INFINITY;
-  for (int64_t j = 0; j < r->n; ++j) {
-    float dot = 0.0f;
-    for (int64_t x = 0; x < r->d; ++x) dot += r->q[x] * r->k[j * r->d + x];
-    w[j] = dot * r->scale;
-    if (w[j] > m) m = w[j]; /* a NaN score never becomes the max; it makes its weight NaN below */
-  }
+  const float m = panel_scores(r, w, -INFINITY);
   float l = 0.0f;
   for (int64_t j = 0; j < r->n; ++j) {
     w[j] = expf(w[j] - m);
@@ -38,7 +27,7 @@ static void row(const void* state, const panel_row* r, double* o, double* lse) {
   *lse = m + logf(l);
 }
 
-static const panel_kernel kernel = {"panel two_pass", PANEL_ALL_DTYPES, row, work_bytes, NULL, NULL};
+static const panel_kernel kernel = {"panel two_pass", PANEL_ALL_DTYPES, row, panel_score_row_bytes, NULL, NULL};
 
 static int attend(const attncheck_problem* p, char* err, size_t err_len) { return panel_attend(&kernel, p, err, err_len); }
 static void* cache_create(const attncheck_cache_config* cfg, char* err, size_t err_len) {
