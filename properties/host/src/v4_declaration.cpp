@@ -162,8 +162,8 @@ empty_row_convention read_conventions(const attncheck_conventions* c, const std:
 
 std::string conventions_text(const empty_row_convention& e) {
   if (e.is_default()) return "";
-  static constexpr const char* o_names[] = {"0", "NaN", "unspecified"};
-  static constexpr const char* lse_names[] = {"-inf", "+inf", "0", "unspecified"};
+  static constexpr const char* o_names[] = {"0", "NaN"};
+  static constexpr const char* lse_names[] = {"-inf", "+inf", "0"};
   return std::string("empty rows: O ") + o_names[static_cast<int>(e.o)] + ", LSE " + lse_names[static_cast<int>(e.lse)];
 }
 

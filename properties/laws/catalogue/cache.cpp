@@ -128,15 +128,15 @@ law_outcome chunked_cache_equals_prefill(const subject& s, const attn_case& c) {
           // A row that sees no key and has no sink, where the subject declares its own values (docs/abi.md "Conventions").
           const auto& declared = chunked.empty_rows;
           const bool own_empty = !declared.is_default() && !std::isfinite(c.sink_of(h));
-          if (pos < 0 && own_empty) {
-            for (std::int64_t e = 0; e < c.dv; ++e) empty.empty_row_o(where(e), chunked.o.at(b, row0 + i, h, e), declared);
-            if (!chunked.lse.empty()) empty.empty_row_lse(lse_of_row(where(0)) + " (a row before the sequence)", lse, declared);
-            continue;
-          }
           if (pos < 0) {  // precedes the sequence: sees nothing (its LSE is the sink's logit, or -inf)
-            for (std::int64_t e = 0; e < c.dv; ++e) empty.element(where(e), 0.0, chunked.o.at(b, row0 + i, h, e), 0.0);
-            if (!chunked.lse.empty())
-              empty.element(lse_of_row(where(0)) + " (a row before the sequence)", c.sink_of(h), lse, 0.0);
+            const element_where lse_at = lse_of_row(where(0)) + " (a row before the sequence)";
+            if (own_empty) {
+              for (std::int64_t e = 0; e < c.dv; ++e) empty.empty_row_o(where(e), chunked.o.at(b, row0 + i, h, e), declared);
+              if (!chunked.lse.empty()) empty.empty_row_lse(lse_at, lse, declared);
+            } else {
+              for (std::int64_t e = 0; e < c.dv; ++e) empty.element(where(e), 0.0, chunked.o.at(b, row0 + i, h, e), 0.0);
+              if (!chunked.lse.empty()) empty.element(lse_at, c.sink_of(h), lse, 0.0);
+            }
             continue;
           }
           const auto w_lse = static_cast<std::size_t>((b * c.hq + h) * c.lq + wi);

@@ -267,22 +267,19 @@ double empty_row_o_value(const empty_row_convention& declared) {
 double empty_row_lse_value(const empty_row_convention& declared) {
   constexpr double inf = std::numeric_limits<double>::infinity();
   switch (declared.lse) {
-    case empty_row_convention::lse_kind::minus_inf: return -inf;
     case empty_row_convention::lse_kind::plus_inf: return inf;
     case empty_row_convention::lse_kind::zero: return 0.0;
-    case empty_row_convention::lse_kind::unspecified: break;
+    case empty_row_convention::lse_kind::minus_inf: break;
   }
-  return std::nan("");
+  return -inf;
 }
 
 void comparison::empty_row_o(const element_where& where, double got, const empty_row_convention& declared) {
-  using k = empty_row_convention::o_kind;
-  if (declared.o == k::unspecified) return;  // any value: nothing to judge
-  const element_where w = where + (declared.o == k::zero ? " (row sees no key)" : " (row sees no key; declared NaN)");
-  if (declared.o == k::zero) {
-    element(w, 0.0, got, 0.0);
+  if (declared.o == empty_row_convention::o_kind::zero) {
+    element(where + " (row sees no key)", 0.0, got, 0.0);
     return;
   }
+  const element_where w = where + " (row sees no key; declared NaN)";
   ++compared;
   note(w, std::isnan(got) ? 0.0 : std::numeric_limits<double>::infinity());
   if (!std::isnan(got))
@@ -291,12 +288,11 @@ void comparison::empty_row_o(const element_where& where, double got, const empty
 
 void comparison::empty_row_lse(const element_where& where, double got, const empty_row_convention& declared) {
   const double want = empty_row_lse_value(declared);
-  if (std::isnan(want)) return;  // unspecified: nothing to judge
   static constexpr const char* names[] = {"-inf", "+inf", "0"};
   const element_where w =
       where + (declared.is_default() ? std::string(" (row sees no key)")
                                      : std::string(" (row sees no key; declared ") + names[static_cast<int>(declared.lse)] + ")");
-  if (got == want || (std::isnan(got) && std::isnan(want))) {
+  if (got == want) {
     element(w, want, got, 0.0);
     return;
   }
@@ -318,8 +314,6 @@ comparison compare_with_reference(const attn_case& c, const subject_output& out,
         for (std::int64_t e = 0; e < c.dv; ++e) {
           const auto k = ref.o_index(b, i, h, e);
           if (std::isnan(ref.o[k]) || std::isnan(ref.o_bound[k])) {
-            if (out.empty_rows.o == empty_row_convention::o_kind::unspecified && every_visible_score_is_minus_inf(c, b, h, i))
-              continue;  // a row that sees no finite score, whose O the subject leaves unspecified
             r.without_bound(o_where(b, i, h, e), ref.o[k], out.o.at(b, i, h, e),
                             every_visible_score_is_minus_inf(c, b, h, i) ? empty_row_o_value(out.empty_rows) : std::nan(""));
             continue;
@@ -338,8 +332,6 @@ comparison compare_with_reference(const attn_case& c, const subject_output& out,
         for (std::int64_t i = 0; i < lq; ++i) {
           const auto k = ref.lse_index(b, h, i);
           if (std::isnan(ref.lse[k]) || std::isnan(ref.lse_bound[k])) {
-            if (out.empty_rows.lse == empty_row_convention::lse_kind::unspecified && every_visible_score_is_minus_inf(c, b, h, i))
-              continue;
             rl.without_bound(lse_where(b, h, i), ref.lse[k], out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)],
                              every_visible_score_is_minus_inf(c, b, h, i) ? empty_row_lse_value(out.empty_rows) : std::nan(""));
             continue;

@@ -32,10 +32,10 @@ struct case_declined : std::runtime_error {
 /// What one call of a subject produced.
 /// What a subject declares it writes in a row that sees no key and has no
 /// sink (docs/abi.md "Conventions"); the default is the contract's, O = 0
-/// and LSE = -inf.
+/// and LSE = -inf. (The ABI's _UNSPECIFIED values are refused at load.)
 struct empty_row_convention {
-  enum class o_kind : std::uint8_t { zero, nan, unspecified } o = o_kind::zero;
-  enum class lse_kind : std::uint8_t { minus_inf, plus_inf, zero, unspecified } lse = lse_kind::minus_inf;
+  enum class o_kind : std::uint8_t { zero, nan } o = o_kind::zero;
+  enum class lse_kind : std::uint8_t { minus_inf, plus_inf, zero } lse = lse_kind::minus_inf;
   bool is_default() const { return o == o_kind::zero && lse == lse_kind::minus_inf; }
 };
 

@@ -112,7 +112,7 @@ struct comparison {
                      double empty_value = std::numeric_limits<double>::quiet_NaN());
   /// An element of O, or the LSE, of a row that sees no key and has no sink,
   /// judged by the subject's declared convention (docs/abi.md "Conventions"):
-  /// the declared value exactly (NaN: any NaN); an unspecified one judges nothing.
+  /// the declared value exactly (NaN: any NaN).
   void empty_row_o(const element_where& where, double got, const empty_row_convention& declared);
   void empty_row_lse(const element_where& where, double got, const empty_row_convention& declared);
   /// Requires identical bit patterns (bitwise laws); any two NaNs count as
@@ -135,8 +135,8 @@ element_where lse_where(std::int64_t b, std::int64_t h, std::int64_t i);
 /// True when row (b, h, i) sees keys and every visible score is exactly -inf
 /// (an infinite Q or K element): the row is empty once those keys drop out.
 bool every_visible_score_is_minus_inf(const attn_case& c, std::int64_t b, std::int64_t h, std::int64_t i);
-/// The value a row that sees no key holds under a declared convention, where
-/// it is a value (0 or NaN for O; -inf, +inf or 0 for LSE); NaN when unspecified.
+/// The value a row that sees no key holds under a declared convention: 0 or
+/// NaN for O; -inf, +inf or 0 for LSE.
 double empty_row_o_value(const empty_row_convention& declared);
 double empty_row_lse_value(const empty_row_convention& declared);
 
