@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -16,6 +18,7 @@
 #include "attncheck/report.hpp"
 #include "attncheck/result_json.hpp"
 #include "attncheck/isolate.hpp"
+#include "attncheck/masked_fill.hpp"
 #include "attncheck/subject_host.hpp"
 #include "attncheck/subject_registry.hpp"
 #include "test_instance.hpp"
@@ -448,8 +451,69 @@ TEST(subject_abi_v4, conventions_are_read_and_the_unjudged_parts_refused) {
   refused({sizeof conv, 0, 4, 0, 0}, "empty_row_lse");
   refused({sizeof conv, ATTNCHECK_EMPTY_O_UNSPECIFIED, 0, 0, 0}, "empty_row_o");
   refused({sizeof conv, 0, ATTNCHECK_EMPTY_LSE_UNSPECIFIED, 0, 0}, "empty_row_lse");
-  refused({sizeof conv, 0, 0, ATTNCHECK_MASKED_WEIGHTED_BY_ZERO, 0}, "masked_slots");
+  refused({sizeof conv, 0, 0, ATTNCHECK_MASKED_WEIGHTED_BY_ZERO + 1, 0}, "masked_slots");
   refused({sizeof conv, 0, 0, 0, ATTNCHECK_FLUSH_OUTPUTS}, "flush");
+}
+
+// What a subject that weights masked slots by zero reads (masked_fill.hpp):
+// every slot of Q, K and V finite, the used ones the case's own bits, the
+// unused ones no larger than the largest used magnitude; a subject that
+// skips them gets the case's NaN, as before.
+struct slot_scan {
+  int nonfinite = 0, used_changed = 0;
+  double largest_unused = 0;
+  const attn_case* c = nullptr;
+};
+
+TEST(subject_abi_v4, masked_slots_weighted_by_zero_get_finite_content) {
+  attn_case c = parse_line("ATTN(b=2,hq=2,hkv=1,lq=3,lk=5,d=2,dv=3,causal,kpad=[2,4],f32,values=normal,poison=nan,seed=9)");
+  materialize(c);
+  for (const bool by_zero : {true, false}) {
+    slot_scan scan;
+    scan.c = &c;
+    attncheck_instance d = absurd_instance(0x1p-24, 1.0);
+    d.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_4;
+    d.dtypes = 1u << ATTNCHECK_F32;
+    d.features = ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_PADDING;
+    d.state = &scan;
+    d.attend = [](void* st, const attncheck_problem* p, char*, size_t) {
+      auto& s = *static_cast<slot_scan*>(st);
+      const slot_usage used = used_slots(*s.c);
+      const auto look = [&](const attncheck_tensor& t, const tensor& own, bool is_used, std::int64_t b, std::int64_t r,
+                            std::int64_t h, std::int64_t x) {
+        const float got =
+            static_cast<const float*>(t.data)[b * t.stride[0] + r * t.stride[1] + h * t.stride[2] + x * t.stride[3]];
+        if (!std::isfinite(got)) ++s.nonfinite;
+        if (is_used && std::bit_cast<std::uint32_t>(got) != own.bits_at(b, r, h, x)) ++s.used_changed;
+        if (!is_used) s.largest_unused = std::max(s.largest_unused, static_cast<double>(std::fabs(got)));
+      };
+      for (std::int64_t b = 0; b < p->b; ++b) {
+        for (std::int64_t i = 0; i < p->lq; ++i)
+          for (std::int64_t h = 0; h < p->hq; ++h)
+            for (std::int64_t x = 0; x < p->d; ++x) look(p->q, s.c->q, used.query_row(*s.c, b, i, h), b, i, h, x);
+        for (std::int64_t j = 0; j < p->lk; ++j)
+          for (std::int64_t x = 0; x < p->d; ++x) look(p->k, s.c->k, used.key(*s.c, b, j, 0), b, j, 0, x);
+        for (std::int64_t j = 0; j < p->lk; ++j)
+          for (std::int64_t e = 0; e < p->dv; ++e) look(p->v, s.c->v, used.key(*s.c, b, j, 0), b, j, 0, e);
+      }
+      return 0;
+    };
+    attncheck_conventions conv{sizeof conv, 0, 0, by_zero ? ATTNCHECK_MASKED_WEIGHTED_BY_ZERO : ATTNCHECK_MASKED_SKIPPED, 0};
+    d.conventions = &conv;
+    const auto s = subject::adopt(&d, "masked slots");
+    EXPECT_EQ(s->weights_masked_by_zero(), by_zero);
+    EXPECT_EQ(s->declared().conventions, by_zero ? "masked slots weighted by zero" : "");
+    s->attend(c);
+    EXPECT_EQ(scan.used_changed, 0);
+    if (by_zero) {
+      EXPECT_EQ(scan.nonfinite, 0);
+      const finite_fill f = finite_fill_of(c);
+      EXPECT_GT(scan.largest_unused, 0.0);
+      EXPECT_LE(scan.largest_unused, std::max({f.q, f.k, f.v}));
+    } else {
+      EXPECT_GT(scan.nonfinite, 0) << "the case's NaN poison did not reach a subject that skips masked slots";
+    }
+  }
 }
 
 TEST(subject_abi_v4, a_decline_is_thrown_only_from_a_version_4_instance_that_wrote_nothing) {

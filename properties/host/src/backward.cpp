@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -33,7 +34,9 @@ std::pair<std::int64_t, std::int64_t> subject::backward_blocks(const attn_case& 
   return {std::clamp<std::int64_t>(dq, 1, dq_cap), std::clamp<std::int64_t>(dkv, 1, dkv_cap)};
 }
 
-backward_output subject::backward(const attn_case& c, const backward_inputs& in, int threads) const {
+backward_output subject::backward(const attn_case& given, const backward_inputs& in, int threads) const {
+  std::optional<attn_case> filled;
+  const attn_case& c = handed_case(given, filled);
   backward_output out;
   if (!has_backward()) {
     out.status = -1;

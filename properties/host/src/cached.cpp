@@ -3,6 +3,7 @@
 // cache_free), each step's output collected from guarded buffers.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,9 @@ namespace attncheck {
 
 using namespace host;
 
-subject_output subject::attend_cached(const attn_case& c, const cache_plan& plan, int threads) const {
+subject_output subject::attend_cached(const attn_case& given, const cache_plan& plan, int threads) const {
+  std::optional<attn_case> with_fill;
+  const attn_case& c = handed_case(given, with_fill);
   subject_output out;
   out.empty_rows = empty_rows_;
   if (!c.form.dense()) {

@@ -2,9 +2,11 @@
 // buffers laid out as a call_layout says; a case in another form goes to
 // attend_in_form (forms.hpp).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "attncheck/masked_fill.hpp"
 #include "attncheck/subject_host.hpp"
 #include "forms.hpp"
 #include "guarded.hpp"
@@ -14,13 +16,21 @@ namespace attncheck {
 
 using namespace host;
 
+const attn_case& subject::handed_case(const attn_case& c, std::optional<attn_case>& filled) const {
+  if (!masked_by_zero_) return c;
+  filled = with_finite_unused(c);
+  return *filled;
+}
+
 subject_output subject::attend(const attn_case& c, int threads) const {
   call_layout how;
   how.threads = threads;
   return attend(c, how);
 }
 
-subject_output subject::attend(const attn_case& c, const call_layout& how) const {
+subject_output subject::attend(const attn_case& given, const call_layout& how) const {
+  std::optional<attn_case> filled;
+  const attn_case& c = handed_case(given, filled);
   if (!c.form.dense()) {
     if (const std::string why = cannot_take(c); !why.empty()) {
       subject_output refused;
@@ -28,7 +38,7 @@ subject_output subject::attend(const attn_case& c, const call_layout& how) const
       refused.error = "the host does not hand this case to " + name() + ": " + why;
       return refused;
     }
-    subject_output out = host::attend_in_form(*inst_, c, how, has_lse());
+    subject_output out = host::attend_in_form(*inst_, c, how, has_lse(), masked_by_zero_);
     out.empty_rows = empty_rows_;
     settle_decline(out.status, out.error, out.guard_violated || !unwritten(out));
     return out;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "attncheck/isolate.hpp"
+#include "attncheck/masked_fill.hpp"
 #include "guarded.hpp"
 #include "problem.hpp"
 
@@ -35,8 +36,10 @@ std::uint64_t form_mix(std::uint64_t& state) {
 
 // What fills every slot of the arena no valid table entry reaches: a NaN with
 // a payload of its own, or +-1e30 (the type's largest finite value for f16
-// and bf16) when the case's poison is `big`.
-std::uint32_t canary_bits(const attn_case& c, std::size_t at) {
+// and bf16) when the case's poison is `big`; for a subject that weights
+// masked slots by zero, the finite fill of the case's poison (masked_fill.hpp).
+std::uint32_t canary_bits(const attn_case& c, std::size_t at, const std::optional<finite_fill>& fill, fill_tensor which) {
+  if (fill) return finite_fill_bits(c.type, which == fill_tensor::k ? fill->k : fill->v, which, at, fill_variant(c.poison));
   if (c.poison == poison_kind::big) return encode(c.type, (at & 1 ? -1.0 : 1.0) * std::min(1e30, largest_finite(c.type)));
   return per_dtype(c.type, 0x7fc0ca11u, 0x7e11u, 0x7fcau);
 }
@@ -59,7 +62,7 @@ struct paged_parts {
   std::vector<std::unique_ptr<guarded_bytes>> guarded;
   attncheck_paged_kv pk{};
 
-  explicit paged_parts(const attn_case& c) {
+  paged_parts(const attn_case& c, bool masked_by_zero) {
     const input_form& f = c.form;
     page = f.page_size;
     std::vector<std::int64_t> used(static_cast<std::size_t>(c.b));
@@ -88,8 +91,9 @@ struct paged_parts {
 
     kp = make_tensor(c.type, {num_pages, page, c.hkv, c.d}, c.layout);
     vp = make_tensor(c.type, {num_pages, page, c.hkv, c.dv}, c.layout);
-    for (std::size_t i = 0; i < kp.bits.size(); ++i) kp.bits[i] = canary_bits(c, i);
-    for (std::size_t i = 0; i < vp.bits.size(); ++i) vp.bits[i] = canary_bits(c, i);
+    const std::optional<finite_fill> fill = masked_by_zero ? std::optional<finite_fill>(finite_fill_of(c)) : std::nullopt;
+    for (std::size_t i = 0; i < kp.bits.size(); ++i) kp.bits[i] = canary_bits(c, i, fill, fill_tensor::k);
+    for (std::size_t i = 0; i < vp.bits.size(); ++i) vp.bits[i] = canary_bits(c, i, fill, fill_tensor::v);
     // A shared slot is written from a sequence that uses it: another one may
     // hold the case's poison there (a slot it does not use), which must not
     // reach the sequences that do.
@@ -265,7 +269,8 @@ struct ragged_parts {
 
 }  // namespace
 
-subject_output attend_in_form(const attncheck_instance& inst, const attn_case& c, const call_layout& how, bool want_lse) {
+subject_output attend_in_form(const attncheck_instance& inst, const attn_case& c, const call_layout& how, bool want_lse,
+                              bool masked_by_zero) {
   subject_output out;
   attncheck_problem p{};
   case_inputs inputs(c);
@@ -276,7 +281,7 @@ subject_output attend_in_form(const attncheck_instance& inst, const attn_case& c
   std::optional<paged_parts> paged;
   std::vector<std::int32_t> table_before;
   if (c.form.paged()) {
-    paged.emplace(c);
+    paged.emplace(c, masked_by_zero);
     table_before = paged->table;
     paged->hand_over(p);
   }

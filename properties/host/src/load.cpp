@@ -271,7 +271,7 @@ std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string sp
   v3_declaration v3;
   v4_declaration v4;
   declared_profile profile;
-  empty_row_convention empty_rows;
+  declared_conventions conventions;
   try {
     check_declaration(*inst, spec);
     v3 = read_v3(*inst);
@@ -279,7 +279,7 @@ std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string sp
     v4 = read_v4(*inst);
     check_v4_declaration(v4, spec);
     profile = read_profile(v4.profile, inst->exp_ulps, spec);
-    empty_rows = read_conventions(v4.conventions, spec);
+    conventions = read_conventions(v4.conventions, spec);
   } catch (...) {
     if (inst->destroy) inst->destroy(inst);
     throw;
@@ -292,7 +292,8 @@ std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string sp
   s->tanh_ulps_ = (v3.features & ATTNCHECK_FEATURE3_SOFTCAP) ? v3.tanh_ulps : 0.0;
   s->profile_ = profile.profile;
   s->exp_ulps_ = profile.exp_ulps;
-  s->empty_rows_ = empty_rows;
+  s->empty_rows_ = conventions.empty_rows;
+  s->masked_by_zero_ = conventions.masked_weighted_by_zero;
   return s;
 }
 
@@ -367,7 +368,7 @@ declared_numbers subject::declared() const {
   d.exp_ulps = exp_ulps();
   d.tanh_ulps = tanh_ulps_;
   d.profile = profile_text(profile_, d.u);
-  d.conventions = conventions_text(empty_rows_);
+  d.conventions = conventions_text({empty_rows_, masked_by_zero_});
   d.features_v3 = features_v3_;
   for (std::int64_t lk : {1, 64, 1024, 4096}) {
     attn_case c;

@@ -134,9 +134,9 @@ std::string profile_text(const stage_profile& s, double u) {
   return t.empty() ? "every stage at u" : t;
 }
 
-empty_row_convention read_conventions(const attncheck_conventions* c, const std::string& spec) {
-  empty_row_convention e;
-  if (!c) return e;
+declared_conventions read_conventions(const attncheck_conventions* c, const std::string& spec) {
+  declared_conventions d;
+  if (!c) return d;
   const auto refuse_field = [&](const char* field, const std::string& why) {
     throw input_error(std::string("subject.conventions.") + field, spec + ": " + why);
   };
@@ -152,19 +152,24 @@ empty_row_convention read_conventions(const attncheck_conventions* c, const std:
     refuse_field(c->empty_row_o == ATTNCHECK_EMPTY_O_UNSPECIFIED ? "empty_row_o" : "empty_row_lse",
                  "an unspecified empty row is not judged by this attncheck yet (every relation law would have to skip it): "
                  "declare the value written");
-  if (c->masked_slots != ATTNCHECK_MASKED_SKIPPED)
-    refuse_field("masked_slots", "masked slots weighted by zero are not judged by this attncheck yet: ATTNCHECK_MASKED_SKIPPED");
+  if (c->masked_slots > ATTNCHECK_MASKED_WEIGHTED_BY_ZERO)
+    refuse_field("masked_slots", "masked_slots " + std::to_string(c->masked_slots) + " is none of ATTNCHECK_MASKED_* (0 or 1)");
   if (c->flush != 0) refuse_field("flush", "flushed subnormals are not judged by this attncheck yet: 0");
-  e.o = static_cast<empty_row_convention::o_kind>(c->empty_row_o);
-  e.lse = static_cast<empty_row_convention::lse_kind>(c->empty_row_lse);
-  return e;
+  d.empty_rows.o = static_cast<empty_row_convention::o_kind>(c->empty_row_o);
+  d.empty_rows.lse = static_cast<empty_row_convention::lse_kind>(c->empty_row_lse);
+  d.masked_weighted_by_zero = c->masked_slots == ATTNCHECK_MASKED_WEIGHTED_BY_ZERO;
+  return d;
 }
 
-std::string conventions_text(const empty_row_convention& e) {
-  if (e.is_default()) return "";
+std::string conventions_text(const declared_conventions& d) {
   static constexpr const char* o_names[] = {"0", "NaN"};
   static constexpr const char* lse_names[] = {"-inf", "+inf", "0"};
-  return std::string("empty rows: O ") + o_names[static_cast<int>(e.o)] + ", LSE " + lse_names[static_cast<int>(e.lse)];
+  const empty_row_convention& e = d.empty_rows;
+  std::string t = e.is_default() ? ""
+                                 : std::string("empty rows: O ") + o_names[static_cast<int>(e.o)] + ", LSE " +
+                                       lse_names[static_cast<int>(e.lse)];
+  if (d.masked_weighted_by_zero) t += (t.empty() ? "" : "; ") + std::string("masked slots weighted by zero");
+  return t;
 }
 
 }  // namespace attncheck

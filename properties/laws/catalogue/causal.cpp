@@ -4,6 +4,7 @@
 #include <bit>
 #include <limits>
 
+#include "attncheck/masked_fill.hpp"
 #include "law_support.hpp"
 #include "registry.hpp"
 
@@ -40,6 +41,14 @@ law_outcome invisible_inputs_never_change_outputs(const subject& s, const attn_c
       for (std::int64_t i = 0; i < c.lq && !any_invisible; ++i)
         for (std::int64_t j = 0; j < c.lk && !any_invisible; ++j) any_invisible = !c.visible(b, h, i, j);
   if (!any_invisible) o.nothing_to_judge("every row sees every key");
+  // A subject that weights masked keys by zero reads them: it gets finite
+  // content no larger than the case's own (masked_fill.hpp), never NaN or +-1e30.
+  const bool by_zero = s.weights_masked_by_zero();
+  const finite_fill fill = by_zero ? finite_fill_of(c) : finite_fill{};
+  const auto fill_at = [&](bool k, std::int64_t b, std::int64_t j, std::int64_t g, std::int64_t x, int variant) {
+    const std::uint64_t at = static_cast<std::uint64_t>(((b * c.lk + j) * c.hkv + g) * (k ? c.d : c.dv) + x);
+    return finite_fill_bits(c.type, k ? fill.k : fill.v, k ? fill_tensor::k : fill_tensor::v, at, variant);
+  };
   // Poison one key position per batch element (the last valid key, then a
   // random one): every row that cannot see it must keep its bits.
   for (int round = 0; round < 2; ++round) {
@@ -53,23 +62,28 @@ law_outcome invisible_inputs_never_change_outputs(const subject& s, const attn_c
       for (std::int64_t b = 0; b < c.b; ++b)
         for (std::int64_t g = 0; g < c.hkv; ++g)
           for (std::int64_t x = 0; x < t->shape[3]; ++x)
-            t->set_bits(b, pick[static_cast<std::size_t>(b)], g, x, nan_bits(c.type));
+            t->set_bits(b, pick[static_cast<std::size_t>(b)], g, x,
+                        by_zero ? fill_at(t == &p.k, b, pick[static_cast<std::size_t>(b)], g, x, round) : nan_bits(c.type));
     const auto out = s.attend(p);
     if (run_failed(out, o, "poisoned run")) return o;
-    o.add("NaN in K,V at key " + std::to_string(pick[0]) + (c.b > 1 ? " (batch 0; per batch varies)" : ""),
+    o.add(std::string(by_zero ? "finite fill" : "NaN") + " in K,V at key " + std::to_string(pick[0]) +
+              (c.b > 1 ? " (batch 0; per batch varies)" : ""),
           rows_claimed(s, c, base, out,
                        [&](auto b, auto h, auto i) { return !c.visible(b, h, i, pick[static_cast<std::size_t>(b)]); }));
   }
-  // Huge finite values (+-1e30, or f16's max) in every key from a cut on:
-  // scores that overflow, or that dominate every other key, if they leak.
+  // Huge finite values (+-1e30, or f16's max; the finite fill by zero-weighting
+  // subjects) in every key from a cut on: scores that overflow, or that
+  // dominate every other key, if they leak.
   std::vector<std::int64_t> cut(static_cast<std::size_t>(c.b));
   for (std::int64_t b = 0; b < c.b; ++b) cut[static_cast<std::size_t>(b)] = rng.below(std::max<std::int64_t>(1, c.valid_keys(b)));
   attn_case p = c;
   for (std::int64_t b = 0; b < c.b; ++b)
     for (std::int64_t j = cut[static_cast<std::size_t>(b)]; j < c.lk; ++j)
       for (std::int64_t g = 0; g < c.hkv; ++g) {
-        for (std::int64_t x = 0; x < c.d; ++x) p.k.set_bits(b, j, g, x, huge_bits(c.type, x + j));
-        for (std::int64_t x = 0; x < c.dv; ++x) p.v.set_bits(b, j, g, x, huge_bits(c.type, x + j + 1));
+        for (std::int64_t x = 0; x < c.d; ++x)
+          p.k.set_bits(b, j, g, x, by_zero ? fill_at(true, b, j, g, x, 2) : huge_bits(c.type, x + j));
+        for (std::int64_t x = 0; x < c.dv; ++x)
+          p.v.set_bits(b, j, g, x, by_zero ? fill_at(false, b, j, g, x, 2) : huge_bits(c.type, x + j + 1));
       }
   // A row keeps its bits when it sees no key at or past the cut.
   const auto before_cut = [&](const attn_case& cc, std::int64_t b, std::int64_t h, std::int64_t i) {
@@ -80,7 +94,10 @@ law_outcome invisible_inputs_never_change_outputs(const subject& s, const attn_c
   {
     const auto out = s.attend(p);
     if (run_failed(out, o, "run with huge future keys")) return o;
-    o.add(std::string(c.type == dtype::f16 ? "+-65504" : "+-1e30") + " in K,V of keys " + std::to_string(cut[0]) + ".. (batch 0)",
+    o.add(std::string(by_zero                ? "finite fill"
+                      : c.type == dtype::f16 ? "+-65504"
+                                             : "+-1e30") +
+              " in K,V of keys " + std::to_string(cut[0]) + ".. (batch 0)",
           rows_claimed(s, c, base, out, [&](auto b, auto h, auto i) { return before_cut(c, b, h, i); }));
   }
   // The same through the cache, chunk by chunk: a query at position pos sees

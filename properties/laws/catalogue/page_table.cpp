@@ -28,10 +28,15 @@ law_outcome unspecified_entries_never_matter(const subject& s, const attn_case& 
   b.poison = poison_kind::big;
   const auto x = s.attend(a), y = s.attend(b);
   if (run_failed(x, o, "stale tail, NaN canaries") || run_failed(y, o, "spare pages, huge canaries")) return o;
-  o.add("pages=" + std::to_string(c.form.page_size) + ": stale tail, no spare page, NaN canaries against " +
+  // A subject that weights masked slots by zero gets finite canaries, the
+  // fill at full and at half magnitudes (masked_fill.hpp), never NaN.
+  const bool by_zero = s.weights_masked_by_zero();
+  o.add("pages=" + std::to_string(c.form.page_size) + ": stale tail, no spare page, " +
+            (by_zero ? "finite fill canaries (largest magnitudes)" : "NaN canaries") + " against " +
             (b.form.table_tail == table_tail_kind::invalid ? "-1 and out-of-range entries, "
                                                            : "a stale tail naming spare pages, ") +
-            std::to_string(b.form.spare_pages) + " spare pages, huge finite canaries",
+            std::to_string(b.form.spare_pages) + " spare pages, " +
+            (by_zero ? "finite fill canaries (half magnitudes)" : "huge finite canaries"),
         compare_claimed(s, ATTNCHECK_CLAIM_DETERMINISTIC, a, x, y));
   return o;
 }

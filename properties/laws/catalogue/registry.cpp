@@ -79,7 +79,8 @@ std::vector<law> make_laws() {
           .prepared_by(prepare_batch),
       // min_judged: 94-96% judged: prepare pads cases without masks; masked cases may still use every slot.
       law_entry("independence.masked_slots_are_ignored", masked_slots_are_ignored, 0.8,
-                "NaN or +-1e30 in every slot no visible pair uses leaves O and LSE bit for bit")
+                "NaN or +-1e30 in every slot no visible pair uses (finite fills for a subject that "
+                "weights them by zero) leaves O and LSE bit for bit")
           .applies_when(takes_a_mask)
           .prepared_by(prepare_masked_slots)
           .fuzzed_unbounded(),

@@ -79,7 +79,8 @@ typedef struct attncheck_paged_kv attncheck_paged_kv;
 typedef struct attncheck_ragged attncheck_ragged;
 typedef struct attncheck_backward_problem attncheck_backward_problem;
 /* Parts of a version 4 instance (docs/abi.md "Version 4"): the profile and the
- * conventions' empty rows are built (below); the others are designed, not built yet. */
+ * conventions' empty rows and masked slots are built (below); the others are
+ * designed, not built yet. */
 typedef struct attncheck_profile attncheck_profile;
 typedef struct attncheck_conventions attncheck_conventions;
 typedef struct attncheck_limits attncheck_limits;
@@ -93,7 +94,10 @@ typedef struct attncheck_quant attncheck_quant;
  * key_len[b], a query row that sees no key, a page or slot a block table does
  * not name -- may hold anything, and the laws fill such slots with NaN (any
  * payload), +-inf or the largest finite value. Skip them; never weight them
- * by zero (0 * NaN = NaN reaches O). Slots that visible pairs read hold the
+ * by zero (0 * NaN = NaN reaches O), unless the instance declares the
+ * convention ATTNCHECK_MASKED_WEIGHTED_BY_ZERO: then such slots hold finite
+ * values no larger in magnitude than the largest used one, and must still
+ * not move O or LSE by a bit. Slots that visible pairs read hold the
  * case's values, finite unless the case is about non-finite inputs. The
  * tensors are read-only and never overlap the outputs; bytes around O and
  * LSE are guard bands the host checks, so write each output element once and
@@ -368,7 +372,7 @@ struct attncheck_profile {
 #define ATTNCHECK_EMPTY_LSE_ZERO 2u          /* LSE = 0 */
 #define ATTNCHECK_EMPTY_LSE_UNSPECIFIED 3u   /* (designed, not judged yet: refused) */
 #define ATTNCHECK_MASKED_SKIPPED 0u          /* masked and padded slots are never read (the contract's) */
-#define ATTNCHECK_MASKED_WEIGHTED_BY_ZERO 1u /* read and weighted by zero (not built: refused) */
+#define ATTNCHECK_MASKED_WEIGHTED_BY_ZERO 1u /* read and weighted by exactly zero: the laws fill them finite */
 #define ATTNCHECK_FLUSH_INPUTS 0x1u          /* subnormals flushed (not built: refused) */
 #define ATTNCHECK_FLUSH_INTERMEDIATES 0x2u
 #define ATTNCHECK_FLUSH_OUTPUTS 0x4u
@@ -376,7 +380,7 @@ struct attncheck_conventions {
   uint32_t struct_size;   /* sizeof(attncheck_conventions) of the plugin */
   uint32_t empty_row_o;   /* ATTNCHECK_EMPTY_O_*: a row with no visible key (and no sink) */
   uint32_t empty_row_lse; /* ATTNCHECK_EMPTY_LSE_* */
-  uint32_t masked_slots;  /* ATTNCHECK_MASKED_*: 0 (weighted by zero is not judged yet) */
+  uint32_t masked_slots;  /* ATTNCHECK_MASKED_* */
   uint32_t flush;         /* ATTNCHECK_FLUSH_* bits: 0 (flushing is not judged yet) */
 };
 

@@ -155,6 +155,10 @@ class subject {
   double exp_ulps() const { return exp_ulps_ < 0 ? inst_->exp_ulps : exp_ulps_; }
   /// What it declares it writes in a row that sees no key (docs/abi.md "Conventions").
   const empty_row_convention& empty_rows() const { return empty_rows_; }
+  /// True when it declares masked and padded slots read and weighted by zero
+  /// (ATTNCHECK_MASKED_WEIGHTED_BY_ZERO): the host hands it finite values in
+  /// every slot no visible pair uses (masked_fill.hpp), never NaN or inf.
+  bool weights_masked_by_zero() const { return masked_by_zero_; }
 
   /// Empty when the subject can take this case; otherwise why not (dtype,
   /// mask kind, a contract 1.1 variant it did not declare, ...), which makes a
@@ -207,6 +211,9 @@ class subject {
   /// case_declined when the call wrote nothing (`wrote` false); one that wrote
   /// keeps its status, a failure, and says so in `error`.
   void settle_decline(int status, std::string& error, bool wrote) const;
+  /// The case as this subject gets it: the case itself, or for a subject that
+  /// weights masked slots by zero a copy in `filled` with finite unused slots.
+  const attn_case& handed_case(const attn_case& c, std::optional<attn_case>& filled) const;
   attncheck_instance* inst_;
   void* handle_;
   std::string spec_;
@@ -217,6 +224,7 @@ class subject {
   stage_profile profile_{};
   double exp_ulps_ = -1;  ///< -1: the instance's exp_ulps
   empty_row_convention empty_rows_{};
+  bool masked_by_zero_ = false;
   attncheck_size_hints hints_{};
   bool default_hints_ = false;
 };

@@ -30,12 +30,20 @@ declared_profile read_profile(const attncheck_profile* p, double exp_ulps, const
 /// the default profile.
 std::string profile_text(const stage_profile& s, double u);
 
+/// What the conventions declare: the empty rows' values, and masked slots
+/// skipped (the contract's) or weighted by zero.
+struct declared_conventions {
+  empty_row_convention empty_rows{};
+  bool masked_weighted_by_zero = false;
+};
+
 /// Reads a version 4 instance's conventions (NULL: the contract's). Throws
 /// input_error naming "subject.conventions.FIELD" for a value out of range and
-/// for the parts not judged yet (masked slots weighted by zero, flushing).
-empty_row_convention read_conventions(const attncheck_conventions* c, const std::string& spec);
+/// for the parts not judged yet (unspecified empty rows, flushing).
+declared_conventions read_conventions(const attncheck_conventions* c, const std::string& spec);
 
-/// The declared empty rows in words ("empty rows: O NaN, LSE +inf"); empty for the contract's.
-std::string conventions_text(const empty_row_convention& e);
+/// The declared conventions in words ("empty rows: O NaN, LSE +inf; masked
+/// slots weighted by zero"); empty for the contract's.
+std::string conventions_text(const declared_conventions& d);
 
 }  // namespace attncheck

@@ -1,0 +1,39 @@
+// What a subject that weights masked slots by zero finds in them (docs/abi.md
+// "Conventions", ATTNCHECK_MASKED_WEIGHTED_BY_ZERO): finite values, never NaN
+// or inf, at most as large as the largest finite magnitude of the tensor's
+// used elements, so that no score formed from them overflows where the
+// visible scores do not. The host puts them in every slot no visible pair
+// uses (and in a paged arena's slots no table entry reaches); the laws that
+// plant content where some row must not see it take it from here too.
+#pragma once
+
+#include <cstdint>
+
+#include "attncheck/case.hpp"
+
+namespace attncheck {
+
+/// The magnitudes of the fill: each tensor's largest finite |x| among the
+/// elements some visible pair reads, and at least 1.
+struct finite_fill {
+  double q = 1, k = 1, v = 1;
+};
+finite_fill finite_fill_of(const attn_case& c);
+
+/// Which tensor an element belongs to (each has its own signs).
+enum class fill_tensor : std::uint8_t { q, k, v };
+
+/// The fill of one element: its sign a hash of (tensor, position) alone, so
+/// every variant gives a zero weight times the same signed value, and its
+/// magnitude max, max / 2 or 3 max / 4 (variant 0, 1 or 2) rounded to the type.
+std::uint32_t finite_fill_bits(dtype t, double max, fill_tensor which, std::uint64_t position, int variant);
+
+/// The variant a case's poison asks for: nan 0, big 1, none 2.
+int fill_variant(poison_kind p);
+
+/// The case with the elements of every slot no visible pair uses (query rows
+/// that see no key, keys no row sees) replaced by the fill of the case's
+/// poison's variant; the used slots keep their bits.
+attn_case with_finite_unused(const attn_case& c);
+
+}  // namespace attncheck

@@ -1,0 +1,76 @@
+// The finite fill of slots a subject weights by zero (masked_fill.hpp).
+#include "attncheck/masked_fill.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace attncheck {
+
+namespace {
+
+std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t position_of(const tensor& t, std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
+  return static_cast<std::uint64_t>(((a * t.shape[1] + b) * t.shape[2] + c) * t.shape[3] + d);
+}
+
+}  // namespace
+
+finite_fill finite_fill_of(const attn_case& c) {
+  finite_fill f;
+  const slot_usage used = used_slots(c);
+  const auto widen = [](double& m, double x) {
+    if (std::isfinite(x)) m = std::max(m, std::fabs(x));
+  };
+  for (std::int64_t b = 0; b < c.b; ++b) {
+    for (std::int64_t i = 0; i < c.lq; ++i)
+      for (std::int64_t h = 0; h < c.hq; ++h)
+        if (used.query_row(c, b, i, h))
+          for (std::int64_t x = 0; x < c.d; ++x) widen(f.q, c.q.at(b, i, h, x));
+    for (std::int64_t j = 0; j < c.lk; ++j)
+      for (std::int64_t g = 0; g < c.hkv; ++g)
+        if (used.key(c, b, j, g)) {
+          for (std::int64_t x = 0; x < c.d; ++x) widen(f.k, c.k.at(b, j, g, x));
+          for (std::int64_t e = 0; e < c.dv; ++e) widen(f.v, c.v.at(b, j, g, e));
+        }
+  }
+  return f;
+}
+
+std::uint32_t finite_fill_bits(dtype t, double max, fill_tensor which, std::uint64_t position, int variant) {
+  static constexpr double share[] = {1.0, 0.5, 0.75};
+  const double sign = (mix(position * 3 + static_cast<std::uint64_t>(which) + 0x5eed) & 1) ? -1.0 : 1.0;
+  const double m = std::min(max, largest_finite(t)) * share[std::clamp(variant, 0, 2)];
+  return encode(t, sign * m);
+}
+
+int fill_variant(poison_kind p) { return p == poison_kind::nan ? 0 : p == poison_kind::big ? 1 : 2; }
+
+attn_case with_finite_unused(const attn_case& c) {
+  attn_case r = c;
+  const slot_usage used = used_slots(c);
+  const finite_fill f = finite_fill_of(c);
+  const int variant = fill_variant(c.poison);
+  for (std::int64_t b = 0; b < c.b; ++b) {
+    for (std::int64_t i = 0; i < c.lq; ++i)
+      for (std::int64_t h = 0; h < c.hq; ++h)
+        if (!used.query_row(c, b, i, h))
+          for (std::int64_t x = 0; x < c.d; ++x)
+            r.q.set_bits(b, i, h, x, finite_fill_bits(c.type, f.q, fill_tensor::q, position_of(c.q, b, i, h, x), variant));
+    for (std::int64_t j = 0; j < c.lk; ++j)
+      for (std::int64_t g = 0; g < c.hkv; ++g)
+        if (!used.key(c, b, j, g)) {
+          for (std::int64_t x = 0; x < c.d; ++x)
+            r.k.set_bits(b, j, g, x, finite_fill_bits(c.type, f.k, fill_tensor::k, position_of(c.k, b, j, g, x), variant));
+          for (std::int64_t e = 0; e < c.dv; ++e)
+            r.v.set_bits(b, j, g, e, finite_fill_bits(c.type, f.v, fill_tensor::v, position_of(c.v, b, j, g, e), variant));
+        }
+  }
+  return r;
+}
+
+}  // namespace attncheck
