@@ -4,6 +4,7 @@
     attncheck gate --subject python:attncheck.subjects.torch_math:attend_bf16   (bf16)
     attncheck gate --subject python:attncheck.subjects.torch_math:attend_unmasked  (f32, no masks declared)
     attncheck gate --subject python:attncheck.subjects.torch_math:attend_nan_rows  (f32, empty rows declared NaN)
+    attncheck gate --subject python:attncheck.subjects.torch_math:attend_as_it_is  (f32, both conventions declared)
 
 The kernel is what a tutorial or a model file writes by hand; the subject
 only moves the gate's BSHD tensors into torch's (B, H, L, D) order, repeats
@@ -81,6 +82,10 @@ def attend_nan_rows(q, k, v, *, scale, causal, key_len, mask, dtype):
     return math_attention(q, k, v, scale=scale, causal=causal, key_len=key_len, mask=mask)
 
 
+def attend_as_it_is(q, k, v, *, scale, causal, key_len, mask, dtype):
+    return math_attention(q, k, v, scale=scale, causal=causal, key_len=key_len, mask=mask)
+
+
 _declared(attend, name="torch-math f32", dtypes=["f32"], u=2**-24, exp_ulps=1)
 # The same kernel declaring no mask of any kind: what the math path does where
 # no row is empty and no key is masked (docs/python.md, "PyTorch").
@@ -91,3 +96,8 @@ _declared(attend_bf16, name="torch-math bf16", dtypes=["bf16"], u=2**-8, exp_ulp
 # no key (every score -inf: NaN), as a version 4 convention (docs/abi.md "Conventions").
 _declared(attend_nan_rows, name="torch-math f32, empty rows NaN", dtypes=["f32"], u=2**-24, exp_ulps=1,
           conventions={"empty_row_o": "nan"})
+# The same kernel declaring both of its conventions: a row that sees no key is
+# NaN, and softmax(...) @ v multiplies a masked key's weight 0 by its value
+# (docs/abi.md "Conventions"), so the gate fills masked slots with finite values.
+_declared(attend_as_it_is, name="torch-math f32, as it is", dtypes=["f32"], u=2**-24, exp_ulps=1,
+          conventions={"empty_row_o": "nan", "masked_slots": "weighted_by_zero"})
