@@ -39,7 +39,9 @@ std::uint64_t form_mix(std::uint64_t& state) {
 // and bf16) when the case's poison is `big`; for a subject that weights
 // masked slots by zero, the finite fill of the case's poison (masked_fill.hpp).
 std::uint32_t canary_bits(const attn_case& c, std::size_t at, const std::optional<finite_fill>& fill, fill_tensor which) {
-  if (fill) return finite_fill_bits(c.type, which == fill_tensor::k ? fill->k : fill->v, which, at, fill_variant(c.poison));
+  if (fill)
+    return finite_fill_bits(c.type, which == fill_tensor::k ? fill->k_floor() : fill->v_floor(), which, at,
+                            fill_variant(c.poison));
   if (c.poison == poison_kind::big) return encode(c.type, (at & 1 ? -1.0 : 1.0) * std::min(1e30, largest_finite(c.type)));
   return per_dtype(c.type, 0x7fc0ca11u, 0x7e11u, 0x7fcau);
 }

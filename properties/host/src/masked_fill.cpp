@@ -20,23 +20,50 @@ std::uint64_t position_of(const tensor& t, std::int64_t a, std::int64_t b, std::
 
 }  // namespace
 
+double finite_fill::k_floor() const { return k.empty() ? 1.0 : *std::min_element(k.begin(), k.end()); }
+double finite_fill::v_floor() const { return v.empty() ? 1.0 : *std::min_element(v.begin(), v.end()); }
+
 finite_fill finite_fill_of(const attn_case& c) {
   finite_fill f;
+  f.q.assign(static_cast<std::size_t>(c.d), 0.0);
+  f.k.assign(static_cast<std::size_t>(c.d), 0.0);
+  f.v.assign(static_cast<std::size_t>(c.dv), 0.0);
   const slot_usage used = used_slots(c);
-  const auto widen = [](double& m, double x) {
-    if (std::isfinite(x)) m = std::max(m, std::fabs(x));
+  const auto widen = [](std::vector<double>& m, std::int64_t x, double value) {
+    if (std::isfinite(value)) m[static_cast<std::size_t>(x)] = std::max(m[static_cast<std::size_t>(x)], std::fabs(value));
   };
   for (std::int64_t b = 0; b < c.b; ++b) {
     for (std::int64_t i = 0; i < c.lq; ++i)
       for (std::int64_t h = 0; h < c.hq; ++h)
         if (used.query_row(c, b, i, h))
-          for (std::int64_t x = 0; x < c.d; ++x) widen(f.q, c.q.at(b, i, h, x));
+          for (std::int64_t x = 0; x < c.d; ++x) widen(f.q, x, c.q.at(b, i, h, x));
     for (std::int64_t j = 0; j < c.lk; ++j)
       for (std::int64_t g = 0; g < c.hkv; ++g)
         if (used.key(c, b, j, g)) {
-          for (std::int64_t x = 0; x < c.d; ++x) widen(f.k, c.k.at(b, j, g, x));
-          for (std::int64_t e = 0; e < c.dv; ++e) widen(f.v, c.v.at(b, j, g, e));
+          for (std::int64_t x = 0; x < c.d; ++x) widen(f.k, x, c.k.at(b, j, g, x));
+          for (std::int64_t e = 0; e < c.dv; ++e) widen(f.v, e, c.v.at(b, j, g, e));
         }
+  }
+  for (auto* m : {&f.q, &f.k, &f.v})
+    for (double& x : *m)
+      if (x == 0) x = 1;
+  // A score formed from a fill and used content, or from two fills, is at
+  // most max(scale, 1) sum_x |Q|_x |K|_x (the scale applied after the dot or
+  // folded in first), and a folded scale forms scale |Q|_x or scale |K|_x.
+  // Where that passes 2^100 (f32 overflows at 2^128), Q's and K's fills drop by
+  // the power of two that brings it under: the used content's own pairs
+  // are the case's, the fills' are then no worse.
+  const double scale = std::max(1.0, std::fabs(static_cast<double>(c.effective_scale())));
+  double dot = 0, folded = 0;
+  for (std::size_t x = 0; x < f.q.size(); ++x) {
+    dot += scale * f.q[x] * f.k[x];
+    folded = std::max({folded, scale * f.q[x], scale * f.k[x]});
+  }
+  const double worst = std::max(dot, folded);
+  if (worst > 0x1p100) {
+    const double down = std::exp2(-std::ceil(std::log2(worst / 0x1p100)));
+    for (auto* m : {&f.q, &f.k})
+      for (double& x : *m) x *= down;
   }
   return f;
 }
@@ -60,14 +87,20 @@ attn_case with_finite_unused(const attn_case& c) {
       for (std::int64_t h = 0; h < c.hq; ++h)
         if (!used.query_row(c, b, i, h))
           for (std::int64_t x = 0; x < c.d; ++x)
-            r.q.set_bits(b, i, h, x, finite_fill_bits(c.type, f.q, fill_tensor::q, position_of(c.q, b, i, h, x), variant));
+            r.q.set_bits(b, i, h, x,
+                         finite_fill_bits(c.type, f.q[static_cast<std::size_t>(x)], fill_tensor::q, position_of(c.q, b, i, h, x),
+                                          variant));
     for (std::int64_t j = 0; j < c.lk; ++j)
       for (std::int64_t g = 0; g < c.hkv; ++g)
         if (!used.key(c, b, j, g)) {
           for (std::int64_t x = 0; x < c.d; ++x)
-            r.k.set_bits(b, j, g, x, finite_fill_bits(c.type, f.k, fill_tensor::k, position_of(c.k, b, j, g, x), variant));
+            r.k.set_bits(b, j, g, x,
+                         finite_fill_bits(c.type, f.k[static_cast<std::size_t>(x)], fill_tensor::k, position_of(c.k, b, j, g, x),
+                                          variant));
           for (std::int64_t e = 0; e < c.dv; ++e)
-            r.v.set_bits(b, j, g, e, finite_fill_bits(c.type, f.v, fill_tensor::v, position_of(c.v, b, j, g, e), variant));
+            r.v.set_bits(b, j, g, e,
+                         finite_fill_bits(c.type, f.v[static_cast<std::size_t>(e)], fill_tensor::v, position_of(c.v, b, j, g, e),
+                                          variant));
         }
   }
   return r;

@@ -1,22 +1,31 @@
 // What a subject that weights masked slots by zero finds in them (docs/abi.md
 // "Conventions", ATTNCHECK_MASKED_WEIGHTED_BY_ZERO): finite values, never NaN
-// or inf, at most as large as the largest finite magnitude of the tensor's
-// used elements, so that no score formed from them overflows where the
-// visible scores do not. The host puts them in every slot no visible pair
-// uses (and in a paged arena's slots no table entry reaches); the laws that
-// plant content where some row must not see it take it from here too.
+// or inf, each at most as large as the largest finite magnitude in its column
+// (its head dimension) among the tensor's used elements, scaled down by a
+// power of two where the columns' maxima could form a score near overflow.
+// So a score that such a kernel forms from a fill is no larger than the used
+// content's own column-wise worst, and never overflows. The host puts them in
+// every slot no visible pair uses (and in a paged arena's slots no table
+// entry reaches); the laws that plant content where some row must not see it
+// take it from here too.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "attncheck/case.hpp"
 
 namespace attncheck {
 
-/// The magnitudes of the fill: each tensor's largest finite |x| among the
-/// elements some visible pair reads, and at least 1.
+/// The magnitudes of the fill, per column (head dimension x of Q and K, e of
+/// V): the largest finite |x| of the column among the elements some visible
+/// pair reads (1 for a column with none), Q's and K's scaled by one power of
+/// two so that scale * sum_x |Q|_x |K|_x stays below 2^100.
 struct finite_fill {
-  double q = 1, k = 1, v = 1;
+  std::vector<double> q, k, v;
+  /// The smallest column's magnitude: a fill for any column (a paged arena's canaries).
+  double k_floor() const;
+  double v_floor() const;
 };
 finite_fill finite_fill_of(const attn_case& c);
 
