@@ -452,7 +452,15 @@ TEST(subject_abi_v4, conventions_are_read_and_the_unjudged_parts_refused) {
   refused({sizeof conv, ATTNCHECK_EMPTY_O_UNSPECIFIED, 0, 0, 0}, "empty_row_o");
   refused({sizeof conv, 0, ATTNCHECK_EMPTY_LSE_UNSPECIFIED, 0, 0}, "empty_row_lse");
   refused({sizeof conv, 0, 0, ATTNCHECK_MASKED_WEIGHTED_BY_ZERO + 1, 0}, "masked_slots");
-  refused({sizeof conv, 0, 0, 0, ATTNCHECK_FLUSH_OUTPUTS}, "flush");
+  refused({sizeof conv, 0, 0, 0, ATTNCHECK_FLUSH_INPUTS}, "flush");
+  refused({sizeof conv, 0, 0, 0, ATTNCHECK_FLUSH_OUTPUTS | 0x8u}, "flush");
+  // Flushed intermediates and outputs are read and printed; with a backward pass they are refused.
+  conv = {sizeof conv, 0, 0, 0, ATTNCHECK_FLUSH_INTERMEDIATES | ATTNCHECK_FLUSH_OUTPUTS};
+  s = subject::adopt(&d, "flushing");
+  EXPECT_TRUE(s->flushes(ATTNCHECK_FLUSH_INTERMEDIATES));
+  EXPECT_TRUE(s->flushes(ATTNCHECK_FLUSH_OUTPUTS));
+  EXPECT_EQ(s->declared().conventions, "subnormals flushed (intermediates, outputs)");
+  s.reset();
 }
 
 // What a subject that weights masked slots by zero reads (masked_fill.hpp):
@@ -508,12 +516,37 @@ TEST(subject_abi_v4, masked_slots_weighted_by_zero_get_finite_content) {
     if (by_zero) {
       EXPECT_EQ(scan.nonfinite, 0);
       const finite_fill f = finite_fill_of(c);
+      double largest = 0;
+      for (const auto* m : {&f.q, &f.k, &f.v}) largest = std::max(largest, *std::max_element(m->begin(), m->end()));
       EXPECT_GT(scan.largest_unused, 0.0);
-      EXPECT_LE(scan.largest_unused, std::max({f.q, f.k, f.v}));
+      EXPECT_LE(scan.largest_unused, largest);
     } else {
       EXPECT_GT(scan.nonfinite, 0) << "the case's NaN poison did not reach a subject that skips masked slots";
     }
   }
+}
+
+// The shift law's false alarm on the masked_zero panel kernel (seed 2): one
+// visible key with K = (6e31, 2^56) and Q = (0.99, 1e17), scale 1e-30. A fill of
+// the tensor's largest magnitude in every column formed a masked score of
+// 1e17 * 6e31, past f32's range: +inf plus the mask's -inf is NaN. Per column,
+// and scaled under 2^100, no score a fill forms overflows.
+TEST(masked_fill, no_score_formed_from_a_fill_passes_2_to_the_100) {
+  attn_case c;
+  c.lk = 2;
+  c.d = 2;
+  c.key_len = {1};
+  c.scale = 1e-30f;
+  materialize(c);
+  c.q.set_bits(0, 0, 0, 0, encode(c.type, 0.99)), c.q.set_bits(0, 0, 0, 1, encode(c.type, 1e17));
+  c.k.set_bits(0, 0, 0, 0, encode(c.type, 6e31)), c.k.set_bits(0, 0, 0, 1, encode(c.type, 0x1p56));
+  const finite_fill f = finite_fill_of(c);
+  EXPECT_DOUBLE_EQ(f.k[1], 0x1p56 * f.k[0] / decode(c.type, encode(c.type, 6e31)));  // one power of two for every column
+  const attn_case filled = with_finite_unused(c);
+  double worst = 0;
+  for (std::int64_t x = 0; x < c.d; ++x) worst += std::fabs(filled.q.at(0, 0, 0, x) * filled.k.at(0, 1, 0, x));
+  EXPECT_LE(worst, 0x1p100);
+  EXPECT_GT(worst, 0x1p90) << "the fill was scaled further down than the bound asks";
 }
 
 TEST(subject_abi_v4, a_decline_is_thrown_only_from_a_version_4_instance_that_wrote_nothing) {

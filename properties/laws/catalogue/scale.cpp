@@ -151,7 +151,10 @@ law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c
     // rounding commutes with 2^a in the normal range, so any evaluation
     // order keeps it, given the same order in both calls (a deterministic
     // subject). Without that claim V * 3 below judges linearity in V within the bounds.
-    if (s.claims(ATTNCHECK_CLAIM_DETERMINISTIC) && tensor_scales_exactly(c.v, a, kv_used)) {
+    // A subject that flushes its intermediates rounds a product w V below the
+    // smallest normal to 0 in one call and not in the other: V * 3 judges it.
+    if (s.claims(ATTNCHECK_CLAIM_DETERMINISTIC) && !s.flushes(ATTNCHECK_FLUSH_INTERMEDIATES) &&
+        tensor_scales_exactly(c.v, a, kv_used)) {
       attn_case p = c;
       p.v = scaled(c.v, a, c.layout);
       const auto out = s.attend(p);

@@ -377,6 +377,8 @@ oracle_options oracle_options_for(const subject& s, const attn_case& c, oracle_p
   o.bound.tanh_ulps = s.tanh_ulps();
   o.bound.profile = s.profile();
   o.bound.key_blocks = s.key_blocks(c);
+  o.bound.flush_intermediates = s.flushes(ATTNCHECK_FLUSH_INTERMEDIATES);
+  o.bound.flush_outputs = s.flushes(ATTNCHECK_FLUSH_OUTPUTS);
   return o;
 }
 

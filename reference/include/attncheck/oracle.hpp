@@ -52,6 +52,12 @@ struct bound_params {
   std::int64_t key_blocks = 1;  ///< nb: online-softmax rescales (blocks + splits) over the longest row
   double tanh_ulps = 1.0;       ///< c_tanh: the declared accuracy of tanh, in ulps (used only with a softcap)
   stage_profile profile{};      ///< per-stage units; the default: every stage at u_compute
+  /// Subnormals flushed to zero (docs/bound.md "Flushed subnormals"): every
+  /// intermediate result (products, sums, exp, rescales, P's rounding), and O
+  /// and LSE on storing. Each widens the underflow terms from half the
+  /// smallest subnormal to the smallest normal of the stage's format.
+  bool flush_intermediates = false;
+  bool flush_outputs = false;
 };
 
 /// The probabilistic bound's stated failure probability per element of O or

@@ -91,6 +91,21 @@ bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt, bool
   s.theta_p = pr.p_u / (1 - pr.p_u);
   s.eta_pw = std::ldexp(pr.p_eta / 2, -pr.p_factor_log2);
   s.row_sum_after_cast = pr.row_sum_after_cast;
+  // Flushed subnormals (docs/bound.md "Flushed subnormals"): a result below the
+  // smallest normal N becomes 0, an absolute error below N where gradual
+  // underflow's is half the smallest subnormal. So each eta / 2 becomes N: eta
+  // = 2 N, with N = eta / (2 u) of the format (2^-126 for f32's range, 2^-14 for
+  // f16, 2^-1022 for binary64's).
+  if (opt.bound.flush_intermediates) {
+    s.eta_c = std::max(s.eta_c, s.u >= 0x1p-24 ? 0x1p-125 : 0x1p-1021);
+    if (pr.p_u > 0) s.eta_pw = std::ldexp(pr.p_eta / (2 * pr.p_u), -pr.p_factor_log2);
+    s.flushed_sums = 1;
+  }
+  // LSE's last add is an intermediate's operation as much as an output's.
+  if (opt.bound.flush_outputs || opt.bound.flush_intermediates) s.eta_lse = s.eta_lse / s.u_lse;
+  if (opt.bound.flush_outputs) {
+    s.eta_out = s.eta_out / s.u_out;
+  }
   return s;
 }
 
@@ -195,9 +210,11 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
     // scale*q_d (or scale*k_d) with error <= eta_c/2, times |k_d| (|q_d|);
     // a scale split as r = sqrt(scale) rounds r*q_d and r*k_d (eta_c/2 times
     // r |k_d| and r |q_d|) and their product (eta_c/2 each, in score units).
-    // Sums of subnormals are exact (gradual underflow).
+    // Sums of subnormals are exact (gradual underflow); where intermediates
+    // flush, each of the D - 1 additions may flush too (flushed_sums).
     const double d = static_cast<double>(c.d), r = std::max(1.0, std::sqrt(s.scale));
-    const double dot_underflow = s.eta_c / 2 * ((d + 1) * std::max(s.scale, 1.0) + 1 + r * (q_abs_sum + x.k_abs_sum[key]));
+    const double dot_underflow =
+        s.eta_c / 2 * ((d + 1 + s.flushed_sums * (d - 1)) * std::max(s.scale, 1.0) + 1 + r * (q_abs_sum + x.k_abs_sum[key]));
     const double gap_j = gap_row[keys[kk]];
     const double p_j = p_row[keys[kk]];
     if (!std::isfinite(raw) || !std::isfinite(t_j) || !std::isfinite(dot_underflow) || !std::isfinite(gap_j) ||
@@ -304,14 +321,17 @@ double row_o_bound(const bound_setup& s, const row_terms& t, const column_sums& 
   const double p_under = s.eta_pw * (cs.v_sum[e] + t.nv * o_abs);
   const double analytic = unbounded_if_nan(
       s.f * ((cs.weighted[e] + o_abs * t.b) * std::exp(t.phi_bar) + (s.u + s.u_out) * o_abs) +
-      s.f * s.eta_c * ((s.nb + 2) * (cs.v_sum[e] + t.nv * o_abs) + (t.nv + 1) / 2) + s.eta_out / 2 + s.f * p_under);
+      s.f * s.eta_c * ((s.nb + 2) * (cs.v_sum[e] + t.nv * o_abs) + (t.nv + 1 + s.flushed_sums * (t.nv + s.nb)) / 2) +
+      s.eta_out / 2 + s.f * p_under);
   // Any weights: O_hat is a normalized combination of the visible V, its
   // weights within gamma (P's rounding included) of each other's.
   const double g_sum = std::max(t.g.g_sum, t.g.g_num);
   const double g_hull = s.theta_p == 0 ? g_sum : (1 + g_sum) * (1 + s.theta_p) - 1;
-  const double hull = g_hull <= k::hull_gamma_limit
-                          ? o_abs + s.f * (cs.v_max[e] * (1 + s.eta_pw * t.nv) + s.eta_c * (t.nv + 1)) + s.eta_out / 2
-                          : inf;
+  const double hull =
+      g_hull <= k::hull_gamma_limit
+          ? o_abs + s.f * (cs.v_max[e] * (1 + s.eta_pw * t.nv) + s.eta_c * (t.nv + 1 + s.flushed_sums * (t.nv + s.nb))) +
+                s.eta_out / 2
+          : inf;
   const double bound = std::min(analytic, hull);
   const bool accumulator_may_overflow = t.nv * cs.v_max[e] > s.largest_c / k::overflow_headroom;
   // |O| + bound past the output type's largest value stays finite: the

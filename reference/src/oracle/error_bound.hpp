@@ -87,6 +87,11 @@ struct bound_setup {
   /// accumulation unit; the LSE's arithmetic unit.
   double u_prod = 0, u_acc = 0, k_scale = 5, resc_ratio = 1, theta_p = 0, eta_pw = 0, u_pv = 0, u_lse_arith = 0;
   bool row_sum_after_cast = false;
+  /// 1 where intermediates flush (docs/bound.md "Flushed subnormals"): then a
+  /// sum may flush too, so the dot product's D - 1 additions and the P V
+  /// accumulation's n - 1 additions and nb rescales count in the underflow
+  /// terms (0: sums of subnormals are exact under gradual underflow).
+  double flushed_sums = 0;
   /// The probabilistic bound (docs/bound.md): each gamma_k of a row becomes
   /// gamma_prob(k, u, lambda) with lambda = lambda_for(n (D + 2), u).
   bool probabilistic = false;

@@ -79,8 +79,8 @@ typedef struct attncheck_paged_kv attncheck_paged_kv;
 typedef struct attncheck_ragged attncheck_ragged;
 typedef struct attncheck_backward_problem attncheck_backward_problem;
 /* Parts of a version 4 instance (docs/abi.md "Version 4"): the profile and the
- * conventions' empty rows and masked slots are built (below); the others are
- * designed, not built yet. */
+ * conventions (empty rows, masked slots, flushed intermediates and outputs)
+ * are built (below); the others are designed, not built yet. */
 typedef struct attncheck_profile attncheck_profile;
 typedef struct attncheck_conventions attncheck_conventions;
 typedef struct attncheck_limits attncheck_limits;
@@ -373,15 +373,15 @@ struct attncheck_profile {
 #define ATTNCHECK_EMPTY_LSE_UNSPECIFIED 3u   /* (designed, not judged yet: refused) */
 #define ATTNCHECK_MASKED_SKIPPED 0u          /* masked and padded slots are never read (the contract's) */
 #define ATTNCHECK_MASKED_WEIGHTED_BY_ZERO 1u /* read and weighted by exactly zero: the laws fill them finite */
-#define ATTNCHECK_FLUSH_INPUTS 0x1u          /* subnormals flushed (not built: refused) */
-#define ATTNCHECK_FLUSH_INTERMEDIATES 0x2u
-#define ATTNCHECK_FLUSH_OUTPUTS 0x4u
+#define ATTNCHECK_FLUSH_INPUTS 0x1u          /* subnormal inputs read as 0 (not built: refused) */
+#define ATTNCHECK_FLUSH_INTERMEDIATES 0x2u   /* every f32 result below 2^-126 becomes 0 */
+#define ATTNCHECK_FLUSH_OUTPUTS 0x4u         /* O and LSE below their type's smallest normal stored as 0 */
 struct attncheck_conventions {
   uint32_t struct_size;   /* sizeof(attncheck_conventions) of the plugin */
   uint32_t empty_row_o;   /* ATTNCHECK_EMPTY_O_*: a row with no visible key (and no sink) */
   uint32_t empty_row_lse; /* ATTNCHECK_EMPTY_LSE_* */
   uint32_t masked_slots;  /* ATTNCHECK_MASKED_* */
-  uint32_t flush;         /* ATTNCHECK_FLUSH_* bits: 0 (flushing is not judged yet) */
+  uint32_t flush;         /* ATTNCHECK_FLUSH_* bits; 0: subnormals honoured (the contract's) */
 };
 
 /* What an entry point returns. 0 is success, any other status a failure,

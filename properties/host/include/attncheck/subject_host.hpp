@@ -159,6 +159,10 @@ class subject {
   /// (ATTNCHECK_MASKED_WEIGHTED_BY_ZERO): the host hands it finite values in
   /// every slot no visible pair uses (masked_fill.hpp), never NaN or inf.
   bool weights_masked_by_zero() const { return masked_by_zero_; }
+  /// True when it declares the stage flushed (ATTNCHECK_FLUSH_INTERMEDIATES
+  /// or _OUTPUTS): the bound widens its underflow terms (docs/bound.md
+  /// "Flushed subnormals").
+  bool flushes(std::uint32_t stage) const { return (flush_ & stage) != 0; }
 
   /// Empty when the subject can take this case; otherwise why not (dtype,
   /// mask kind, a contract 1.1 variant it did not declare, ...), which makes a
@@ -225,6 +229,7 @@ class subject {
   double exp_ulps_ = -1;  ///< -1: the instance's exp_ulps
   empty_row_convention empty_rows_{};
   bool masked_by_zero_ = false;
+  std::uint32_t flush_ = 0;
   attncheck_size_hints hints_{};
   bool default_hints_ = false;
 };

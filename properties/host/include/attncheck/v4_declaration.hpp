@@ -3,6 +3,7 @@
 // load and handed to the bound and the comparisons.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "attncheck/oracle.hpp"
@@ -35,15 +36,17 @@ std::string profile_text(const stage_profile& s, double u);
 struct declared_conventions {
   empty_row_convention empty_rows{};
   bool masked_weighted_by_zero = false;
+  std::uint32_t flush = 0;  ///< ATTNCHECK_FLUSH_INTERMEDIATES | _OUTPUTS (inputs refused)
 };
 
 /// Reads a version 4 instance's conventions (NULL: the contract's). Throws
 /// input_error naming "subject.conventions.FIELD" for a value out of range and
-/// for the parts not judged yet (unspecified empty rows, flushing).
+/// for the parts not judged yet (unspecified empty rows, flushed inputs).
 declared_conventions read_conventions(const attncheck_conventions* c, const std::string& spec);
 
 /// The declared conventions in words ("empty rows: O NaN, LSE +inf; masked
-/// slots weighted by zero"); empty for the contract's.
+/// slots weighted by zero; subnormals flushed (intermediates, outputs)");
+/// empty for the contract's.
 std::string conventions_text(const declared_conventions& d);
 
 }  // namespace attncheck
