@@ -14,21 +14,26 @@ std::uint64_t mix(std::uint64_t z) {
   return z ^ (z >> 31);
 }
 
-std::uint64_t position_of(const tensor& t, std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
-  return static_cast<std::uint64_t>(((a * t.shape[1] + b) * t.shape[2] + c) * t.shape[3] + d);
-}
-
 }  // namespace
 
 double finite_fill::k_floor() const { return k.empty() ? 1.0 : *std::min_element(k.begin(), k.end()); }
 double finite_fill::v_floor() const { return v.empty() ? 1.0 : *std::min_element(v.begin(), v.end()); }
 
-finite_fill finite_fill_of(const attn_case& c) {
+std::uint32_t finite_fill::bits_at(const attn_case& c, fill_tensor which, std::int64_t b, std::int64_t row, std::int64_t head,
+                                   std::int64_t x, int variant) const {
+  const tensor& t = which == fill_tensor::q ? c.q : which == fill_tensor::k ? c.k : c.v;
+  const std::vector<double>& m = which == fill_tensor::q ? q : which == fill_tensor::k ? k : v;
+  const auto position = static_cast<std::uint64_t>(((b * t.shape[1] + row) * t.shape[2] + head) * t.shape[3] + x);
+  return finite_fill_bits(c.type, m[static_cast<std::size_t>(x)], which, position, variant);
+}
+
+finite_fill finite_fill_of(const attn_case& c) { return finite_fill_of(c, used_slots(c)); }
+
+finite_fill finite_fill_of(const attn_case& c, const slot_usage& used) {
   finite_fill f;
   f.q.assign(static_cast<std::size_t>(c.d), 0.0);
   f.k.assign(static_cast<std::size_t>(c.d), 0.0);
   f.v.assign(static_cast<std::size_t>(c.dv), 0.0);
-  const slot_usage used = used_slots(c);
   const auto widen = [](std::vector<double>& m, std::int64_t x, double value) {
     if (std::isfinite(value)) m[static_cast<std::size_t>(x)] = std::max(m[static_cast<std::size_t>(x)], std::fabs(value));
   };
@@ -80,27 +85,18 @@ int fill_variant(poison_kind p) { return p == poison_kind::nan ? 0 : p == poison
 attn_case with_finite_unused(const attn_case& c) {
   attn_case r = c;
   const slot_usage used = used_slots(c);
-  const finite_fill f = finite_fill_of(c);
+  const finite_fill f = finite_fill_of(c, used);
   const int variant = fill_variant(c.poison);
   for (std::int64_t b = 0; b < c.b; ++b) {
     for (std::int64_t i = 0; i < c.lq; ++i)
       for (std::int64_t h = 0; h < c.hq; ++h)
         if (!used.query_row(c, b, i, h))
-          for (std::int64_t x = 0; x < c.d; ++x)
-            r.q.set_bits(b, i, h, x,
-                         finite_fill_bits(c.type, f.q[static_cast<std::size_t>(x)], fill_tensor::q, position_of(c.q, b, i, h, x),
-                                          variant));
+          for (std::int64_t x = 0; x < c.d; ++x) r.q.set_bits(b, i, h, x, f.bits_at(c, fill_tensor::q, b, i, h, x, variant));
     for (std::int64_t j = 0; j < c.lk; ++j)
       for (std::int64_t g = 0; g < c.hkv; ++g)
         if (!used.key(c, b, j, g)) {
-          for (std::int64_t x = 0; x < c.d; ++x)
-            r.k.set_bits(b, j, g, x,
-                         finite_fill_bits(c.type, f.k[static_cast<std::size_t>(x)], fill_tensor::k, position_of(c.k, b, j, g, x),
-                                          variant));
-          for (std::int64_t e = 0; e < c.dv; ++e)
-            r.v.set_bits(b, j, g, e,
-                         finite_fill_bits(c.type, f.v[static_cast<std::size_t>(e)], fill_tensor::v, position_of(c.v, b, j, g, e),
-                                          variant));
+          for (std::int64_t x = 0; x < c.d; ++x) r.k.set_bits(b, j, g, x, f.bits_at(c, fill_tensor::k, b, j, g, x, variant));
+          for (std::int64_t e = 0; e < c.dv; ++e) r.v.set_bits(b, j, g, e, f.bits_at(c, fill_tensor::v, b, j, g, e, variant));
         }
   }
   return r;

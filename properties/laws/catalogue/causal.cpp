@@ -46,9 +46,7 @@ law_outcome invisible_inputs_never_change_outputs(const subject& s, const attn_c
   const bool by_zero = s.weights_masked_by_zero();
   const finite_fill fill = by_zero ? finite_fill_of(c) : finite_fill{};
   const auto fill_at = [&](bool k, std::int64_t b, std::int64_t j, std::int64_t g, std::int64_t x, int variant) {
-    const std::uint64_t at = static_cast<std::uint64_t>(((b * c.lk + j) * c.hkv + g) * (k ? c.d : c.dv) + x);
-    return finite_fill_bits(c.type, (k ? fill.k : fill.v)[static_cast<std::size_t>(x)], k ? fill_tensor::k : fill_tensor::v, at,
-                            variant);
+    return fill.bits_at(c, k ? fill_tensor::k : fill_tensor::v, b, j, g, x, variant);
   };
   // Poison one key position per batch element (the last valid key, then a
   // random one): every row that cannot see it must keep its bits.

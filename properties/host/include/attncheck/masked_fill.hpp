@@ -21,16 +21,22 @@ namespace attncheck {
 /// V): the largest finite |x| of the column among the elements some visible
 /// pair reads (1 for a column with none), Q's and K's scaled by one power of
 /// two so that scale * sum_x |Q|_x |K|_x stays below 2^100.
+/// Which tensor an element belongs to (each has its own signs).
+enum class fill_tensor : std::uint8_t { q, k, v };
+
 struct finite_fill {
   std::vector<double> q, k, v;
   /// The smallest column's magnitude: a fill for any column (a paged arena's canaries).
   double k_floor() const;
   double v_floor() const;
+  /// The fill of element (b, row, head, x) of the case's tensor `which`
+  /// (finite_fill_bits at that column's magnitude and that element's position).
+  std::uint32_t bits_at(const attn_case& c, fill_tensor which, std::int64_t b, std::int64_t row, std::int64_t head,
+                        std::int64_t x, int variant) const;
 };
 finite_fill finite_fill_of(const attn_case& c);
-
-/// Which tensor an element belongs to (each has its own signs).
-enum class fill_tensor : std::uint8_t { q, k, v };
+/// The same, with the case's used slots already at hand.
+finite_fill finite_fill_of(const attn_case& c, const slot_usage& used);
 
 /// The fill of one element: its sign a hash of (tensor, position) alone, so
 /// every variant gives a zero weight times the same signed value, and its
