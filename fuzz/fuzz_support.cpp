@@ -221,7 +221,7 @@ case_v3 decode_case(byte_choices& in, const reach_caps& caps, const subject& s, 
     apply_variants(probe, v, ctx.variants, ctx.hints);
     if (probe.variants.any()) h.work = std::min(h.work, run_default::variant_max_work);
     h.c = case_of(r, ctx, h.work);
-    apply_variants(h.c, v, ctx.variants, ctx.hints);
+    apply_variants(h.c, v, ctx.variants, ctx.hints, ctx.limits);
     return h;
   }
   h.c = case_of(r, ctx, h.work);

@@ -299,7 +299,7 @@ TEST(subject_abi_v3, an_instance_shorter_than_version_3_loads_without_its_featur
 }
 
 // Version 4 (docs/abi.md "Version 4"): the scale_exact claim is read; unknown
-// bits and the designed-but-unbuilt parts are refused, naming the field; a
+// bits and the designed-but-unbuilt part (cache_append_v4) are refused, naming the field; a
 // version 3 instance's version 4 fields and a short version 4 instance's are ignored.
 TEST(subject_abi_v4, claims_are_read_and_unknown_bits_and_unbuilt_parts_refused) {
   seen_problem seen;
@@ -322,10 +322,6 @@ TEST(subject_abi_v4, claims_are_read_and_unknown_bits_and_unbuilt_parts_refused)
   x = d;
   x.features_v4 = 0x1u;
   refused(x, "features_v4");
-  static const int dummy = 0;
-  x = d;
-  x.limits = reinterpret_cast<const attncheck_limits*>(&dummy);
-  refused(x, "limits");
   x = d;
   x.cache_append_v4 = [](void*, void*, const attncheck_tensor*, const attncheck_tensor*, int64_t, const int64_t*,
                          const attncheck_quant*, char*, size_t) { return 0; };
@@ -349,7 +345,7 @@ TEST(subject_abi_v4, claims_are_read_and_unknown_bits_and_unbuilt_parts_refused)
   s.reset();  // before x, the instance it adopted, leaves scope
 }
 
-// Adopting d with its version 4 part (profile, conventions) set to `value` is
+// Adopting d with its version 4 part (profile, conventions, limits) set to `value` is
 // refused, naming "subject.FIELD".
 template <class T>
 void expect_part_refused(attncheck_instance d, const T* attncheck_instance::*part, const T& value, const std::string& field) {
@@ -360,6 +356,120 @@ void expect_part_refused(attncheck_instance d, const T* attncheck_instance::*par
   } catch (const input_error& err) {
     EXPECT_EQ(err.field(), "subject." + field) << err.what();
   }
+}
+
+// Static limits (docs/abi.md "Static limits"): read and printed; a case
+// outside them is declined by the host (by_limit) without a call; fitting
+// moves any case inside them; every field out of range, and the designed
+// but unjudged bias and ALiBi limits, are refused naming the field.
+TEST(subject_abi_v4, static_limits_are_read_enforced_fitted_and_checked) {
+  seen_problem seen;
+  attncheck_instance d = recording_instance(ATTNCHECK_SUBJECT_ABI_VERSION_4, 0, seen);
+  auto s = subject::adopt(&d, "no limits");
+  EXPECT_TRUE(s->limits().none());
+  EXPECT_EQ(s->declared().limits, "");
+  attncheck_limits l{};
+  l.struct_size = sizeof l;
+  d.limits = &l;
+  s = subject::adopt(&d, "all-zero limits");
+  EXPECT_TRUE(s->limits().none());
+  l.max_head_dim = 64;
+  l.head_dim_multiple = 8;
+  l.min_lk = 2;
+  l.max_group = 1;
+  l.causal_lq_at_most_lk = 1;
+  l.scale_signs = ATTNCHECK_SCALE_SIGN_POSITIVE;
+  s = subject::adopt(&d, "limits");
+  EXPECT_EQ(s->declared().limits, "D, Dv <= 64, D, Dv multiples of 8, causal Lq <= Lk, Lk >= 2, no GQA, scale positive");
+  // Outside: declined by the host, the subject never called.
+  const auto declined_key = [&](attn_case c) {
+    materialize(c);
+    seen.called = false;
+    try {
+      s->attend(c);
+    } catch (const case_declined& e) {
+      EXPECT_TRUE(e.by_limit);
+      EXPECT_FALSE(seen.called);
+      return e.key();
+    }
+    return std::string("(called: ") + (seen.called ? "yes" : "no") + ")";
+  };
+  attn_case in;
+  in.d = in.dv = 16, in.lk = 4, in.lq = 3, in.causal = true;
+  EXPECT_EQ(declined_key(in), "(called: yes)");
+  attn_case c = in;
+  c.dv = 72;
+  EXPECT_EQ(declined_key(c), "limit max_head_dim");
+  c = in, c.d = 12;
+  EXPECT_EQ(declined_key(c), "limit head_dim_multiple");
+  c = in, c.lk = 1, c.lq = 1;
+  EXPECT_EQ(declined_key(c), "limit min_lk");
+  c = in, c.lq = 5;
+  EXPECT_EQ(declined_key(c), "limit causal_lq_at_most_lk");
+  c = in, c.hq = 2;
+  EXPECT_EQ(declined_key(c), "limit max_group");
+  c = in, c.scale = 0.0f;
+  EXPECT_EQ(declined_key(c), "limit scale_signs");
+  // Fitting: every shape and scale lands inside, for lists and multiples alike.
+  static_limits lists = s->limits();
+  lists.head_dims = {16, 48};
+  lists.dv_equals_d = true;
+  lists.scale_signs = ATTNCHECK_SCALE_SIGN_NEGATIVE | ATTNCHECK_SCALE_SIGN_ZERO;
+  lists.bias_dtypes = 1u << ATTNCHECK_F16;
+  lists.alibi_published = true;
+  for (const static_limits& lim : {s->limits(), lists})
+    for (std::int64_t dim : {1, 7, 8, 9, 63, 64, 65, 200})
+      for (std::optional<float> scale : {std::optional<float>(), std::optional<float>(-0.5f), std::optional<float>(0.0f)}) {
+        attn_case f;
+        f.d = dim, f.dv = 300 - dim, f.lk = 1, f.lq = 9, f.causal = true, f.hkv = 2, f.hq = 8, f.scale = scale;
+        f.variants.bias_shape = {1, 1, 1, 1}, f.variants.bias_type = dim % 2 ? dtype::bf16 : dtype::f32;
+        f.variants.alibi = dim % 3 ? alibi_kind::random : alibi_kind::zero;
+        lim.fit_shape(f);
+        lim.fit_causal(f);
+        lim.fit_scale(f);
+        lim.fit_variants(f);
+        EXPECT_EQ(lim.outside(f), "") << to_line(f);
+        if (scale && *scale < 0) {
+          EXPECT_EQ(f.effective_scale(), lim.scale_signs & ATTNCHECK_SCALE_SIGN_NEGATIVE ? -0.5f : 0.5f);
+        }
+      }
+  s.reset();
+  const auto refused = [&](const attncheck_limits& q, const std::string& field) {
+    expect_part_refused(d, &attncheck_instance::limits, q, "limits." + field);
+  };
+  attncheck_limits q = l;
+  q.struct_size = 8;
+  refused(q, "struct_size");
+  q = l, q.max_head_dim = -1;
+  refused(q, "max_head_dim");
+  q = l, q.head_dim_multiple = 128;  // above max_head_dim: nothing taken
+  refused(q, "head_dim_multiple");
+  q = l, q.head_dims[0] = 64, q.head_dims[2] = 32;  // after the 0 that ends the list
+  refused(q, "head_dims");
+  q = l, q.head_dims[0] = 80;  // above max_head_dim
+  refused(q, "head_dims");
+  q = l, q.dv_equals_d = 2;
+  refused(q, "dv_equals_d");
+  q = l, q.min_lk = ATTNCHECK_MAX_LIMIT_MIN_LK + 1;
+  refused(q, "min_lk");
+  q = l, q.max_group = -1;
+  refused(q, "max_group");
+  q = l, q.scale_signs = 0x8u;
+  refused(q, "scale_signs");
+  q = l, q.bias_dtypes = 0x8u;
+  refused(q, "bias_dtypes");
+  q = l, q.alibi_max_distance = 2048;
+  refused(q, "alibi_max_distance");
+  q = l, q.alibi_slopes = ATTNCHECK_ALIBI_LIST;
+  refused(q, "alibi_slopes");
+  q = l, q.alibi_slopes = ATTNCHECK_ALIBI_GEOMETRIC, q.alibi_max_bias = 4;  // judged at 8 only
+  refused(q, "alibi_max_bias");
+  q = l, q.alibi_max_bias = 8;  // without the rule
+  refused(q, "alibi_max_bias");
+  q = l, q.bias_dtypes = 1u << ATTNCHECK_F16, q.alibi_slopes = ATTNCHECK_ALIBI_GEOMETRIC, q.alibi_max_bias = 8;
+  d.limits = &q;
+  const std::string text = subject::adopt(&d, "f16 bias only")->limits().text();
+  EXPECT_NE(text.find(", bias f16, ALiBi slopes from max_bias 8"), std::string::npos) << text;
 }
 
 // The stage-wise profile (docs/abi.md "Stage-wise precision profile"): NULL and

@@ -148,5 +148,52 @@ TEST(distribution, a_failure_among_production_sizes_shrinks_to_the_ones) {
   }
 }
 
+// A subject's static limits (docs/abi.md "Static limits"): the generator
+// draws inside them, so no case is declined; a law whose every case leaves
+// them (GQA on a subject without it) is skipped with the limit as its reason.
+TEST(distribution, static_limits_cost_no_draws_and_a_law_outside_them_is_skipped) {
+  static const attncheck_limits limits = [] {
+    attncheck_limits l{};
+    l.struct_size = sizeof l;
+    l.max_head_dim = 48, l.head_dim_multiple = 8, l.dv_equals_d = 1, l.causal_lq_at_most_lk = 1, l.min_lk = 3;
+    l.max_group = 1, l.scale_signs = ATTNCHECK_SCALE_SIGN_POSITIVE;
+    return l;
+  }();
+  attncheck_instance d{};
+  d.struct_size = sizeof d;
+  d.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_4;
+  d.name = "limited";
+  d.dtypes = (1u << ATTNCHECK_F32) | (1u << ATTNCHECK_F16) | (1u << ATTNCHECK_BF16);
+  d.features = ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_PADDING | ATTNCHECK_FEATURE_MASK;
+  d.compute_unit_roundoff = 0x1p-24;
+  d.exp_ulps = 1;
+  d.attend = [](void*, const attncheck_problem*, char*, size_t) { return 0; };
+  d.limits = &limits;
+  const auto s = subject::adopt(&d, "limited");
+  const auto takes = [](const subject& subj, const attn_case& c) {
+    subj.attend(c);  // throws case_declined outside the limits
+    return law_outcome{};
+  };
+  law inside{"test.inside", "every case inside the limits", [](const subject&) { return std::string(); },
+             [](attn_case&, const subject&) {}, takes};
+  law grouped{"test.grouped", "GQA only", [](const subject&) { return std::string(); },
+              [](attn_case& c, const subject&) {
+                c.hq = 2 * c.hkv;
+                if (c.has_mask() && c.mask_shape[1] != 1) c.mask_shape[1] = c.hq;
+              },
+              takes};
+  inside.min_judged = grouped.min_judged = 0;  // they judge nothing: the calls are the test
+  run_options ro;
+  ro.cases = 300;
+  const law_report r = run_law(inside, *s, ro);
+  EXPECT_EQ(r.v, verdict::pass) << r.failure.message;
+  EXPECT_EQ(r.cases, 300);
+  EXPECT_TRUE(r.declines.empty()) << declines_text(r.declines);
+  const law_report g = run_law(grouped, *s, ro);
+  EXPECT_EQ(g.v, verdict::skip);
+  EXPECT_NE(g.skip_reason.find("outside the subject's declared limits"), std::string::npos) << g.skip_reason;
+  EXPECT_NE(g.skip_reason.find("limit max_group"), std::string::npos) << g.skip_reason;
+}
+
 }  // namespace
 }  // namespace attncheck

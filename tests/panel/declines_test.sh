@@ -6,7 +6,13 @@
 #   mode=1  the bug behind the declines (the running max starting at 0) is caught;
 #   mode=2  declines everything: every law it reaches is UNJUDGED with its reasons;
 #   mode=3  a decline that wrote O is a failed call (subject_error);
-#   --strict-declines: a decline fails the law, and so does its replay;
+#   mode=4  declares its declines as static limits: the header, JSON and JUnit
+#           print them, the laws that draw plain cases decline none, and the
+#           gate declines far fewer cases than mode 0's (only what a law's
+#           relation makes outside the limits, counted as "limit NAME");
+#   mode=5  mode 1's bug behind those limits is caught;
+#   --strict-declines: a decline fails the law, and so does its replay; a case
+#           outside the declared limits never does;
 #   repro of a case the kernel declines: SKIP, exit 3 (never "fixed").
 # Usage: declines_test.sh ATTNCHECK DECLINING_PLUGIN TWO_PASS_PLUGIN
 set -u
@@ -68,10 +74,39 @@ rc=$?
 grep -q "(--strict-declines): " "$out/strict.txt" || { cat "$out/strict.txt"; fail "--strict-declines: no decline named"; }
 grep -q "flaky" "$out/strict.txt" && fail "--strict-declines: the replay of the shrunk case did not decline again"
 
+gate 4 "$plugin:mode=4" --json "$out/4.json" --junit "$out/4.xml"
+rc=$?
+[ $rc -eq 0 ] || { cat "$out/4.txt"; fail "mode 4: gate exit $rc, expected 0"; }
+grep -q "limits: D, Dv <= 64, Lk >= 2, scale positive or zero" "$out/4.txt" || { cat "$out/4.txt"; fail "mode 4: the header prints no limits"; }
+grep -q '<property name="limits" value="D, Dv &lt;= 64' "$out/4.xml" || fail "mode 4: JUnit prints no limits"
+python3 - "$out/0.json" "$out/4.json" <<'PY' || fail "mode 4: the JSON"
+import json, sys
+zero, four = (json.load(open(p)) for p in sys.argv[1:3])
+assert four["declared"]["limits"] == "D, Dv <= 64, Lk >= 2, scale positive or zero", four["declared"]
+total = lambda doc: sum(sum(l.get("declines", {}).values()) for l in doc["laws"])
+laws = {l["name"]: l for l in four["laws"]}
+for n in ("differential.output_within_bound_of_oracle", "softmax.weights_form_a_distribution", "causal.future_keys_never_change_past_outputs"):
+    assert laws[n]["verdict"] == "pass" and not laws[n].get("declines"), (n, laws[n].get("declines"))
+for l in four["laws"]:
+    assert all(k.startswith("limit ") for k in l.get("declines", {})), (l["name"], l["declines"])
+assert 4 * total(four) < total(zero), (total(four), total(zero))
+print("ok: %d declines with the limits declared, %d without" % (total(four), total(zero)))
+PY
+
+gate 5 "$plugin:mode=5" --only differential
+rc=$?
+[ $rc -eq 1 ] || { cat "$out/5.txt"; fail "mode 5: gate exit $rc, expected 1"; }
+grep -qE "^differential.output_within_bound_of_oracle .* FAIL " "$out/5.txt" || { cat "$out/5.txt"; fail "mode 5: the bug was not caught"; }
+
+gate strict4 "$plugin:mode=4" --only independence.padding_equals_truncation --strict-declines
+rc=$?
+[ $rc -eq 0 ] || { cat "$out/strict4.txt"; fail "--strict-declines with limits: gate exit $rc, expected 0"; }
+grep -qE "declined: limit min_lk \([0-9]+\)" "$out/strict4.txt" || { cat "$out/strict4.txt"; fail "--strict-declines with limits: no limit decline counted"; }
+
 file=$(ls "$out"/strict-cases/*.json | head -1)
 "$attncheck" repro "$file" --subject "$plugin" >"$out/repro.txt" 2>&1
 rc=$?
 cat "$out/repro.txt"
 [ $rc -eq 3 ] || fail "repro of a declined case: exit $rc, expected 3"
 grep -q "^SKIP .*the subject declined this case" "$out/repro.txt" || fail "repro of a declined case: no SKIP line"
-echo "ok: declines counted, replaced, reported; the bug behind them caught"
+echo "ok: declines and limits counted, replaced, reported; the bug behind them caught"

@@ -14,12 +14,17 @@
  *      scores are all far below 0 underflows every weight to 0 and divides 0 by 0;
  *   2  declines every case: every law it reaches is UNJUDGED;
  *   3  declines after writing O: a declined call must leave its outputs
- *      unwritten, so this is a failed call (subject_error).
+ *      unwritten, so this is a failed call (subject_error);
+ *   4  the honest kernel of mode 0 declaring its limits as static limits
+ *      (docs/abi.md "Static limits": D, Dv <= 64, Lk >= 2, scale positive or
+ *      zero): the generators draw inside them, so the gate spends no draw on
+ *      a decline the limits foresee;
+ *   5  mode 1's bug behind the same static limits.
  * Declares f32, f16 and bf16 storage (f32 compute: u = 2^-24), exp_ulps 1. */
 #include "panel.h"
 
 static void row(const void* state, const panel_row* r, double* o, double* lse) {
-  const int bug = panel_self(state)->size == 1;
+  const int bug = panel_self(state)->size == 1 || panel_self(state)->size == 5;
   float* w = (float*)r->work;
   panel_softmax_tail(r, w, panel_scores(r, w, bug ? 0.0f : -INFINITY), o, lse);
 }
@@ -55,12 +60,21 @@ static int cache_attend(void* state, void* cache, const attncheck_problem* p, ch
   return rc ? rc : panel_cache_attend(kn, cache, p, err, err_len);
 }
 
+/* Modes 4 and 5: what declined() declines for shapes and scales, as limits. */
+static const attncheck_limits limits = {
+    .struct_size = sizeof(attncheck_limits),
+    .max_head_dim = 64,
+    .min_lk = 2,
+    .scale_signs = ATTNCHECK_SCALE_SIGN_POSITIVE | ATTNCHECK_SCALE_SIGN_ZERO,
+};
+
 PANEL_EXPORT attncheck_instance* attncheck_subject_v4(const char* options, char* err, size_t err_len) {
-  static const panel_option mode = {"mode", 0, 0, 3};
+  static const panel_option mode = {"mode", 0, 0, 5};
   panel_instance* self = panel_new("declining", row, panel_score_row_bytes, &mode, 0, options, err, err_len);
   if (!self) return NULL;
   self->desc.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_4;
   self->desc.attend = attend;
   self->desc.cache_attend = cache_attend;
+  if (self->size >= 4) self->desc.limits = &limits;
   return &self->desc;
 }

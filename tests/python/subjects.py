@@ -6,6 +6,10 @@ gqa_modulo       the same with the MUTANTS.md GQA bug: query head h reads
                  KV head h % Hkv instead of h // (Hq / Hkv)
 declining        the reference, declining (attncheck.Declined) head sizes above 32
 bf16_p           the reference with P rounded to bf16 before P V, declared in its profile
+limited          the reference under static limits (D, Dv <= 32, Lk >= 2, no GQA), raising
+                 (a failure) on any case outside them: the host must never hand it one
+limits_typo, limits_negative
+                 limits with a misspelt key, and with max_head_dim = -4: refused at load
 raises, segfaults, aborts, hangs
                  the reference on Lk < 3, and on Lk >= 3 a Python exception,
                  a segfault through ctypes, os.abort(), an endless loop
@@ -93,6 +97,24 @@ def bf16_p(q, k, v, **kw):
 
 @attncheck.declare(name="numpy-profile-typo", profile={"p_fromat": "bf16"}, **_everything)
 def profile_typo(q, k, v, **kw):
+    return attention64(q, k, v, **kw, lse=True)
+
+
+@attncheck.declare(name="numpy-limited", limits={"max_head_dim": 32, "min_lk": 2, "max_group": 1}, **_everything)
+def limited(q, k, v, **kw):
+    """The reference; a case outside its declared limits is the host's bug, so it raises."""
+    if max(q.shape[-1], v.shape[-1]) > 32 or k.shape[1] < 2 or q.shape[2] != k.shape[2]:
+        raise ValueError(f"handed a case outside the declared limits: q {q.shape}, k {k.shape}, v {v.shape}")
+    return attention64(q, k, v, **kw, lse=True)
+
+
+@attncheck.declare(name="numpy-limits-typo", limits={"max_head_dimm": 32}, **_everything)
+def limits_typo(q, k, v, **kw):
+    return attention64(q, k, v, **kw, lse=True)
+
+
+@attncheck.declare(name="numpy-limits-negative", limits={"max_head_dim": -4}, **_everything)
+def limits_negative(q, k, v, **kw):
     return attention64(q, k, v, **kw, lse=True)
 
 

@@ -191,6 +191,7 @@ nlohmann::json to_json(const gate_result& r) {
   // Only where declared, so that a one-u subject with the contract's conventions writes the JSON it did.
   if (!r.declared.profile.empty()) declared["profile"] = r.declared.profile;
   if (!r.declared.conventions.empty()) declared["conventions"] = r.declared.conventions;
+  if (!r.declared.limits.empty()) declared["limits"] = r.declared.limits;
   const nlohmann::json made_by = {
       {"version", version_string},
       {"contract", contract_version},

@@ -35,6 +35,7 @@ std::pair<std::int64_t, std::int64_t> subject::backward_blocks(const attn_case& 
 }
 
 backward_output subject::backward(const attn_case& given, const backward_inputs& in, int threads) const {
+  decline_outside_limits(given);
   std::optional<attn_case> filled;
   const attn_case& c = handed_case(given, filled);
   backward_output out;

@@ -17,6 +17,7 @@ namespace attncheck {
 using namespace host;
 
 subject_output subject::attend_cached(const attn_case& given, const cache_plan& plan, int threads) const {
+  decline_outside_limits(given);
   std::optional<attn_case> with_fill;
   const attn_case& c = handed_case(given, with_fill);
   subject_output out;

@@ -1,14 +1,16 @@
 // A version 4 subject's decline (ATTNCHECK_DECLINED, docs/abi.md "Return
 // status: declined"): thrown to the law runner as case_declined when the call
 // left its outputs as the host poisoned them; a declined call that wrote is a
-// failed call, since it said it did nothing.
+// failed call, since it said it did nothing. A case outside the subject's
+// declared static limits is declined by the host before any call.
 #include <string>
 
 #include "attncheck/subject_host.hpp"
 
 namespace attncheck {
 
-case_declined::case_declined(std::string why) : std::runtime_error("declined: " + why), reason(std::move(why)) {}
+case_declined::case_declined(std::string why, bool limit)
+    : std::runtime_error("declined: " + why), reason(std::move(why)), by_limit(limit) {}
 
 std::string case_declined::key() const {
   std::string k = reason.substr(0, reason.find(':'));
@@ -23,6 +25,10 @@ void subject::settle_decline(int status, std::string& error, bool wrote) const {
   if (abi_ < 4 || status != ATTNCHECK_DECLINED) return;
   if (!wrote) throw case_declined(error);
   error = "declined (" + error + ") but wrote its outputs: a declined call must leave them unwritten";
+}
+
+void subject::decline_outside_limits(const attn_case& c) const {
+  if (std::string why = limits_.outside(c); !why.empty()) throw case_declined(std::move(why), true);
 }
 
 }  // namespace attncheck

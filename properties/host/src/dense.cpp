@@ -29,6 +29,7 @@ subject_output subject::attend(const attn_case& c, int threads) const {
 }
 
 subject_output subject::attend(const attn_case& given, const call_layout& how) const {
+  decline_outside_limits(given);
   std::optional<attn_case> filled;
   const attn_case& c = handed_case(given, filled);
   if (!c.form.dense()) {

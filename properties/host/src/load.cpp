@@ -116,6 +116,7 @@ struct v4_declaration {
   std::uint32_t features = 0, invariances = 0;
   const attncheck_profile* profile = nullptr;
   const attncheck_conventions* conventions = nullptr;
+  const attncheck_limits* limits = nullptr;
   const char* unbuilt = nullptr;  // the first designed-but-unbuilt part it sets, by field name
 };
 
@@ -125,12 +126,8 @@ v4_declaration read_v4(const attncheck_instance& d) {
   if (ATTNCHECK_COVERS(d, invariances_v4)) v.features = d.features_v4, v.invariances = d.invariances_v4;
   if (ATTNCHECK_COVERS(d, profile)) v.profile = d.profile;
   if (ATTNCHECK_COVERS(d, conventions)) v.conventions = d.conventions;
-  const std::pair<bool, const char*> parts[] = {
-      {ATTNCHECK_COVERS(d, limits) && d.limits, "limits"},
-      {ATTNCHECK_COVERS(d, cache_append_v4) && d.cache_append_v4, "cache_append_v4"},
-  };
-  for (const auto& [set, name] : parts)
-    if (set && !v.unbuilt) v.unbuilt = name;
+  if (ATTNCHECK_COVERS(d, limits)) v.limits = d.limits;
+  if (ATTNCHECK_COVERS(d, cache_append_v4) && d.cache_append_v4) v.unbuilt = "cache_append_v4";
   return v;
 }
 
@@ -272,6 +269,7 @@ std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string sp
   v4_declaration v4;
   declared_profile profile;
   declared_conventions conventions;
+  static_limits limits;
   try {
     check_declaration(*inst, spec);
     v3 = read_v3(*inst);
@@ -280,6 +278,7 @@ std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string sp
     check_v4_declaration(v4, spec);
     profile = read_profile(v4.profile, inst->exp_ulps, spec);
     conventions = read_conventions(v4.conventions, spec);
+    limits = read_limits(v4.limits, spec);
     if (conventions.flush && (v3.features & ATTNCHECK_FEATURE3_BACKWARD))
       throw input_error("subject.conventions.flush",
                         spec +
@@ -300,6 +299,7 @@ std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string sp
   s->empty_rows_ = conventions.empty_rows;
   s->masked_by_zero_ = conventions.masked_weighted_by_zero;
   s->flush_ = conventions.flush;
+  s->limits_ = std::move(limits);
   return s;
 }
 
@@ -375,6 +375,7 @@ declared_numbers subject::declared() const {
   d.tanh_ulps = tanh_ulps_;
   d.profile = profile_text(profile_, d.u);
   d.conventions = conventions_text({empty_rows_, masked_by_zero_, flush_});
+  d.limits = limits_.text();
   d.features_v3 = features_v3_;
   for (std::int64_t lk : {1, 64, 1024, 4096}) {
     attn_case c;

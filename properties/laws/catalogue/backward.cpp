@@ -88,7 +88,7 @@ void prepare_variant_gradients(attn_case& c, const subject& s) {
     variant_choice v;
     for (const variant_choice_spec& spec : variant_choices) v.*spec.field = static_cast<int>(rng.below(spec.n));
     v.any = 1;
-    apply_variants(c, v, s.features_v3() & score_variant_bits, hint_lengths(s));
+    apply_variants(c, v, s.features_v3() & score_variant_bits, hint_lengths(s), s.limits());
   }
   draw_grad_recipe(c);
   keep_values_bounded(c);

@@ -16,33 +16,35 @@ namespace {
 constexpr double inf = std::numeric_limits<double>::infinity();
 
 // A bias on every case where the generator drew none: a broadcast shape and
-// a storage type from the case's seed, N(0, 1) values (or the masking recipe).
-void ensure_bias(attn_case& c, bias_kind values) {
+// a storage type from the case's seed (one the subject takes), N(0, 1)
+// values (or the masking recipe).
+void ensure_bias(attn_case& c, bias_kind values, const subject& s) {
   score_variants& w = c.variants;
   law_rng rng(c, 0xb1a5);
   if (!w.has_bias()) {
     const std::int64_t dims = rng.below(16);
     w.bias_shape = {(dims & 1) ? c.b : 1, (dims & 2) ? c.hq : 1, (dims & 4) ? c.lq : 1, (dims & 8) ? c.lk : 1};
-    w.bias_type = static_cast<dtype>(rng.below(3));
+    w.bias_type = s.limits().bias_type_taken(static_cast<dtype>(rng.below(3)));
     w.bias_values = values;
   }
   if (values == bias_kind::masking) w.bias_values = values;
 }
 
-// The bias of c as an f32 tensor of the full shape (B, Hq, Lq, Lk), each entry
-// value(b, h, i, j) rounded to f32; the largest rounding |fl(x) - x| of a
-// visible entry of row (b, h, i) goes to gap.
-tensor full_f32_bias(const attn_case& c,
-                     const std::function<double(std::int64_t, std::int64_t, std::int64_t, std::int64_t)>& value,
-                     std::vector<double>& gap) {
-  tensor t = tensor::contiguous(dtype::f32, {c.b, c.hq, c.lq, c.lk});
+// The bias of c as a tensor of the full shape (B, Hq, Lq, Lk) in `type` (f32
+// unless the subject's limits take the bias in another type only), each
+// entry value(b, h, i, j) rounded to it; the largest rounding |fl(x) - x| of
+// a visible entry of row (b, h, i) goes to gap.
+tensor full_bias(const attn_case& c, dtype type,
+                 const std::function<double(std::int64_t, std::int64_t, std::int64_t, std::int64_t)>& value,
+                 std::vector<double>& gap) {
+  tensor t = tensor::contiguous(type, {c.b, c.hq, c.lq, c.lk});
   gap.assign(static_cast<std::size_t>(c.b * c.hq * c.lq), 0.0);
   for (std::int64_t bi = 0; bi < c.b; ++bi)
     for (std::int64_t h = 0; h < c.hq; ++h)
       for (std::int64_t i = 0; i < c.lq; ++i)
         for (std::int64_t j = 0; j < c.lk; ++j) {
           const double x = value(bi, h, i, j);
-          const double f = static_cast<double>(static_cast<float>(x));
+          const double f = type == dtype::f32 ? static_cast<double>(static_cast<float>(x)) : decode(type, encode(type, x));
           t.set(bi, h, i, j, f);
           if (std::isfinite(x) && c.visible(bi, h, i, j)) {
             double& g = gap[static_cast<std::size_t>((bi * c.hq + h) * c.lq + i)];
@@ -64,10 +66,12 @@ std::size_t row_of(const attn_case& c, std::int64_t bi, std::int64_t h, std::int
 
 }  // namespace
 
-// ALiBi on every case (standard slopes or both signs), no bias (the law builds its own).
-void prepare_alibi(attn_case& c, const subject&) {
+// ALiBi on every case (standard slopes or both signs, as the subject's limits
+// take them), no bias (the law builds its own).
+void prepare_alibi(attn_case& c, const subject& s) {
   if (!c.variants.has_alibi()) c.variants.alibi = law_rng(c, 0xa11b1).below(2) ? alibi_kind::standard : alibi_kind::random;
   c.variants.bias_shape = {};
+  s.limits().fit_variants(c);
 }
 
 law_outcome alibi_equals_explicit_bias(const subject& s, const attn_case& c) {
@@ -77,14 +81,15 @@ law_outcome alibi_equals_explicit_bias(const subject& s, const attn_case& c) {
   attn_case a = c, b = without_variant(c, ATTNCHECK_FEATURE3_ALIBI);
   std::vector<double> gap(row_of(c, c.b, 0, 0), 0.0);
   std::string what;
-  if (rng.below(4) == 0) {  // slope 0 against no ALiBi
+  const dtype type = s.limits().bias_type_taken(dtype::f32);
+  if (rng.below(4) == 0 && s.limits().takes_alibi(alibi_kind::zero)) {  // slope 0 against no ALiBi
     a.variants.alibi = alibi_kind::zero;
     std::fill(a.variants.alibi_slopes.begin(), a.variants.alibi_slopes.end(), 0.0f);
     what = "ALiBi with every slope 0 against no ALiBi";
   } else {  // the slopes' terms m_h (j - p), exact in binary64, as an f32 bias
-    set_bias(b, full_f32_bias(
-                    c, [&](auto bi, auto h, auto i, auto j) { return c.alibi_at(bi, h, i, j); }, gap));
-    what = "ALiBi against the f32 bias of its terms m_h (j - p)";
+    set_bias(b, full_bias(
+                    c, type, [&](auto bi, auto h, auto i, auto j) { return c.alibi_at(bi, h, i, j); }, gap));
+    what = "ALiBi against the " + std::string(name(type)) + " bias of its terms m_h (j - p)";
   }
   const double vmax = max_abs_v(c);
   within_bounds_options opt;
@@ -95,8 +100,8 @@ law_outcome alibi_equals_explicit_bias(const subject& s, const attn_case& c) {
 }
 
 // A bias on every case, no sinks (a sink does not move with the bias row).
-void prepare_row_constant(attn_case& c, const subject&) {
-  ensure_bias(c, bias_kind::normal);
+void prepare_row_constant(attn_case& c, const subject& s) {
+  ensure_bias(c, bias_kind::normal, s);
   c.variants.sinks = sink_kind::none;
 }
 
@@ -113,20 +118,23 @@ law_outcome row_constant_changes_nothing(const subject& s, const attn_case& c) {
   }
   attn_case b = c;
   std::vector<double> gap;
-  set_bias(b, full_f32_bias(
-                  c, [&](auto bi, auto h, auto i, auto j) { return c.bias_at(bi, h, i, j) + t[row_of(c, bi, h, i)]; }, gap));
+  const dtype type = s.limits().bias_type_taken(dtype::f32);
+  set_bias(b,
+           full_bias(
+               c, type, [&](auto bi, auto h, auto i, auto j) { return c.bias_at(bi, h, i, j) + t[row_of(c, bi, h, i)]; }, gap));
   const double vmax = max_abs_v(c);
   within_bounds_options opt;
   opt.o_gap = [&](std::int64_t bi, std::int64_t h, std::int64_t i) { return 2 * vmax * gap[row_of(c, bi, h, i)]; };
   opt.lse_gap = [&](std::int64_t bi, std::int64_t h, std::int64_t i) { return gap[row_of(c, bi, h, i)]; };
   opt.lse_offset = [&](std::int64_t bi, std::int64_t h, std::int64_t i) { return t[row_of(c, bi, h, i)]; };
   add_runs_within_bounds(o, s, c, "bias", b, "bias plus a row constant",
-                         std::string("a constant per bias row") + (big ? " (1e3..1e4)" : "") + ", the bias made f32 and full",
+                         std::string("a constant per bias row") + (big ? " (1e3..1e4)" : "") + ", the bias made " +
+                             std::string(name(type)) + " and full",
                          opt);
   return o;
 }
 
-void prepare_masking(attn_case& c, const subject&) { ensure_bias(c, bias_kind::masking); }
+void prepare_masking(attn_case& c, const subject& s) { ensure_bias(c, bias_kind::masking, s); }
 
 law_outcome minus_inf_equals_mask(const subject& s, const attn_case& c) {
   law_outcome o;
@@ -154,8 +162,8 @@ law_outcome minus_inf_equals_mask(const subject& s, const attn_case& c) {
 }
 
 // A bias broadcast over at least one dim of size > 1 where the case allows one.
-void prepare_broadcast(attn_case& c, const subject&) {
-  ensure_bias(c, c.variants.bias_values);
+void prepare_broadcast(attn_case& c, const subject& s) {
+  ensure_bias(c, c.variants.bias_values, s);
   auto& shape = c.variants.bias_shape;
   const std::int64_t full[] = {c.b, c.hq, c.lq, c.lk};
   bool broadcast = false;

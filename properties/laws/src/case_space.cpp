@@ -229,7 +229,8 @@ variant_choice read_variant_choices(choices& in) {
   return v;
 }
 
-void apply_variants(attn_case& c, const variant_choice& v, std::uint32_t features, const std::vector<std::int64_t>& hints) {
+void apply_variants(attn_case& c, const variant_choice& v, std::uint32_t features, const std::vector<std::int64_t>& hints,
+                    const static_limits& limits) {
   if (v.any == 0) return;
   score_variants& w = c.variants;
   if ((features & ATTNCHECK_FEATURE3_WINDOW) && v.window > 0) {
@@ -250,6 +251,7 @@ void apply_variants(attn_case& c, const variant_choice& v, std::uint32_t feature
     w.bias_type = static_cast<dtype>(v.bias_type);
     w.bias_values = static_cast<bias_kind>(v.bias - 1);
   }
+  limits.fit_variants(c);
 }
 
 raw_choice read_choices(choices& in) {
@@ -279,15 +281,19 @@ case_context context_of(const subject& s, bool allow_masks, bool allow_poison) {
   ctx.hints = hint_lengths(s);
   ctx.hinted_dims = hint_dims(s);
   ctx.variants = s.features_v3() & score_variant_bits;
+  ctx.limits = s.limits();
   return ctx;
 }
 
 attn_case case_of(const raw_choice& r, const case_context& ctx, std::int64_t cap) {
   attn_case c = shape_of(r, ctx.hints, ctx.hinted_dims);
+  ctx.limits.fit_shape(c);
   fit_work(c, cap);
+  ctx.limits.fit_shape(c);  // after fit_work's halving: a limit may cost the cap a little
   c.type = ctx.types.empty() ? dtype::f32 : ctx.types[static_cast<std::size_t>(r.type) % ctx.types.size()];
   c.values = value_order[r.values];
   c.causal = ctx.can_causal && r.causal == 1;
+  ctx.limits.fit_causal(c);
   if (ctx.can_pad && r.padding == 1) {
     // Uneven lengths per batch element: full, one short, half, one key, none, or a random cut.
     for (std::int64_t bi = 0; bi < c.b; ++bi) {
@@ -314,6 +320,7 @@ attn_case case_of(const raw_choice& r, const case_context& ctx, std::int64_t cap
   c.poison = ctx.allow_poison ? static_cast<poison_kind>(r.poison) : poison_kind::none;
   // One case in four has an explicit scale.
   if (r.scale >= 27) c.scale = explicit_scale(r.scale - 27, c.d);
+  ctx.limits.fit_scale(c);
   c.seed = r.seed;
   return c;
 }

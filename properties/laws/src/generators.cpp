@@ -40,7 +40,7 @@ rc::Gen<attn_case> any_case(const subject& s, const gen_options& opt) {
                         const std::int64_t most =
                             probe.variants.any() ? std::min(opt.max_work, run_default::variant_max_work) : opt.max_work;
                         attn_case c = case_of(rv.first, ctx, cap_now(most));
-                        apply_variants(c, rv.second, ctx.variants, ctx.hints);
+                        apply_variants(c, rv.second, ctx.variants, ctx.hints, ctx.limits);
                         return c;
                       });
 }

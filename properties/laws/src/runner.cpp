@@ -28,6 +28,13 @@ law_outcome strictly_declined(const attn_case& c, const case_declined& d) {
   return o;
 }
 
+// True when every decline was the host's, for a case outside the declared limits.
+bool only_limits(const std::map<std::string, std::int64_t>& declines) {
+  for (const auto& [why, n] : declines)
+    if (!is_limit_decline(why)) return false;
+  return !declines.empty();
+}
+
 }  // namespace
 
 law_outcome replay(const law& l, const subject& s, const attn_case& c, bool strict_declines) {
@@ -35,6 +42,7 @@ law_outcome replay(const law& l, const subject& s, const attn_case& c, bool stri
     // The outcome of a replay is reported: its worst elements carry their position (element_where::at).
     return l.check(s, c);
   } catch (const case_declined& d) {
+    if (d.by_limit) return law_outcome::skip("the case is outside the subject's declared limits: " + d.reason);
     return strict_declines ? strictly_declined(c, d) : law_outcome::skip("the subject declined this case: " + d.reason);
   } catch (const std::exception& e) {
     law_outcome o;
@@ -83,9 +91,10 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
       if (opt.on_case) opt.on_case(c);
       out = l.check(s, c);
     } catch (const case_declined& d) {
-      if (!opt.strict_declines) {
+      if (!opt.strict_declines || d.by_limit) {
         // Counted and replaced: never a failure, and never half a relation
-        // judged. Charged to the law's work like a case run, so a subject
+        // judged (a case outside the declared limits is no decline of the
+        // subject's, so --strict-declines counts it too). Charged to the law's work like a case run, so a subject
         // that declines much cannot stretch the law past its budget.
         if (!failed_once) {
           ++r.declines[d.key()];
@@ -169,6 +178,11 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
       if (r.failure.v != verdict::fail) r.failure.fail("flaky: the shrunk case passed on replay (" + f.description + ")");
       r.max_ratio = std::max(r.max_ratio, r.failure.max_ratio);
     }
+  } else if (result.template is<rc::detail::GaveUpResult>() && r.cases == 0 && only_limits(r.declines)) {
+    // Every draw fell outside the subject's declared limits (a GQA law on a
+    // subject without GQA): the law's domain is not the subject's.
+    r.v = verdict::skip;
+    r.skip_reason = "every case it draws is outside the subject's declared limits: " + declines_text(r.declines);
   } else if (result.template is<rc::detail::GaveUpResult>() && !r.declines.empty()) {
     // The subject declined more than declines_per_case draws per case: what
     // it did take is judged, but not enough of the law's domain to pass.
@@ -208,6 +222,8 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
+
+bool is_limit_decline(const std::string& key) { return key.rfind("limit ", 0) == 0; }
 
 std::string declines_text(const std::map<std::string, std::int64_t>& declines) {
   std::vector<std::pair<std::int64_t, std::string>> by;

@@ -76,7 +76,8 @@ _CLAIMS = ("deterministic", "threads", "batch", "cache", "layout", "lq", "page_p
 
 
 def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), key_blocks=1, hints=None,
-            tensors="numpy", cache=None, tanh_ulps=None, backward=None, profile=None, conventions=None):
+            tensors="numpy", cache=None, tanh_ulps=None, backward=None, profile=None, conventions=None,
+            limits=None):
     """Marks a callable as an attncheck subject.
 
     u          unit roundoff of the compute type, in [2^-64, 2^-8] (2**-24 for f32 compute)
@@ -113,6 +114,14 @@ def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), 
     conventions what a row that sees no key holds, if not the contract's O = 0
                and LSE = -inf: {"empty_row_o": "nan", "empty_row_lse":
                "plus_inf"} (docs/abi.md "Conventions")
+    limits     static limits, a dict of attncheck_limits' built fields:
+               {"max_head_dim": 256, "head_dim_multiple": 8, "head_dims": [64,
+               128], "dv_equals_d": True, "causal_lq_at_most_lk": True,
+               "min_lk": 2, "max_group": 1, "scale_signs": ["positive"],
+               "bias_dtypes": ["f16"], "alibi_slopes": "geometric",
+               "alibi_max_bias": 8}: the
+               gate draws inside them and never hands the callable a case
+               outside them (docs/abi.md "Static limits")
     The gate refuses unknown names and numbers out of range, naming the field.
     """
     for group, allowed in (("dtypes", _DTYPES), ("features", _features()), ("claims", _CLAIMS)):
@@ -133,6 +142,8 @@ def declare(*, u, exp_ulps, name=None, dtypes=("f32",), features=(), claims=(), 
         decl["profile"] = dict(profile)
     if conventions is not None:
         decl["conventions"] = dict(conventions)
+    if limits is not None:
+        decl["limits"] = dict(limits)
 
     def mark(fn):
         fn.__attncheck__ = decl

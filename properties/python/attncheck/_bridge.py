@@ -64,7 +64,7 @@ MAX_TANH_ULPS = 4096.0  # ATTNCHECK_MAX_TANH_ULPS
 CLAIMS = {"deterministic": 0x01, "threads": 0x02, "batch": 0x04, "cache": 0x08, "layout": 0x10, "lq": 0x20}
 HINT_SLOTS = 8
 DECLARATION_KEYS = {"name", "dtypes", "features", "claims", "u", "exp_ulps", "tanh_ulps", "key_blocks", "hints", "tensors",
-                    "cache", "backward", "profile", "conventions"}
+                    "cache", "backward", "profile", "conventions", "limits"}
 # The stage-wise profile (attncheck_profile, docs/abi.md "Stage-wise precision profile"): the C field
 # names without prefixes; named values for the enumerations, numbers for the units ("exact": ATTNCHECK_EXACT).
 PROFILE_UNITS = ("qk_product_u", "qk_accum_u", "exp_ulps", "rescale_u", "pv_accum_u", "lse_u")
@@ -83,6 +83,12 @@ CONVENTION_NAMES = {
     "masked_slots": {"skipped": 0, "weighted_by_zero": 1},
 }
 FLUSH_BITS = {"inputs": 0x1, "intermediates": 0x2, "outputs": 0x4}
+# The static limits (attncheck_limits, docs/abi.md "Static limits") this attncheck judges, by C field name.
+LIMIT_INTS = ("max_head_dim", "head_dim_multiple", "min_lk", "max_group")
+LIMIT_FLAGS = ("dv_equals_d", "causal_lq_at_most_lk")
+SCALE_SIGN_BITS = {"positive": 0x1, "zero": 0x2, "negative": 0x4}
+BIAS_DTYPE_BITS = {"f32": 0x1, "f16": 0x2, "bf16": 0x4}
+ALIBI_RULES = {"any": 0, "geometric": 1}
 HINT_KEYS = {"q_tile", "k_tile", "split_keys", "lengths", "head_dims"}
 # numpy has no bfloat16: bf16 travels as its bits in uint16 (docs/python.md).
 NUMPY_STORAGE = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(np.uint16)}
@@ -134,16 +140,20 @@ def _number(decl, key):
     return float(v)
 
 
+def _check_keys(value, what, known):
+    """A declaration's dict part: a dict whose keys are all known, naming the unknown ones."""
+    if not isinstance(value, dict):
+        raise DeclarationError(f"{what} must be a dict, got {type(value).__name__}")
+    unknown = set(value) - set(known)
+    if unknown:
+        raise DeclarationError(f"{what}: unknown keys {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
+
+
 def _profile(profile):
     """The profile dict as the C struct's numbers (None: no profile). The host checks the ranges."""
     if profile is None:
         return None
-    if not isinstance(profile, dict):
-        raise DeclarationError(f"profile must be a dict, got {type(profile).__name__}")
-    known = set(PROFILE_UNITS) | set(PROFILE_NAMES) | set(PROFILE_INTS)
-    unknown = set(profile) - known
-    if unknown:
-        raise DeclarationError(f"profile: unknown keys {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
+    _check_keys(profile, "profile", set(PROFILE_UNITS) | set(PROFILE_NAMES) | set(PROFILE_INTS))
     out = {}
     for key, v in profile.items():
         if key in PROFILE_NAMES:
@@ -168,12 +178,7 @@ def _conventions(conventions):
     """The conventions dict as the C struct's numbers (None: the contract's). The host checks what it judges."""
     if conventions is None:
         return None
-    if not isinstance(conventions, dict):
-        raise DeclarationError(f"conventions must be a dict, got {type(conventions).__name__}")
-    known = set(CONVENTION_NAMES) | {"flush"}
-    unknown = set(conventions) - known
-    if unknown:
-        raise DeclarationError(f"conventions: unknown keys {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
+    _check_keys(conventions, "conventions", set(CONVENTION_NAMES) | {"flush"})
     out = {}
     for key, v in conventions.items():
         if key == "flush":
@@ -182,6 +187,38 @@ def _conventions(conventions):
             raise DeclarationError(f"conventions.{key}: unknown value {v!r} (known: {', '.join(CONVENTION_NAMES[key])})")
         else:
             out[key] = CONVENTION_NAMES[key][v]
+    return out
+
+
+def _limits(limits):
+    """The limits dict as the C struct's numbers (None: no limits). The host checks the ranges."""
+    if limits is None:
+        return None
+    _check_keys(limits, "limits", set(LIMIT_INTS) | set(LIMIT_FLAGS) | {"head_dims", "scale_signs", "bias_dtypes", "alibi_slopes", "alibi_max_bias"})
+    out = {}
+    for key, v in limits.items():
+        if key in LIMIT_FLAGS:
+            if not isinstance(v, bool):
+                raise DeclarationError(f"limits.{key} must be True or False, got {v!r}")
+            out[key] = int(v)
+        elif key == "scale_signs":
+            out[key] = _names({"scale_signs": v}, "scale_signs", SCALE_SIGN_BITS, [])
+        elif key == "bias_dtypes":
+            out[key] = _names({"bias_dtypes": v}, "bias_dtypes", BIAS_DTYPE_BITS, [])
+        elif key == "alibi_slopes":
+            if v not in ALIBI_RULES:
+                raise DeclarationError(f"limits.alibi_slopes: unknown value {v!r} (known: {', '.join(ALIBI_RULES)})")
+            out[key] = ALIBI_RULES[v]
+        elif key == "alibi_max_bias":
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise DeclarationError(f"limits.alibi_max_bias must be a number, got {v!r}")
+            out[key] = float(v)
+        elif key == "head_dims":
+            if not isinstance(v, (list, tuple)) or len(v) > HINT_SLOTS:
+                raise DeclarationError(f"limits.head_dims must be a list of at most {HINT_SLOTS} head sizes, got {v!r}")
+            out[key] = [_hint(d, "head_dims") for d in v]
+        else:
+            out[key] = _hint(v, key)
     return out
 
 
@@ -257,6 +294,7 @@ class Subject:
         self.exp_ulps = _number(decl, "exp_ulps")
         self.profile = _profile(decl.get("profile"))
         self.conventions = _conventions(decl.get("conventions"))
+        self.limits = _limits(decl.get("limits"))
         # tanh_ulps belongs to the softcap: required with it, refused without it (the host reads it
         # only with FEATURE3_SOFTCAP, so a stray one would be a declaration nobody checks).
         if "softcap" in self.variants:

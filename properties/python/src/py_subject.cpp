@@ -21,6 +21,7 @@ struct py_state {
   std::string name;
   attncheck_profile profile{};          // desc.profile points here when the subject declares one
   attncheck_conventions conventions{};  // desc.conventions likewise
+  attncheck_limits limits{};            // desc.limits likewise
 };
 
 py_state* of(void* state) { return static_cast<py_state*>(state); }
@@ -333,6 +334,27 @@ attncheck_instance* make_instance(py::object subject) {
                              std::pair{"masked_slots", &c.masked_slots}, std::pair{"flush", &c.flush}})
       if (cd.contains(key)) *slot = cd[key].cast<std::uint32_t>();
     d.conventions = &c;
+  }
+  if (const py::object lim = subject.attr("limits"); !lim.is_none()) {
+    const py::dict ld = lim;
+    attncheck_limits& l = self->limits;
+    l.struct_size = sizeof l;
+    for (auto [key, slot] : {std::pair{"max_head_dim", &l.max_head_dim}, std::pair{"head_dim_multiple", &l.head_dim_multiple},
+                             std::pair{"min_lk", &l.min_lk}, std::pair{"max_group", &l.max_group}})
+      if (ld.contains(key)) *slot = ld[key].cast<std::int64_t>();
+    for (auto [key, slot] :
+         {std::pair{"dv_equals_d", &l.dv_equals_d}, std::pair{"causal_lq_at_most_lk", &l.causal_lq_at_most_lk}})
+      if (ld.contains(key)) *slot = ld[key].cast<std::int32_t>();
+    if (ld.contains("scale_signs")) l.scale_signs = ld["scale_signs"].cast<std::uint32_t>();
+    if (ld.contains("bias_dtypes")) l.bias_dtypes = ld["bias_dtypes"].cast<std::uint32_t>();
+    if (ld.contains("alibi_slopes")) l.alibi_slopes = ld["alibi_slopes"].cast<std::uint32_t>();
+    if (ld.contains("alibi_max_bias")) l.alibi_max_bias = ld["alibi_max_bias"].cast<double>();
+    if (ld.contains("head_dims")) {
+      const py::list dims = ld["head_dims"];
+      for (std::size_t i = 0; i < dims.size() && i < ATTNCHECK_SIZE_HINT_SLOTS; ++i)
+        l.head_dims[i] = dims[i].cast<std::int64_t>();
+    }
+    d.limits = &l;
   }
   const py::dict hints = subject.attr("hints");
   const auto hint = [&](const char* key) {

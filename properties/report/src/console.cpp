@@ -120,7 +120,7 @@ void print_gate(const gate_result& g, std::ostream& out, const console_options& 
   out << "  " << std::setw(10) << "prob"
       << "\n";
   int passed = 0, failed = 0, skipped = 0, unjudged = 0, timeouts = 0;
-  std::int64_t declined = 0;  // cases the subject declined, over every law
+  std::int64_t declined = 0, outside_limits = 0;  // cases the subject declined, and the host for it (its limits), over every law
   // Laws of a feature the subject does not declare (the contract 1.1
   // variants, backward) fold into one line under the table, by group.
   std::vector<std::string> undeclared;
@@ -151,7 +151,7 @@ void print_gate(const gate_result& g, std::ostream& out, const console_options& 
     else if (r.v == verdict::unjudged)  // a variant's judged share fell below its floor, or the subject declined too much
       out << "    " << r.unjudged_why << "\n";
     if (const std::string note = replaced_declines_note(r); !note.empty()) out << "    " << note << "\n";
-    for (const auto& [why, n] : r.declines) declined += n;
+    for (const auto& [why, n] : r.declines) (is_limit_decline(why) ? outside_limits : declined) += n;
   }
   if (n_undeclared) {
     out << "skipped, a feature the subject does not declare: ";
@@ -164,6 +164,7 @@ void print_gate(const gate_result& g, std::ostream& out, const console_options& 
   if (timeouts) out << timeouts << " timed out, ";
   out << unjudged << " unjudged, " << skipped << " skipped";
   if (declined) out << ", " << declined << " cases declined by the subject" << (opt.strict_declines ? "" : " (replaced)");
+  if (outside_limits) out << ", " << outside_limits << " cases outside its declared limits (replaced)";
   out << " in " << total << " s";
   const int prob_failed = g.prob_failed();
   if (prob_failed)
@@ -293,7 +294,8 @@ void print_declaration(const gate_result& g, std::ostream& out) {
   const declared_numbers& d = g.declared;
   out << "  declared: ABI v" << g.abi << ", u = 2^" << number_text(std::log2(d.u), "%.4g")
       << (d.profile.empty() ? "" : " (profile: " + d.profile + ")") << ", exp " << number_text(d.exp_ulps) << " ulps, "
-      << (d.conventions.empty() ? "" : d.conventions + ", ") << "key blocks nb";
+      << (d.conventions.empty() ? "" : d.conventions + ", ") << (d.limits.empty() ? "" : "limits: " + d.limits + ", ")
+      << "key blocks nb";
   for (const auto& [lk, nb] : d.nb_at) out << " " << nb << " at Lk=" << lk << (lk == d.nb_at.back().first ? "" : ",");
   const auto& h = g.hints;
   out << "; size hints" << (g.default_hints ? " (none declared; common production sizes)" : "") << ":";

@@ -82,6 +82,7 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
           nb);
   if (!g.declared.profile.empty()) row(o, "profile", g.declared.profile);
   if (!g.declared.conventions.empty()) row(o, "conventions", g.declared.conventions);
+  if (!g.declared.limits.empty()) row(o, "limits", g.declared.limits);
   std::string hints;
   if (g.hints.q_tile) hints += "q_tile " + std::to_string(g.hints.q_tile) + " ";
   if (g.hints.k_tile) hints += "k_tile " + std::to_string(g.hints.k_tile) + " ";

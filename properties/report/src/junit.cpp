@@ -53,6 +53,7 @@ void write_junit(const std::string& path, const gate_result& r) {
     << number_text(r.declared.exp_ulps, "%.17g") << "\"/><property name=\"key_blocks\" value=\"" << nb
     << (r.declared.profile.empty() ? "" : "\"/><property name=\"profile\" value=\"" + xml_escape(r.declared.profile))
     << (r.declared.conventions.empty() ? "" : "\"/><property name=\"conventions\" value=\"" + xml_escape(r.declared.conventions))
+    << (r.declared.limits.empty() ? "" : "\"/><property name=\"limits\" value=\"" + xml_escape(r.declared.limits))
     << "\"/><property name=\"probabilistic_confidence\" value=\"" << xml_escape(probabilistic_statement())
     << "\"/></properties>\n";
   for (std::size_t i = 0; i < r.reports.size(); ++i) {

@@ -241,9 +241,10 @@ typedef struct attncheck_instance {
   const attncheck_profile* profile;
   /* NULL: the contract's conventions (attncheck_conventions below). */
   const attncheck_conventions* conventions;
-  /* The parts below are designed (docs/abi.md) and not built yet: this host
-   * refuses an instance that sets them, rather than not judge them. NULL. */
+  /* NULL: no static limits; a case may still be declined (attncheck_limits below). */
   const attncheck_limits* limits;
+  /* Designed (docs/abi.md) and not built yet: this host refuses an instance
+   * that sets it, rather than not judge it. NULL. */
   int (*cache_append_v4)(void* state, void* cache, const attncheck_tensor* k, const attncheck_tensor* v, int64_t c,
                          const int64_t* count, const attncheck_quant* quant, char* err, size_t err_len);
 } attncheck_instance;
@@ -382,6 +383,42 @@ struct attncheck_conventions {
   uint32_t empty_row_lse; /* ATTNCHECK_EMPTY_LSE_* */
   uint32_t masked_slots;  /* ATTNCHECK_MASKED_* */
   uint32_t flush;         /* ATTNCHECK_FLUSH_* bits; 0: subnormals honoured (the contract's) */
+};
+
+/* Static limits (docs/abi.md "Static limits"): the shapes and parameters a
+ * kernel takes, declared once so that the generators draw inside them and no
+ * case is spent on a decline. It belongs to the instance, as the profile. A
+ * zero field is "no limit". The host never hands a subject a case outside its
+ * limits: such a case is declined on the subject's behalf, counted under the
+ * limit's name, even under --strict-declines. Built: the head sizes, Dv = D,
+ * causal Lq <= Lk, the smallest Lk, the largest group, the scale's signs, the
+ * bias storage types and the geometric slope rule at max_bias 8 (the
+ * published family); a version 4 host refuses the other ALiBi limits
+ * (designed, not judged yet). */
+#define ATTNCHECK_SCALE_SIGN_POSITIVE 0x1u /* scale > 0 (the default 1/sqrt(D) is positive) */
+#define ATTNCHECK_SCALE_SIGN_ZERO 0x2u     /* scale = 0 */
+#define ATTNCHECK_SCALE_SIGN_NEGATIVE 0x4u /* scale < 0 */
+#define ATTNCHECK_ALIBI_ANY 0u             /* any slopes (the contract's) */
+#define ATTNCHECK_ALIBI_GEOMETRIC 1u       /* slopes from alibi_max_bias, BLOOM's and ggml's rule (judged at 8 only) */
+#define ATTNCHECK_ALIBI_LIST 2u            /* exactly alibi_slope_list, per head in order (not judged yet) */
+#define ATTNCHECK_MAX_LIMIT_HEAD_DIM 4096  /* max_head_dim, head_dim_multiple and head_dims[] in [0, 4096] */
+#define ATTNCHECK_MAX_LIMIT_MIN_LK 4096    /* min_lk in [0, 4096] */
+struct attncheck_limits {
+  uint32_t struct_size;                         /* sizeof(attncheck_limits) of the plugin */
+  int64_t max_head_dim;                         /* D and Dv at most this; 0: none */
+  int64_t head_dim_multiple;                    /* D and Dv multiples of this; 0 or 1: none */
+  int64_t head_dims[ATTNCHECK_SIZE_HINT_SLOTS]; /* only these D and Dv (0 ends the list; all 0: any) */
+  int32_t dv_equals_d;                          /* 1: Dv = D only */
+  int32_t causal_lq_at_most_lk;                 /* 1: a causal problem has Lq <= Lk */
+  int64_t min_lk;                               /* the smallest Lk taken; 0: 1 */
+  int64_t max_group;                            /* the largest Hq / Hkv; 0: any, 1: no GQA */
+  uint32_t scale_signs;                         /* ATTNCHECK_SCALE_SIGN_* bits taken; 0: all */
+  uint32_t bias_dtypes;                         /* bits (1u << ATTNCHECK_F32 etc.) of the bias storage types; 0: all three */
+  int64_t alibi_max_distance;                   /* the largest |j - p| held exactly; 0: any */
+  uint32_t alibi_slopes;                        /* ATTNCHECK_ALIBI_* */
+  double alibi_max_bias;                        /* with ATTNCHECK_ALIBI_GEOMETRIC */
+  const float* alibi_slope_list;                /* with ATTNCHECK_ALIBI_LIST: alibi_slope_count slopes */
+  int64_t alibi_slope_count;
 };
 
 /* What an entry point returns. 0 is success, any other status a failure,

@@ -12,6 +12,7 @@
 #include "attncheck/case.hpp"
 #include "attncheck/oracle.hpp"
 #include "attncheck/subject.h"
+#include "attncheck/static_limits.hpp"
 
 namespace attncheck {
 
@@ -23,7 +24,10 @@ namespace attncheck {
 /// outputs is not thrown: it comes back as a failed call.
 struct case_declined : std::runtime_error {
   std::string reason;  ///< the subject's message
-  explicit case_declined(std::string why);
+  /// True when the host declined it for the subject: the case is outside the
+  /// declared static limits, so even --strict-declines never fails it.
+  bool by_limit = false;
+  explicit case_declined(std::string why, bool limit = false);
   /// The reason's key, as declines are counted: the text up to the first ':',
   /// trimmed and cut to 80 characters ("(no reason given)" when empty).
   std::string key() const;
@@ -106,6 +110,7 @@ struct declared_numbers {
   std::vector<std::pair<std::int64_t, std::int64_t>> nb_at;  ///< (Lk, nb) samples
   std::string profile;      ///< the stage-wise profile in words (profile_text); empty: one u for every stage
   std::string conventions;  ///< the declared conventions in words (conventions_text); empty: the contract's
+  std::string limits;       ///< the declared static limits in words (static_limits::text); empty: none
 };
 
 class subject {
@@ -163,6 +168,11 @@ class subject {
   /// or _OUTPUTS): the bound widens its underflow terms (docs/bound.md
   /// "Flushed subnormals").
   bool flushes(std::uint32_t stage) const { return (flush_ & stage) != 0; }
+  /// The static limits a version 4 instance declares (docs/abi.md "Static
+  /// limits"; none for any other): the generators fit their draws into them,
+  /// and every call of a case outside them is declined on the subject's
+  /// behalf (case_declined with by_limit), never handed to it.
+  const static_limits& limits() const { return limits_; }
 
   /// Empty when the subject can take this case; otherwise why not (dtype,
   /// mask kind, a contract 1.1 variant it did not declare, ...), which makes a
@@ -215,6 +225,9 @@ class subject {
   /// case_declined when the call wrote nothing (`wrote` false); one that wrote
   /// keeps its status, a failure, and says so in `error`.
   void settle_decline(int status, std::string& error, bool wrote) const;
+  /// Before a call: throws case_declined (by_limit) when c is outside the
+  /// declared static limits.
+  void decline_outside_limits(const attn_case& c) const;
   /// The case as this subject gets it: the case itself, or for a subject that
   /// weights masked slots by zero a copy in `filled` with finite unused slots.
   const attn_case& handed_case(const attn_case& c, std::optional<attn_case>& filled) const;
@@ -230,6 +243,7 @@ class subject {
   empty_row_convention empty_rows_{};
   bool masked_by_zero_ = false;
   std::uint32_t flush_ = 0;
+  static_limits limits_{};
   attncheck_size_hints hints_{};
   bool default_hints_ = false;
 };

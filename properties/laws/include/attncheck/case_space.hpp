@@ -123,12 +123,15 @@ struct case_context {
   std::vector<std::int64_t> hinted_dims;  ///< the subject's hinted head sizes
   bool can_causal = false, can_pad = false, can_mask = false, allow_poison = false;
   std::uint32_t variants = 0;  ///< ABI v3 variant bits the subject declares (apply_variants)
+  static_limits limits;        ///< the subject's static limits: every case is fitted into them
 };
 case_context context_of(const subject& s, bool allow_masks, bool allow_poison);
 
 /// The case of those choices: the shape of its regime cut down until
 /// case_work <= cap (batch and heads first, then head sizes, lengths last),
-/// then dtype, values, masks, layout, poison, scale and seed.
+/// then dtype, values, masks, layout, poison, scale and seed; the shape and
+/// the scale moved into the subject's static limits (static_limits::fit_shape,
+/// fit_causal, fit_scale; nothing moves for a subject without limits).
 attn_case case_of(const raw_choice& r, const case_context& ctx, std::int64_t cap);
 
 /// The raw choices of the contract 1.1 variants (docs/spec.md "Variants"),
@@ -175,7 +178,9 @@ variant_choice read_variant_choices(choices& in);
 /// subject's hints +-1, softcaps sit below and above the scores, sinks range
 /// from dominating to vanishing, ALiBi slopes of both signs, biases with -inf
 /// rows and columns. Values are drawn by materialize() from the case's seed.
-void apply_variants(attn_case& c, const variant_choice& v, std::uint32_t features, const std::vector<std::int64_t>& hints);
+/// The variants are then fitted into the subject's static limits (a bias storage type it takes).
+void apply_variants(attn_case& c, const variant_choice& v, std::uint32_t features, const std::vector<std::int64_t>& hints,
+                    const static_limits& limits = {});
 
 /// The lengths the subject's hints name (tiles, splits, length hints; 64 when none).
 std::vector<std::int64_t> hint_lengths(const subject& s);
