@@ -139,6 +139,12 @@ std::string describe(const cache_plan& plan);
 /// Throws input_error when the header is invalid (a law's prepare() can make it so).
 void decode_values(FuzzedDataProvider& in, int value_patches, attn_case& c);
 
+/// The law's check of c, or nullopt when the case was declined: by a version
+/// 4 subject, or by the host for a case outside the subject's declared
+/// static limits. A declined input is outside the harness's domain (the
+/// harness rejects it), never a finding, as a decline is never a failure.
+std::optional<law_outcome> check_unless_declined(const law& l, const subject& s, const attn_case& c);
+
 /// A law's verdict on a fuzzed case. On fail: prints the law, the case line,
 /// the message (and `context`, e.g. the cache plan) and the worst element to
 /// stderr; with write_case set, writes the case there as a case file naming
