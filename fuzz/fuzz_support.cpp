@@ -220,7 +220,7 @@ case_v3 decode_case(byte_choices& in, const reach_caps& caps, const subject& s, 
     attn_case probe;
     apply_variants(probe, v, ctx.variants, ctx.hints);
     if (probe.variants.any()) h.work = std::min(h.work, run_default::variant_max_work);
-    h.c = case_of(r, ctx, h.work);
+    h.c = case_of(r, ctx, h.work, probe.variants.has_alibi());
     apply_variants(h.c, v, ctx.variants, ctx.hints, ctx.limits);
     return h;
   }

@@ -417,14 +417,15 @@ TEST(subject_abi_v4, static_limits_are_read_enforced_fitted_and_checked) {
   lists.scale_signs = ATTNCHECK_SCALE_SIGN_NEGATIVE | ATTNCHECK_SCALE_SIGN_ZERO;
   lists.bias_dtypes = 1u << ATTNCHECK_F16;
   lists.alibi_published = true;
+  lists.alibi_max_distance = 5;
   for (const static_limits& lim : {s->limits(), lists})
     for (std::int64_t dim : {1, 7, 8, 9, 63, 64, 65, 200})
       for (std::optional<float> scale : {std::optional<float>(), std::optional<float>(-0.5f), std::optional<float>(0.0f)}) {
         attn_case f;
-        f.d = dim, f.dv = 300 - dim, f.lk = 1, f.lq = 9, f.causal = true, f.hkv = 2, f.hq = 8, f.scale = scale;
+        f.d = dim, f.dv = 300 - dim, f.lk = 1 + dim / 8, f.lq = 9, f.causal = true, f.hkv = 2, f.hq = 8, f.scale = scale;
         f.variants.bias_shape = {1, 1, 1, 1}, f.variants.bias_type = dim % 2 ? dtype::bf16 : dtype::f32;
         f.variants.alibi = dim % 3 ? alibi_kind::random : alibi_kind::zero;
-        lim.fit_shape(f);
+        lim.fit_shape(f, true);
         lim.fit_causal(f);
         lim.fit_scale(f);
         lim.fit_variants(f);
@@ -458,7 +459,9 @@ TEST(subject_abi_v4, static_limits_are_read_enforced_fitted_and_checked) {
   refused(q, "scale_signs");
   q = l, q.bias_dtypes = 0x8u;
   refused(q, "bias_dtypes");
-  q = l, q.alibi_max_distance = 2048;
+  q = l, q.alibi_max_distance = -1;
+  refused(q, "alibi_max_distance");
+  q = l, q.min_lk = 8, q.alibi_max_distance = 3;  // under min_lk - 1: no ALiBi case taken
   refused(q, "alibi_max_distance");
   q = l, q.alibi_slopes = ATTNCHECK_ALIBI_LIST;
   refused(q, "alibi_slopes");
@@ -467,9 +470,10 @@ TEST(subject_abi_v4, static_limits_are_read_enforced_fitted_and_checked) {
   q = l, q.alibi_max_bias = 8;  // without the rule
   refused(q, "alibi_max_bias");
   q = l, q.bias_dtypes = 1u << ATTNCHECK_F16, q.alibi_slopes = ATTNCHECK_ALIBI_GEOMETRIC, q.alibi_max_bias = 8;
+  q.alibi_max_distance = 2048;
   d.limits = &q;
   const std::string text = subject::adopt(&d, "f16 bias only")->limits().text();
-  EXPECT_NE(text.find(", bias f16, ALiBi slopes from max_bias 8"), std::string::npos) << text;
+  EXPECT_NE(text.find(", bias f16, ALiBi slopes from max_bias 8, ALiBi |j - p| <= 2048"), std::string::npos) << text;
 }
 
 // The stage-wise profile (docs/abi.md "Stage-wise precision profile"): NULL and

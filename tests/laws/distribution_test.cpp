@@ -157,6 +157,7 @@ TEST(distribution, static_limits_cost_no_draws_and_a_law_outside_them_is_skipped
     l.struct_size = sizeof l;
     l.max_head_dim = 48, l.head_dim_multiple = 8, l.dv_equals_d = 1, l.causal_lq_at_most_lk = 1, l.min_lk = 3;
     l.max_group = 1, l.scale_signs = ATTNCHECK_SCALE_SIGN_POSITIVE;
+    l.alibi_max_distance = 20, l.alibi_slopes = ATTNCHECK_ALIBI_GEOMETRIC, l.alibi_max_bias = 8;
     return l;
   }();
   attncheck_instance d{};
@@ -165,6 +166,7 @@ TEST(distribution, static_limits_cost_no_draws_and_a_law_outside_them_is_skipped
   d.name = "limited";
   d.dtypes = (1u << ATTNCHECK_F32) | (1u << ATTNCHECK_F16) | (1u << ATTNCHECK_BF16);
   d.features = ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_PADDING | ATTNCHECK_FEATURE_MASK;
+  d.features_v3 = ATTNCHECK_FEATURE3_ALIBI;
   d.compute_unit_roundoff = 0x1p-24;
   d.exp_ulps = 1;
   d.attend = [](void*, const attncheck_problem*, char*, size_t) { return 0; };
@@ -183,12 +185,14 @@ TEST(distribution, static_limits_cost_no_draws_and_a_law_outside_them_is_skipped
               },
               takes};
   inside.min_judged = grouped.min_judged = 0;  // they judge nothing: the calls are the test
+  inside.variants = true;                      // ALiBi drawn too: its lengths and slopes inside the limits
   run_options ro;
   ro.cases = 300;
   const law_report r = run_law(inside, *s, ro);
   EXPECT_EQ(r.v, verdict::pass) << r.failure.message;
   EXPECT_EQ(r.cases, 300);
   EXPECT_TRUE(r.declines.empty()) << declines_text(r.declines);
+  EXPECT_GT(r.stats.share("variant alibi"), 0.1);
   const law_report g = run_law(grouped, *s, ro);
   EXPECT_EQ(g.v, verdict::skip);
   EXPECT_NE(g.skip_reason.find("outside the subject's declared limits"), std::string::npos) << g.skip_reason;

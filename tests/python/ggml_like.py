@@ -7,8 +7,9 @@ does, declared honestly: the subject of the acceptance "a declining subject"
     attncheck gate --subject python:tests/python/ggml_like.py:attend_rule_declared
 
 What it takes, and how it says so:
-- head sizes up to 256, and an additive bias only in f16 (ggml's KQ mask is
-  f16): static limits, so the gate draws inside them;
+- head sizes up to 256, an additive bias only in f16 (ggml's KQ mask is
+  f16), and ALiBi distances |j - p| up to 2048 (positions held exactly):
+  static limits, so the gate draws inside them;
 - ALiBi slopes only from one max_bias (ggml derives them: m0 = 2^(-8/n),
   m1 = 2^(-4/n), n the largest power of two <= Hq; the published family at
   max_bias 8): any other slopes are declined per case,
@@ -109,7 +110,7 @@ def _attention(q, k, v, *, scale, causal, key_len, mask, dtype, sinks=None, alib
 
 _DECLARATION = dict(u=2**-24, exp_ulps=3, dtypes=("f32", "f16", "bf16"),
                     features=("causal", "padding", "mask", "lse", "sinks", "alibi", "bias"),
-                    limits={"max_head_dim": 256, "bias_dtypes": ["f16"]})
+                    limits={"max_head_dim": 256, "bias_dtypes": ["f16"], "alibi_max_distance": 2048})
 
 
 @attncheck.declare(name="ggml-like", **_DECLARATION)

@@ -36,7 +36,7 @@ const char* sign_name(std::uint32_t bit) {
 
 bool static_limits::none() const {
   return max_head_dim == 0 && head_dim_multiple <= 1 && head_dims.empty() && !dv_equals_d && !causal_lq_at_most_lk &&
-         min_lk <= 1 && max_group == 0 && scale_signs == 0 && bias_dtypes == 0 && !alibi_published;
+         min_lk <= 1 && max_group == 0 && scale_signs == 0 && bias_dtypes == 0 && !alibi_published && alibi_max_distance == 0;
 }
 
 bool static_limits::takes_head_dim(std::int64_t d) const {
@@ -63,12 +63,15 @@ std::string static_limits::outside(const attn_case& c) const {
     return std::string("limit scale_signs: a ") + sign_name(sign_of(c.scale)) + " scale";
   if (bias_dtypes != 0 && c.variants.has_bias() && !(bias_dtypes & type_bit(c.variants.bias_type)))
     return std::string("limit bias_dtypes: a bias in ") + std::string(name(c.variants.bias_type));
+  if (alibi_max_distance > 0 && c.variants.has_alibi() && std::max(c.lk, c.lq) - 1 > alibi_max_distance)
+    return "limit alibi_max_distance: ALiBi with |j - p| up to " + std::to_string(std::max(c.lk, c.lq) - 1) + " > " +
+           std::to_string(alibi_max_distance);
   if (!takes_alibi(c.variants.alibi))
     return std::string("limit alibi_slopes: ") + std::string(name(c.variants.alibi)) + " slopes, not max_bias 8's";
   return {};
 }
 
-void static_limits::fit_shape(attn_case& c) const {
+void static_limits::fit_shape(attn_case& c, bool alibi) const {
   const auto fit = [this](std::int64_t d) {
     if (takes_head_dim(d)) return d;
     if (!head_dims.empty()) {
@@ -86,6 +89,10 @@ void static_limits::fit_shape(attn_case& c) const {
   c.d = fit(c.d);
   c.dv = dv_equals_d ? c.d : fit(c.dv);
   c.lk = std::max(c.lk, min_lk);
+  if (alibi && alibi_max_distance > 0) {
+    c.lk = std::min(c.lk, alibi_max_distance + 1);
+    c.lq = std::min(c.lq, alibi_max_distance + 1);
+  }
   if (max_group > 0 && c.group() > max_group) c.hq = c.hkv * max_group;
 }
 
@@ -142,6 +149,7 @@ std::string static_limits::text() const {
     add("bias " + types);
   }
   if (alibi_published) add("ALiBi slopes from max_bias 8");
+  if (alibi_max_distance > 0) add("ALiBi |j - p| <= " + std::to_string(alibi_max_distance));
   return t;
 }
 
@@ -202,7 +210,13 @@ static_limits read_limits(const attncheck_limits* l, const std::string& spec) {
   out.bias_dtypes = l->bias_dtypes;
   // Designed, not judged yet: refused rather than loaded and left unjudged.
   constexpr const char* later = " is not judged by this attncheck yet: leave it ";
-  if (l->alibi_max_distance != 0) refuse("alibi_max_distance", std::string("an ALiBi distance limit") + later + "0");
+  if (l->alibi_max_distance < 0 || l->alibi_max_distance > ATTNCHECK_MAX_LIMIT_DISTANCE)
+    refuse("alibi_max_distance", "alibi_max_distance = " + std::to_string(l->alibi_max_distance) + " must lie in [0, " +
+                                     std::to_string(ATTNCHECK_MAX_LIMIT_DISTANCE) + "]");
+  if (l->alibi_max_distance > 0 && l->alibi_max_distance + 1 < out.min_lk)
+    refuse("alibi_max_distance", "alibi_max_distance = " + std::to_string(l->alibi_max_distance) +
+                                     " is under min_lk - 1: no ALiBi case would be taken");
+  out.alibi_max_distance = l->alibi_max_distance;
   if (l->alibi_slopes > ATTNCHECK_ALIBI_LIST)
     refuse("alibi_slopes", "alibi_slopes = " + std::to_string(l->alibi_slopes) + " is none of ATTNCHECK_ALIBI_* (0 to 2)");
   if (l->alibi_slopes == ATTNCHECK_ALIBI_LIST)

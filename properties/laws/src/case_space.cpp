@@ -285,11 +285,11 @@ case_context context_of(const subject& s, bool allow_masks, bool allow_poison) {
   return ctx;
 }
 
-attn_case case_of(const raw_choice& r, const case_context& ctx, std::int64_t cap) {
+attn_case case_of(const raw_choice& r, const case_context& ctx, std::int64_t cap, bool alibi) {
   attn_case c = shape_of(r, ctx.hints, ctx.hinted_dims);
-  ctx.limits.fit_shape(c);
+  ctx.limits.fit_shape(c, alibi);
   fit_work(c, cap);
-  ctx.limits.fit_shape(c);  // after fit_work's halving: a limit may cost the cap a little
+  ctx.limits.fit_shape(c, alibi);  // after fit_work's halving: a limit may cost the cap a little
   c.type = ctx.types.empty() ? dtype::f32 : ctx.types[static_cast<std::size_t>(r.type) % ctx.types.size()];
   c.values = value_order[r.values];
   c.causal = ctx.can_causal && r.causal == 1;

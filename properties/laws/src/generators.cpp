@@ -39,7 +39,7 @@ rc::Gen<attn_case> any_case(const subject& s, const gen_options& opt) {
                         apply_variants(probe, rv.second, ctx.variants, ctx.hints);
                         const std::int64_t most =
                             probe.variants.any() ? std::min(opt.max_work, run_default::variant_max_work) : opt.max_work;
-                        attn_case c = case_of(rv.first, ctx, cap_now(most));
+                        attn_case c = case_of(rv.first, ctx, cap_now(most), probe.variants.has_alibi());
                         apply_variants(c, rv.second, ctx.variants, ctx.hints, ctx.limits);
                         return c;
                       });

@@ -84,7 +84,7 @@ CONVENTION_NAMES = {
 }
 FLUSH_BITS = {"inputs": 0x1, "intermediates": 0x2, "outputs": 0x4}
 # The static limits (attncheck_limits, docs/abi.md "Static limits") this attncheck judges, by C field name.
-LIMIT_INTS = ("max_head_dim", "head_dim_multiple", "min_lk", "max_group")
+LIMIT_INTS = ("max_head_dim", "head_dim_multiple", "min_lk", "max_group", "alibi_max_distance")
 LIMIT_FLAGS = ("dv_equals_d", "causal_lq_at_most_lk")
 SCALE_SIGN_BITS = {"positive": 0x1, "zero": 0x2, "negative": 0x4}
 BIAS_DTYPE_BITS = {"f32": 0x1, "f16": 0x2, "bf16": 0x4}

@@ -340,7 +340,8 @@ attncheck_instance* make_instance(py::object subject) {
     attncheck_limits& l = self->limits;
     l.struct_size = sizeof l;
     for (auto [key, slot] : {std::pair{"max_head_dim", &l.max_head_dim}, std::pair{"head_dim_multiple", &l.head_dim_multiple},
-                             std::pair{"min_lk", &l.min_lk}, std::pair{"max_group", &l.max_group}})
+                             std::pair{"min_lk", &l.min_lk}, std::pair{"max_group", &l.max_group},
+                             std::pair{"alibi_max_distance", &l.alibi_max_distance}})
       if (ld.contains(key)) *slot = ld[key].cast<std::int64_t>();
     for (auto [key, slot] :
          {std::pair{"dv_equals_d", &l.dv_equals_d}, std::pair{"causal_lq_at_most_lk", &l.causal_lq_at_most_lk}})

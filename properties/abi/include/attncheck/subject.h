@@ -392,17 +392,18 @@ struct attncheck_conventions {
  * limits: such a case is declined on the subject's behalf, counted under the
  * limit's name, even under --strict-declines. Built: the head sizes, Dv = D,
  * causal Lq <= Lk, the smallest Lk, the largest group, the scale's signs, the
- * bias storage types and the geometric slope rule at max_bias 8 (the
- * published family); a version 4 host refuses the other ALiBi limits
- * (designed, not judged yet). */
-#define ATTNCHECK_SCALE_SIGN_POSITIVE 0x1u /* scale > 0 (the default 1/sqrt(D) is positive) */
-#define ATTNCHECK_SCALE_SIGN_ZERO 0x2u     /* scale = 0 */
-#define ATTNCHECK_SCALE_SIGN_NEGATIVE 0x4u /* scale < 0 */
-#define ATTNCHECK_ALIBI_ANY 0u             /* any slopes (the contract's) */
-#define ATTNCHECK_ALIBI_GEOMETRIC 1u       /* slopes from alibi_max_bias, BLOOM's and ggml's rule (judged at 8 only) */
-#define ATTNCHECK_ALIBI_LIST 2u            /* exactly alibi_slope_list, per head in order (not judged yet) */
-#define ATTNCHECK_MAX_LIMIT_HEAD_DIM 4096  /* max_head_dim, head_dim_multiple and head_dims[] in [0, 4096] */
-#define ATTNCHECK_MAX_LIMIT_MIN_LK 4096    /* min_lk in [0, 4096] */
+ * bias storage types, the ALiBi distance and the geometric slope rule at
+ * max_bias 8 (the published family); a version 4 host refuses a slope list
+ * and other max_bias values (designed, not judged yet). */
+#define ATTNCHECK_SCALE_SIGN_POSITIVE 0x1u   /* scale > 0 (the default 1/sqrt(D) is positive) */
+#define ATTNCHECK_SCALE_SIGN_ZERO 0x2u       /* scale = 0 */
+#define ATTNCHECK_SCALE_SIGN_NEGATIVE 0x4u   /* scale < 0 */
+#define ATTNCHECK_ALIBI_ANY 0u               /* any slopes (the contract's) */
+#define ATTNCHECK_ALIBI_GEOMETRIC 1u         /* slopes from alibi_max_bias, BLOOM's and ggml's rule (judged at 8 only) */
+#define ATTNCHECK_ALIBI_LIST 2u              /* exactly alibi_slope_list, per head in order (not judged yet) */
+#define ATTNCHECK_MAX_LIMIT_HEAD_DIM 4096    /* max_head_dim, head_dim_multiple and head_dims[] in [0, 4096] */
+#define ATTNCHECK_MAX_LIMIT_MIN_LK 4096      /* min_lk in [0, 4096] */
+#define ATTNCHECK_MAX_LIMIT_DISTANCE 1048576 /* alibi_max_distance in [0, 2^20], and 0 or >= min_lk - 1 */
 struct attncheck_limits {
   uint32_t struct_size;                         /* sizeof(attncheck_limits) of the plugin */
   int64_t max_head_dim;                         /* D and Dv at most this; 0: none */
@@ -414,10 +415,10 @@ struct attncheck_limits {
   int64_t max_group;                            /* the largest Hq / Hkv; 0: any, 1: no GQA */
   uint32_t scale_signs;                         /* ATTNCHECK_SCALE_SIGN_* bits taken; 0: all */
   uint32_t bias_dtypes;                         /* bits (1u << ATTNCHECK_F32 etc.) of the bias storage types; 0: all three */
-  int64_t alibi_max_distance;                   /* the largest |j - p| held exactly; 0: any */
-  uint32_t alibi_slopes;                        /* ATTNCHECK_ALIBI_* */
-  double alibi_max_bias;                        /* with ATTNCHECK_ALIBI_GEOMETRIC */
-  const float* alibi_slope_list;                /* with ATTNCHECK_ALIBI_LIST: alibi_slope_count slopes */
+  int64_t alibi_max_distance;    /* with ALiBi, the largest |j - p| held exactly: max(Lk, Lq) - 1 at most; 0: any */
+  uint32_t alibi_slopes;         /* ATTNCHECK_ALIBI_* */
+  double alibi_max_bias;         /* with ATTNCHECK_ALIBI_GEOMETRIC */
+  const float* alibi_slope_list; /* with ATTNCHECK_ALIBI_LIST: alibi_slope_count slopes */
   int64_t alibi_slope_count;
 };
 

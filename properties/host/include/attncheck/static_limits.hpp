@@ -19,11 +19,12 @@ struct static_limits {
   std::vector<std::int64_t> head_dims;  ///< only these D and Dv; empty: any
   bool dv_equals_d = false;
   bool causal_lq_at_most_lk = false;
-  std::int64_t min_lk = 0;        ///< 0: 1
-  std::int64_t max_group = 0;     ///< 0: any
-  std::uint32_t scale_signs = 0;  ///< ATTNCHECK_SCALE_SIGN_* bits; 0: all
-  std::uint32_t bias_dtypes = 0;  ///< bits (1u << ATTNCHECK_F32 etc.) of the bias storage types; 0: all
-  bool alibi_published = false;   ///< ALiBi slopes only from max_bias 8 (alibi_kind::standard)
+  std::int64_t min_lk = 0;              ///< 0: 1
+  std::int64_t max_group = 0;           ///< 0: any
+  std::uint32_t scale_signs = 0;        ///< ATTNCHECK_SCALE_SIGN_* bits; 0: all
+  std::uint32_t bias_dtypes = 0;        ///< bits (1u << ATTNCHECK_F32 etc.) of the bias storage types; 0: all
+  bool alibi_published = false;         ///< ALiBi slopes only from max_bias 8 (alibi_kind::standard)
+  std::int64_t alibi_max_distance = 0;  ///< with ALiBi, max(Lk, Lq) - 1 at most; 0: any
 
   /// True when no limit is declared (the contract's whole domain).
   bool none() const;
@@ -33,9 +34,10 @@ struct static_limits {
   /// text before ':' is the key its declines are counted under).
   std::string outside(const attn_case& c) const;
   /// Moves the shape into the limits: D and Dv to the nearest head size taken,
-  /// Dv = D, Lk up to min_lk, the group down to max_group. Called before the
-  /// masks are drawn, which depend on Lk.
-  void fit_shape(attn_case& c) const;
+  /// Dv = D, Lk up to min_lk, the group down to max_group, and for a case that
+  /// will carry ALiBi (`alibi`) Lk and Lq down to alibi_max_distance + 1.
+  /// Called before the masks are drawn, which depend on Lk and Lq.
+  void fit_shape(attn_case& c, bool alibi = false) const;
   /// A causal case's Lq down to Lk, once causal is drawn (before the masks,
   /// whose shape depends on Lq).
   void fit_causal(attn_case& c) const;
@@ -58,7 +60,7 @@ struct static_limits {
 /// Reads a version 4 instance's limits (NULL: none). Throws input_error naming
 /// "subject.limits.FIELD" for a value out of range, for an inconsistent set
 /// (a listed head size above max_head_dim) and for the limits this attncheck
-/// does not judge yet (ALiBi distances, slope lists, a max_bias other than 8).
+/// does not judge yet (ALiBi slope lists, a max_bias other than 8).
 static_limits read_limits(const attncheck_limits* l, const std::string& spec);
 
 }  // namespace attncheck

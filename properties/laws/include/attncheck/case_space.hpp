@@ -132,7 +132,9 @@ case_context context_of(const subject& s, bool allow_masks, bool allow_poison);
 /// then dtype, values, masks, layout, poison, scale and seed; the shape and
 /// the scale moved into the subject's static limits (static_limits::fit_shape,
 /// fit_causal, fit_scale; nothing moves for a subject without limits).
-attn_case case_of(const raw_choice& r, const case_context& ctx, std::int64_t cap);
+/// `alibi`: the case will carry ALiBi (its variants are drawn after), so a
+/// limit on ALiBi's distance caps its lengths.
+attn_case case_of(const raw_choice& r, const case_context& ctx, std::int64_t cap, bool alibi = false);
 
 /// The raw choices of the contract 1.1 variants (docs/spec.md "Variants"),
 /// drawn after the header only for a law that takes variants and a subject
