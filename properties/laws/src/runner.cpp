@@ -93,9 +93,10 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
     } catch (const case_declined& d) {
       if (!opt.strict_declines || d.by_limit) {
         // Counted and replaced: never a failure, and never half a relation
-        // judged (a case outside the declared limits is no decline of the
-        // subject's, so --strict-declines counts it too). Charged to the law's work like a case run, so a subject
-        // that declines much cannot stretch the law past its budget.
+        // judged. A case outside the declared limits is no decline of the
+        // subject's, so --strict-declines counts it too. Charged to the law's
+        // work like a case run, so a subject that declines much cannot
+        // stretch the law past its budget.
         if (!failed_once) {
           ++r.declines[d.key()];
           gopt.budget->spent += std::max<std::int64_t>(0, case_work(c) - gopt.small_work);
