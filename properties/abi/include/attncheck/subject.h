@@ -78,9 +78,10 @@ typedef struct attncheck_variants attncheck_variants;
 typedef struct attncheck_paged_kv attncheck_paged_kv;
 typedef struct attncheck_ragged attncheck_ragged;
 typedef struct attncheck_backward_problem attncheck_backward_problem;
-/* Parts of a version 4 instance (docs/abi.md "Version 4"): the profile and the
+/* Parts of a version 4 instance (docs/abi.md "Version 4"): the profile, the
  * conventions (empty rows, masked slots, flushed intermediates and outputs)
- * are built (below); the others are designed, not built yet. */
+ * and the static limits are built (below); the quantization (fp8) is
+ * designed, not built yet. */
 typedef struct attncheck_profile attncheck_profile;
 typedef struct attncheck_conventions attncheck_conventions;
 typedef struct attncheck_limits attncheck_limits;
