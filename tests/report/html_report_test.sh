@@ -105,6 +105,7 @@ case "$kind" in
     grep -q '<property name="contract_version" value="1.2"/>' "$out/gate.xml" || fail "gate.xml lacks the contract version"
     grep -q "attncheck $version, contract 1.2, oracle" "$html" || fail "the report does not say what produced it"
     expect=(section.subject table.laws div.card.failure svg.heat-map rect.worst svg.histogram p#made-by)
+    first_screen=1
     ;;
   repro)
     failing_gate "$out/gate.html"
@@ -166,6 +167,44 @@ for sel in "${expect[@]}"; do
   esac
   grep -Eq "$pattern" "$out/dom.html" || fail "the rendered page has no $sel"
 done
+# The first screen: a whole gate on the mutant (every law) rendered at 1280 x 800
+# must show its first failure card (tests/report/first_screen.py finds the
+# card's background in the screenshot), and the law table's numbers (judged,
+# run, max observed/bound, verdict) must be the JSON's.
+if [ "${first_screen:-0}" = 1 ]; then
+  set +e
+  "$attncheck" gate --subject "$subject" --cases 20 --seed 1 --jobs 2 --out "$out/all-cases" --json "$out/all.json" \
+    --html "$out/all.html" >"$out/all.log" 2>&1
+  rc=$?
+  set -e
+  [ $rc -eq 1 ] || { cat "$out/all.log"; fail "the whole gate on the mutant exited $rc, expected 1"; }
+  screen=(--headless --disable-gpu --no-sandbox --no-first-run --no-default-browser-check --disable-extensions
+    --user-data-dir="$profile" --hide-scrollbars --window-size=1280,800)
+  "$chromium" "${screen[@]}" --screenshot="$out/first-screen.png" "file://$(realpath "$out/all.html")" >/dev/null 2>&1 ||
+    fail "chromium could not render the whole gate's report"
+  python3 "$(dirname "$0")/first_screen.py" "$out/first-screen.png" 800 || fail "the first failure card is not on the first screen"
+  python3 - "$out/all.json" "$out/all.html" <<'PY' || fail "the report's law table and the JSON differ"
+import html, json, re, sys
+doc = json.load(open(sys.argv[1]))
+page = open(sys.argv[2]).read()
+rows = re.findall(r'<tr class="[^"]*"><td><code>([^<]+)</code></td><td class="n">([^<]+)</td><td class="n">([^<]+)</td>'
+                  r'<td class="[^"]*">([^<]+)</td>', page)
+table = {html.unescape(law): (jr, ratio, v) for law, jr, ratio, v in rows}
+names = {"pass": "pass", "fail": "FAIL", "skipped": "skipped", "unjudged": "UNJUDGED"}
+assert len(table) == len(doc["laws"]), (len(table), len(doc["laws"]))
+for law in doc["laws"]:
+    jr, ratio, v = table[law["name"]]
+    assert v == names[law["verdict"]], (law["name"], v, law["verdict"])
+    if law["verdict"] != "skipped":
+        assert jr == "%d/%d" % (law["judged"], law["cases"]), (law["name"], jr)
+        want = law["max_ratio"]  # null where it is not finite (the public JSON's numbers)
+        if want is None:
+            assert ratio in ("inf", "-inf", "NaN"), (law["name"], ratio, want)
+        else:
+            assert ratio == "%.3g" % want, (law["name"], ratio, want)
+print("ok: %d laws, the table's numbers are the JSON's" % len(table))
+PY
+fi
 [ -s "$out/$kind.png" ] || fail "no screenshot"
 size=$(stat -c %s "$out/$kind.png")
 [ "$(head -c 8 "$out/$kind.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || fail "the screenshot is not a PNG"

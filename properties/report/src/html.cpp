@@ -48,6 +48,8 @@ th{background:#eef1f5}table.laws td:first-child{white-space:nowrap}td.n{text-ali
 .card h3{margin-top:0;color:#c0262d}dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:6px 0}
 dt{color:#5a6473}dd{margin:0;overflow-wrap:anywhere}td{overflow-wrap:anywhere}.grid{display:flex;flex-wrap:wrap;gap:10px}.grid svg{border:1px solid #e3e7ee}
 .verdict{font-size:16px;padding:2px 10px;border-radius:4px;color:#fff}.verdict.pass{background:#1a7f37}.verdict.fail{background:#c0262d}
+.law-failure{border-top:1px solid #ecc8ca;margin-top:8px;padding-top:4px}.law-failure h4{margin:4px 0;color:#c0262d}
+details{margin:8px 0}summary{cursor:pointer;color:#5a6473;font-weight:600}
 )";
 
 // The heat map's colours: white at 0, a log scale over [1e-4, 1] from pale

@@ -1,4 +1,6 @@
 // The HTML reports of a gate run (a section per subject) and of a replay.
+#include <algorithm>
+
 #include "attncheck/case.hpp"
 #include "attncheck/failure_report.hpp"
 #include "attncheck/features.hpp"
@@ -55,12 +57,101 @@ void heat_map_block(std::ostream& o, const std::optional<heat_map>& heat, const 
     << heat_map_svg(*heat) << "\n";
 }
 
+// One law's failure inside its bug's card: why, the worst element, the saved
+// case and its replay command, and the heat map of its replay.
+void failure_block(std::ostream& o, const gate_result& g, std::size_t k) {
+  const auto& r = g.reports[k];
+  const std::string saved = k < g.saved_at.size() ? g.saved_at[k] : std::string();
+  o << "<div class=\"law-failure\" data-law=\"" << escape(r.law) << "\">\n<h4>FAIL " << escape(r.law) << "</h4>\n<dl>";
+  row(o, "cases", std::to_string(r.cases) + " run, " + std::to_string(r.shrink_steps) + " shrink steps");
+  row(o, "kind", failure_kind_name(r.failure.kind));
+  row(o, "why", r.failure.message);
+  if (!r.failure.worst.where.empty()) o << "<dt>worst</dt><dd class=\"worst\">" << escape(r.failure.worst.describe()) << "</dd>";
+  if (!saved.empty()) {
+    row(o, "saved", saved);
+    o << "<dt>replay</dt><dd><code class=\"replay\">" << escape(replay_command(saved, g.subject_spec)) << "</code></dd>";
+  }
+  if (!r.reproduce.empty()) row(o, "rapidcheck", "RC_PARAMS=\"reproduce=" + r.reproduce + "\"");
+  o << "</dl>\n";
+  heat_map_block(o, r.heat,
+                 process_died(r.failure.kind) ? "the subject's process died before the replay finished"
+                                              : "the law compared no element of O or LSE");
+  o << "</div>\n";
+}
+
+// The failures first, one card per bug: the failing laws grouped under their
+// shared shrunk case, as the terminal's one-screen rule groups them (a law
+// without a shrunk case, a crash or a hang, has a card of its own).
+void failure_cards(std::ostream& o, const gate_result& g) {
+  std::vector<std::pair<std::string, std::vector<std::size_t>>> bugs;  // (shrunk case, laws), in table order
+  for (std::size_t k = 0; k < g.reports.size(); ++k) {
+    const auto& r = g.reports[k];
+    if (r.v != verdict::fail) continue;
+    const std::string c = r.counterexample ? to_line(*r.counterexample) : std::string();
+    auto at = std::find_if(bugs.begin(), bugs.end(), [&](const auto& b) { return !c.empty() && b.first == c; });
+    if (at == bugs.end())
+      bugs.emplace_back(c, std::vector<std::size_t>{k});
+    else
+      at->second.push_back(k);
+  }
+  for (const auto& [c, laws] : bugs) {
+    o << "<div class=\"card failure\" data-laws=\"" << laws.size() << "\">\n<h3>FAIL ";
+    for (std::size_t n = 0; n < laws.size(); ++n) o << (n ? ", " : "") << escape(g.reports[laws[n]].law);
+    o << "</h3>\n";
+    if (!c.empty())
+      o << "<dl><dt>case</dt><dd><code>" << escape(c) << "</code>" << (laws.size() > 1 ? " (the shrunk case of each)" : "")
+        << "</dd></dl>\n";
+    for (std::size_t k : laws) failure_block(o, g, k);
+    o << "</div>\n";
+  }
+}
+
+void law_row(std::ostream& o, const law_report& r) {
+  std::string note = r.v == verdict::skip ? r.skip_reason
+                     : r.v == verdict::unjudged
+                         ? "judged below the floor of " + num(100 * r.min_judged, "%.0f") + "%: " + r.unjudged_why
+                     : r.v == verdict::fail ? note_text(r.failure.message, 240)
+                                            : std::string();
+  if (const std::string declined = replaced_declines_note(r); !declined.empty()) note += (note.empty() ? "" : "; ") + declined;
+  o << "<tr class=\"" << verdict_class(r.v) << "\"><td><code>" << escape(r.law) << "</code></td><td class=\"n\">"
+    << (r.v == verdict::skip ? std::string("-") : std::to_string(r.judged) + "/" + std::to_string(r.cases))
+    << "</td><td class=\"n\">" << num(r.max_ratio) << "</td><td class=\"" << verdict_class(r.v) << "\">" << verdict_name(r.v)
+    << "</td><td class=\"n\">" << num(r.seconds, "%.2f") << "</td><td>" << escape(note) << "</td></tr>\n";
+}
+
+// The law table: the laws that failed or went unjudged open; the passing and
+// skipped ones folded below them, in the order the gate ran them.
+void law_table(std::ostream& o, const gate_result& g) {
+  const char* head =
+      "<tr><th>law</th><th>judged/run</th><th>max observed/bound</th><th>verdict</th><th>seconds</th><th>note</th></tr>\n";
+  int passed = 0, skipped = 0, other = 0;
+  for (const auto& r : g.reports) (r.v == verdict::pass ? passed : r.v == verdict::skip ? skipped : other) += 1;
+  o << "<h3>Laws</h3>\n";
+  if (other) {
+    o << "<table class=\"laws open\">" << head;
+    for (const auto& r : g.reports)
+      if (r.v == verdict::fail || r.v == verdict::unjudged) law_row(o, r);
+    o << "</table>\n";
+  }
+  if (passed + skipped) {
+    o << "<details class=\"folded-laws\"" << (other ? "" : " open") << "><summary>" << passed << " passed, " << skipped
+      << " skipped</summary>\n<table class=\"laws\">" << head;
+    for (const auto& r : g.reports)
+      if (r.v == verdict::pass || r.v == verdict::skip) law_row(o, r);
+    o << "</table>\n</details>\n";
+  }
+}
+
 void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
   const run_config& opt = g.run;
   const bool failed = g.failed() || g.unjudged();
   o << "<section class=\"subject\" id=\"subject-" << index << "\">\n<h2>" << escape(g.subject_name) << " <code>"
     << escape(g.subject_spec) << "</code> <span class=\"verdict " << (failed ? "fail" : "pass") << "\">"
-    << (failed ? "FAIL" : "PASS") << "</span></h2>\n<dl>";
+    << (failed ? "FAIL" : "PASS") << "</span></h2>\n";
+  failure_cards(o, g);
+  law_table(o, g);
+  // What the subject declared and how the gate ran: below the verdicts, folded.
+  o << "<details class=\"declaration\"><summary>declaration and run</summary>\n<dl>";
   std::string nb;
   for (const auto& [lk, n] : g.declared.nb_at)
     nb += (nb.empty() ? "" : ", ") + std::to_string(n) + " at Lk=" + std::to_string(lk);
@@ -96,48 +187,7 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
           std::to_string(opt.law_work) + ", law timeout " + num(opt.law_timeout, "%g") + " s" + (opt.strict ? ", strict" : "") +
           (opt.strict_declines ? ", strict declines" : ""));
   row(o, "time", num(g.seconds, "%.1f") + " s (the whole schedule)");
-  o << "</dl>\n";
-
-  // The law table.
-  o << "<h3>Laws</h3>\n<table class=\"laws\"><tr><th>law</th><th>judged/run</th><th>max observed/bound</th><th>verdict</th>"
-       "<th>seconds</th><th>note</th></tr>\n";
-  for (const auto& r : g.reports) {
-    std::string note = r.v == verdict::skip ? r.skip_reason
-                       : r.v == verdict::unjudged
-                           ? "judged below the floor of " + num(100 * r.min_judged, "%.0f") + "%: " + r.unjudged_why
-                       : r.v == verdict::fail ? note_text(r.failure.message, 240)
-                                              : std::string();
-    if (const std::string declined = replaced_declines_note(r); !declined.empty()) note += (note.empty() ? "" : "; ") + declined;
-    o << "<tr class=\"" << verdict_class(r.v) << "\"><td><code>" << escape(r.law) << "</code></td><td class=\"n\">"
-      << (r.v == verdict::skip ? std::string("-") : std::to_string(r.judged) + "/" + std::to_string(r.cases))
-      << "</td><td class=\"n\">" << num(r.max_ratio) << "</td><td class=\"" << verdict_class(r.v) << "\">" << verdict_name(r.v)
-      << "</td><td class=\"n\">" << num(r.seconds, "%.2f") << "</td><td>" << escape(note) << "</td></tr>\n";
-  }
-  o << "</table>\n";
-
-  // One card per failure.
-  for (std::size_t k = 0; k < g.reports.size(); ++k) {
-    const auto& r = g.reports[k];
-    if (r.v != verdict::fail) continue;
-    const std::string saved = k < g.saved_at.size() ? g.saved_at[k] : std::string();
-    o << "<div class=\"card failure\" data-law=\"" << escape(r.law) << "\">\n<h3>FAIL " << escape(r.law) << "</h3>\n<dl>";
-    if (r.counterexample) row(o, "case", to_line(*r.counterexample));
-    row(o, "cases", std::to_string(r.cases) + " run, " + std::to_string(r.shrink_steps) + " shrink steps");
-    row(o, "kind", failure_kind_name(r.failure.kind));
-    row(o, "why", r.failure.message);
-    if (!r.failure.worst.where.empty())
-      o << "<dt>worst</dt><dd class=\"worst\">" << escape(r.failure.worst.describe()) << "</dd>";
-    if (!saved.empty()) {
-      row(o, "saved", saved);
-      o << "<dt>replay</dt><dd><code class=\"replay\">" << escape(replay_command(saved, g.subject_spec)) << "</code></dd>";
-    }
-    if (!r.reproduce.empty()) row(o, "rapidcheck", "RC_PARAMS=\"reproduce=" + r.reproduce + "\"");
-    o << "</dl>\n";
-    heat_map_block(o, r.heat,
-                   process_died(r.failure.kind) ? "the subject's process died before the replay finished"
-                                                : "the law compared no element of O or LSE");
-    o << "</div>\n";
-  }
+  o << "</dl>\n</details>\n";
 
   // A histogram per law.
   o << "<h3>Observed/bound per law</h3>\n<p class=\"meta\">Each case's largest |error|/bound, binned; bar heights on a log "
@@ -158,10 +208,10 @@ void write_gate_html(const std::string& path, const std::vector<gate_result>& ru
   }
   page p("gate", "attncheck gate: " + names + (failed ? " \xe2\x80\x94 FAIL" : " \xe2\x80\x94 PASS"));
   auto& o = p.body();
-  o << "<p>" << runs.size() << " subject" << (runs.size() == 1 ? "" : "s") << " gated; " << failed
-    << " failed. The verdict of each "
-    << "law, a card per failure with its replay command and a heat map of |error|/bound, and each law's histogram of "
-    << "observed/bound.</p>\n";
+  o << "<p>" << runs.size() << " subject" << (runs.size() == 1 ? "" : "s") << " gated; " << failed << " failed. Each "
+    << "subject leads with its failures, one card per bug (the failing laws that share a shrunk case) with each law's "
+    << "replay command and heat map of |error|/bound; then the laws that failed or went unjudged, the passing and skipped "
+    << "ones folded, the declaration, and each law's histogram of observed/bound.</p>\n";
   for (std::size_t i = 0; i < runs.size(); ++i) gate_section(o, runs[i], i + 1);
   p.write(path);
 }
