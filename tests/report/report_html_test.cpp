@@ -10,6 +10,7 @@
 #include <string>
 #include <limits>
 
+#include "attncheck/check.hpp"
 #include "attncheck/element_log.hpp"
 #include "attncheck/report_html.hpp"
 
@@ -163,7 +164,8 @@ TEST(heat_map, is_none_when_nothing_was_noted) {
 TEST(html, histogram_has_the_full_title_a_count_axis_and_a_legend) {
   std::array<std::int64_t, ratio_bins> counts{};
   counts[1] = 120, counts[8] = 3, counts[ratio_bins - 1] = 1;
-  const std::string svg = html::ratio_histogram_svg("differential.output_within_bound_of_oracle", counts, false);
+  const std::string svg =
+      html::ratio_histogram_svg("differential.output_within_bound_of_oracle", counts, html::histogram_of::cases, false);
   EXPECT_NE(svg.find(">differential.</tspan>"), std::string::npos) << svg;
   EXPECT_NE(svg.find(">output_within_bound_of_oracle</tspan>"), std::string::npos) << svg;
   EXPECT_EQ(svg.find("\xe2\x80\xa6"), std::string::npos) << "the title is cut";
@@ -171,6 +173,42 @@ TEST(html, histogram_has_the_full_title_a_count_axis_and_a_legend) {
   EXPECT_NE(svg.find(">120</text>"), std::string::npos) << "the count axis tops at the largest bin";
   EXPECT_NE(svg.find(">over the bound</text>"), std::string::npos);
   EXPECT_NE(svg.find(">0.9-1</text>"), std::string::npos);
+  // A gate's law counts cases, each by its largest ratio; a campaign counts elements.
+  EXPECT_NE(svg.find(">124 cases</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("middle\">cases</text>"), std::string::npos) << "the count axis names its unit";
+  EXPECT_NE(svg.find(">each case&#39;s largest observed/bound</text>"), std::string::npos) << svg;
+  EXPECT_EQ(svg.find("elements"), std::string::npos) << svg;
+  const std::string per_element = html::ratio_histogram_svg("bf16", counts, html::histogram_of::elements, true);
+  EXPECT_NE(per_element.find(">124 elements (bar heights: log scale)</text>"), std::string::npos) << per_element;
+  EXPECT_NE(per_element.find(">each element&#39;s observed/bound</text>"), std::string::npos) << per_element;
+}
+
+// A NaN the subject wrote is drawn and named as a NaN: the comparison notes
+// what was written, the map keeps it, and the cell, its title, the small map's
+// values and the legend say "NaN" (its ratio alone, inf, would read as any
+// infinite error). An infinity written where none was allowed is named too.
+TEST(html, a_heat_map_names_the_nan_and_infinite_outputs) {
+  element_log log;
+  comparison c;
+  c.element(o_where(0, 0, 0, 0), 0.5, 0.5, 1e-6);
+  c.element(o_where(0, 0, 0, 1), 0.5, std::nan(""), 1e-6);
+  c.element(o_where(0, 1, 0, 0), 0.5, std::numeric_limits<double>::infinity(), 1e-6);
+  c.element(o_where(0, 1, 0, 1), 0.5, 0.5 + 2e-6, 1e-6);
+  ASSERT_FALSE(c.pass);
+  const auto m = heat_map_of(log, c.worst);
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->got.size(), 4u);
+  EXPECT_EQ(m->got, std::string{".n.."}.replace(2, 1, 1, heat_map::inf));
+  EXPECT_EQ(m->row0 + m->worst_row, 0) << "the NaN is the worst element: " << c.worst.where;
+  EXPECT_EQ(m->col0 + m->worst_col, 1);
+  const std::string svg = html::heat_map_svg(*m);
+  EXPECT_NE(svg.find("class=\"nan-output\""), std::string::npos) << svg;
+  EXPECT_NE(svg.find("class=\"inf-output\""), std::string::npos) << svg;
+  EXPECT_NE(svg.find("i=0, e=1: NaN output (error/bound inf)"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("e=1 NaN output"), std::string::npos) << "the small map's values name it";
+  EXPECT_NE(svg.find("O[b=0,i=0,h=0,e=1], NaN output"), std::string::npos) << "the worst element's line names it";
+  EXPECT_NE(svg.find(">NaN out</text>"), std::string::npos) << "the legend has it";
+  EXPECT_NE(svg.find("e=1 2<"), std::string::npos) << "a finite cell keeps its ratio";
 }
 
 // A 1x1 heat map writes its one value.

@@ -56,7 +56,7 @@ constexpr auto outcome_fields = [](auto& o, auto&& f) {
 
 constexpr auto heat_fields = [](auto& m, auto&& f) {
   f("b", m.b), f("h", m.h), f("rows", m.rows), f("cols", m.cols), f("row0", m.row0), f("col0", m.col0);
-  f("all_rows", m.all_rows), f("all_cols", m.all_cols), f("lse", m.lse_column), f("ratio", m.ratio);
+  f("all_rows", m.all_rows), f("all_cols", m.all_cols), f("lse", m.lse_column), f("ratio", m.ratio), f("got", m.got);
   f("worst_row", m.worst_row), f("worst_col", m.worst_col), f("worst_where", m.worst_where), f("worst_ratio", m.worst_ratio);
 };
 

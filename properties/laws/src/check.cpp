@@ -12,9 +12,10 @@ namespace attncheck {
 
 namespace {
 
-// Keeps the element for a report when the runner has a log open (the replay of a shrunk failure).
-void note(const element_where& where, double ratio) {
-  if (auto* log = element_log::current()) log->note(where, ratio);
+// Keeps the element, its ratio and what the subject wrote there, for a report
+// when the runner has a log open (the replay of a shrunk failure).
+void note(const element_where& where, double ratio, double got) {
+  if (auto* log = element_log::current()) log->note(where, ratio, got);
 }
 
 std::string num(double x) {
@@ -74,12 +75,12 @@ void comparison::without_bound(const element_where& where, double expected, doub
   // value (O = 0, LSE = -inf) is as right as the oracle's 0/0 = NaN.
   if (!std::isnan(empty_value) && got == empty_value) {
     ++compared;
-    note(where, 0.0);
+    note(where, 0.0, got);
     return;
   }
   if (!std::isfinite(got)) {
     ++compared;  // a non-finite answer is always allowed here
-    note(where, 0.0);
+    note(where, 0.0, got);
     return;
   }
   if (std::isnan(expected) || std::isinf(expected)) {
@@ -89,7 +90,7 @@ void comparison::without_bound(const element_where& where, double expected, doub
     fail("finite value where the true value is " + std::string(std::isnan(expected) ? "NaN" : "infinite") +
          " (a visible input is not finite: the row must be non-finite) at " + w.describe());
     if (max_ratio != std::numeric_limits<double>::infinity()) max_ratio = w.ratio, worst = w;
-    note(where, w.ratio);
+    note(where, w.ratio, got);
     return;
   }
   // A finite truth beside a non-finite visible input (a score of exactly
@@ -99,7 +100,7 @@ void comparison::without_bound(const element_where& where, double expected, doub
     ++compared;
   else
     ++unbounded;
-  note(where, got == expected ? 0.0 : std::numeric_limits<double>::quiet_NaN());
+  note(where, got == expected ? 0.0 : std::numeric_limits<double>::quiet_NaN(), got);
 }
 
 void comparison::element(const element_where& where, double expected, double got, double bound) {
@@ -114,7 +115,7 @@ void comparison::element(const element_where& where, double expected, double got
   // passed as judged: a law whose cases judge nothing is flagged (unjudged).
   if (bound == std::numeric_limits<double>::infinity()) {
     ++unbounded;
-    note(where, std::numeric_limits<double>::quiet_NaN());
+    note(where, std::numeric_limits<double>::quiet_NaN(), got);
     return;
   }
   ++compared;
@@ -138,7 +139,7 @@ void comparison::element(const element_where& where, double expected, double got
     w.ratio = err == 0 ? 0.0 : (bound == 0 ? std::numeric_limits<double>::infinity() : err / bound);
     if (err > bound) fail("bound exceeded at " + w.describe());
   }
-  note(where, w.ratio);
+  note(where, w.ratio, got);
   if (w.ratio > max_ratio || worst.where.empty()) {
     if (w.ratio >= max_ratio) {
       max_ratio = w.ratio;
@@ -189,10 +190,10 @@ void comparison::exact(const element_where& where, std::uint32_t expected_bits, 
   // IEEE 754 leaves the sign and payload of a NaN result unspecified (x86's
   // default NaN is negative): bit for bit means every NaN equals every NaN.
   if (expected_bits == got_bits || (std::isnan(expected) && std::isnan(got))) {
-    note(where, 0.0);
+    note(where, 0.0, got);
     return;
   }
-  note(where, std::numeric_limits<double>::infinity());
+  note(where, std::numeric_limits<double>::infinity(), got);
   worst_element w{where.text, expected, got, 0.0, std::numeric_limits<double>::infinity(), where.at};
   char bits[80];
   std::snprintf(bits, sizeof bits, " (bits 0x%x vs 0x%x)", expected_bits, got_bits);
@@ -281,7 +282,7 @@ void comparison::empty_row_o(const element_where& where, double got, const empty
   }
   const element_where w = where + " (row sees no key; declared NaN)";
   ++compared;
-  note(w, std::isnan(got) ? 0.0 : std::numeric_limits<double>::infinity());
+  note(w, std::isnan(got) ? 0.0 : std::numeric_limits<double>::infinity(), got);
   if (!std::isnan(got))
     fail(w.text + " = " + num(got) + ": the subject declares NaN in a row that sees no key (conventions.empty_row_o)");
 }
@@ -297,7 +298,7 @@ void comparison::empty_row_lse(const element_where& where, double got, const emp
     return;
   }
   ++compared;
-  note(w, std::numeric_limits<double>::infinity());
+  note(w, std::numeric_limits<double>::infinity(), got);
   fail(w.text + " = " + num(got) + ": the subject declares " + names[static_cast<int>(declared.lse)] +
        " for a row that sees no key (conventions.empty_row_lse)");
 }

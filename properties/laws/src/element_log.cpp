@@ -17,9 +17,10 @@ element_log::element_log() : outer_(open_log) { open_log = this; }
 element_log::~element_log() { open_log = outer_; }
 element_log* element_log::current() { return open_log; }
 
-void element_log::note(const element_where& where, double ratio) {
+void element_log::note(const element_where& where, double ratio, double got) {
   if (entries_.size() >= max_entries) return;
-  if (where.at) entries_.push_back({*where.at, ratio});
+  const char kind = std::isnan(got) ? heat_map::nan : std::isinf(got) ? heat_map::inf : heat_map::finite;
+  if (where.at) entries_.push_back({*where.at, ratio, kind});
 }
 
 std::optional<heat_map> heat_map_of(const element_log& log, const worst_element& worst) {
@@ -35,7 +36,8 @@ std::optional<heat_map> heat_map_of(const element_log& log, const worst_element&
       if (en.ratio > best) best = en.ratio, m.b = en.at.b, m.h = en.at.h;
   }
   // The largest ratio per element of the slice; NaN only where nothing was judged.
-  std::map<std::pair<std::int64_t, std::int64_t>, double> cell;  // (i, e) -> ratio; e = -1: LSE
+  // (i, e) -> (ratio, what was written); e = -1: LSE
+  std::map<std::pair<std::int64_t, std::int64_t>, std::pair<double, char>> cell;
   std::int64_t rows = 0, dims = 0;
   for (const auto& en : log.entries()) {
     if (en.at.b != m.b || en.at.h != m.h) continue;
@@ -44,8 +46,10 @@ std::optional<heat_map> heat_map_of(const element_log& log, const worst_element&
       dims = std::max(dims, en.at.e + 1);
     else
       m.lse_column = true;
-    auto [it, fresh] = cell.try_emplace({en.at.i, en.at.e}, en.ratio);
-    if (!fresh && (std::isnan(it->second) || en.ratio > it->second)) it->second = en.ratio;
+    auto [it, fresh] = cell.try_emplace({en.at.i, en.at.e}, en.ratio, en.got);
+    auto& [ratio, got] = it->second;
+    if (!fresh && (std::isnan(ratio) || en.ratio > ratio)) ratio = en.ratio;
+    if (en.got != heat_map::finite) got = en.got;  // a NaN or inf written in any run of the case shows
   }
   if (cell.empty()) return std::nullopt;
   m.all_rows = rows, m.all_cols = dims;
@@ -58,12 +62,15 @@ std::optional<heat_map> heat_map_of(const element_log& log, const worst_element&
   m.col0 = std::clamp<std::int64_t>(we - kept_dims / 2, 0, dims - kept_dims);
   m.cols = kept_dims + (m.lse_column ? 1 : 0);
   m.ratio.assign(static_cast<std::size_t>(m.rows * m.cols), std::numeric_limits<double>::quiet_NaN());
-  for (const auto& [at, ratio] : cell) {
+  m.got.assign(m.ratio.size(), heat_map::finite);
+  for (const auto& [at, value] : cell) {
+    const auto [ratio, got] = value;
     const auto [i, e] = at;
     const std::int64_t r = i - m.row0;
     const std::int64_t c = e < 0 ? m.cols - 1 : e - m.col0;
     if (r < 0 || r >= m.rows || c < 0 || (e >= 0 && c >= kept_dims)) continue;
     m.ratio[static_cast<std::size_t>(r * m.cols + c)] = ratio;
+    m.got[static_cast<std::size_t>(r * m.cols + c)] = got;
   }
   m.worst_where = worst.where;
   m.worst_ratio = worst.ratio;

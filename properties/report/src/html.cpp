@@ -72,6 +72,21 @@ std::string colour(double r) {
   return buf;
 }
 
+// A cell where the subject wrote NaN: its ratio is inf (a failure), but it is
+// drawn apart, as NaN is the commonest failure and says the most.
+constexpr const char* nan_fill = "#7b1fa2";
+
+// What the subject wrote in cell k: heat_map::finite when the map predates the field.
+char written(const heat_map& m, std::size_t k) { return k < m.got.size() ? m.got[k] : heat_map::finite; }
+
+// A cell's value in words: its error/bound, with a NaN or infinity the subject wrote named.
+std::string cell_text(double ratio, char got) {
+  std::string t = std::isnan(ratio) ? std::string("not judged") : num(ratio, "%.4g");
+  if (got == heat_map::nan) return "NaN output (error/bound " + t + ")";
+  if (got == heat_map::inf) return "infinite output (error/bound " + t + ")";
+  return t;
+}
+
 std::string bin_label(std::size_t i) {
   if (i == 0) return "0";
   if (i == ratio_bins - 1) return ">1";
@@ -163,12 +178,22 @@ std::string heat_map_svg(const heat_map& m) {
       << "</text>\n";
   for (std::int64_t r = 0; r < m.rows; ++r)
     for (std::int64_t c = 0; c < m.cols; ++c) {
-      const double v = m.ratio[static_cast<std::size_t>(r * m.cols + c)];
+      const auto k = static_cast<std::size_t>(r * m.cols + c);
+      const double v = m.ratio[k];
+      const char got = written(m, k);
       const bool lse = m.lse_column && c == m.cols - 1;
       o << "<rect x=\"" << left + c * cell << "\" y=\"" << top + r * cell << "\" width=\"" << cell << "\" height=\"" << cell
-        << "\" fill=\"" << colour(v) << "\"><title>i=" << m.row0 + r
-        << (lse ? std::string(", LSE") : ", e=" + std::to_string(m.col0 + c)) << ": "
-        << (std::isnan(v) ? std::string("not judged") : num(v, "%.4g")) << "</title></rect>\n";
+        << "\" fill=\"" << (got == heat_map::nan ? nan_fill : colour(v)) << "\""
+        << (got == heat_map::finite ? ""
+            : got == heat_map::nan  ? " class=\"nan-output\""
+                                    : " class=\"inf-output\"")
+        << "><title>i=" << m.row0 + r << (lse ? std::string(", LSE") : ", e=" + std::to_string(m.col0 + c)) << ": "
+        << cell_text(v, got) << "</title></rect>\n";
+      // A cell the subject wrote NaN or an infinity in says so, when there is room.
+      if (got != heat_map::finite && cell >= 20)
+        o << "<text x=\"" << left + c * cell + cell / 2 << "\" y=\"" << top + r * cell + cell / 2 + 4
+          << "\" text-anchor=\"middle\" fill=\"#ffffff\" font-size=\"" << (cell >= 28 ? 10 : 8) << "\">"
+          << (got == heat_map::nan ? "NaN" : "inf") << "</text>\n";
     }
   // A small map (a shrunk case's few elements) also writes each cell's value beside its row.
   if (m.rows * m.cols <= 8)
@@ -178,7 +203,7 @@ std::string heat_map_svg(const heat_map& m) {
         const double v = m.ratio[static_cast<std::size_t>(r * m.cols + c)];
         const bool lse = m.lse_column && c == m.cols - 1;
         values += (c ? ", " : "") + (lse ? std::string("LSE") : "e=" + std::to_string(m.col0 + c)) + " " +
-                  (std::isnan(v) ? std::string("not judged") : num(v, "%.4g"));
+                  cell_text(v, written(m, static_cast<std::size_t>(r * m.cols + c)));
       }
       o << "<text class=\"cell-values\" x=\"" << left + m.cols * cell + 8 << "\" y=\"" << top + r * cell + cell / 2 + 4 << "\">"
         << escape(values) << "</text>\n";
@@ -194,16 +219,22 @@ std::string heat_map_svg(const heat_map& m) {
   // The legend.
   const std::int64_t ly = height + 4;
   o << "<text x=\"" << left << "\" y=\"" << ly - 6 << "\">";
-  if (m.worst_row >= 0)
-    o << "worst element (green outline): " << escape(m.worst_where) << ", error/bound " << escape(num(m.worst_ratio, "%.4g"));
-  else
+  if (m.worst_row >= 0) {
+    const char got = written(m, static_cast<std::size_t>(m.worst_row * m.cols + m.worst_col));
+    o << "worst element (green outline): " << escape(m.worst_where) << ", "
+      << escape(got == heat_map::finite ? "error/bound " + num(m.worst_ratio, "%.4g") : cell_text(m.worst_ratio, got));
+  } else
     o << "the worst element (" << escape(m.worst_where.empty() ? std::string("none") : m.worst_where) << ") is not in this map";
   o << "</text>\n";
-  const std::pair<double, const char*> keys[] = {{0, "0"}, {1e-4, "1e-4"}, {1e-3, "1e-3"},    {1e-2, "1e-2"},     {1e-1, "0.1"},
-                                                 {1, "1"}, {2.0, "&gt;1"}, {INFINITY, "inf"}, {NAN, "not judged"}};
-  for (int k = 0; k < 9; ++k) {
-    const std::int64_t x = left + k * 40 + (k >= 6 ? 12 : 0);
-    o << "<rect x=\"" << x << "\" y=\"" << ly + 4 << "\" width=\"38\" height=\"12\" fill=\"" << colour(keys[k].first)
+  // The legend: the error/bound scale, then the cells that are no ratio: an
+  // infinite one (an infinity or bits where none was allowed), a NaN the
+  // subject wrote, and nothing judged.
+  const std::pair<std::string, const char*> keys[] = {
+      {colour(0), "0"}, {colour(1e-4), "1e-4"}, {colour(1e-3), "1e-3"},    {colour(1e-2), "1e-2"}, {colour(1e-1), "0.1"},
+      {colour(1), "1"}, {colour(2.0), "&gt;1"}, {colour(INFINITY), "inf"}, {nan_fill, "NaN out"},  {colour(NAN), "not judged"}};
+  for (int k = 0; k < 10; ++k) {
+    const std::int64_t x = left + k * 40 + (k >= 6 ? 12 : 0) + (k >= 9 ? 12 : 0);
+    o << "<rect x=\"" << x << "\" y=\"" << ly + 4 << "\" width=\"38\" height=\"12\" fill=\"" << keys[k].first
       << "\" stroke=\"#999\"/><text x=\"" << x << "\" y=\"" << ly + 28 << "\">" << keys[k].second << "</text>\n";
   }
   o << "</svg>";
@@ -214,19 +245,22 @@ std::string heat_map_svg(const heat_map& m) {
   return o.str();
 }
 
-std::string ratio_histogram_svg(const std::string& title, const std::array<std::int64_t, ratio_bins>& counts, bool log_scale) {
+std::string ratio_histogram_svg(const std::string& title, const std::array<std::int64_t, ratio_bins>& counts, histogram_of unit,
+                                bool log_scale) {
+  const char* counted = unit == histogram_of::cases ? "cases" : "elements";
+  const char* x_axis = unit == histogram_of::cases ? "each case's largest observed/bound" : "each element's observed/bound";
   // The full title, split after its group ("differential." / "output_within_...") when long.
   const std::size_t dot = title.find('.');
   const bool two_lines = title.size() > 40 && dot != std::string::npos;
   const int lines = two_lines ? 2 : 1;
   const int bw = 24, left = 44, top = 18 + 13 * lines, h = 90,
-            width = std::max(280, left + 8 + static_cast<int>(ratio_bins) * bw);
+            width = std::max(320, left + 8 + static_cast<int>(ratio_bins) * bw);
   double most = 0;
   std::int64_t total = 0;
   for (auto n : counts)
     most = std::max(most, log_scale ? std::log10(1.0 + static_cast<double>(n)) : static_cast<double>(n)), total += n;
   std::ostringstream o;
-  o << "<svg class=\"histogram\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << top + h + 86
+  o << "<svg class=\"histogram\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << top + h + 98
     << "\" font-size=\"10\" font-family=\"sans-serif\" data-total=\"" << total << "\"><title>" << escape(title) << "</title>\n";
   o << "<text x=\"8\" y=\"12\" font-size=\"11\" font-weight=\"600\">";
   if (two_lines)
@@ -234,7 +268,7 @@ std::string ratio_histogram_svg(const std::string& title, const std::array<std::
       << escape(title.substr(dot + 1)) << "</tspan>";
   else
     o << escape(title);
-  o << "</text>\n<text x=\"8\" y=\"" << 12 + 13 * lines << "\" fill=\"#5a6473\">" << total << " elements"
+  o << "</text>\n<text x=\"8\" y=\"" << 12 + 13 * lines << "\" fill=\"#5a6473\">" << total << " " << counted
     << (log_scale ? " (bar heights: log scale)" : "") << "</text>\n";
   // The count axis: 0 at the base, the largest bin's count at the top.
   std::int64_t largest = 0;
@@ -243,7 +277,7 @@ std::string ratio_histogram_svg(const std::string& title, const std::array<std::
     << "\" stroke=\"#888\"/>\n<text class=\"count-axis\" x=\"" << left - 5 << "\" y=\"" << top + 4 << "\" text-anchor=\"end\">"
     << largest << "</text>\n<text x=\"" << left - 5 << "\" y=\"" << top + h
     << "\" text-anchor=\"end\">0</text>\n<text x=\"10\" y=\"" << top + h / 2 << "\" transform=\"rotate(-90 10 " << top + h / 2
-    << ")\" text-anchor=\"middle\">count</text>\n";
+    << ")\" text-anchor=\"middle\">" << counted << "</text>\n";
   for (std::size_t i = 0; i < ratio_bins; ++i) {
     const double v = log_scale ? std::log10(1.0 + static_cast<double>(counts[i])) : static_cast<double>(counts[i]);
     const int bh = most > 0 ? static_cast<int>(std::lround(h * v / most)) : 0;
@@ -253,15 +287,17 @@ std::string ratio_histogram_svg(const std::string& title, const std::array<std::
       << (over                  ? "#c0262d"
           : i + 2 >= ratio_bins ? "#e6550d"
                                 : "#4292c6")
-      << "\"><title>" << escape(bin_label(i)) << ": " << counts[i] << "</title></rect>\n";
+      << "\"><title>" << escape(bin_label(i)) << ": " << counts[i] << " " << counted << "</title></rect>\n";
     const int lx = left + static_cast<int>(i) * bw + bw / 2 + 3, ly = top + h + 8;
     o << "<text x=\"" << lx << "\" y=\"" << ly << "\" text-anchor=\"end\" font-size=\"9\" transform=\"rotate(-50 " << lx << " "
       << ly << ")\">" << escape(bin_label(i)) << "</text>\n";
   }
   o << "<line x1=\"" << left << "\" x2=\"" << width - 8 << "\" y1=\"" << top + h << "\" y2=\"" << top + h
     << "\" stroke=\"#888\"/>\n";
+  o << "<text class=\"ratio-axis\" x=\"" << left << "\" y=\"" << top + h + 60 << "\" fill=\"#5a6473\">" << escape(x_axis)
+    << "</text>\n";
   // The legend of the bar colours.
-  const int gy = top + h + 62;
+  const int gy = top + h + 74;
   const std::pair<const char*, std::string> keys[] = {
       {"#4292c6", "observed/bound up to " + bin_label(ratio_bins - 3).substr(bin_label(ratio_bins - 3).find('-') + 1)},
       {"#e6550d", bin_label(ratio_bins - 2)},

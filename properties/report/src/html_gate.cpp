@@ -193,7 +193,7 @@ void gate_section(std::ostream& o, const gate_result& g, std::size_t index) {
   o << "<h3>Observed/bound per law</h3>\n<p class=\"meta\">Each case's largest |error|/bound, binned; bar heights on a log "
        "scale. Bit-for-bit laws read 0 (equal) or &gt;1 (differ).</p>\n<div class=\"grid\">\n";
   for (const auto& r : g.reports)
-    if (r.v != verdict::skip) o << ratio_histogram_svg(r.law, r.ratio_histogram, true) << "\n";
+    if (r.v != verdict::skip) o << ratio_histogram_svg(r.law, r.ratio_histogram, histogram_of::cases, true) << "\n";
   o << "</div>\n</section>\n";
 }
 

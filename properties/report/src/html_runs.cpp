@@ -88,7 +88,7 @@ void write_campaign_html(const std::string& path, const campaign_options& opt, c
           << "</code></p>\n";
   }
   o << "<h2>Observed/bound per element, per dtype</h2>\n<div class=\"grid\">\n";
-  for (const auto& [t, st] : r.by_type) o << ratio_histogram_svg(t + ": elements", st.histogram, true) << "\n";
+  for (const auto& [t, st] : r.by_type) o << ratio_histogram_svg(t, st.histogram, histogram_of::elements, true) << "\n";
   o << "</div>\n<h2>Worst cases</h2>\n";
   for (const auto& [t, st] : r.by_type) {
     o << "<h3>" << escape(t)

@@ -26,9 +26,15 @@ std::string escape(std::string_view text);
 /// element outlined (a rect of class "worst" carrying data-where, data-i, data-e).
 std::string heat_map_svg(const heat_map& m);
 
-/// One SVG histogram of observed/bound over the ratio_bins bins (ratio_bin);
-/// log_scale: bar heights by log10(1 + count).
-std::string ratio_histogram_svg(const std::string& title, const std::array<std::int64_t, ratio_bins>& counts, bool log_scale);
+/// What a histogram's bars count: each case's largest observed/bound (a
+/// gate's law), or every element's (a campaign).
+enum class histogram_of { cases, elements };
+
+/// One SVG histogram of observed/bound over the ratio_bins bins (ratio_bin),
+/// its axes labelled with what it counts; log_scale: bar heights by
+/// log10(1 + count).
+std::string ratio_histogram_svg(const std::string& title, const std::array<std::int64_t, ratio_bins>& counts, histogram_of unit,
+                                bool log_scale);
 
 /// A horizontal bar against a reference (100%): label, value, the reference, units.
 struct bar {
