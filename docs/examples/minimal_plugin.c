@@ -1,4 +1,4 @@
-/* A minimal attncheck subject, ABI version 3: naive attention in f32 with the causal mask, key padding and LSE.
+/* A minimal attncheck subject, ABI version 4: naive attention in f32 with the causal mask, key padding and LSE.
  *   cc -O2 -shared -fPIC -Iproperties/abi/include docs/examples/minimal_plugin.c -o libminimal.so -lm
  *   build/attncheck gate --subject ./libminimal.so */
 #include <math.h>
@@ -18,8 +18,11 @@ static float score(const attncheck_problem* p, int64_t b, int64_t i, int64_t h, 
   return s * p->scale;
 }
 
+/* Only what the instance declares arrives: f32, no mask, no cache. Keys a row does not see (causally hidden, or
+ * past key_len[b]) may hold NaN: never read them. A case the kernel cannot compute is declined, not failed:
+ * return ATTNCHECK_DECLINED with the reason in err (docs/abi.md "Return status: declined"). */
 static int attend(void* state, const attncheck_problem* p, char* err, size_t err_len) {
-  (void)state, (void)err, (void)err_len; /* only what the instance declares arrives: f32, no mask, no cache */
+  (void)state, (void)err, (void)err_len;
   const float* v = p->v.data;
   float* o = p->o;
   for (int64_t b = 0; b < p->b; ++b)
@@ -44,21 +47,24 @@ static int attend(void* state, const attncheck_problem* p, char* err, size_t err
 
 static void destroy(attncheck_instance* self) { free(self); }
 
-attncheck_instance* attncheck_subject_v3(const char* options, char* err, size_t err_len) {
+attncheck_instance* attncheck_subject_v4(const char* options, char* err, size_t err_len) {
   attncheck_instance* d = options && *options ? NULL : calloc(1, sizeof *d);
   if (!d) {
     snprintf(err, err_len, "%s", options && *options ? "this subject takes no options" : "out of memory");
     return NULL;
   }
-  d->abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_3;
+  d->abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_4;
   d->struct_size = sizeof *d;
   d->name = "minimal-c";
   d->dtypes = 1u << ATTNCHECK_F32;
   d->features = ATTNCHECK_FEATURE_CAUSAL | ATTNCHECK_FEATURE_PADDING | ATTNCHECK_FEATURE_LSE;
   d->features_v3 = 0; /* ATTNCHECK_FEATURE3_*: variants, paged K/V, ragged batches, backward (docs/abi.md) */
   d->invariances = ATTNCHECK_CLAIM_DETERMINISTIC | ATTNCHECK_CLAIM_LAYOUT | ATTNCHECK_CLAIM_BATCH | ATTNCHECK_CLAIM_LQ;
-  d->compute_unit_roundoff = 0x1p-24; /* f32 arithmetic */
-  d->exp_ulps = 1.0;                  /* glibc expf */
+  d->compute_unit_roundoff = 0x1p-24;               /* f32 arithmetic */
+  d->exp_ulps = 1.0;                                /* glibc expf */
+  d->invariances_v4 = ATTNCHECK_CLAIM4_SCALE_EXACT; /* the scale multiplies the finished dot product */
+  /* profile, conventions, limits: NULL, the contract's (one u for every stage, O = 0 and LSE = -inf for a row
+   * that sees no key, masked slots never read, no size limits); docs/abi.md "Version 4" declares the others. */
   d->attend = attend;
   d->destroy = destroy;
   return d;
