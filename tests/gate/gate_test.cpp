@@ -704,6 +704,11 @@ TEST(subject_abi_v4, a_decline_is_thrown_only_from_a_version_4_instance_that_wro
   EXPECT_NE(wrote.error.find("but wrote its outputs"), std::string::npos) << wrote.error;
   s.reset();
   EXPECT_EQ(case_declined("").key(), "(no reason given)");
+  // Only the host counts under "limit ...": a subject's reason that reads so is marked as the subject's.
+  EXPECT_EQ(case_declined("limit max_head_dim: D = 300 > 256", true).key(), "limit max_head_dim");
+  EXPECT_TRUE(is_limit_decline(case_declined("limit max_head_dim: D = 300 > 256", true).key()));
+  EXPECT_EQ(case_declined("limit of the kernel: D > 256").key(), "subject's limit of the kernel");
+  EXPECT_FALSE(is_limit_decline(case_declined("limit of the kernel: D > 256").key()));
 }
 
 TEST(subject_abi_v3, a_declared_variant_is_handed_over_and_others_stay_null) {

@@ -17,6 +17,9 @@ std::string case_declined::key() const {
   const auto first = k.find_first_not_of(" \t\n");
   const auto last = k.find_last_not_of(" \t\n");
   k = first == std::string::npos ? std::string() : k.substr(first, last - first + 1);
+  // A subject's own reason that reads like the host's is marked as the
+  // subject's: only a case outside the declared limits counts as one.
+  if (!by_limit && is_limit_decline(k)) k = "subject's " + k;
   if (k.size() > 80) k = k.substr(0, 77) + "...";
   return k.empty() ? std::string("(no reason given)") : k;
 }

@@ -44,30 +44,35 @@ bool static_limits::takes_head_dim(std::int64_t d) const {
          (head_dims.empty() || std::find(head_dims.begin(), head_dims.end(), d) != head_dims.end());
 }
 
+bool is_limit_decline(std::string_view key) { return key.substr(0, limit_key_prefix.size()) == limit_key_prefix; }
+
 std::string static_limits::outside(const attn_case& c) const {
+  // The declines key is the prefix and the field; the rest says by how much.
+  const auto limit = [](const char* field, const std::string& what) {
+    return std::string(limit_key_prefix) + field + ": " + what;
+  };
+  const auto str = [](std::int64_t x) { return std::to_string(x); };
   for (const auto& [name, d] : {std::pair{"D", c.d}, std::pair{"Dv", c.dv}}) {
-    const std::string n = name, v = std::to_string(d);
-    if (max_head_dim > 0 && d > max_head_dim)
-      return "limit max_head_dim: " + n + " = " + v + " > " + std::to_string(max_head_dim);
+    const std::string is = std::string(name) + " = " + str(d);
+    if (max_head_dim > 0 && d > max_head_dim) return limit("max_head_dim", is + " > " + str(max_head_dim));
     if (head_dim_multiple > 1 && d % head_dim_multiple != 0)
-      return "limit head_dim_multiple: " + n + " = " + v + " is no multiple of " + std::to_string(head_dim_multiple);
-    if (!takes_head_dim(d)) return "limit head_dims: " + n + " = " + v + " is not in " + dims_text(head_dims);
+      return limit("head_dim_multiple", is + " is no multiple of " + str(head_dim_multiple));
+    if (!takes_head_dim(d)) return limit("head_dims", is + " is not in " + dims_text(head_dims));
   }
-  if (dv_equals_d && c.dv != c.d) return "limit dv_equals_d: Dv = " + std::to_string(c.dv) + ", D = " + std::to_string(c.d);
+  if (dv_equals_d && c.dv != c.d) return limit("dv_equals_d", "Dv = " + str(c.dv) + ", D = " + str(c.d));
   if (causal_lq_at_most_lk && c.causal && c.lq > c.lk)
-    return "limit causal_lq_at_most_lk: causal with Lq = " + std::to_string(c.lq) + " > Lk = " + std::to_string(c.lk);
-  if (c.lk < min_lk) return "limit min_lk: Lk = " + std::to_string(c.lk) + " < " + std::to_string(min_lk);
-  if (max_group > 0 && c.group() > max_group)
-    return "limit max_group: Hq / Hkv = " + std::to_string(c.group()) + " > " + std::to_string(max_group);
+    return limit("causal_lq_at_most_lk", "causal with Lq = " + str(c.lq) + " > Lk = " + str(c.lk));
+  if (c.lk < min_lk) return limit("min_lk", "Lk = " + str(c.lk) + " < " + str(min_lk));
+  if (max_group > 0 && c.group() > max_group) return limit("max_group", "Hq / Hkv = " + str(c.group()) + " > " + str(max_group));
   if (scale_signs != 0 && !(scale_signs & sign_of(c.scale)))
-    return std::string("limit scale_signs: a ") + sign_name(sign_of(c.scale)) + " scale";
+    return limit("scale_signs", std::string("a ") + sign_name(sign_of(c.scale)) + " scale");
   if (bias_dtypes != 0 && c.variants.has_bias() && !(bias_dtypes & type_bit(c.variants.bias_type)))
-    return std::string("limit bias_dtypes: a bias in ") + std::string(name(c.variants.bias_type));
+    return limit("bias_dtypes", "a bias in " + std::string(name(c.variants.bias_type)));
   if (alibi_max_distance > 0 && c.variants.has_alibi() && std::max(c.lk, c.lq) - 1 > alibi_max_distance)
-    return "limit alibi_max_distance: ALiBi with |j - p| up to " + std::to_string(std::max(c.lk, c.lq) - 1) + " > " +
-           std::to_string(alibi_max_distance);
+    return limit("alibi_max_distance",
+                 "ALiBi with |j - p| up to " + str(std::max(c.lk, c.lq) - 1) + " > " + str(alibi_max_distance));
   if (!takes_alibi(c.variants.alibi))
-    return std::string("limit alibi_slopes: ") + std::string(name(c.variants.alibi)) + " slopes, not max_bias 8's";
+    return limit("alibi_slopes", std::string(name(c.variants.alibi)) + " slopes, not max_bias 8's");
   return {};
 }
 

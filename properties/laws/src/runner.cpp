@@ -224,8 +224,6 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
   return r;
 }
 
-bool is_limit_decline(const std::string& key) { return key.rfind("limit ", 0) == 0; }
-
 std::string declines_text(const std::map<std::string, std::int64_t>& declines) {
   std::vector<std::pair<std::int64_t, std::string>> by;
   std::int64_t n = 0;

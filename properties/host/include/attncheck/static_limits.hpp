@@ -6,12 +6,21 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attncheck/case.hpp"
 #include "attncheck/subject.h"
 
 namespace attncheck {
+
+/// Every declines key of a case outside the declared limits starts so
+/// ("limit max_head_dim"): the host writes it (static_limits::outside), the
+/// reports count such declines apart, and a subject's own reason is never
+/// counted under it (case_declined::key).
+inline constexpr std::string_view limit_key_prefix = "limit ";
+/// True for the key of a case the host declined on the subject's behalf.
+bool is_limit_decline(std::string_view key);
 
 struct static_limits {
   std::int64_t max_head_dim = 0;        ///< D and Dv at most this; 0: none

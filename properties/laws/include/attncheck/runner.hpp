@@ -84,9 +84,6 @@ inline constexpr int declines_per_case = 3;
 /// "12 declined: head size > 256 (8), bias must be f16 (4)", most frequent
 /// first; empty without declines.
 std::string declines_text(const std::map<std::string, std::int64_t>& declines);
-/// True for the key of a case the host declined on the subject's behalf,
-/// outside its declared static limits ("limit NAME": static_limits::outside).
-bool is_limit_decline(const std::string& key);
 /// The note every report prints under a law that ran with declines:
 /// declines_text and "(replaced by other draws)"; empty without declines, and
 /// for an UNJUDGED law, whose unjudged_why lists them already.
