@@ -566,7 +566,6 @@ TEST(subject_abi_v4, conventions_are_read_and_the_unjudged_parts_refused) {
   refused({sizeof conv, ATTNCHECK_EMPTY_O_UNSPECIFIED, 0, 0, 0}, "empty_row_o");
   refused({sizeof conv, 0, ATTNCHECK_EMPTY_LSE_UNSPECIFIED, 0, 0}, "empty_row_lse");
   refused({sizeof conv, 0, 0, ATTNCHECK_MASKED_WEIGHTED_BY_ZERO + 1, 0}, "masked_slots");
-  refused({sizeof conv, 0, 0, 0, ATTNCHECK_FLUSH_INPUTS}, "flush");
   refused({sizeof conv, 0, 0, 0, ATTNCHECK_FLUSH_OUTPUTS | 0x8u}, "flush");
   // Flushed intermediates and outputs are read and printed; with a backward pass they are refused.
   conv = {sizeof conv, 0, 0, 0, ATTNCHECK_FLUSH_INTERMEDIATES | ATTNCHECK_FLUSH_OUTPUTS};
@@ -574,6 +573,12 @@ TEST(subject_abi_v4, conventions_are_read_and_the_unjudged_parts_refused) {
   EXPECT_TRUE(s->flushes(ATTNCHECK_FLUSH_INTERMEDIATES));
   EXPECT_TRUE(s->flushes(ATTNCHECK_FLUSH_OUTPUTS));
   EXPECT_EQ(s->declared().conventions, "subnormals flushed (intermediates, outputs)");
+  s.reset();
+  conv = {sizeof conv, 0, 0, 0, ATTNCHECK_FLUSH_INPUTS | ATTNCHECK_FLUSH_OUTPUTS};
+  s = subject::adopt(&d, "flushing its inputs");
+  EXPECT_TRUE(s->flushes(ATTNCHECK_FLUSH_INPUTS));
+  EXPECT_FALSE(s->flushes(ATTNCHECK_FLUSH_INTERMEDIATES));
+  EXPECT_EQ(s->declared().conventions, "subnormals flushed (inputs, outputs)");
   s.reset();
 }
 

@@ -154,13 +154,9 @@ declared_conventions read_conventions(const attncheck_conventions* c, const std:
                  "declare the value written");
   if (c->masked_slots > ATTNCHECK_MASKED_WEIGHTED_BY_ZERO)
     refuse_field("masked_slots", "masked_slots " + std::to_string(c->masked_slots) + " is none of ATTNCHECK_MASKED_* (0 or 1)");
-  constexpr std::uint32_t judged_flush = ATTNCHECK_FLUSH_INTERMEDIATES | ATTNCHECK_FLUSH_OUTPUTS;
-  if (c->flush & ~(judged_flush | ATTNCHECK_FLUSH_INPUTS))
+  constexpr std::uint32_t flush_bits = ATTNCHECK_FLUSH_INPUTS | ATTNCHECK_FLUSH_INTERMEDIATES | ATTNCHECK_FLUSH_OUTPUTS;
+  if (c->flush & ~flush_bits)
     refuse_field("flush", "flush " + std::to_string(c->flush) + " has bits outside ATTNCHECK_FLUSH_* (0x1, 0x2, 0x4)");
-  if (c->flush & ATTNCHECK_FLUSH_INPUTS)
-    refuse_field("flush",
-                 "flushed inputs (ATTNCHECK_FLUSH_INPUTS) are not judged by this attncheck yet: "
-                 "ATTNCHECK_FLUSH_INTERMEDIATES and ATTNCHECK_FLUSH_OUTPUTS are");
   d.empty_rows.o = static_cast<empty_row_convention::o_kind>(c->empty_row_o);
   d.empty_rows.lse = static_cast<empty_row_convention::lse_kind>(c->empty_row_lse);
   d.masked_weighted_by_zero = c->masked_slots == ATTNCHECK_MASKED_WEIGHTED_BY_ZERO;
@@ -177,9 +173,12 @@ std::string conventions_text(const declared_conventions& d) {
                                        lse_names[static_cast<int>(e.lse)];
   if (d.masked_weighted_by_zero) t += (t.empty() ? "" : "; ") + std::string("masked slots weighted by zero");
   if (d.flush) {
-    const bool mid = d.flush & ATTNCHECK_FLUSH_INTERMEDIATES, out = d.flush & ATTNCHECK_FLUSH_OUTPUTS;
-    t += (t.empty() ? "" : "; ") + std::string("subnormals flushed (") + (mid ? "intermediates" : "") + (mid && out ? ", " : "") +
-         (out ? "outputs" : "") + ")";
+    std::string stages;
+    for (const auto& [bit, stage] :
+         {std::pair{ATTNCHECK_FLUSH_INPUTS, "inputs"}, std::pair{ATTNCHECK_FLUSH_INTERMEDIATES, "intermediates"},
+          std::pair{ATTNCHECK_FLUSH_OUTPUTS, "outputs"}})
+      if (d.flush & bit) stages += (stages.empty() ? "" : ", ") + std::string(stage);
+    t += std::string(t.empty() ? "" : "; ") + "subnormals flushed (" + stages + ")";
   }
   return t;
 }

@@ -90,6 +90,11 @@ tensor remake(dtype t, dims4 shape, layout_kind layout,
   return x;
 }
 
+tensor scaled(const tensor& t, int a, layout_kind layout) {
+  return remake(t.type, t.shape, layout,
+                [&](auto i0, auto i1, auto i2, auto i3) { return encode(t.type, std::ldexp(t.at(i0, i1, i2, i3), a)); });
+}
+
 attn_case repeated_kv(const attn_case& c) {
   attn_case mha = c;
   mha.hkv = c.hq;

@@ -38,6 +38,9 @@ oracle_result fast_bound(const subject& s, const attn_case& c);
 tensor remake(dtype t, dims4 shape, layout_kind layout,
               const std::function<std::uint32_t(std::int64_t, std::int64_t, std::int64_t, std::int64_t)>& bits_of);
 
+/// t with every element times 2^a, rounded to its type, in layout `layout`.
+tensor scaled(const tensor& t, int a, layout_kind layout);
+
 /// The same case (same values) stored in another layout.
 attn_case relayout(const attn_case& c, layout_kind layout);
 

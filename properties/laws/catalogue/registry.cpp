@@ -104,8 +104,9 @@ std::vector<law> make_laws() {
           .fuzzed_unbounded(),
       // extreme.cpp
       // min_judged: 100% judged.
-      law_entry("extreme.large_logits_within_bound", output_within_bound, 0.9,
-                "logits near the type's limits or one dominant key: no overflow, O within the bound")
+      law_entry("extreme.large_logits_within_bound", extreme_within_bound, 0.9,
+                "logits near the type's limits, one dominant key, or Q subnormal against K scaled up as much: no "
+                "overflow, no input lost to a flush the subject does not declare, O within the bound")
           .prepared_by(prepare_extreme),
       // determinism.cpp
       // min_judged: 100% judged.

@@ -65,6 +65,7 @@ law_outcome fully_masked_rows_are_zero(const subject& s, const attn_case& c);
 
 // extreme.cpp
 void prepare_extreme(attn_case& c, const subject& s);
+law_outcome extreme_within_bound(const subject& s, const attn_case& c);
 
 // determinism.cpp
 void prepare_determinism(attn_case& c, const subject& s);

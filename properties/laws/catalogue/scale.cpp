@@ -34,11 +34,6 @@ bool tensor_scales_exactly(const tensor& t, int a, const std::function<bool(std:
   return true;
 }
 
-tensor scaled(const tensor& t, int a, layout_kind layout) {
-  return remake(t.type, t.shape, layout,
-                [&](auto i0, auto i1, auto i2, auto i3) { return encode(t.type, std::ldexp(t.at(i0, i1, i2, i3), a)); });
-}
-
 }  // namespace
 
 law_outcome power_of_two_scalings_are_exact(const subject& s, const attn_case& c) {

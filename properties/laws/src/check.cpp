@@ -380,6 +380,7 @@ oracle_options oracle_options_for(const subject& s, const attn_case& c, oracle_p
   o.bound.key_blocks = s.key_blocks(c);
   o.bound.flush_intermediates = s.flushes(ATTNCHECK_FLUSH_INTERMEDIATES);
   o.bound.flush_outputs = s.flushes(ATTNCHECK_FLUSH_OUTPUTS);
+  o.bound.flush_inputs = s.flushes(ATTNCHECK_FLUSH_INPUTS);
   return o;
 }
 

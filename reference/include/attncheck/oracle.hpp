@@ -58,6 +58,12 @@ struct bound_params {
   /// smallest subnormal to the smallest normal of the stage's format.
   bool flush_intermediates = false;
   bool flush_outputs = false;
+  /// Every input element below 2^-126 in magnitude (f32's smallest normal: a
+  /// subnormal f32 or bf16, never an f16 value, which f32 holds normal) read
+  /// as zero, as x86's DAZ or a GPU's ftz on loading: the oracle computes on
+  /// the inputs so flushed (Q, K, V and the bias), so what the subject was
+  /// handed is judged as it reads it.
+  bool flush_inputs = false;
 };
 
 /// The probabilistic bound's stated failure probability per element of O or

@@ -86,6 +86,14 @@ bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt, bool
   // The scale's roundings at the compute unit, per score term (step 1).
   constexpr double scale_roundings[] = {5, 1, 1, 1, 4, 2};
   s.k_scale = scale_roundings[static_cast<int>(pr.scale)];
+  switch (pr.scale) {
+    case scale_mode::any:
+    case scale_mode::sqrt_split: s.fold_q = s.fold_k = std::max(1.0, std::sqrt(s.scale)); break;
+    case scale_mode::into_q: s.fold_q = 0, s.fold_k = 1; break;
+    case scale_mode::into_k: s.fold_q = 1, s.fold_k = 0; break;
+    case scale_mode::after_dot:
+    case scale_mode::log2e_folded: s.fold_q = s.fold_k = 0; break;
+  }
   if (!(pr.p_u >= 0 && pr.p_u < 1)) throw input_error("bound.profile.p_u", "must be 0 (P not rounded) or in (0, 1)");
   if (!(pr.p_eta >= 0 && pr.p_eta < 1)) throw input_error("bound.profile.p_eta", "must be in [0, 1)");
   s.theta_p = pr.p_u / (1 - pr.p_u);
@@ -212,9 +220,11 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
     // r |k_d| and r |q_d|) and their product (eta_c/2 each, in score units).
     // Sums of subnormals are exact (gradual underflow); where intermediates
     // flush, each of the D - 1 additions may flush too (flushed_sums).
-    const double d = static_cast<double>(c.d), r = std::max(1.0, std::sqrt(s.scale));
-    const double dot_underflow =
-        s.eta_c / 2 * ((d + 1 + s.flushed_sums * (d - 1)) * std::max(s.scale, 1.0) + 1 + r * (q_abs_sum + x.k_abs_sum[key]));
+    const double d = static_cast<double>(c.d);
+    // (Equal weights multiply the sum, as before the scale modes: the same bits for any way.)
+    const double folded =
+        s.fold_q == s.fold_k ? s.fold_q * (q_abs_sum + x.k_abs_sum[key]) : s.fold_q * q_abs_sum + s.fold_k * x.k_abs_sum[key];
+    const double dot_underflow = s.eta_c / 2 * ((d + 1 + s.flushed_sums * (d - 1)) * std::max(s.scale, 1.0) + 1 + folded);
     const double gap_j = gap_row[keys[kk]];
     const double p_j = p_row[keys[kk]];
     if (!std::isfinite(raw) || !std::isfinite(t_j) || !std::isfinite(dot_underflow) || !std::isfinite(gap_j) ||

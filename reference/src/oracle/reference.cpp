@@ -118,8 +118,28 @@ oracle_result run(const attn_case& c, const oracle_options& opt) {
 
 }  // namespace
 
+namespace {
+
+// The case as a subject that flushes its inputs reads it (bound_params::flush_inputs).
+attn_case with_inputs_flushed(const attn_case& c) {
+  attn_case f = c;
+  for (tensor* t : {&f.q, &f.k, &f.v, &f.variants.bias})
+    for (std::uint32_t& bits : t->bits) {
+      const double x = decode(t->type, bits);
+      if (x != 0 && std::fabs(x) < 0x1p-126) bits = encode(t->type, std::copysign(0.0, x));
+    }
+  return f;
+}
+
+}  // namespace
+
 oracle_result reference(const attn_case& c, const oracle_options& opt) {
   validate(c);  // the loops index Q, K, V through their views: shapes must hold
+  if (opt.bound.flush_inputs) {
+    oracle_options o = opt;
+    o.bound.flush_inputs = false;
+    return reference(with_inputs_flushed(c), o);
+  }
   switch (opt.precision) {
     case oracle_precision::mpfr50: return run<oracle_detail::mpfr50>(c, opt);
     case oracle_precision::mpfr100: return run<oracle_detail::mpfr100>(c, opt);
@@ -148,6 +168,10 @@ std::optional<oracle_result> fast_oracle(const attn_case& c, const oracle_option
   validate(c);
   oracle_options o = opt;
   o.want_p = false;
+  if (o.bound.flush_inputs) {
+    o.bound.flush_inputs = false;
+    return fast_oracle(with_inputs_flushed(c), o);
+  }
   oracle_detail::fast_tier_result f = oracle_detail::fast_tier(c, o);
   if (!f.accepted) return std::nullopt;
   return std::move(f.r);

@@ -375,7 +375,7 @@ struct attncheck_profile {
 #define ATTNCHECK_EMPTY_LSE_UNSPECIFIED 3u   /* (designed, not judged yet: refused) */
 #define ATTNCHECK_MASKED_SKIPPED 0u          /* masked and padded slots are never read (the contract's) */
 #define ATTNCHECK_MASKED_WEIGHTED_BY_ZERO 1u /* read and weighted by exactly zero: the laws fill them finite */
-#define ATTNCHECK_FLUSH_INPUTS 0x1u          /* subnormal inputs read as 0 (not built: refused) */
+#define ATTNCHECK_FLUSH_INPUTS 0x1u          /* every input below 2^-126 in magnitude read as 0 (DAZ) */
 #define ATTNCHECK_FLUSH_INTERMEDIATES 0x2u   /* every f32 result below 2^-126 becomes 0 */
 #define ATTNCHECK_FLUSH_OUTPUTS 0x4u         /* O and LSE below their type's smallest normal stored as 0 */
 struct attncheck_conventions {

@@ -36,12 +36,12 @@ std::string profile_text(const stage_profile& s, double u);
 struct declared_conventions {
   empty_row_convention empty_rows{};
   bool masked_weighted_by_zero = false;
-  std::uint32_t flush = 0;  ///< ATTNCHECK_FLUSH_INTERMEDIATES | _OUTPUTS (inputs refused)
+  std::uint32_t flush = 0;  ///< ATTNCHECK_FLUSH_INPUTS | _INTERMEDIATES | _OUTPUTS
 };
 
 /// Reads a version 4 instance's conventions (NULL: the contract's). Throws
 /// input_error naming "subject.conventions.FIELD" for a value out of range and
-/// for the parts not judged yet (unspecified empty rows, flushed inputs).
+/// for the parts not judged yet (unspecified empty rows).
 declared_conventions read_conventions(const attncheck_conventions* c, const std::string& spec);
 
 /// The declared conventions in words ("empty rows: O NaN, LSE +inf; masked
