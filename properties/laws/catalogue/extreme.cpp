@@ -13,7 +13,7 @@ namespace attncheck::laws {
 
 namespace {
 
-// A third of the cases scale Q down into the subnormal range (law_check).
+// A third of the cases move Q down into the subnormal range (extreme_within_bound).
 bool subnormal_q(const attn_case& c) { return c.seed % 3 == 2; }
 
 // The largest finite |x| over a tensor's storage (padding included: NaN there is skipped).

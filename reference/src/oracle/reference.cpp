@@ -116,10 +116,6 @@ oracle_result run(const attn_case& c, const oracle_options& opt) {
   return r;
 }
 
-}  // namespace
-
-namespace {
-
 // The case as a subject that flushes its inputs reads it (bound_params::flush_inputs).
 attn_case with_inputs_flushed(const attn_case& c) {
   attn_case f = c;
