@@ -59,7 +59,8 @@ law_outcome weights_form_a_distribution(const subject& s, const attn_case& c) {
           const double w = out.o.at(b, i, h, j);
           const auto where = o_where(b, i, h, j);
           if (std::isnan(w) || w < 0) zeros.fail("weight " + where.text + " = " + std::to_string(w) + " is negative or NaN");
-          if (!c.visible(b, h, i, j)) zeros.element(where + " (key not visible: weight must be exactly 0)", 0.0, w, 0.0);
+          if (const char* hidden = c.hidden_by(b, h, i, j))
+            zeros.element(where + " (key " + std::to_string(j) + " " + hidden + ": its weight must be exactly 0)", 0.0, w, 0.0);
           sum += w;
         }
         sums.element("sum_j P[b=" + std::to_string(b) + ",h=" + std::to_string(h) + ",i=" + std::to_string(i) + ",:]",

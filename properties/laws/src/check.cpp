@@ -30,6 +30,13 @@ double pbound_at(const std::vector<double>& pb, std::size_t k) {
 }
 bool useless_at(const std::vector<std::uint8_t>& u, std::size_t k) { return k < u.size() && u[k] != 0; }
 
+// An element of a row the oracle gives LSE = -inf (no visible key, no sink)
+// says so: its expected 0 (or -inf) is the contract's empty row.
+element_where row_words(element_where where, double oracle_lse) {
+  if (oracle_lse == -std::numeric_limits<double>::infinity()) return std::move(where) + " (row sees no key)";
+  return where;
+}
+
 }  // namespace
 
 std::string worst_element::describe() const {
@@ -324,8 +331,8 @@ comparison compare_with_reference(const attn_case& c, const subject_output& out,
             r.empty_row_o(o_where(b, i, h, e), out.o.at(b, i, h, e), out.empty_rows);
             continue;
           }
-          r.element(o_where(b, i, h, e), ref.o[k], out.o.at(b, i, h, e), ref.o_bound[k] * slack,
-                    pbound_at(ref.o_pbound, k) * slack, useless_at(ref.o_sound_useless, k));
+          r.element(row_words(o_where(b, i, h, e), ref.lse[ref.lse_index(b, h, i)]), ref.o[k], out.o.at(b, i, h, e),
+                    ref.o_bound[k] * slack, pbound_at(ref.o_pbound, k) * slack, useless_at(ref.o_sound_useless, k));
         }
   if (!out.lse.empty())
     for (std::int64_t b = 0; b < c.b; ++b)
@@ -341,8 +348,9 @@ comparison compare_with_reference(const attn_case& c, const subject_output& out,
             rl.empty_row_lse(lse_where(b, h, i), out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)], out.empty_rows);
             continue;
           }
-          rl.element(lse_where(b, h, i), ref.lse[k], out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)],
-                     ref.lse_bound[k] * slack, pbound_at(ref.lse_pbound, k) * slack, useless_at(ref.lse_sound_useless, k));
+          rl.element(row_words(lse_where(b, h, i), ref.lse[k]), ref.lse[k],
+                     out.lse[static_cast<std::size_t>((b * c.hq + h) * lq + i)], ref.lse_bound[k] * slack,
+                     pbound_at(ref.lse_pbound, k) * slack, useless_at(ref.lse_sound_useless, k));
         }
   r.merge(rl);
   return r;

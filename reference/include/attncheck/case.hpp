@@ -249,7 +249,15 @@ struct attn_case {
   /// The docs/spec.md visibility M[b,h,i,j]: padding AND causal AND boolean mask
   /// AND window AND chunk AND a bias entry that is not -inf (once the bias is drawn).
   /// Indices within (B, Hq, Lq, Lk); the header must be valid.
-  bool visible(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const;
+  bool visible(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const {
+    return hidden_by(bi, h, i, j) == nullptr;
+  }
+  /// Why key j is not visible to row i of head h, in words for a message
+  /// ("padded: past key_len", "causally hidden", "outside the window",
+  /// "outside the chunk", "masked by the boolean mask", "masked by a -inf
+  /// bias"); nullptr when it is visible. The first rule that hides it, in
+  /// visible()'s order.
+  const char* hidden_by(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const;
   /// The bias at (b, h, i, j), broadcast over size-1 dims; 0 without a bias.
   double bias_at(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const;
   /// ALiBi's term m_h * (j - p) in exact arithmetic (double holds it: |j - p| < 2^21); 0 without ALiBi.

@@ -92,19 +92,21 @@ bool attn_case::mask_allows(std::int64_t bi, std::int64_t h, std::int64_t i, std
   return mask[static_cast<std::size_t>(idx)] != 0;
 }
 
-bool attn_case::visible(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const {
+const char* attn_case::hidden_by(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const {
   const std::int64_t n = valid_keys(bi);
-  if (j >= n) return false;  // key padding
+  if (j >= n) return "padded: past key_len";
   // Bottom-right: the last query sits on the last valid key.
   const std::int64_t pos = (n - lq) + i;
-  if (causal && j > pos) return false;
+  if (causal && j > pos) return "causally hidden";
   const score_variants& w = variants;
-  if (w.window_left >= 0 && j < pos - w.window_left) return false;  // both ends inclusive
-  if (w.window_right >= 0 && j > pos + w.window_right) return false;
-  if (w.chunk > 0 && floor_div(j, w.chunk) != floor_div(pos, w.chunk)) return false;
-  if (!mask_allows(bi, h, i, j)) return false;
+  if (w.window_left >= 0 && j < pos - w.window_left) return "outside the window";  // both ends inclusive
+  if (w.window_right >= 0 && j > pos + w.window_right) return "outside the window";
+  if (w.chunk > 0 && floor_div(j, w.chunk) != floor_div(pos, w.chunk)) return "outside the chunk";
+  if (!mask_allows(bi, h, i, j)) return "masked by the boolean mask";
   // A bias entry of -inf masks the key (torch's float attn_mask); before the bias is drawn, nothing.
-  return !(w.has_bias() && !w.bias.bits.empty() && bias_at(bi, h, i, j) == -std::numeric_limits<double>::infinity());
+  if (w.has_bias() && !w.bias.bits.empty() && bias_at(bi, h, i, j) == -std::numeric_limits<double>::infinity())
+    return "masked by a -inf bias";
+  return nullptr;
 }
 
 double attn_case::bias_at(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const {
