@@ -16,14 +16,6 @@ namespace {
 // A third of the cases move Q down into the subnormal range (extreme_within_bound).
 bool subnormal_q(const attn_case& c) { return c.seed % 3 == 2; }
 
-// The largest finite |x| over a tensor's storage (padding included: NaN there is skipped).
-double largest_finite_magnitude(const tensor& t) {
-  double m = 0;
-  for (std::uint32_t bits : t.bits)
-    if (const double x = std::fabs(decode(t.type, bits)); std::isfinite(x)) m = std::max(m, x);
-  return m;
-}
-
 }  // namespace
 
 void prepare_extreme(attn_case& c, const subject&) {
@@ -45,7 +37,7 @@ void prepare_extreme(attn_case& c, const subject&) {
 // oracle reads them flushed too. The other cases are the differential law's.
 law_outcome extreme_within_bound(const subject& s, const attn_case& c) {
   if (!subnormal_q(c)) return output_within_bound(s, c);
-  const double q_max = largest_finite_magnitude(c.q), k_max = largest_finite_magnitude(c.k);
+  const double q_max = max_abs_finite(c.q), k_max = max_abs_finite(c.k);
   if (q_max == 0 || k_max == 0) return output_within_bound(s, c);
   const double smallest_normal = c.type == dtype::f16 ? 0x1p-14 : 0x1p-126;
   const int a =

@@ -206,13 +206,13 @@ void add_runs_within_bounds(law_outcome& o, const subject& s, const attn_case& a
   o.add(what, compare_within_own_bounds(s, a, x, b, y, opt));
 }
 
-double max_abs_v(const attn_case& c) {
+double max_abs_finite(const tensor& t) {
   double m = 0;
-  for (std::int64_t bi = 0; bi < c.b; ++bi)
-    for (std::int64_t j = 0; j < c.lk; ++j)
-      for (std::int64_t g = 0; g < c.hkv; ++g)
-        for (std::int64_t e = 0; e < c.dv; ++e)
-          if (const double x = std::fabs(c.v.at(bi, j, g, e)); std::isfinite(x)) m = std::max(m, x);
+  for (std::int64_t i0 = 0; i0 < t.shape[0]; ++i0)
+    for (std::int64_t i1 = 0; i1 < t.shape[1]; ++i1)
+      for (std::int64_t i2 = 0; i2 < t.shape[2]; ++i2)
+        for (std::int64_t i3 = 0; i3 < t.shape[3]; ++i3)
+          if (const double x = std::fabs(t.at(i0, i1, i2, i3)); std::isfinite(x)) m = std::max(m, x);
   return m;
 }
 

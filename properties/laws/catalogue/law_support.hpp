@@ -94,9 +94,11 @@ void add_runs_within_bounds(law_outcome& o, const subject& s, const attn_case& a
 /// The same case with one contract 1.1 variant (an ATTNCHECK_FEATURE3_* bit) switched off, its values dropped.
 attn_case without_variant(const attn_case& c, std::uint32_t bit);
 
+/// The largest finite |x| over a tensor's view (0 when none).
+double max_abs_finite(const tensor& t);
 /// The largest finite |V| of the case (0 when none): with max_j |dS_j| it
 /// bounds how far O moves when scores move (|dO_e| <= 2 max|V| max_j |dS_j|).
-double max_abs_v(const attn_case& c);
+inline double max_abs_v(const attn_case& c) { return max_abs_finite(c.v); }
 
 /// The bits of the variants a case carries (ATTNCHECK_FEATURE3_*).
 std::uint32_t variants_of(const attn_case& c);
