@@ -95,7 +95,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size > sizeof fuzz::v3_magic + 4096) return -1;
   byte_choices choices(data + sizeof fuzz::v3_magic, size - sizeof fuzz::v3_magic);
   // Version 4: the variants the subject declares, drawn as the gate draws them for the differential law.
-  fuzz::case_v3 h = fuzz::decode_case(choices, v3_caps, s, version == 4 && differential().variants);
+  fuzz::case_v3 h =
+      fuzz::decode_case(choices, v3_caps, s, version == 4 && differential().variants, version == 4 && differential().fp8);
   FuzzedDataProvider in(data + sizeof fuzz::v3_magic, choices.remaining());
   fuzz::decode_values(in, v3_caps.value_patches, h.c);
   return h.mode == fuzz::input_mode::cache ? cached(s, h.c, h.plan) : one_shot(s, h.c, fuzz::name(h.mode));

@@ -88,7 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz::input_mode mode = fuzz::input_mode::one_shot;
   if (v3) {
     // Version 4: a law that takes variants draws those the subject declares, as in the gate.
-    fuzz::case_v3 h = fuzz::decode_case(choices, v3_caps, s, version == 4 && l->variants);
+    fuzz::case_v3 h = fuzz::decode_case(choices, v3_caps, s, version == 4 && l->variants, version == 4 && l->fp8);
     c = std::move(h.c);
     mode = h.mode;
   }

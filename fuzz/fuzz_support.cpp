@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -96,7 +97,18 @@ std::uint32_t interesting_bits(dtype t, std::uint8_t pick) {
   constexpr int dyadic = 17;  // k/4 for k in [-8, 8]
   if (pick % 32 < dyadic) return encode(t, (static_cast<int>(pick % 32) - 8) / 4.0);
   const bool f32 = t == dtype::f32, f16 = t == dtype::f16;
-  const double min_normal = f16 ? 0x1p-14 : 0x1p-126;
+  const double min_normal = smallest_subnormal(t) / unit_roundoff(t) / 2;
+  const double inf = std::numeric_limits<double>::infinity();
+  if (is_fp8(t)) {  // no payloads to speak of: E4M3FN has one NaN per sign and no infinity (it encodes as the NaN)
+    switch (pick % 32 - dyadic) {
+      case 7: return encode(t, inf);
+      case 8: return encode(t, -inf);
+      case 9: return encode(t, std::nan(""));
+      case 10: return encode(t, -std::nan(""));
+      case 11: return t == dtype::e5m2 ? 0x7du : 0x7fu;  // e5m2's NaN with payload 01
+      default: break;
+    }
+  }
   switch (pick % 32 - dyadic) {
     case 0: return encode(t, -0.0);
     case 1: return encode(t, largest_finite(t));
@@ -122,12 +134,13 @@ std::uint32_t modest_bits(dtype t, FuzzedDataProvider& in) {
   const auto mant = in.ConsumeIntegral<std::uint32_t>();
   const int e = in.ConsumeIntegralInRange<int>(-12, 12);
   const double m = 1.0 + static_cast<double>(mant & 0x7fffffu) * 0x1p-23;
-  return encode(t, std::ldexp((mant >> 31) ? -m : m, e));
+  const double x = std::ldexp((mant >> 31) ? -m : m, e);
+  return encode(t, std::clamp(x, -largest_finite(t), largest_finite(t)));  // e4m3's largest is 448: stay finite
 }
 
 std::uint32_t raw_bits(dtype t, FuzzedDataProvider& in) {
   const auto r = in.ConsumeIntegral<std::uint32_t>();
-  return t == dtype::f32 ? r : (r & 0xffffu);
+  return t == dtype::f32 ? r : is_fp8(t) ? (r & 0xffu) : (r & 0xffffu);
 }
 
 void set_element(tensor& t, std::int64_t linear, std::uint32_t bits) {
@@ -203,7 +216,16 @@ const char* name(input_mode m) {
   return "?";
 }
 
-case_v3 decode_case(byte_choices& in, const reach_caps& caps, const subject& s, bool variants) {
+// As the gate's any_case(): the fp8 choices after the header's (and the
+// variants'), only for a one-shot case of a law that draws fp8 and a subject
+// that declares it, so every other input keeps its decoding.
+void read_fp8(byte_choices& in, case_v3& h, const subject& s, bool fp8) {
+  const std::vector<dtype> types = fp8_types_of(s);
+  if (!fp8 || types.empty() || h.mode != input_mode::one_shot) return;
+  apply_fp8(h.c, read_fp8_choices(in), types);
+}
+
+case_v3 decode_case(byte_choices& in, const reach_caps& caps, const subject& s, bool variants, bool fp8) {
   case_v3 h;
   h.mode = static_cast<input_mode>(in.in_range(0, caps.cache ? 1 : 0));
   if (h.mode == input_mode::cache && !s.has(ATTNCHECK_FEATURE_CACHE)) h.mode = input_mode::one_shot;
@@ -222,9 +244,11 @@ case_v3 decode_case(byte_choices& in, const reach_caps& caps, const subject& s, 
     if (probe.variants.any()) h.work = std::min(h.work, run_default::variant_max_work);
     h.c = case_of(r, ctx, h.work, probe.variants.has_alibi());
     apply_variants(h.c, v, ctx.variants, ctx.hints, ctx.limits);
+    read_fp8(in, h, s, fp8);
     return h;
   }
   h.c = case_of(r, ctx, h.work);
+  read_fp8(in, h, s, fp8);
   attn_case& c = h.c;
   if (h.mode == input_mode::cache && c.b * c.hq * c.lk * c.lk > case_limits{}.max_pairs) h.mode = input_mode::one_shot;
   if (h.mode != input_mode::cache) return h;
@@ -306,7 +330,7 @@ void decode_values(FuzzedDataProvider& in, int value_patches, attn_case& c) {
   for (int i = 0; i < 3; ++i) {
     if (!(dense & (1u << i))) continue;
     for (std::int64_t e = 0; e < ts[i]->elements() && in.remaining_bytes() > 0; ++e)
-      set_element(*ts[i], e, interesting_bits(c.type, in.ConsumeIntegral<std::uint8_t>()));
+      set_element(*ts[i], e, interesting_bits(ts[i]->type, in.ConsumeIntegral<std::uint8_t>()));
   }
   // Patches: single elements with interesting, modest or raw bit patterns.
   for (int p = 0; p < value_patches && in.remaining_bytes() >= 2; ++p) {
@@ -315,9 +339,9 @@ void decode_values(FuzzedDataProvider& in, int value_patches, attn_case& c) {
     std::uint32_t bits = 0;
     switch (in.ConsumeIntegralInRange<int>(0, 3)) {
       case 0:
-      case 1: bits = interesting_bits(c.type, in.ConsumeIntegral<std::uint8_t>()); break;
-      case 2: bits = modest_bits(c.type, in); break;
-      default: bits = raw_bits(c.type, in);
+      case 1: bits = interesting_bits(t.type, in.ConsumeIntegral<std::uint8_t>()); break;
+      case 2: bits = modest_bits(t.type, in); break;
+      default: bits = raw_bits(t.type, in);
     }
     set_element(t, e, bits);
   }

@@ -91,7 +91,7 @@ struct case_v3 {
 /// min(budget, run_default::variant_max_work) (the MPFR oracle judges it),
 /// then apply_variants() with the subject's features and hints. Otherwise
 /// nothing more is read: a version 4 input decodes as version 3.
-case_v3 decode_case(byte_choices& in, const reach_caps& caps, const subject& s, bool variants = false);
+case_v3 decode_case(byte_choices& in, const reach_caps& caps, const subject& s, bool variants = false, bool fp8 = false);
 
 // ---------------------------------------------------------------------------
 // Input format, version 1 (every input that does not start with v3_magic):

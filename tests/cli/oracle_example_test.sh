@@ -12,7 +12,7 @@ check "O = 3.0000000148755657" '"o":\[\[\[\[3\.000000014875565[67]'
 check "LSE = 1.3862943759954562" '"lse":\[\[\[1\.386294375995456[23]'
 check "P = (0.2499999962811086, 0.7500000037188914)" '"p":\[\[\[\[0\.249999996281108[56],0\.750000003718891[34]'
 check "stated accuracy" '"accuracy":"[^"]+'
-check "what produced it" "\"attncheck\":\{\"contract\":\"1\.2\",\"version\":\"$("$attncheck" --version | head -1 | awk '{print $2}')\"\}"
+check "what produced it" "\"attncheck\":\{\"contract\":\"1\.3\",\"version\":\"$("$attncheck" --version | head -1 | awk '{print $2}')\"\}"
 # Citable: the tier, the numbers it guarantees per element, the subject's bound under its own name.
 check "cite names the tier" '"cite":\{[^}]*"tier":"multiprecision"'
 check "O accuracy per element" '"o_accuracy":\[\[\[\[[0-9]'

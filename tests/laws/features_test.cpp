@@ -105,7 +105,7 @@ TEST(features, a_bad_value_of_a_registered_feature_is_refused_naming_its_key) {
   EXPECT_EQ(field_of("ATTN(b=1,hq=1,hkv=1,lq=1,lk=1,d=1,dv=1,dummy=12,f32)"), "dummy: dummy: =12 is outside [0, 9]");
   // And the unknown-field message names it among the known fields.
   const std::string unknown = field_of("ATTN(b=1,hq=1,hkv=1,lq=1,lk=1,d=1,dv=1,nope=1,f32)");
-  EXPECT_NE(unknown.find("qlen, dummy, f32/f16/bf16"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("descales, dummy, f32/f16/bf16"), std::string::npos) << unknown;
 }
 
 TEST(features, a_registered_variant_has_stats_keys_and_floors) {

@@ -6,6 +6,8 @@ gqa_modulo       the same with the MUTANTS.md GQA bug: query head h reads
                  KV head h % Hkv instead of h // (Hq / Hkv)
 declining        the reference, declining (attncheck.Declined) head sizes above 32
 bf16_p           the reference with P rounded to bf16 before P V, declared in its profile
+fp8_reference    the reference on fp8 inputs with descales (uint8 bits decoded by table,
+                 times their descales in float64); fp8_k_descale_dropped drops K's
 limited          the reference under static limits (D, Dv <= 32, Lk >= 2, no GQA), raising
                  (a failure) on any case outside them: the host must never hand it one
 limits_typo, limits_negative
@@ -73,6 +75,50 @@ _everything = dict(u=2**-53, exp_ulps=1, dtypes=("f32", "f16"), features=("causa
 
 @attncheck.declare(name="numpy-reference", **_everything)
 def reference(q, k, v, **kw):
+    return attention64(q, k, v, **kw, lse=True)
+
+
+def fp8_table(name):
+    """The 256 values of an fp8 type (OCP E4M3FN: no infinity, S.1111.111 its NaN; E5M2: IEEE-like)."""
+    e4m3 = name == "e4m3"
+    mant, bias = (3, 7) if e4m3 else (2, 15)
+    top = (1 << (7 - mant)) - 1
+    out = np.empty(256)
+    for x in range(256):
+        e, m = (x >> mant) & top, x & ((1 << mant) - 1)
+        sign = -1.0 if x & 0x80 else 1.0
+        if (e4m3 and e == top and m == (1 << mant) - 1) or (not e4m3 and e == top and m):
+            out[x] = np.nan
+        elif not e4m3 and e == top:
+            out[x] = sign * np.inf
+        else:
+            out[x] = sign * np.ldexp(float(m | (1 << mant) if e else m), (e if e else 1) - bias - mant)
+    return out
+
+
+def dequantized(x, name, descale):
+    """An input's values: fp8 bits decoded, times the descale (one value, or (B, heads)), exact in float64."""
+    values = fp8_table(name)[x] if name in ("e4m3", "e5m2") else x.astype(np.float64)
+    if descale is None:
+        return values
+    d = np.asarray(descale, dtype=np.float64)
+    return values * (d[0] if d.shape == (1,) else d[:, None, :, None])
+
+
+_fp8 = dict(_everything, dtypes=("f32", "f16", "e4m3", "e5m2"), features=("causal", "padding", "mask", "lse", "fp8"))
+
+
+@attncheck.declare(name="numpy-fp8", **_fp8)
+def fp8_reference(q, k, v, *, dtypes=None, q_descale=None, k_descale=None, v_descale=None, **kw):
+    if dtypes:
+        q, k, v = (dequantized(x, dtypes[t], d) for x, t, d in zip((q, k, v), "qkv", (q_descale, k_descale, v_descale)))
+    return attention64(q, k, v, **kw, lse=True)
+
+
+@attncheck.declare(name="numpy-fp8-k-descale-dropped", **_fp8)
+def fp8_k_descale_dropped(q, k, v, *, dtypes=None, q_descale=None, k_descale=None, v_descale=None, **kw):
+    if dtypes:
+        q, k, v = (dequantized(x, dtypes[t], d) for x, t, d in zip((q, k, v), "qkv", (q_descale, None, v_descale)))
     return attention64(q, k, v, **kw, lse=True)
 
 

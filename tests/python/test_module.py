@@ -134,6 +134,24 @@ def test_gate_hands_variants_to_a_callable_that_declares_them(tmp_path):
     assert "window=[" in next(row["counterexample"] for row in failure.value.result["laws"] if row["verdict"] == "fail")
 
 
+def test_gate_hands_fp8_inputs_and_descales_to_a_callable_that_declares_them(tmp_path):
+    import subjects
+
+    table = attncheck.gate(subjects.fp8_reference, cases=60, seed=7, only=["differential", "descale"], out=tmp_path / "pass")
+    assert [row["verdict"] for row in table] == ["pass"] * 4
+    # Declared and taken, then K's descale dropped: the differential law fails on an fp8 case.
+    with pytest.raises(attncheck.GateFailure) as failure:
+        attncheck.gate(subjects.fp8_k_descale_dropped, cases=60, seed=7, only=["differential"], out=tmp_path / "fail")
+    assert "kdescale=" in next(row["counterexample"] for row in failure.value.result["laws"] if row["verdict"] == "fail")
+    # The two come together: fp8 among the dtypes without the feature is refused at the declaration.
+    @attncheck.declare(u=2**-53, exp_ulps=1, dtypes=["f32", "e4m3"])
+    def fp8_undeclared(q, k, v, **kw):
+        return subjects.fp8_reference(q, k, v, **kw)
+
+    with pytest.raises(ValueError, match="fp8"):
+        attncheck.gate(fp8_undeclared, cases=1, out=tmp_path / "undeclared")
+
+
 def test_materialize_gives_a_variant_case_as_the_keywords_a_subject_receives():
     line = "ATTN(b=2,hq=2,hkv=1,lq=3,lk=5,d=2,dv=2,causal,window=[1,0],chunk=4,softcap=5,sinks=normal,alibi=standard,bias=1x2x1x5,f32,seed=3)"
     m = attncheck.Case(line).materialize()

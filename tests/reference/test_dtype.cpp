@@ -132,8 +132,91 @@ TEST(dtype, encode_rounds_to_nearest_even_once) {
     EXPECT_EQ(encode(r.t, r.value), r.bits) << name(r.t) << " " << r.why << ": value " << std::hexfloat << r.value;
 }
 
+// The fp8 types (docs/spec.md "fp8 storage"), from the OCP 8-bit floating
+// point specification's tables: E4M3FN has no infinity and one NaN per sign
+// (S.1111.111); E5M2 is IEEE-like.
+struct fp8_value {
+  dtype t;
+  std::uint32_t bits;
+  double value;  // NaN: a NaN pattern
+  const char* why;
+};
+constexpr double nan_v = __builtin_nan("");
+constexpr fp8_value fp8_values[] = {
+    {dtype::e4m3, 0x00u, 0.0, "zero"},
+    {dtype::e4m3, 0x01u, 0x1p-9, "smallest subnormal"},
+    {dtype::e4m3, 0x07u, 7 * 0x1p-9, "largest subnormal"},
+    {dtype::e4m3, 0x08u, 0x1p-6, "smallest normal"},
+    {dtype::e4m3, 0x38u, 1.0, "one"},
+    {dtype::e4m3, 0x77u, 240.0, "exponent 1110, mantissa 111"},
+    {dtype::e4m3, 0x78u, 256.0, "exponent 1111 is a normal binade"},
+    {dtype::e4m3, 0x7eu, 448.0, "largest finite"},
+    {dtype::e4m3, 0x7fu, nan_v, "NaN"},
+    {dtype::e4m3, 0xfeu, -448.0, "most negative"},
+    {dtype::e4m3, 0xffu, nan_v, "negative NaN"},
+    {dtype::e5m2, 0x01u, 0x1p-16, "smallest subnormal"},
+    {dtype::e5m2, 0x04u, 0x1p-14, "smallest normal"},
+    {dtype::e5m2, 0x3cu, 1.0, "one"},
+    {dtype::e5m2, 0x7bu, 57344.0, "largest finite"},
+    {dtype::e5m2, 0x7du, nan_v, "NaN"},
+    {dtype::e5m2, 0xc0u, -2.0, "minus two"},
+};
+
+TEST(dtype, fp8_decodes_the_ocp_tables) {
+  for (const fp8_value& f : fp8_values) {
+    const double v = decode(f.t, f.bits);
+    if (std::isnan(f.value)) {
+      EXPECT_TRUE(std::isnan(v)) << name(f.t) << " " << f.why;
+    } else {
+      EXPECT_EQ(v, f.value) << name(f.t) << " " << f.why;
+    }
+  }
+  EXPECT_EQ(decode(dtype::e5m2, 0x7cu), INFINITY);
+  EXPECT_EQ(decode(dtype::e5m2, 0xfcu), -INFINITY);
+}
+
+TEST(dtype, fp8_decode_then_encode_returns_every_non_nan_pattern) {
+  for (dtype t : {dtype::e4m3, dtype::e5m2}) {
+    int nans = 0;
+    double last = -INFINITY;
+    for (std::uint32_t bits = 0; bits <= 0xffu; ++bits) {
+      const double v = decode(t, bits);
+      if (std::isnan(v)) {
+        ++nans;
+        continue;
+      }
+      ASSERT_EQ(encode(t, v), bits) << name(t) << " pattern 0x" << std::hex << bits;
+      if (bits < 0x80u && bits > 0) {
+        EXPECT_GT(v, last) << name(t) << " 0x" << std::hex << bits;
+      }
+      if (bits < 0x80u) last = v;
+    }
+    EXPECT_EQ(nans, t == dtype::e4m3 ? 2 : 6) << name(t);
+  }
+}
+
+TEST(dtype, fp8_encode_rounds_once_and_overflows_as_the_format_says) {
+  // Ties to even; past the largest value: E4M3FN's NaN (it has no infinity), E5M2's infinity.
+  EXPECT_EQ(encode(dtype::e4m3, 1.0 + 0x1p-4), 0x38u);  // tie between 1 and 1.125: even
+  EXPECT_EQ(encode(dtype::e4m3, 1.0 + 0x1p-4 + 0x1p-30), 0x39u);
+  EXPECT_EQ(encode(dtype::e4m3, 464.0), 0x7eu);  // half way to 480 (no such value): ties to 448's even mantissa
+  EXPECT_EQ(encode(dtype::e4m3, 465.0), 0x7fu);
+  EXPECT_EQ(encode(dtype::e4m3, INFINITY), 0x7fu);
+  EXPECT_EQ(encode(dtype::e4m3, -INFINITY), 0xffu);
+  EXPECT_EQ(encode(dtype::e4m3, 0x1p-10), 0x00u);  // half the smallest subnormal: ties to zero
+  EXPECT_EQ(encode(dtype::e4m3, 0x1p-10 + 0x1p-20), 0x01u);
+  EXPECT_EQ(encode(dtype::e5m2, 61440.0), 0x7cu);  // half way to 65536: ties to even, past the largest
+  EXPECT_EQ(encode(dtype::e5m2, 61439.0), 0x7bu);
+  EXPECT_EQ(encode(dtype::e5m2, -INFINITY), 0xfcu);
+  EXPECT_TRUE(std::isnan(decode(dtype::e5m2, encode(dtype::e5m2, nan_v))));
+  EXPECT_EQ(size_of(dtype::e4m3), 1u);
+  EXPECT_EQ(unit_roundoff(dtype::e4m3), 0x1p-4);
+  EXPECT_EQ(smallest_subnormal(dtype::e5m2), 0x1p-16);
+  EXPECT_EQ(largest_finite(dtype::e4m3), 448.0);
+}
+
 TEST(dtype, names_round_trip) {
-  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) EXPECT_EQ(parse_dtype(name(t)), t);
+  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16, dtype::e4m3, dtype::e5m2}) EXPECT_EQ(parse_dtype(name(t)), t);
   EXPECT_EQ(parse_dtype("F16"), std::nullopt);
   EXPECT_EQ(parse_dtype("fp16"), std::nullopt);
   EXPECT_EQ(parse_dtype(""), std::nullopt);

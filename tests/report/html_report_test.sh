@@ -99,10 +99,10 @@ case "$kind" in
     check_heat_maps "$out/gate.log" "$html"
     version=$("$attncheck" --version | awk '{print $2}')
     grep -q "\"version\": \"$version\"" "$out/gate.json" || fail "gate.json lacks attncheck version $version"
-    grep -q '"contract": "1.2"' "$out/gate.json" || fail "gate.json lacks the contract version"
+    grep -q '"contract": "1.3"' "$out/gate.json" || fail "gate.json lacks the contract version"
     grep -q '"precision": "mpfr50"' "$out/gate.json" || fail "gate.json lacks the oracle precision"
     grep -q "<property name=\"attncheck_version\" value=\"$version\"/>" "$out/gate.xml" || fail "gate.xml lacks the version"
-    grep -q '<property name="contract_version" value="1.2"/>' "$out/gate.xml" || fail "gate.xml lacks the contract version"
+    grep -q '<property name="contract_version" value="1.3"/>' "$out/gate.xml" || fail "gate.xml lacks the contract version"
     grep -q "attncheck $version, contract 1.2, oracle" "$html" || fail "the report does not say what produced it"
     expect=(section.subject table.laws div.card.failure svg.heat-map rect.worst svg.histogram p#made-by)
     first_screen=1

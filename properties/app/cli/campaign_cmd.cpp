@@ -69,6 +69,10 @@ void add_campaign(CLI::App& app) {
               "gate's differential law does: half the cases, each capped at B*Hq*Lq*Lk*(D+Dv) <= " +
                   std::to_string(run_default::variant_max_work) +
                   "; reports cases, elements, violations and the largest observed/bound per feature");
+  c->add_flag("--fp8", copt.fp8,
+              "also draw fp8 inputs with descales (e4m3, e5m2; tensor and head descales; the descale recipes) as the gate's "
+              "differential law does for a subject that declares them: half the cases; reports the largest observed/bound "
+              "per fp8 input type");
   c->add_option("--form", copt.form,
                 "paged or ragged: every case in that contract 1.2 input form, drawn as the paged and ragged laws draw it "
                 "(page sizes 1..512 and boundaries, table tails, spare and shared pages; zero, one and long sequences), "

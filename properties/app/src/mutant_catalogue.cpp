@@ -31,6 +31,10 @@ std::string law_alias(const std::string& law) {
       {"paged.placement_changes_nothing", "paged_placement"},
       {"paged.shared_prefix_equals_private_copies", "paged_shared"},
       {"ragged.zero_length_sequences_are_inert", "ragged_empty"},
+      // fp8 storage of contract 1.3.
+      {"descale.power_of_two_moves_between_value_and_descale", "descale"},
+      {"descale.per_head_descale_moves_only_its_head", "descale_head"},
+      {"descale.unit_descale_equals_none", "descale_unit"},
   };
   for (const auto& [full, alias] : variant_aliases)
     if (law == full) return alias;

@@ -95,6 +95,7 @@ void write_campaign_json(const std::string& path, const campaign_result& r) {
                                 {"dtype", o.only_type ? std::string(name(*o.only_type)) : std::string("mixed")},
                                 {"max_work", o.max_work},
                                 {"variants", o.variants},
+                                {"fp8", o.fp8},
                                 {"form", o.form.empty() ? std::string("dense") : o.form},
                                 {"backward", o.backward}}},
                               {"jobs", o.jobs},
@@ -142,6 +143,7 @@ campaign_result read_campaign_json(const std::string& path) {
     }
     field = "config.max_work", o.max_work = c.at("max_work");
     field = "config.variants", o.variants = c.value("variants", false);     // absent: a result from before --variants
+    field = "config.fp8", o.fp8 = c.value("fp8", false);                    // absent: a result from before --fp8
     field = "config.form", o.form = c.value("form", std::string("dense"));  // absent: a result from before --form
     if (o.form == "dense") o.form.clear();
     field = "config.backward", o.backward = c.value("backward", false);  // absent: a result from before --backward

@@ -160,6 +160,13 @@ void print_campaign(const campaign_result& r, std::ostream& out) {
       if (const auto it = r.by_feature.find(f); it != r.by_feature.end() && !it->second.first_violation.empty())
         out << "  first violation with " << f << ": " << it->second.first_violation << "\n";
   }
+  if (opt.fp8) {
+    // The same cases by fp8 input type (a case with both counts under each).
+    out << "\nby fp8 input type (--fp8; a case with e4m3 and e5m2 inputs counts under each):\n";
+    const std::vector<std::string> rows = {"fp8 e4m3", "fp8 e5m2"};
+    print_keyed_table(out, "fp8 input", rows, r.by_feature, {"cases", 10, &campaign_stats::cases},
+                      {"elements", 14, &campaign_stats::elements});
+  }
   out << "\ncampaign: " << r.violations() << " violations" << (r.violations() ? "  -> FAIL" : "  -> PASS") << "\n";
 }
 

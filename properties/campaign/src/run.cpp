@@ -41,6 +41,7 @@ slice_stats run_slice(const subject& s, const campaign_options& opt, std::int64_
   gen_options g;
   g.max_work = opt.max_work;
   g.variants = opt.variants;  // as the differential law's generator: capped at variant_max_work
+  g.fp8 = opt.fp8;
   const law* bw = opt.backward ? find_law(opt.variants ? backward_variant_law : backward_law) : nullptr;
   if (bw && bw->max_work > 0) g.max_work = std::min(g.max_work, bw->max_work);  // as the runner caps the law's cases
   const auto gen = any_case(s, g);
@@ -96,6 +97,9 @@ slice_stats run_slice(const subject& s, const campaign_options& opt, std::int64_
     }
     by.by_type[std::string(name(c.type))].add(st);
     for (const std::string& f : features_of(c)) by.by_feature[f].add(st);
+    // fp8 cases, by each fp8 input type they hold ("fp8 e4m3", "fp8 e5m2": campaign_fp8_rows).
+    for (dtype t : {dtype::e4m3, dtype::e5m2})
+      if (c.quant.q_type == t || c.quant.k_type == t || c.quant.v_type == t) by.by_feature["fp8 " + std::string(name(t))].add(st);
   }
   return by;
 }
@@ -115,6 +119,10 @@ campaign_result run_campaign(const campaign_options& opt, std::ostream& out) {
   if (opt.backward && !opt.form.empty())
     throw input_error("--backward", "not with --form: the backward oracle judges the dense form only");
   const auto s = subject::load(opt.subject);
+  if (opt.fp8 && fp8_types_of(*s).empty())
+    throw input_error("--fp8", "subject " + s->name() + " does not declare fp8 inputs (ABI v4 FEATURE4_FP8 with e4m3 or e5m2)");
+  if (opt.fp8 && (opt.backward || !opt.form.empty()))
+    throw input_error("--fp8", "not with --backward or --form: fp8 inputs are judged in the dense forward only");
   if (opt.backward && !s->has_backward())
     throw input_error("--backward", "subject " + s->name() + " does not declare backward (ABI v3 FEATURE3_BACKWARD)");
   if (opt.backward && opt.variants && !s->has_backward_variants())

@@ -27,6 +27,11 @@ subject_output subject::attend_cached(const attn_case& given, const cache_plan& 
     out.error = "the cache path takes the dense form only: a paged or ragged case is handed to attend";
     return out;
   }
+  if (c.quant.any()) {
+    out.status = -1;
+    out.error = "the cache path takes no fp8 inputs yet (cache_append_v4 is not built): an fp8 case is handed to attend";
+    return out;
+  }
   if (!has(ATTNCHECK_FEATURE_CACHE)) {
     out.status = -1;
     out.error = "subject has no cache";

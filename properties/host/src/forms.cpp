@@ -43,7 +43,7 @@ std::uint32_t canary_bits(const attn_case& c, std::size_t at, const std::optiona
     return finite_fill_bits(c.type, which == fill_tensor::k ? fill->k_floor() : fill->v_floor(), which, at,
                             fill_variant(c.poison));
   if (c.poison == poison_kind::big) return encode(c.type, (at & 1 ? -1.0 : 1.0) * std::min(1e30, largest_finite(c.type)));
-  return per_dtype(c.type, 0x7fc0ca11u, 0x7e11u, 0x7fcau);
+  return per_dtype(c.type, 0x7fc0ca11u, 0x7e11u, 0x7fcau, 0x7fu, 0x7du);
 }
 
 // The arena and the block table of the paged form, built from the case:

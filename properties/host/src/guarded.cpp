@@ -38,7 +38,7 @@ std::vector<bool> covered(const tensor& t) {
 }  // namespace
 
 // A quiet NaN with a payload nobody computes.
-std::uint32_t sentinel_bits(dtype t) { return per_dtype(t, 0x7fc0deadu, 0x7e5au, 0x7fdau); }
+std::uint32_t sentinel_bits(dtype t) { return per_dtype(t, 0x7fc0deadu, 0x7e5au, 0x7fdau, 0x7fu, 0x7fu); }
 
 tensor poisoned(tensor t) {
   std::fill(t.bits.begin(), t.bits.end(), sentinel_bits(t.type));
@@ -70,6 +70,8 @@ guarded_bytes::guarded_bytes(const tensor& t) : width(size_of(t.type)), payload(
 void guarded_bytes::put(std::size_t i, std::uint32_t v) {
   if (width == 4) {
     std::memcpy(&bytes[i * 4], &v, 4);
+  } else if (width == 1) {
+    bytes[i] = static_cast<unsigned char>(v);
   } else {
     const auto h = static_cast<std::uint16_t>(v);
     std::memcpy(&bytes[i * 2], &h, 2);
@@ -82,6 +84,7 @@ std::uint32_t guarded_bytes::get(std::size_t i) const {
     std::memcpy(&v, &bytes[i * 4], 4);
     return v;
   }
+  if (width == 1) return bytes[i];
   std::uint16_t h;
   std::memcpy(&h, &bytes[i * 2], 2);
   return h;

@@ -159,6 +159,24 @@ void check_v4_declaration(const v4_declaration& v, const std::string& spec) {
                           ", a version 4 part this attncheck does not judge yet (docs/abi.md \"Version 4\"): set it to NULL");
 }
 
+// The fp8 storage types and FEATURE4_FP8 come together: a subject that takes
+// e4m3 or e5m2 reads them with descales, and one that declares fp8 names
+// which of the two it takes.
+void check_fp8_types(std::uint32_t dtypes, std::uint32_t features_v4, const std::string& spec) {
+  constexpr std::uint32_t fp8_bits = (1u << ATTNCHECK_E4M3) | (1u << ATTNCHECK_E5M2);
+  if (const std::uint32_t unknown = dtypes & ~(fp8_bits | 0x7u))
+    throw input_error("subject.dtypes", spec + " declares unknown storage type bit(s) " + hex_bits(unknown) +
+                                            " (this attncheck knows 0x1f: f32, f16, bf16, e4m3, e5m2)");
+  const bool fp8 = (features_v4 & ATTNCHECK_FEATURE4_FP8) != 0;
+  if ((dtypes & fp8_bits) && !fp8)
+    throw input_error("subject.dtypes", spec + " takes e4m3 or e5m2 without ATTNCHECK_FEATURE4_FP8 in features_v4");
+  if (fp8 && !(dtypes & fp8_bits))
+    throw input_error("subject.features_v4",
+                      spec + " declares ATTNCHECK_FEATURE4_FP8 but neither e4m3 nor e5m2 in dtypes (1u << ATTNCHECK_E4M3 ...)");
+  if (fp8 && !(dtypes & 0x7u))
+    throw input_error("subject.dtypes", spec + " takes fp8 inputs but no output type: O is f32, f16 or bf16");
+}
+
 // Checks a version 3 declaration (docs/abi.md, "Declaration checks"); throws
 // input_error naming the field, the bit and the rule.
 void check_v3_declaration(const v3_declaration& v, const std::string& spec) {
@@ -276,6 +294,7 @@ std::shared_ptr<subject> subject::adopt(attncheck_instance* inst, std::string sp
     check_v3_declaration(v3, spec);
     v4 = read_v4(*inst);
     check_v4_declaration(v4, spec);
+    check_fp8_types(inst->dtypes, v4.features, spec);
     profile = read_profile(v4.profile, inst->exp_ulps, spec);
     conventions = read_conventions(v4.conventions, spec);
     limits = read_limits(v4.limits, spec);
@@ -377,6 +396,7 @@ declared_numbers subject::declared() const {
   d.conventions = conventions_text({empty_rows_, masked_by_zero_, flush_});
   d.limits = limits_.text();
   d.features_v3 = features_v3_;
+  d.features_v4 = features_v4_;
   for (std::int64_t lk : {1, 64, 1024, 4096}) {
     attn_case c;
     c.lk = lk;

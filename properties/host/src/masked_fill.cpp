@@ -24,7 +24,7 @@ std::uint32_t finite_fill::bits_at(const attn_case& c, fill_tensor which, std::i
   const tensor& t = which == fill_tensor::q ? c.q : which == fill_tensor::k ? c.k : c.v;
   const std::vector<double>& m = which == fill_tensor::q ? q : which == fill_tensor::k ? k : v;
   const auto position = static_cast<std::uint64_t>(((b * t.shape[1] + row) * t.shape[2] + head) * t.shape[3] + x);
-  return finite_fill_bits(c.type, m[static_cast<std::size_t>(x)], which, position, variant);
+  return finite_fill_bits(t.type, m[static_cast<std::size_t>(x)], which, position, variant);
 }
 
 finite_fill finite_fill_of(const attn_case& c) { return finite_fill_of(c, used_slots(c)); }

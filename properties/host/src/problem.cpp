@@ -20,13 +20,15 @@ attncheck_dtype to_abi(dtype t) {
     case dtype::f32: return ATTNCHECK_F32;
     case dtype::f16: return ATTNCHECK_F16;
     case dtype::bf16: return ATTNCHECK_BF16;
+    case dtype::e4m3: return ATTNCHECK_E4M3;
+    case dtype::e5m2: return ATTNCHECK_E5M2;
   }
   return ATTNCHECK_F32;
 }
 
 void fill_problem(attncheck_problem& p, const attn_case& c, int threads) {
   p.struct_size = sizeof(attncheck_problem);
-  p.dtype = to_abi(c.type);
+  p.dtype = to_abi(c.q_type());  // O's type is in quant->o_dtype when Q is fp8
   p.b = c.b, p.hq = c.hq, p.hkv = c.hkv, p.lq = c.lq, p.lk = c.lk, p.d = c.d, p.dv = c.dv;
   p.scale = c.effective_scale();
   p.causal = c.causal ? 1 : 0;
@@ -52,6 +54,20 @@ variant_parts::variant_parts(const attn_case& c) : any(c.variants.any()) {
   }
 }
 
+quant_parts::quant_parts(const attn_case& c) : any(c.quant.any()) {
+  const quantization& x = c.quant;
+  q.struct_size = sizeof q;
+  q.q_dtype = to_abi(c.q_type()), q.k_dtype = to_abi(c.k_type()), q.v_dtype = to_abi(c.v_type());
+  q.o_dtype = to_abi(c.type);
+  q.q_granularity = static_cast<std::uint32_t>(x.q_scale);
+  q.k_granularity = static_cast<std::uint32_t>(x.k_scale);
+  q.v_granularity = static_cast<std::uint32_t>(x.v_scale);
+  q.q_descale = x.q_scale == descale_granularity::none ? nullptr : x.q_descale.data();
+  q.k_descale = x.k_scale == descale_granularity::none ? nullptr : x.k_descale.data();
+  q.v_descale = x.v_scale == descale_granularity::none ? nullptr : x.v_descale.data();
+  q.o_scale = 1.0f;
+}
+
 void case_inputs::hand_over(attncheck_problem& p, const attn_case& c, int threads) {
   fill_problem(p, c, threads);
   p.q = view_of(q, c.q);
@@ -65,18 +81,20 @@ void case_inputs::hand_over(attncheck_problem& p, const attn_case& c, int thread
     for (int a = 0; a < 4; ++a) p.mask_stride[a] = ms[a] == 1 ? 0 : dense[a];
   }
   p.variants = parts.handed();
+  p.quant = quant.handed();
 }
 
 }  // namespace host
 
 std::string subject::cannot_take(const attn_case& c, bool want_lse) const {
-  if (!(inst_->dtypes & (1u << static_cast<unsigned>(host::to_abi(c.type)))))
-    return std::string("no ") + std::string(attncheck::name(c.type));
+  for (const dtype t : {c.type, c.q_type(), c.k_type(), c.v_type()})
+    if (!(inst_->dtypes & (1u << static_cast<unsigned>(host::to_abi(t)))))
+      return std::string("no ") + std::string(attncheck::name(t));
   // Every contract feature the case uses, and LSE when the law wants it, in
   // the table's order: a variant or input form only to a version 3 subject
   // that declared it.
   for (const contract_feature& f : contract_features()) {
-    const bool declared = f.abi_word == 1 ? has(f.bit) : has_v3(f.bit);
+    const bool declared = f.abi_word == 1 ? has(f.bit) : f.abi_word == 3 ? has_v3(f.bit) : has_v4(f.bit);
     if (f.present && f.present(c) && !declared) return f.cannot_take;
     if (f.abi_word == 1 && f.bit == ATTNCHECK_FEATURE_LSE && want_lse && !has_lse()) return f.cannot_take;
   }

@@ -58,6 +58,36 @@ std::uint32_t variants_with_effect(const subject& s, const attn_case& c, const o
   return judged;
 }
 
+// The descales of the case whose effect the oracle proves (docs/spec.md "fp8
+// storage"): reading the input with a descale of 1 moves some O or LSE
+// element further than both bounds together, so a subject that accepts the
+// descale and drops it lands outside the bound there. Bits 1, 2, 4: Q, K, V.
+std::uint32_t descales_with_effect(const subject& s, const attn_case& c, const oracle_result& ref) {
+  std::uint32_t judged = 0;
+  const struct {
+    std::uint32_t bit;
+    descale_granularity quantization::*scale;
+    std::vector<float> quantization::*descale;
+  } inputs[] = {{1, &quantization::q_scale, &quantization::q_descale},
+                {2, &quantization::k_scale, &quantization::k_descale},
+                {4, &quantization::v_scale, &quantization::v_descale}};
+  for (const auto& x : inputs) {
+    if (c.quant.*x.scale == descale_granularity::none) continue;
+    attn_case off = c;
+    off.quant.*x.scale = descale_granularity::none;
+    (off.quant.*x.descale).clear();
+    const auto fast = fast_oracle_of(s, off);
+    const oracle_result t = fast ? *fast : fast_bound(s, off);
+    bool any = false;
+    for (std::size_t k = 0; k < ref.o.size() && !any; ++k)
+      any = proves_change(ref.o[k], 2 * ref.o_bound[k], t.o[k], 2 * t.o_bound[k]);
+    for (std::size_t k = 0; k < ref.lse.size() && !any; ++k)
+      any = proves_change(ref.lse[k], 2 * ref.lse_bound[k], t.lse[k], 2 * t.lse_bound[k]);
+    if (any) judged |= x.bit;
+  }
+  return judged;
+}
+
 }  // namespace
 
 // A quarter of the drawn cases of 16 keys or more without a variant (about
@@ -87,6 +117,7 @@ law_outcome output_within_bound(const subject& s, const attn_case& c) {
   const oracle_result ref = reference(c, oracle_options_for(s, c, law_oracle));
   o.add("O and LSE against the oracle", compare_with_reference(c, out, ref));
   if (c.variants.any()) o.variants_judged = variants_with_effect(s, c, ref);
+  if (c.quant.any()) o.descales_judged = descales_with_effect(s, c, ref);
   if (o.v == verdict::fail || !(s.desc().dtypes & (1u << static_cast<unsigned>(dtype::f32)))) return o;
   const attn_case p = exp_edge_probe(c);
   char what[96];

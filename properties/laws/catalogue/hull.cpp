@@ -41,10 +41,10 @@ law_outcome output_in_convex_hull(const subject& s, const attn_case& c) {
           if (outside_domain(seen == 1 ? single : hull, c, ref, where, b, i, h, e, got)) continue;
           double lo = std::numeric_limits<double>::infinity(), hi = -lo;
           for (std::int64_t j = 0; j < c.lk; ++j)
-            if (c.visible(b, h, i, j)) lo = std::min(lo, c.v.at(b, j, g, e)), hi = std::max(hi, c.v.at(b, j, g, e));
+            if (c.visible(b, h, i, j)) lo = std::min(lo, c.v_value(b, j, g, e)), hi = std::max(hi, c.v_value(b, j, g, e));
           const double bound = ref.o_bound[ref.o_index(b, i, h, e)];
           if (seen == 1) {  // the true P is 1 and O is V; within the bound, as docs/spec.md asks no more
-            single.element(where + " (one visible key: O is V)", c.v.at(b, last, g, e), got, bound);
+            single.element(where + " (one visible key: O is V)", c.v_value(b, last, g, e), got, bound);
           } else if (std::isnan(got)) {
             hull.fail("NaN at " + where.text);
           } else {
@@ -81,7 +81,7 @@ law_outcome output_in_convex_hull(const subject& s, const attn_case& c) {
           double sum = 0;
           std::int64_t n = 0;
           for (std::int64_t j = 0; j < c.lk; ++j)
-            if (eq.visible(b, h, i, j)) sum += eq.v.at(b, j, eq.kv_head(h), e), ++n;
+            if (eq.visible(b, h, i, j)) sum += eq.v_value(b, j, eq.kv_head(h), e), ++n;
           if (n == 0) continue;
           if (outside_domain(mean, eq, refq, o_where(b, i, h, e), b, i, h, e, outq.o.at(b, i, h, e))) continue;
           // Exact enough: the double mean errs by ~n*2^-53 relative, far below any f32 bound.

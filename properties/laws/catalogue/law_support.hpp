@@ -222,6 +222,8 @@ class law_entry {
   law_entry&& fuzzed_unbounded() && { return set(&law::fuzz, law::fuzzing{.bounded = false}); }
   /// The law holds for the contract 1.1 variants too: its cases draw those the subject declares.
   law_entry&& with_variants() && { return set(&law::variants, true); }
+  /// The law holds for fp8 inputs with descales too: its cases draw them for a subject that declares them.
+  law_entry&& with_fp8() && { return set(&law::fp8, true); }
   /// The law checks this share of --cases (at least one): budgeted by work.
   law_entry&& sampled(double share) && { return set(&law::case_share, share); }
   /// Its cases stay at or below this work (case_work), whatever the run's max_work.

@@ -20,6 +20,7 @@ std::vector<law> make_laws() {
       law_entry("differential.output_within_bound_of_oracle", output_within_bound, 0.9,
                 "every O and LSE element within the bound of docs/bound.md of the high-precision oracle")
           .with_variants()
+          .with_fp8()
           .prepared_by(prepare_long_decodes)
           .charged_as_drawn()
           .judges_variants(0.15),
@@ -310,7 +311,29 @@ std::vector<law> make_laws() {
                 "and LSE = -inf, and the other sequences get the rows of the batch without the empty ones")
           .applies_when(declares_ragged)
           .prepared_by(prepare_zero_length)
-          .input_form()};
+          .input_form(),
+      // descale.cpp
+      // min_judged: prepare gives every case fp8 inputs with a descale; a case none of whose
+      // values takes a power of two in [-3, 3] exactly, or with one KV head and one batch element, judges nothing.
+      law_entry("descale.power_of_two_moves_between_value_and_descale", power_of_two_moves_between_value_and_descale, 0.5,
+                "a stored fp8 input times 2^a with its descale times 2^-a (both exact) gives the same outputs within the bounds")
+          .applies_when(declares_fp8)
+          .prepared_by(prepare_fp8)
+          .sampled(0.2)
+          .capped(run_default::variant_max_work),
+      law_entry(
+          "descale.per_head_descale_moves_only_its_head", per_head_descale_moves_only_its_head, 0.5,
+          "moving one head's descale (per head, of Q, K or V) by 2^4 to 2^8 leaves every other head's rows within the bounds")
+          .applies_when(declares_fp8)
+          .prepared_by(prepare_fp8)
+          .sampled(0.2)
+          .capped(run_default::variant_max_work),
+      law_entry("descale.unit_descale_equals_none", unit_descale_equals_none, 0.5,
+                "an fp8 input with a descale of 1 gives the outputs of the same input with no descale, within the bounds")
+          .applies_when(declares_fp8)
+          .prepared_by(prepare_fp8)
+          .sampled(0.2)
+          .capped(run_default::variant_max_work)};
 }
 
 }  // namespace
@@ -330,49 +353,52 @@ const std::vector<std::string>& fuzzed_law_names() {
   // Append only, never reorder or remove: fuzz_laws inputs select a law by
   // its index here (the first ten were the first harness's laws).
   static const std::vector<std::string> names = {
-      "causal.future_keys_never_change_past_outputs",         // 0
-      "gqa.matches_mha_on_repeated_kv",                       // 1
-      "cache.chunked_decode_equals_prefill",                  // 2
-      "independence.masked_slots_are_ignored",                // 3
-      "independence.batch_elements_do_not_interact",          // 4
-      "independence.padding_equals_truncation",               // 5
-      "scale.power_of_two_scalings_are_exact",                // 6
-      "determinism.same_bits_every_run_thread_count_layout",  // 7
-      "masked.fully_masked_rows_are_zero",                    // 8
-      "lse.split_keys_merge_by_lse",                          // 9
-      "differential.output_within_bound_of_oracle",           // 10
-      "softmax.weights_form_a_distribution",                  // 11
-      "shift.constant_score_offset_changes_nothing",          // 12
-      "permutation.keys_queries_batch_heads_commute",         // 13
-      "hull.output_within_visible_values",                    // 14
-      "extreme.large_logits_within_bound",                    // 15
-      "window.outside_keys_never_matter",                     // 16
-      "window.wide_window_equals_plain",                      // 17
-      "sinks.sink_rescales_plain_output",                     // 18
-      "sinks.common_shift_changes_nothing",                   // 19
-      "softcap.weights_within_capped_range",                  // 20
-      "softcap.far_cap_equals_none",                          // 21
-      "bias.alibi_equals_explicit_bias",                      // 22
-      "bias.row_constant_changes_nothing",                    // 23
-      "bias.minus_inf_equals_mask",                           // 24
-      "bias.broadcast_equals_materialized",                   // 25
-      "backward.gradients_within_bound_of_oracle",            // 26
-      "backward.key_gradients_sum_to_zero",                   // 27
-      "backward.value_gradients_sum_to_output_gradients",     // 28
-      "backward.linear_in_output_gradient",                   // 29
-      "backward.masked_keys_get_zero",                        // 30
-      "backward.same_bits_every_run_and_thread_count",        // 31
-      "paged.equals_dense",                                   // 32
-      "page_table.unspecified_entries_never_matter",          // 33
-      "ragged.equals_dense_per_sequence",                     // 34
-      "paged.placement_changes_nothing",                      // 35
-      "paged.shared_prefix_equals_private_copies",            // 36
-      "ragged.zero_length_sequences_are_inert",               // 37
-      "backward.own_forward_within_bound_of_oracle",          // 38
-      "backward.translated_keys_change_no_gradient",          // 39
-      "backward.gqa_sums_repeated_mha_gradients",             // 40
-      "backward.additive_in_output_gradient",                 // 41
-      "backward.variant_gradients_within_bound_of_oracle",    // 42
+      "causal.future_keys_never_change_past_outputs",          // 0
+      "gqa.matches_mha_on_repeated_kv",                        // 1
+      "cache.chunked_decode_equals_prefill",                   // 2
+      "independence.masked_slots_are_ignored",                 // 3
+      "independence.batch_elements_do_not_interact",           // 4
+      "independence.padding_equals_truncation",                // 5
+      "scale.power_of_two_scalings_are_exact",                 // 6
+      "determinism.same_bits_every_run_thread_count_layout",   // 7
+      "masked.fully_masked_rows_are_zero",                     // 8
+      "lse.split_keys_merge_by_lse",                           // 9
+      "differential.output_within_bound_of_oracle",            // 10
+      "softmax.weights_form_a_distribution",                   // 11
+      "shift.constant_score_offset_changes_nothing",           // 12
+      "permutation.keys_queries_batch_heads_commute",          // 13
+      "hull.output_within_visible_values",                     // 14
+      "extreme.large_logits_within_bound",                     // 15
+      "window.outside_keys_never_matter",                      // 16
+      "window.wide_window_equals_plain",                       // 17
+      "sinks.sink_rescales_plain_output",                      // 18
+      "sinks.common_shift_changes_nothing",                    // 19
+      "softcap.weights_within_capped_range",                   // 20
+      "softcap.far_cap_equals_none",                           // 21
+      "bias.alibi_equals_explicit_bias",                       // 22
+      "bias.row_constant_changes_nothing",                     // 23
+      "bias.minus_inf_equals_mask",                            // 24
+      "bias.broadcast_equals_materialized",                    // 25
+      "backward.gradients_within_bound_of_oracle",             // 26
+      "backward.key_gradients_sum_to_zero",                    // 27
+      "backward.value_gradients_sum_to_output_gradients",      // 28
+      "backward.linear_in_output_gradient",                    // 29
+      "backward.masked_keys_get_zero",                         // 30
+      "backward.same_bits_every_run_and_thread_count",         // 31
+      "paged.equals_dense",                                    // 32
+      "page_table.unspecified_entries_never_matter",           // 33
+      "ragged.equals_dense_per_sequence",                      // 34
+      "paged.placement_changes_nothing",                       // 35
+      "paged.shared_prefix_equals_private_copies",             // 36
+      "ragged.zero_length_sequences_are_inert",                // 37
+      "backward.own_forward_within_bound_of_oracle",           // 38
+      "backward.translated_keys_change_no_gradient",           // 39
+      "backward.gqa_sums_repeated_mha_gradients",              // 40
+      "backward.additive_in_output_gradient",                  // 41
+      "backward.variant_gradients_within_bound_of_oracle",     // 42
+      "descale.power_of_two_moves_between_value_and_descale",  // 43
+      "descale.per_head_descale_moves_only_its_head",          // 44
+      "descale.unit_descale_equals_none",                      // 45
   };
   return names;
 }

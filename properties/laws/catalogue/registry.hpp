@@ -142,6 +142,13 @@ law_outcome shared_prefix_equals_private_copies(const subject& s, const attn_cas
 // page_table.cpp
 law_outcome unspecified_entries_never_matter(const subject& s, const attn_case& c);
 
+// descale.cpp
+std::string declares_fp8(const subject& s);
+void prepare_fp8(attn_case& c, const subject& s);
+law_outcome power_of_two_moves_between_value_and_descale(const subject& s, const attn_case& c);
+law_outcome per_head_descale_moves_only_its_head(const subject& s, const attn_case& c);
+law_outcome unit_descale_equals_none(const subject& s, const attn_case& c);
+
 // ragged.cpp
 std::string declares_ragged(const subject& s);
 void prepare_ragged(attn_case& c, const subject& s);

@@ -110,7 +110,7 @@ law_outcome far_cap_equals_none(const subject& s, const attn_case& c) {
           if (!c.visible(bi, h, i, j)) continue;
           double raw = 0;
           for (std::int64_t d = 0; d < c.d; ++d)
-            raw += std::fabs(c.q.at(bi, i, h, d)) * std::fabs(c.k.at(bi, j, c.kv_head(h), d));
+            raw += std::fabs(c.q_value(bi, i, h, d)) * std::fabs(c.k_value(bi, j, c.kv_head(h), d));
           xmax = std::max(xmax, sc * raw);
         }
   if (!std::isfinite(xmax) || xmax > 0x1p90)

@@ -254,6 +254,47 @@ void apply_variants(attn_case& c, const variant_choice& v, std::uint32_t feature
   limits.fit_variants(c);
 }
 
+namespace {
+template <std::size_t... I>
+rc::Gen<fp8_choice> build_fp8(std::index_sequence<I...>) {
+  using rc::gen::inRange;
+  using rc::gen::set;
+  return rc::gen::resize(full_size, rc::gen::build<fp8_choice>(set(fp8_choices[I].field, inRange(0, fp8_choices[I].n))...));
+}
+}  // namespace
+
+rc::Gen<fp8_choice> any_fp8_choice() { return build_fp8(std::make_index_sequence<std::size(fp8_choices)>{}); }
+
+fp8_choice read_fp8_choices(choices& in) {
+  fp8_choice f;
+  for (const fp8_choice_spec& c : fp8_choices) f.*c.field = static_cast<int>(in.in_range(0, c.n - 1));
+  return f;
+}
+
+std::vector<dtype> fp8_types_of(const subject& s) {
+  std::vector<dtype> v;
+  if (!s.has_v4(ATTNCHECK_FEATURE4_FP8)) return v;
+  for (dtype t : {dtype::e4m3, dtype::e5m2})
+    if (s.desc().dtypes & (1u << static_cast<unsigned>(t))) v.push_back(t);
+  return v;
+}
+
+void apply_fp8(attn_case& c, const fp8_choice& f, const std::vector<dtype>& fp8_types) {
+  if (f.any == 0 || fp8_types.empty() || !c.form.dense() || c.grad) return;
+  const auto type_of = [&](int k) -> std::optional<dtype> {
+    if (k == 0) return std::nullopt;
+    return k == 1 ? fp8_types.front() : fp8_types.back();
+  };
+  quantization& z = c.quant;
+  z.q_type = type_of(f.q), z.k_type = type_of(f.k), z.v_type = type_of(f.v);
+  if (!z.any()) z.k_type = z.v_type = fp8_types.front();  // the fp8 KV cache, Q in the case's type
+  const auto scale_of = [](const std::optional<dtype>& t, int k) {
+    return t ? static_cast<descale_granularity>(k) : descale_granularity::none;
+  };
+  z.q_scale = scale_of(z.q_type, f.q_scale), z.k_scale = scale_of(z.k_type, f.k_scale), z.v_scale = scale_of(z.v_type, f.v_scale);
+  z.descales = static_cast<descale_kind>(f.descales);
+}
+
 raw_choice read_choices(choices& in) {
   raw_choice r;
   for (const choice_spec& c : header_choices) r.*c.field = static_cast<int>(in.in_range(0, c.n - 1));

@@ -261,7 +261,7 @@ bool every_visible_score_is_minus_inf(const attn_case& c, std::int64_t b, std::i
   for (std::int64_t j = 0; j < c.lk; ++j) {
     if (!c.visible(b, h, i, j)) continue;
     double dot = 0;
-    for (std::int64_t x = 0; x < c.d; ++x) dot += c.q.at(b, i, h, x) * c.k.at(b, j, c.kv_head(h), x);
+    for (std::int64_t x = 0; x < c.d; ++x) dot += c.q_value(b, i, h, x) * c.k_value(b, j, c.kv_head(h), x);
     if (!(scale * dot == -std::numeric_limits<double>::infinity())) return false;
     any = true;
   }

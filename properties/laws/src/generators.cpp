@@ -11,7 +11,23 @@
 
 namespace attncheck {
 
+namespace {
+rc::Gen<attn_case> any_case_without_fp8(const subject& s, const gen_options& opt);
+}  // namespace
+
 rc::Gen<attn_case> any_case(const subject& s, const gen_options& opt) {
+  const std::vector<dtype> fp8_types = fp8_types_of(s);
+  if (!opt.fp8 || fp8_types.empty()) return any_case_without_fp8(s, opt);  // the stream without fp8, unchanged
+  // The fp8 choices after the header's and the variants'.
+  return rc::gen::map(rc::gen::pair(any_case_without_fp8(s, opt), any_fp8_choice()),
+                      [fp8_types](std::pair<attn_case, fp8_choice> cf) {
+                        apply_fp8(cf.first, cf.second, fp8_types);
+                        return std::move(cf.first);
+                      });
+}
+
+namespace {
+rc::Gen<attn_case> any_case_without_fp8(const subject& s, const gen_options& opt) {
   // The case space (case_space.hpp): the raw choices drawn by rapidcheck,
   // mapped to a case by the same case_of() the fuzz harnesses use.
   const case_context ctx = context_of(s, opt.allow_masks, opt.allow_poison);
@@ -44,6 +60,7 @@ rc::Gen<attn_case> any_case(const subject& s, const gen_options& opt) {
                         return c;
                       });
 }
+}  // namespace
 
 std::vector<std::int64_t> any_chunking(std::int64_t n, std::uint64_t seed) {
   // A splitmix stream: chunk sizes anywhere from 1 to the rest, single tokens often.
@@ -86,6 +103,21 @@ void case_stats::add(const attn_case& c, const subject& s) {
   count("f32", c.type == dtype::f32);
   count("f16", c.type == dtype::f16);
   count("bf16", c.type == dtype::bf16);
+  // fp8 storage (docs/spec.md "fp8 storage"): each type, granularity and descale recipe.
+  if (c.quant.any()) {
+    const quantization& z = c.quant;
+    count("fp8", true);
+    for (dtype t : {dtype::e4m3, dtype::e5m2})
+      count("fp8 " + std::string(name(t)), z.q_type == t || z.k_type == t || z.v_type == t);
+    count("fp8 Q", z.q_type.has_value());
+    count("fp8 K/V only", !z.q_type);
+    for (descale_granularity g : {descale_granularity::none, descale_granularity::tensor, descale_granularity::head})
+      count("descale " + std::string(name(g)), z.q_scale == g || z.k_scale == g || z.v_scale == g);
+    count("descales " + std::string(name(z.descales)), true);
+    count("descale Q", z.q_scale != descale_granularity::none);
+    count("descale K", z.k_scale != descale_granularity::none);
+    count("descale V", z.v_scale != descale_granularity::none);
+  }
   count("causal", c.causal);
   count("padding", c.has_padding());
   count("mask", c.has_mask());
@@ -264,6 +296,21 @@ const std::vector<form_floor>& form_floors() {
       {"ragged B>=16", "16 to 64 sequences", 0.05, "ragged"},
       {"ragged zero, one and long", "one batch mixing an empty sequence, one of a single key or query, one of 16 keys or more",
        0.03, "ragged"},
+      // fp8 inputs (docs/distribution.md "fp8 inputs"), over the fp8 cases: each input draws its
+      // type (case's, first or last fp8 type) and granularity (none, tensor, head) a third of the time,
+      // the recipe a fifth; floors near half the expected shares. A type row shows only for a subject taking it.
+      {"fp8 e4m3", "an e4m3 input", 0.30, "fp8"},
+      {"fp8 e5m2", "an e5m2 input", 0.30, "fp8"},
+      {"fp8 Q", "Q in fp8", 0.30, "fp8"},
+      {"fp8 K/V only", "K or V in fp8, Q in the case's type (the fp8 KV cache)", 0.15, "fp8"},
+      {"descale none", "an fp8 input without a descale", 0.20, "fp8"},
+      {"descale tensor", "a per-tensor descale", 0.20, "fp8"},
+      {"descale head", "per-head descales", 0.20, "fp8"},
+      {"descales natural", "natural descales (absmax / the format's largest)", 0.10, "fp8"},
+      {"descales unit", "unit descales (values as the format holds them)", 0.10, "fp8"},
+      {"descales wide", "descales times 2^-20 .. 2^20", 0.10, "fp8"},
+      {"descales spread", "descales times 2^-12, 1 or 2^12 per head", 0.10, "fp8"},
+      {"descales edges", "values at the format's edges (largest, smallest normal, subnormals)", 0.10, "fp8"},
   };
   return v;
 }

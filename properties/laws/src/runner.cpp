@@ -72,6 +72,7 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
   gopt.budget = std::make_shared<work_budget>();
   gopt.budget->limit = gopt.law_work;
   gopt.variants = l.variants;
+  gopt.fp8 = l.fp8;
   if (l.max_work > 0)
     gopt.max_work = std::min(gopt.max_work, l.max_work), gopt.small_work = std::min(gopt.small_work, l.max_work);
   const auto gen = any_case(s, gopt);
@@ -113,6 +114,8 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
       r.stats.add(c, s);
       for (const contract_feature& f : contract_features())
         if (f.kind == feature_kind::variant && (out.variants_judged & f.bit)) ++r.stats.counts["judged " + f.name];
+      for (const auto& [bit, input] : {std::pair{1u, "Q"}, std::pair{2u, "K"}, std::pair{4u, "V"}})
+        if (out.descales_judged & bit) ++r.stats.counts[std::string("judged descale ") + input];
       const std::int64_t charged = l.charged_as_drawn ? std::min(drawn, case_work(c)) : case_work(c);
       gopt.budget->spent += std::max<std::int64_t>(0, charged - gopt.small_work);
       ++r.ratio_histogram[ratio_bin(out.max_ratio)];

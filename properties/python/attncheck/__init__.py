@@ -55,7 +55,7 @@ def _core_module():
 
 __all__ = ["declare", "bf16_bits", "bf16_values", "oracle", "Oracle", "gate", "Case", "GateFailure", "Declined"]
 
-_DTYPES = ("f32", "f16", "bf16")
+_DTYPES = ("f32", "f16", "bf16", "e4m3", "e5m2")  # e4m3 and e5m2: inputs only, with the feature "fp8"
 
 
 def _features():

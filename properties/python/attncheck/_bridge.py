@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 # The ABI's bits (properties/abi/include/attncheck/subject.h), by name.
-DTYPES = {"f32": 0, "f16": 1, "bf16": 2}
+DTYPES = {"f32": 0, "f16": 1, "bf16": 2, "e4m3": 3, "e5m2": 4}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 
 
@@ -50,6 +50,8 @@ VARIANT_KEYWORDS = {f["name"]: f["python_keywords"][0] for f in _TABLE if f["kin
 # A case in a declared form reaches the callable with these keywords; one in the dense form without them.
 FORMS3 = _bits(3, ("input_form",))
 FORM_KEYWORDS = {f["name"]: tuple(f["python_keywords"]) for f in _TABLE if f["kind"] == "input_form"}
+# fp8 storage (contract 1.3): ATTNCHECK_FEATURE4_FP8, the feature "fp8", with "e4m3" or "e5m2" among the dtypes.
+FEATURES4 = _bits(4, ("storage",))
 # ATTNCHECK_FEATURE3_BACKWARD: set by a declaration's `backward` callable (docs/python.md "Backward").
 FEATURE3_BACKWARD = _bits(3, ("backward",), declarable=False)["backward"]
 # ATTNCHECK_FEATURE3_BACKWARD_VARIANTS: the feature "backward_variants", with a backward callable: it is handed
@@ -255,7 +257,7 @@ class Subject:
         self.dtype_bits = 0
         for d in decl.get("dtypes", ["f32"]):
             if d not in DTYPES:
-                raise DeclarationError(f"dtypes: unknown entry '{d}' (known: f32, f16, bf16)")
+                raise DeclarationError(f"dtypes: unknown entry '{d}' (known: f32, f16, bf16, e4m3, e5m2)")
             self.dtype_bits |= 1 << DTYPES[d]
         features = decl.get("features", [])
         features = [features] if isinstance(features, str) else list(features)
@@ -263,8 +265,14 @@ class Subject:
             raise DeclarationError("features: 'backward' is declared by giving the backward callable "
                                    "(declare(backward=fn), docs/python.md \"Backward\")")
         v3 = {**FEATURES3, **FORMS3, **BACKWARD3}
-        self.feature_bits = _names({"features": [f for f in features if f not in v3]}, "features", {**FEATURES, **v3}, [])
+        newer = {**v3, **FEATURES4}
+        self.feature_bits = _names({"features": [f for f in features if f not in newer]}, "features", {**FEATURES, **newer}, [])
         self.feature3_bits = _names({"features": [f for f in features if f in v3]}, "features", v3, [])
+        self.feature4_bits = _names({"features": [f for f in features if f in FEATURES4]}, "features", FEATURES4, [])
+        fp8_types = self.dtype_bits & ((1 << DTYPES["e4m3"]) | (1 << DTYPES["e5m2"]))
+        if bool(fp8_types) != bool(self.feature4_bits & FEATURES4["fp8"]):
+            raise DeclarationError("features: 'fp8' and an fp8 type among the dtypes ('e4m3', 'e5m2') come together "
+                                   "(docs/python.md \"fp8 inputs\")")
         self.variants = [name for name in FEATURES3 if self.feature3_bits & FEATURES3[name]]
         self.forms = [name for name in FORMS3 if self.feature3_bits & FORMS3[name]]
         claims = decl.get("claims", [])
@@ -331,12 +339,20 @@ class Subject:
         kb = self._key_blocks
         return int(kb(lk)) if callable(kb) else int(kb)
 
-    def attend(self, dtype, q, k, v, scale, causal, key_len, mask, threads, o, lse, variants=None, form=None):
+    def attend(self, dtype, q, k, v, scale, causal, key_len, mask, threads, o, lse, variants=None, form=None, quant=None):
         name = DTYPE_NAMES[dtype]
         kwargs = self._kwargs(name, scale, causal, key_len, mask, threads, variants)
         if form:
             kwargs.update(self._form_kwargs(form, name))
-        q, k, v = (None if x is None else self._arg(x, name) for x in (q, k, v))
+        names = (name, name, name)
+        if quant:
+            # fp8 inputs (docs/python.md "fp8 inputs"): each input's type in dtypes=, the descales it has.
+            names = tuple(DTYPE_NAMES[quant[t + "_dtype"]] for t in "qkv")
+            kwargs["dtypes"] = dict(zip("qkvo", names + (name,)))
+            for key in ("q_descale", "k_descale", "v_descale"):
+                if key in quant:
+                    kwargs[key] = quant[key] if self.tensors == "numpy" else self._torch_of(quant[key])
+        q, k, v = (None if x is None else self._arg(x, t) for x, t in zip((q, k, v), names))
         self._store(self.fn(q, k, v, **kwargs), name, o, lse)
 
     def backward(self, dtype, q, k, v, o, lse, d_o, scale, causal, key_len, mask, threads, dq, dk, dv, variants=None,

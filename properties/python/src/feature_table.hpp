@@ -17,6 +17,7 @@ inline const char* kind_name(feature_kind k) {
     case feature_kind::variant: return "variant";
     case feature_kind::input_form: return "input_form";
     case feature_kind::backward: return "backward";
+    case feature_kind::storage: return "storage";
   }
   return "?";
 }

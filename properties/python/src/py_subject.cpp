@@ -26,7 +26,7 @@ struct py_state {
 
 py_state* of(void* state) { return static_cast<py_state*>(state); }
 
-std::size_t width_of(attncheck_dtype t) { return t == ATTNCHECK_F32 ? 4 : 2; }
+std::size_t width_of(attncheck_dtype t) { return t == ATTNCHECK_F32 ? 4 : (t == ATTNCHECK_E4M3 || t == ATTNCHECK_E5M2) ? 1 : 2; }
 
 py::dtype numpy_storage(attncheck_dtype t) {
   // numpy has no bfloat16: bf16 travels as its bits (docs/python.md).
@@ -34,6 +34,8 @@ py::dtype numpy_storage(attncheck_dtype t) {
     case ATTNCHECK_F32: return py::dtype("float32");
     case ATTNCHECK_F16: return py::dtype("float16");
     case ATTNCHECK_BF16: return py::dtype("uint16");
+    case ATTNCHECK_E4M3:  // fp8 travels as its bits too (docs/abi.md "Python")
+    case ATTNCHECK_E5M2: return py::dtype("uint8");
   }
   return py::dtype("float32");
 }
@@ -57,9 +59,10 @@ py::array tensor_view(const attncheck_tensor& t, attncheck_dtype dt, std::int64_
   return view(t.data, numpy_storage(dt), width_of(dt), {n0, n1, n2, n3}, t.stride, false);
 }
 
-py::object output_view(const attncheck_problem& p) {
-  return view(p.o, numpy_storage(p.dtype), width_of(p.dtype), {p.b, p.lq, p.hq, p.dv}, p.o_stride, true);
+py::object output_view(const attncheck_problem& p, attncheck_dtype dt) {
+  return view(p.o, numpy_storage(dt), width_of(dt), {p.b, p.lq, p.hq, p.dv}, p.o_stride, true);
 }
+py::object output_view(const attncheck_problem& p) { return output_view(p, p.dtype); }
 
 py::object lse_view(const attncheck_problem& p) {
   if (!p.lse) return py::none();
@@ -124,6 +127,33 @@ py::object variants_of(const attncheck_problem& p) {
   return out;
 }
 
+// The problem's fp8 storage (attncheck_quant), where its struct_size covers it.
+const attncheck_quant* quant_of(const attncheck_problem& p) {
+  const bool holds = p.struct_size >= offsetof(attncheck_problem, quant) + sizeof p.quant;
+  return holds ? p.quant : nullptr;
+}
+
+// fp8 storage as a dict (docs/python.md "fp8 inputs"), or None: q_dtype,
+// k_dtype, v_dtype, o_dtype (ABI codes) and each descale present (float32
+// copies: one value per tensor, or (B, Hq) for Q and (B, Hkv) for K and V per head).
+py::object quant_dict(const attncheck_problem& p) {
+  const attncheck_quant* z = quant_of(p);
+  if (!z) return py::none();
+  py::dict out;
+  out["q_dtype"] = z->q_dtype, out["k_dtype"] = z->k_dtype, out["v_dtype"] = z->v_dtype, out["o_dtype"] = z->o_dtype;
+  const auto descale = [&](const char* key, const float* d, std::uint32_t g, std::int64_t heads) {
+    if (!d || g == ATTNCHECK_DESCALE_NONE) return;
+    if (g == ATTNCHECK_DESCALE_TENSOR)
+      out[key] = py::array_t<float>(std::vector<py::ssize_t>{1}, d);
+    else
+      out[key] = py::array_t<float>(std::vector<py::ssize_t>{p.b, heads}, d);
+  };
+  descale("q_descale", z->q_descale, z->q_granularity, p.hq);
+  descale("k_descale", z->k_descale, z->k_granularity, p.hkv);
+  descale("v_descale", z->v_descale, z->v_granularity, p.hkv);
+  return out;
+}
+
 // The problem's paged and ragged parts, where its struct_size covers them.
 const attncheck_paged_kv* paged_of(const attncheck_problem& p) {
   const bool holds = p.struct_size >= offsetof(attncheck_problem, paged) + sizeof p.paged;
@@ -169,6 +199,8 @@ int attend(void* st, const attncheck_problem* p, char* err, std::size_t len) {
     if (p->mask) mask = view(p->mask, py::dtype("bool"), 1, {p->b, p->hq, p->lq, p->lk}, p->mask_stride, false);
     const attncheck_paged_kv* pk = paged_of(*p);
     const attncheck_ragged* rg = ragged_of(*p);
+    // O's type: the problem's, or with fp8 inputs the quant's o_dtype.
+    const attncheck_dtype out_type = quant_of(*p) ? static_cast<attncheck_dtype>(quant_of(*p)->o_dtype) : p->dtype;
     py::object q, k = py::none(), v = py::none(), o, lse = py::none();
     if (rg) {
       // Packed: Q and O (total_q, Hq, *) along stride[1..3], K and V (total_k, Hkv, *)
@@ -181,16 +213,19 @@ int attend(void* st, const attncheck_problem* p, char* err, std::size_t len) {
       o = view(p->o, numpy_storage(p->dtype), width_of(p->dtype), {rg->total_q, p->hq, p->dv}, p->o_stride + 1, true);
       if (p->lse) lse = view(p->lse, py::dtype("float32"), 4, {p->hq, rg->total_q}, p->lse_stride + 1, true);
     } else {
-      q = tensor_view(p->q, p->dtype, p->b, p->lq, p->hq, p->d);
+      // fp8 (dense only): each input in its own type, O in o_dtype.
+      const attncheck_quant* z = quant_of(*p);
+      const auto type = [&](std::int32_t t) { return z ? static_cast<attncheck_dtype>(t) : p->dtype; };
+      q = tensor_view(p->q, type(z ? z->q_dtype : 0), p->b, p->lq, p->hq, p->d);
       if (!pk) {
-        k = tensor_view(p->k, p->dtype, p->b, p->lk, p->hkv, p->d);
-        v = tensor_view(p->v, p->dtype, p->b, p->lk, p->hkv, p->dv);
+        k = tensor_view(p->k, type(z ? z->k_dtype : 0), p->b, p->lk, p->hkv, p->d);
+        v = tensor_view(p->v, type(z ? z->v_dtype : 0), p->b, p->lk, p->hkv, p->dv);
       }
-      o = output_view(*p);
+      o = output_view(*p, out_type);
       lse = lse_view(*p);
     }
-    of(st)->subject.attr("attend")(static_cast<int>(p->dtype), q, k, v, static_cast<double>(p->scale), p->causal != 0, key_len,
-                                   mask, p->threads, o, lse, variants_of(*p), form_of(*p));
+    of(st)->subject.attr("attend")(static_cast<int>(out_type), q, k, v, static_cast<double>(p->scale), p->causal != 0, key_len,
+                                   mask, p->threads, o, lse, variants_of(*p), form_of(*p), quant_dict(*p));
   });
 }
 
@@ -303,6 +338,7 @@ attncheck_instance* make_instance(py::object subject) {
   d.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_4;
   d.struct_size = sizeof d;
   d.features_v3 = features_v3;
+  d.features_v4 = field<std::uint32_t>(subject, "feature4_bits");
   d.invariances_v3 = field<std::uint32_t>(subject, "claim3_bits");
   d.invariances_v4 = claims_v4;
   d.tanh_ulps = field<double>(subject, "tanh_ulps");

@@ -257,6 +257,38 @@ void print_stats(const gate_result& g, std::ostream& out) {
           << (share < f.floor ? "   BELOW" : "") << "   " << f.what << "\n";
     }
   }
+  // Contract 1.3's fp8 inputs: over the fp8 cases of the laws that draw them,
+  // for a subject declaring them, when such a law ran; a type's row only for a type it takes.
+  const auto fp8_cases = all.counts.count("fp8") ? all.counts.at("fp8") : 0;
+  if ((g.declared.features_v4 & ATTNCHECK_FEATURE4_FP8) && fp8_cases > 0) {  // none when no law that draws fp8 ran
+    const auto n = fp8_cases;
+    out << "contract 1.3 fp8 inputs, over the " << n << " fp8 cases of the laws that draw them:\n";
+    for (const auto& f : form_floors()) {
+      if (std::string(f.over) != "fp8") continue;
+      const std::string key = f.key;
+      if ((key == "fp8 e4m3" && !(g.dtypes & (1u << ATTNCHECK_E4M3))) ||
+          (key == "fp8 e5m2" && !(g.dtypes & (1u << ATTNCHECK_E5M2))))
+        continue;
+      const auto k = all.counts.count(key) ? all.counts.at(key) : 0;
+      const double share = n ? static_cast<double>(k) / static_cast<double>(n) : 0;
+      out << "  " << std::left << std::setw(28) << f.key << std::right << std::setw(7) << number_text(100 * share, "%.1f")
+          << "%   floor " << std::setw(4) << number_text(100 * f.floor, "%.0f") << "%" << (share < f.floor ? "   BELOW" : "")
+          << "   " << f.what << "\n";
+    }
+    // Non-vacuity per descale (docs/spec.md "fp8 storage"): of the cases whose
+    // input carries one, those where reading it with a descale of 1 moves the oracle past the bounds.
+    for (const auto& r : g.reports) {
+      const auto count = [&r](const std::string& k) { return r.stats.counts.count(k) ? r.stats.counts.at(k) : 0; };
+      if (r.law != "differential.output_within_bound_of_oracle" || count("fp8") == 0) continue;  // the law that counts them
+      out << "descales judged by " << r.law << " (a descale of 1 moves the oracle's output past the bound):\n";
+      for (const char* input : {"Q", "K", "V"}) {
+        const std::int64_t with = count(std::string("descale ") + input), judged = count(std::string("judged descale ") + input);
+        const double share = with ? static_cast<double>(judged) / static_cast<double>(with) : 0;
+        out << "  " << input << "'s descale" << std::setw(7) << number_text(100 * share, "%.1f") << "%   " << judged << " of "
+            << with << " cases carrying one\n";
+      }
+    }
+  }
   // Non-vacuity per variant (docs/spec.md "Variants"): of the cases carrying
   // a variant, those whose oracle proves switching it off moves the output.
   for (const auto& r : g.reports) {
@@ -336,6 +368,13 @@ void print_declaration(const gate_result& g, std::ostream& out) {
   if (!form.empty())
     out << "  input forms (contract 1.2): " << form
         << "; judged by the paged, page_table and ragged laws (the other laws hand out the dense form)\n";
+  if (d.features_v4 & ATTNCHECK_FEATURE4_FP8) {
+    std::string types;
+    for (dtype t : {dtype::e4m3, dtype::e5m2})
+      if (g.dtypes & (1u << static_cast<unsigned>(t))) add(types, std::string(name(t)));
+    out << "  fp8 inputs (contract 1.3): " << types
+        << " with tensor and head descales; drawn by the differential law and judged by the descale laws\n";
+  }
   if (!off.empty()) out << "  declared, NOT JUDGED by this version of attncheck: " << off << "\n";
 }
 

@@ -27,6 +27,52 @@ namespace {
 #define NAIVE_PAGED_SLOT(table_row, j, page) (table_row)[(j) / (page)], (j) % (page) /* page and slot of logical key j */
 #endif
 
+// Hooks for the broken fp8 test plugins (tests/plugins/broken_fp8_*.cpp), each at its correct default.
+#ifndef NAIVE_FP8_READ_AS
+#define NAIVE_FP8_READ_AS(t) (t) /* the storage type an input is decoded as: its own */
+#endif
+#ifndef NAIVE_KV_DESCALE
+#define NAIVE_KV_DESCALE(values, k_descale, v_descale) ((values) ? (v_descale) : (k_descale)) /* V's for values, K's for keys */
+#endif
+#ifndef NAIVE_DESCALE_HEAD
+#define NAIVE_DESCALE_HEAD(g, h, hkv) (g) /* the KV head whose descale query head h's keys take: its own */
+#endif
+#ifndef NAIVE_DEQUANT
+#define NAIVE_DEQUANT(x, s) ((x) * (s)) /* a stored value times its descale, once */
+#endif
+#ifndef NAIVE_K_DESCALE_USED
+#define NAIVE_K_DESCALE_USED(q_is_fp8) true /* K's descale is applied whatever Q's type */
+#endif
+
+// The fp8 storage of a problem (docs/abi.md, attncheck_quant): each input's
+// type, and the descale of a group (1 without one).
+struct quant_view {
+  attncheck_dtype q, k, v, o;
+  const attncheck_quant* z = nullptr;
+  explicit quant_view(const attncheck_problem* p) : q(p->dtype), k(p->dtype), v(p->dtype), o(p->dtype) {
+    if (p->struct_size >= offsetof(attncheck_problem, quant) + sizeof p->quant) z = p->quant;
+    if (!z) return;
+    q = NAIVE_FP8_READ_AS(static_cast<attncheck_dtype>(z->q_dtype));
+    k = NAIVE_FP8_READ_AS(static_cast<attncheck_dtype>(z->k_dtype));
+    v = NAIVE_FP8_READ_AS(static_cast<attncheck_dtype>(z->v_dtype));
+    o = static_cast<attncheck_dtype>(z->o_dtype);
+  }
+  static float of(const float* d, std::uint32_t granularity, std::int64_t group) {
+    if (!d || granularity == ATTNCHECK_DESCALE_NONE) return 1.0f;
+    return d[granularity == ATTNCHECK_DESCALE_TENSOR ? 0 : group];
+  }
+  float q_descale(std::int64_t b, std::int64_t h, std::int64_t hq) const {
+    return z ? of(z->q_descale, z->q_granularity, b * hq + h) : 1.0f;
+  }
+  float k_descale(std::int64_t b, std::int64_t g, std::int64_t hkv) const {
+    if (!z || !NAIVE_K_DESCALE_USED(z->q_dtype == ATTNCHECK_E4M3 || z->q_dtype == ATTNCHECK_E5M2)) return 1.0f;
+    return of(z->k_descale, z->k_granularity, b * hkv + g);
+  }
+  float v_descale(std::int64_t b, std::int64_t g, std::int64_t hkv) const {
+    return z ? of(z->v_descale, z->v_granularity, b * hkv + g) : 1.0f;
+  }
+};
+
 // Where sequence b's rows and keys are (docs/abi.md "Paged K/V", "Ragged
 // batches"): dense, packed (ragged: rows from cu_seqlens), or K and V through
 // the block table (paged). Only valid entries are read: key j < n[b] only.
@@ -34,10 +80,12 @@ struct sequence_view {
   const attncheck_problem* p;
   const attncheck_paged_kv* paged;  // NULL: K and V are tensors
   const attncheck_ragged* ragged;   // NULL: batch-strided rows
+  attncheck_dtype k_type, v_type;
   std::int64_t b = 0, n = 0, lq = 0, q0 = 0, k0 = 0;
 
-  sequence_view(const attncheck_problem* p_, const attncheck_paged_kv* pg, const attncheck_ragged* rg, std::int64_t b_)
-      : p(p_), paged(pg), ragged(rg), b(b_) {
+  sequence_view(const attncheck_problem* p_, const attncheck_paged_kv* pg, const attncheck_ragged* rg, std::int64_t b_,
+                const quant_view& qv)
+      : p(p_), paged(pg), ragged(rg), k_type(qv.k), v_type(qv.v), b(b_) {
     lq = ragged ? ragged->cu_seqlens_q[b + 1] - ragged->cu_seqlens_q[b] : p->lq;
     q0 = ragged ? ragged->cu_seqlens_q[b] : 0;
     if (ragged && !paged) {
@@ -59,11 +107,12 @@ struct sequence_view {
     if (paged) {
       const attncheck_tensor& t = values ? paged->v_pages : paged->k_pages;
       const std::int64_t at[2] = {NAIVE_PAGED_SLOT(paged->block_table + b * paged->block_table_stride, j, paged->page_size)};
-      return load(p->dtype, t.data, at[0] * t.stride[0] + at[1] * t.stride[1] + g * t.stride[2] + x * t.stride[3]);
+      return load(values ? v_type : k_type, t.data,
+                  at[0] * t.stride[0] + at[1] * t.stride[1] + g * t.stride[2] + x * t.stride[3]);
     }
     const attncheck_tensor& t = values ? p->v : p->k;
     const std::int64_t r = ragged ? (k0 + j) * t.stride[1] : b * t.stride[0] + j * t.stride[1];
-    return load(p->dtype, t.data, r + g * t.stride[2] + x * t.stride[3]);
+    return load(values ? v_type : k_type, t.data, r + g * t.stride[2] + x * t.stride[3]);
   }
 };
 
@@ -75,19 +124,25 @@ int naive_attend_forms(const attncheck_problem* p, const attncheck_variants* vs,
     return 1;
   }
   const std::int64_t group = p->hq / p->hkv;
+  const quant_view qv(p);
   std::vector<float> q(static_cast<std::size_t>(p->d)), o(static_cast<std::size_t>(p->dv));
   for (std::int64_t b = 0; b < p->b; ++b) {
-    const sequence_view sv(p, pg, rg, b);
+    const sequence_view sv(p, pg, rg, b, qv);
     const std::int64_t n = sv.n, n_read = pg ? NAIVE_PAGED_KEYS(n, pg->page_size) : n;
     for (std::int64_t h = 0; h < p->hq; ++h) {
       const std::int64_t g = h / group;
+      // fp8: each value times its descale in f32, once, as it is read.
+      const float qs = qv.q_descale(b, h, p->hq);
+      const float ks_k = qv.k_descale(b, NAIVE_DESCALE_HEAD(g, h, p->hkv), p->hkv);
+      [[maybe_unused]] const float vs_v = qv.v_descale(b, NAIVE_DESCALE_HEAD(g, h, p->hkv), p->hkv);
+      const float ks = NAIVE_KV_DESCALE(false, ks_k, vs_v), vsc = NAIVE_KV_DESCALE(true, ks_k, vs_v);
       for (std::int64_t i = 0; i < sv.lq; ++i) {
         const std::int64_t qr = sv.row(p->q.stride, i);
         for (std::int64_t x = 0; x < p->d; ++x)
-          q[static_cast<std::size_t>(x)] = load(p->dtype, p->q.data, qr + h * p->q.stride[2] + x * p->q.stride[3]);
+          q[static_cast<std::size_t>(x)] = NAIVE_DEQUANT(load(qv.q, p->q.data, qr + h * p->q.stride[2] + x * p->q.stride[3]), qs);
         const std::int64_t pos = n - (rg ? NAIVE_RAGGED_ALIGN_QUERIES(sv.lq, p->lq) : sv.lq) + i;
-        auto key = [&](std::int64_t j, std::int64_t x) { return sv.kv(false, j, g, x); };
-        auto val = [&](std::int64_t j, std::int64_t e) { return sv.kv(true, j, g, e); };
+        auto key = [&](std::int64_t j, std::int64_t x) { return NAIVE_DEQUANT(sv.kv(false, j, g, x), ks); };
+        auto val = [&](std::int64_t j, std::int64_t e) { return NAIVE_DEQUANT(sv.kv(true, j, g, e), vsc); };
         auto vis = [&](std::int64_t j) {
           if (j >= n_read) return false;
           if (p->causal && j > pos) return false;
@@ -100,7 +155,7 @@ int naive_attend_forms(const attncheck_problem* p, const attncheck_variants* vs,
                    variants_of(vs, b, h, i, pos));
         const std::int64_t orow = sv.row(p->o_stride, i);
         for (std::int64_t e = 0; e < p->dv; ++e)
-          store(p->dtype, p->o, orow + h * p->o_stride[2] + e * p->o_stride[3], o[static_cast<std::size_t>(e)]);
+          store(qv.o, p->o, orow + h * p->o_stride[2] + e * p->o_stride[3], o[static_cast<std::size_t>(e)]);
         if (p->lse) p->lse[sv.lse_at(h, i)] = lse;
       }
     }

@@ -42,8 +42,21 @@ std::uint16_t f16_bits(float x) {
   return static_cast<std::uint16_t>(sign | (be << 10) | (static_cast<int>(q) & 0x3ff));
 }
 
+// fp8 by value (docs/spec.md "fp8 storage"): E4M3FN (bias 7, no infinity,
+// S.1111.111 its NaN) and E5M2 (bias 15, IEEE-like). Every value is exact in f32.
+float fp8_value(attncheck_dtype t, std::uint8_t x) {
+  const bool e4m3 = t == ATTNCHECK_E4M3;
+  const int mant_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15, exp_all = e4m3 ? 15 : 31;
+  const int e = (x >> mant_bits) & exp_all, m = x & ((1 << mant_bits) - 1);
+  const float sign = (x & 0x80) ? -1.0f : 1.0f;
+  if (e4m3 && e == exp_all && m == 7) return std::numeric_limits<float>::quiet_NaN();
+  if (!e4m3 && e == exp_all) return m ? std::numeric_limits<float>::quiet_NaN() : sign * std::numeric_limits<float>::infinity();
+  return sign * std::ldexp(static_cast<float>(e ? (m | (1 << mant_bits)) : m), (e ? e : 1) - bias - mant_bits);
+}
+
 float load(attncheck_dtype t, const void* base, std::int64_t index) {
   if (t == ATTNCHECK_F32) return static_cast<const float*>(base)[index];
+  if (t == ATTNCHECK_E4M3 || t == ATTNCHECK_E5M2) return fp8_value(t, static_cast<const std::uint8_t*>(base)[index]);
   const std::uint16_t h = static_cast<const std::uint16_t*>(base)[index];
   if (t == ATTNCHECK_F16) return f16_value(h);
   return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);

@@ -73,7 +73,9 @@ attncheck_instance* naive_v3(const char* options, char* err, std::size_t err_len
   x->abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_4;
   x->struct_size = sizeof(attncheck_instance);
   x->name = naive_desc.name;
-  x->dtypes = naive_desc.dtypes;
+  // fp8 inputs with tensor and head descales, in the one-shot call (the cache path takes none).
+  x->dtypes = naive_desc.dtypes | (1u << ATTNCHECK_E4M3) | (1u << ATTNCHECK_E5M2);
+  x->features_v4 = ATTNCHECK_FEATURE4_FP8;
   x->features = naive_desc.features;
   x->invariances = naive_desc.invariances;
   x->compute_unit_roundoff = naive_desc.compute_unit_roundoff;

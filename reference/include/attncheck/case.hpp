@@ -178,6 +178,48 @@ struct input_form {
   bool paged() const { return page_size > 0; }
   bool dense() const { return !paged() && !ragged; }
 };
+/// How the descales of an fp8 tensor are shared (docs/spec.md "fp8
+/// storage"); the values are the ABI's ATTNCHECK_DESCALE_* (block and token
+/// granularities are designed in docs/abi.md, not built).
+enum class descale_granularity : std::uint8_t {
+  none,    ///< no descale: the stored value is the value
+  tensor,  ///< one descale for the whole tensor
+  head,    ///< one per (batch, head): Q's per query head, K's and V's per KV head
+};
+std::string_view name(descale_granularity g);
+std::optional<descale_granularity> parse_descale_granularity(std::string_view s);
+
+/// How materialize() draws the descales of the fp8 tensors: the values are
+/// first drawn as the recipe says (values=...), then divided by their
+/// group's descale and rounded to the fp8 type (saturating at its largest
+/// value: quantizing is the caller's business).
+enum class descale_kind : std::uint8_t {
+  natural,  ///< s = absmax / the format's largest value per group, rounded up to f32: the values span the format
+  unit,     ///< s = 1: the values as the format holds them (small ones flush to zero, large ones saturate)
+  wide,     ///< s = 2^e, e uniform in [-20, 20] per group: the values span the format times a far power of two
+  spread,   ///< natural times 2^e, e uniform in [-12, 12] per group: heads' descales differ by orders of magnitude
+  edges,    ///< natural, and a quarter of the values moved to the format's edges (its largest, smallest normal, subnormals)
+};
+std::string_view name(descale_kind k);
+std::optional<descale_kind> parse_descale_kind(std::string_view s);
+
+/// fp8 storage of Q, K and V with descales (docs/spec.md "fp8 storage"): a
+/// stored value x with descale s means x * s exactly (in double: a 4-bit
+/// significand times an f32's 24). The case's own type is then O's (and
+/// that of any input not in fp8). All defaults: no fp8.
+struct quantization {
+  /// Storage of each input: e4m3 or e5m2, or nullopt for the case's type.
+  std::optional<dtype> q_type, k_type, v_type;
+  /// Each fp8 tensor's descale granularity (none for a tensor not in fp8).
+  descale_granularity q_scale = descale_granularity::none, k_scale = descale_granularity::none,
+                      v_scale = descale_granularity::none;
+  descale_kind descales = descale_kind::natural;
+  /// The descales, drawn from the recipe: f32, finite and positive. Tensor:
+  /// one; head: (B, Hq) for Q, (B, Hkv) for K and V, row-major; none: empty.
+  std::vector<float> q_descale, k_descale, v_descale;
+  bool any() const { return q_type || k_type || v_type; }
+};
+
 /// Limits of the input forms; the host checks that they equal subject.h's
 /// ATTNCHECK_MAX_PAGE_SIZE and ATTNCHECK_MAX_RAGGED_SEQUENCES.
 inline constexpr std::int64_t max_page_size = 512;
@@ -209,12 +251,14 @@ struct attn_case {
   /// mask_shape all zero means no mask. Row-major over mask_shape, 1 = allowed.
   std::array<std::int64_t, 4> mask_shape{};
   std::vector<std::uint8_t> mask;
-  /// Storage type of Q, K, V and O.
+  /// Storage type of O, and of Q, K and V unless quant gives them an fp8 type.
   dtype type = dtype::f32;
   /// Contract 1.1 variants (window, chunk, softcap, sinks, ALiBi, bias); all off by default.
   score_variants variants;
   /// Contract 1.2 input forms (paged K/V, ragged batches); dense by default.
   input_form form;
+  /// fp8 storage of Q, K and V with descales; none by default.
+  quantization quant;
 
   /// Recipe: how the tensors were (or are to be) drawn. Part of the one-line form.
   value_kind values = value_kind::normal;
@@ -240,6 +284,26 @@ struct attn_case {
   bool row_in_problem(std::int64_t bi, std::int64_t i) const { return i >= lq - queries(bi); }
   /// KV head of query head h: h / G (docs/spec.md head mapping).
   std::int64_t kv_head(std::int64_t h) const { return h / group(); }
+  /// Storage types of the inputs: quant's fp8 type, or the case's type.
+  dtype q_type() const { return quant.q_type.value_or(type); }
+  dtype k_type() const { return quant.k_type.value_or(type); }
+  dtype v_type() const { return quant.v_type.value_or(type); }
+  /// The descale of Q's row (bi, h), of K's and V's KV head g in batch
+  /// element bi: 1 without one.
+  double q_descale_of(std::int64_t bi, std::int64_t h) const { return descale_in(quant.q_descale, quant.q_scale, bi * hq + h); }
+  double k_descale_of(std::int64_t bi, std::int64_t g) const { return descale_in(quant.k_descale, quant.k_scale, bi * hkv + g); }
+  double v_descale_of(std::int64_t bi, std::int64_t g) const { return descale_in(quant.v_descale, quant.v_scale, bi * hkv + g); }
+  /// The exact values of the inputs: the stored value times its descale
+  /// (exact in double). Every oracle and law reads inputs through these.
+  double q_value(std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t x) const {
+    return q.at(bi, i, h, x) * q_descale_of(bi, h);
+  }
+  double k_value(std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t x) const {
+    return k.at(bi, j, g, x) * k_descale_of(bi, g);
+  }
+  double v_value(std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t e) const {
+    return v.at(bi, j, g, e) * v_descale_of(bi, g);
+  }
   /// Valid keys of batch element bi: key_len[bi], or lk without padding.
   std::int64_t valid_keys(std::int64_t bi) const;
   /// scale, or float(1.0 / sqrt(double(D))) when unset (IEEE ops only: portable).
@@ -266,6 +330,12 @@ struct attn_case {
   double sink_of(std::int64_t h) const;
   /// The boolean mask alone at (b, h, i, j), broadcast over size-1 dims; true without a mask.
   bool mask_allows(std::int64_t bi, std::int64_t h, std::int64_t i, std::int64_t j) const;
+
+ private:
+  static double descale_in(const std::vector<float>& d, descale_granularity g, std::int64_t group) {
+    if (g == descale_granularity::none || d.empty()) return 1.0;
+    return static_cast<double>(d[g == descale_granularity::tensor ? 0 : static_cast<std::size_t>(group)]);
+  }
 };
 
 /// Checks every field; throws input_error naming the field and the limit
@@ -304,7 +374,7 @@ tensor make_output(const attn_case& c);
 tensor make_tensor(dtype t, dims4 shape, layout_kind layout);
 
 /// The quiet NaN with a recognizable payload that fills layout gaps:
-/// 0x7fc0a5a5 (f32), 0x7ea5 (f16), 0x7fe5 (bf16).
+/// 0x7fc0a5a5 (f32), 0x7ea5 (f16), 0x7fe5 (bf16), 0x7f (e4m3: its one NaN), 0x7e (e5m2).
 std::uint32_t gap_sentinel(dtype t);
 
 /// Which input slots some visible pair (b, h, i, j) uses; every other slot may

@@ -1,7 +1,7 @@
 // The contract's features, one entry each (docs/architecture.md, "Where to
 // add a feature"): the causal mask, key padding, the boolean mask, LSE,
 // threads, the cache, the six score variants of contract 1.1, the input forms
-// of contract 1.2 and the backward. Every layer that lists features reads this
+// of contract 1.2, fp8 storage and the backward. Every layer that lists features reads this
 // table: the one-line form's writer and reader, validation, the host's
 // refusals, the laws' stats and variant loops, the console's declaration and
 // --stats, and the Python package's names and keywords.
@@ -25,6 +25,7 @@ enum class feature_kind : std::uint8_t {
   variant,     ///< a contract 1.1 score variant (docs/spec.md "Variants")
   input_form,  ///< a contract 1.2 input form (docs/spec.md "Paged KV", "Ragged batches")
   backward,    ///< the backward pass and what it adds
+  storage,     ///< how the inputs are stored: fp8 with descales (docs/spec.md "fp8 storage")
 };
 
 /// One contract feature, with everything each layer needs of it.
@@ -33,7 +34,8 @@ struct contract_feature {
   std::string name;
   feature_kind kind = feature_kind::mask;
   /// Where the subject declares it (properties/abi/include/attncheck/subject.h):
-  /// word 1, attncheck_instance.features (ATTNCHECK_FEATURE_*), or word 3, features_v3 (ATTNCHECK_FEATURE3_*).
+  /// word 1, attncheck_instance.features (ATTNCHECK_FEATURE_*), word 3, features_v3 (ATTNCHECK_FEATURE3_*),
+  /// or word 4, features_v4 (ATTNCHECK_FEATURE4_*).
   int abi_word = 1;
   std::uint32_t bit = 0;
   /// In words, as the console's declaration header names it ("paged K/V").

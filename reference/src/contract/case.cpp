@@ -49,6 +49,13 @@ constexpr name_table<page_order_kind, 3> page_order_names{
     {{page_order_kind::shuffled, "shuffled"}, {page_order_kind::in_order, "in_order"}, {page_order_kind::reversed, "reversed"}}};
 constexpr name_table<table_tail_kind, 2> table_tail_names{
     {{table_tail_kind::stale, "stale"}, {table_tail_kind::invalid, "invalid"}}};
+constexpr name_table<descale_granularity, 3> descale_granularity_names{
+    {{descale_granularity::none, "none"}, {descale_granularity::tensor, "tensor"}, {descale_granularity::head, "head"}}};
+constexpr name_table<descale_kind, 5> descale_kind_names{{{descale_kind::natural, "natural"},
+                                                          {descale_kind::unit, "unit"},
+                                                          {descale_kind::wide, "wide"},
+                                                          {descale_kind::spread, "spread"},
+                                                          {descale_kind::edges, "edges"}}};
 
 // floor(a / b) for b > 0, also for negative a (positions before the first key).
 std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
@@ -73,6 +80,12 @@ std::string_view name(table_tail_kind k) { return name_in(table_tail_names, k); 
 std::optional<table_tail_kind> parse_table_tail_kind(std::string_view s) { return parse_in(table_tail_names, s); }
 std::string_view name(grad_kind k) { return name_in(grad_names, k); }
 std::optional<grad_kind> parse_grad_kind(std::string_view s) { return parse_in(grad_names, s); }
+std::string_view name(descale_granularity g) { return name_in(descale_granularity_names, g); }
+std::optional<descale_granularity> parse_descale_granularity(std::string_view s) {
+  return parse_in(descale_granularity_names, s);
+}
+std::string_view name(descale_kind k) { return name_in(descale_kind_names, k); }
+std::optional<descale_kind> parse_descale_kind(std::string_view s) { return parse_in(descale_kind_names, s); }
 
 std::int64_t attn_case::valid_keys(std::int64_t bi) const { return key_len.empty() ? lk : key_len[static_cast<std::size_t>(bi)]; }
 

@@ -149,7 +149,9 @@ const std::set<std::string>& top_level_fields() {
                                               "v",           "window",     "chunk",        "softcap",    "sinks",
                                               "sink_logits", "alibi",      "alibi_slopes", "bias_shape", "bias_type",
                                               "bias_values", "bias",       "grad",         "pages",      "page_order",
-                                              "spare_pages", "table_tail", "shared_pages", "ragged",     "qlen"};
+                                              "spare_pages", "table_tail", "shared_pages", "ragged",     "qlen",
+                                              "qtype",       "ktype",      "vtype",        "qdescale",   "kdescale",
+                                              "vdescale",    "descales",   "q_descale",    "k_descale",  "v_descale"};
   return known;
 }
 
@@ -324,15 +326,49 @@ tensor read_tensor(const json& j, const char* key, dtype type, const case_limits
 }
 
 // A per-head f32 vector written as hex bits (case_file_write.cpp, f32_hex).
-std::vector<float> read_f32_vector(const json& j, const char* key, std::int64_t want, const case_limits& limits) {
+std::vector<float> read_f32_vector(const json& j, const char* key, std::int64_t want, const case_limits& limits,
+                                   const std::string& need = "") {
   json wrapped = json::object();
   wrapped[key] = {{"shape", {1, 1, 1, want}}, {"stride", {want, want, want, 1}}, {"offset", 0}, {"bits", require(j, key, key)}};
   const tensor t = read_tensor(wrapped, key, dtype::f32, limits);
   if (static_cast<std::int64_t>(t.bits.size()) != want)
-    fail(key, "has " + std::to_string(t.bits.size()) + " values, hq=" + std::to_string(want) + " needs one per query head");
+    fail(key, "has " + std::to_string(t.bits.size()) + " values, " +
+                  (need.empty() ? "hq=" + std::to_string(want) + " needs one per query head" : need));
   std::vector<float> out(t.bits.size());
   for (std::size_t h = 0; h < out.size(); ++h) out[h] = static_cast<float>(decode(dtype::f32, t.bits[h]));
   return out;
+}
+
+// fp8 storage (docs/spec.md "fp8 storage"): the types and granularities with
+// the header, the descales (hex f32 bits) with the values.
+void read_quant_header(const json& j, attn_case& c) {
+  quantization& z = c.quant;
+  for (auto [key, dst] : {std::pair{"qtype", &z.q_type}, std::pair{"ktype", &z.k_type}, std::pair{"vtype", &z.v_type}})
+    if (find(j, key)) *dst = as_enum(j, key, parse_dtype, "e4m3, e5m2");
+  for (auto [key, dst] :
+       {std::pair{"qdescale", &z.q_scale}, std::pair{"kdescale", &z.k_scale}, std::pair{"vdescale", &z.v_scale}})
+    if (find(j, key)) *dst = as_enum(j, key, parse_descale_granularity, "none, tensor, head");
+  if (find(j, "descales")) z.descales = as_enum(j, "descales", parse_descale_kind, "natural, unit, wide, spread, edges");
+}
+
+void read_quant_values(const json& j, attn_case& c, const case_limits& limits) {
+  quantization& z = c.quant;
+  const struct {
+    const char* key;
+    descale_granularity g;
+    std::int64_t heads;
+    std::vector<float>* dst;
+  } parts[] = {{"q_descale", z.q_scale, c.hq, &z.q_descale},
+               {"k_descale", z.k_scale, c.hkv, &z.k_descale},
+               {"v_descale", z.v_scale, c.hkv, &z.v_descale}};
+  for (const auto& p : parts) {
+    if (p.g == descale_granularity::none) {
+      if (find(j, p.key)) fail(p.key, "given without its granularity (qdescale, kdescale, vdescale)");
+      continue;
+    }
+    const std::int64_t want = p.g == descale_granularity::tensor ? 1 : c.b * p.heads;
+    *p.dst = read_f32_vector(j, p.key, want, limits, std::string(name(p.g)) + " needs " + std::to_string(want));
+  }
 }
 
 void read_variant_values(const json& j, attn_case& c, const case_limits& limits) {
@@ -353,6 +389,7 @@ case_record parse_checked(std::string_view text, const case_limits& limits) {
   const json* line = find(j, "line");
   if (line) as_string(*line, "line");
   read_header(j, r.c, limits);
+  read_quant_header(j, r.c);
   // The header fields rule; a "line" that says otherwise (edited by hand, or
   // pasted from another case) is refused rather than silently ignored.
   if (line) {
@@ -366,10 +403,11 @@ case_record parse_checked(std::string_view text, const case_limits& limits) {
     if (to_line(said) != to_line(r.c))
       fail("line", "says " + given + " but the fields say " + to_line(r.c) + ": fix the fields, or delete \"line\"");
   }
-  r.c.q = read_tensor(j, "q", r.c.type, limits);
-  r.c.k = read_tensor(j, "k", r.c.type, limits);
-  r.c.v = read_tensor(j, "v", r.c.type, limits);
+  r.c.q = read_tensor(j, "q", r.c.q_type(), limits);
+  r.c.k = read_tensor(j, "k", r.c.k_type(), limits);
+  r.c.v = read_tensor(j, "v", r.c.v_type(), limits);
   read_variant_values(j, r.c, limits);
+  read_quant_values(j, r.c, limits);
   validate(r.c, true, limits);
   return r;
 }

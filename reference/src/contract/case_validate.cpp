@@ -85,11 +85,13 @@ void check_tensor(const tensor& t, const std::string& field, const char* role, d
   if (!last) fail(field + ".stride", "the view's last element lies beyond int64");
   if (*last >= held)
     fail(field + ".storage", "the view reaches element " + str(*last) + " but the storage holds " + str(held) + " elements");
-  if (size_of(type) == 2)
+  if (size_of(t.type) < 4) {
+    const std::uint32_t top = (1u << (8 * size_of(t.type))) - 1;
     for (std::size_t i = 0; i < t.bits.size(); ++i)
-      if (t.bits[i] > 0xffffu)
-        fail(field + ".bits",
-             "element " + std::to_string(i) + " has bits above the 16-bit " + std::string(name(type)) + " width");
+      if (t.bits[i] > top)
+        fail(field + ".bits", "element " + std::to_string(i) + " has bits above the " + std::to_string(8 * size_of(t.type)) +
+                                  "-bit " + std::string(name(t.type)) + " width");
+  }
 }
 
 // Contract 1.2 input forms (docs/spec.md "Paged KV", "Ragged batches"):
@@ -156,7 +158,8 @@ void validate(const attn_case& c, bool tensors_required, const case_limits& limi
   check_dim("dv", c.dv, limits);
   if (c.hq % c.hkv != 0) fail("hkv", "hq=" + str(c.hq) + " is not a multiple of hkv=" + str(c.hkv));
 
-  if (static_cast<int>(c.type) > static_cast<int>(dtype::bf16)) fail("dtype", "is not f32, f16 or bf16");
+  if (static_cast<int>(c.type) > static_cast<int>(dtype::bf16))
+    fail("dtype", "is not f32, f16 or bf16 (O's type; fp8 inputs: qtype=, ktype=, vtype=)");
   if (static_cast<int>(c.values) > static_cast<int>(value_kind::max_v)) fail("values", "is not a known value kind");
   if (static_cast<int>(c.layout) > static_cast<int>(layout_kind::padded)) fail("layout", "is not a known layout");
   if (static_cast<int>(c.poison) > static_cast<int>(poison_kind::big)) fail("poison", "is not a known poison");
@@ -212,18 +215,19 @@ void validate(const attn_case& c, bool tensors_required, const case_limits& limi
     const char* name;
     dims4 shape;
     const char* names;
+    dtype type;
   };
   const role roles[] = {
-      {c.q, "q", "Q", {c.b, c.lq, c.hq, c.d}, "(b,lq,hq,d)"},
-      {c.k, "k", "K", {c.b, c.lk, c.hkv, c.d}, "(b,lk,hkv,d)"},
-      {c.v, "v", "V", {c.b, c.lk, c.hkv, c.dv}, "(b,lk,hkv,dv)"},
+      {c.q, "q", "Q", {c.b, c.lq, c.hq, c.d}, "(b,lq,hq,d)", c.q_type()},
+      {c.k, "k", "K", {c.b, c.lk, c.hkv, c.d}, "(b,lk,hkv,d)", c.k_type()},
+      {c.v, "v", "V", {c.b, c.lk, c.hkv, c.dv}, "(b,lk,hkv,dv)", c.v_type()},
   };
   for (const role& r : roles) {
     if (r.t.bits.empty()) {
       if (tensors_required) fail(r.field, std::string(r.name) + " is missing (no storage)");
       continue;
     }
-    check_tensor(r.t, r.field, r.name, r.shape, r.names, c.type, limits);
+    check_tensor(r.t, r.field, r.name, r.shape, r.names, r.type, limits);
   }
 
   // Everything the case holds in memory: 4 bytes per element as stored in

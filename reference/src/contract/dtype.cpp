@@ -9,7 +9,8 @@
 namespace attncheck {
 
 namespace {
-constexpr name_table<dtype, 3> dtype_names{{{dtype::f32, "f32"}, {dtype::f16, "f16"}, {dtype::bf16, "bf16"}}};
+constexpr name_table<dtype, 5> dtype_names{
+    {{dtype::f32, "f32"}, {dtype::f16, "f16"}, {dtype::bf16, "bf16"}, {dtype::e4m3, "e4m3"}, {dtype::e5m2, "e5m2"}}};
 }  // namespace
 
 std::string_view name(dtype t) { return name_in(dtype_names, t); }
@@ -28,6 +29,8 @@ constexpr format format_of(dtype t) {
     case dtype::f32: return {23, 8};
     case dtype::f16: return {10, 5};
     case dtype::bf16: return {7, 8};
+    case dtype::e4m3: return {3, 4};
+    case dtype::e5m2: return {2, 5};
   }
   return {23, 8};
 }
@@ -37,17 +40,32 @@ constexpr format format_of(dtype t) {
 double decode(dtype t, std::uint32_t bits) {
   if (t == dtype::f32) return static_cast<double>(std::bit_cast<float>(bits));
   if (t == dtype::bf16) return static_cast<double>(std::bit_cast<float>((bits & 0xffffu) << 16));
-  // f16: widen exactly to f32 bits, keeping NaN payloads.
-  const std::uint32_t h = bits & 0xffffu;
-  const std::uint32_t sign = (h & 0x8000u) << 16;
-  const std::uint32_t exp = (h >> 10) & 0x1fu;
-  const std::uint32_t man = h & 0x3ffu;
-  if (exp == 0x1f) return static_cast<double>(std::bit_cast<float>(sign | 0x7f800000u | (man << 13)));
-  if (exp == 0) {
-    const double mag = std::ldexp(static_cast<double>(man), -24);
-    return sign ? -mag : mag;
+  // f16 and fp8: sign, exponent and fraction fields read exactly into a double.
+  const format f = format_of(t);
+  const std::uint32_t total = 1 + f.exp_bits + f.mant_bits;
+  const std::uint32_t x = bits & ((1u << total) - 1);
+  const bool negative = (x >> (total - 1)) != 0;
+  const std::uint32_t exp_all = (1u << f.exp_bits) - 1;
+  const std::uint32_t exp = (x >> f.mant_bits) & exp_all;
+  const std::uint32_t man = x & ((1u << f.mant_bits) - 1);
+  const int bias = (1 << (f.exp_bits - 1)) - 1;
+  double mag = 0;
+  if (t == dtype::e4m3 && exp == exp_all && man == (1u << f.mant_bits) - 1) {
+    mag = std::numeric_limits<double>::quiet_NaN();  // E4M3FN: S.1111.111 is its one NaN; other 1111 exponents are normal
+  } else if (t != dtype::e4m3 && exp == exp_all) {
+    if (man == 0) {
+      mag = std::numeric_limits<double>::infinity();
+    } else if (t == dtype::f16) {  // keep the payload: widen to f32 bits
+      return static_cast<double>(std::bit_cast<float>((negative ? 0x80000000u : 0u) | 0x7f800000u | (man << 13)));
+    } else {
+      mag = std::numeric_limits<double>::quiet_NaN();
+    }
+  } else if (exp == 0) {
+    mag = std::ldexp(static_cast<double>(man), 1 - bias - f.mant_bits);
+  } else {
+    mag = std::ldexp(static_cast<double>(man | (1u << f.mant_bits)), static_cast<int>(exp) - bias - f.mant_bits);
   }
-  return static_cast<double>(std::bit_cast<float>(sign | ((exp + 112) << 23) | (man << 13)));
+  return negative ? -mag : mag;
 }
 
 std::uint32_t encode(dtype t, double value) {
@@ -57,9 +75,11 @@ std::uint32_t encode(dtype t, double value) {
   const std::uint32_t sign = std::signbit(value) ? (1u << (total - 1)) : 0u;
   const std::uint32_t exp_all = (1u << f.exp_bits) - 1;
   const std::uint32_t inf = exp_all << f.mant_bits;
-  if (std::isnan(value)) return sign | inf | (1u << (f.mant_bits - 1));
+  // E4M3FN has no infinity: its one NaN pattern stands for NaN, infinity and overflow.
+  const std::uint32_t e4m3_nan = (1u << (total - 1)) - 1;
+  if (std::isnan(value)) return sign | (t == dtype::e4m3 ? e4m3_nan : inf | (1u << (f.mant_bits - 1)));
   const double a = std::fabs(value);
-  if (std::isinf(a)) return sign | inf;
+  if (std::isinf(a)) return sign | (t == dtype::e4m3 ? e4m3_nan : inf);
   const int bias = (1 << (f.exp_bits - 1)) - 1;
   const int emin = 1 - bias;
   // Quantum of the binade (or of the subnormal range): 2^(e - mant_bits).
@@ -70,8 +90,9 @@ std::uint32_t encode(dtype t, double value) {
   // nearbyint rounds ties to even under the default rounding mode.
   const double scaled = std::nearbyint(a / quantum);
   double rounded = scaled * quantum;
-  const double maxfin = std::ldexp(2.0 - std::ldexp(1.0, -f.mant_bits), bias);
-  if (rounded > maxfin) return sign | inf;
+  // Past the largest finite value: the rounding overflows (OCP's non-saturating conversion).
+  const double maxfin = t == dtype::e4m3 ? 448.0 : std::ldexp(2.0 - std::ldexp(1.0, -f.mant_bits), bias);
+  if (rounded > maxfin) return sign | (t == dtype::e4m3 ? e4m3_nan : inf);
   if (rounded == 0.0) return sign;
   int re = std::ilogb(rounded);
   if (re < emin) {  // subnormal

@@ -376,6 +376,98 @@ contract_feature ragged() {
   return f;
 }
 
+// fp8 storage of Q, K and V with descales (docs/spec.md "fp8 storage").
+struct fp8_tensor {
+  const char* type_key;
+  const char* scale_key;
+  const char* descale_field;
+  std::optional<dtype> quantization::*type;
+  descale_granularity quantization::*scale;
+  std::vector<float> quantization::*descale;
+  bool query;  // Q: per query head; K and V: per KV head
+};
+constexpr fp8_tensor fp8_tensors[] = {
+    {"qtype", "qdescale", "q_descale", &quantization::q_type, &quantization::q_scale, &quantization::q_descale, true},
+    {"ktype", "kdescale", "k_descale", &quantization::k_type, &quantization::k_scale, &quantization::k_descale, false},
+    {"vtype", "vdescale", "v_descale", &quantization::v_type, &quantization::v_scale, &quantization::v_descale, false},
+};
+
+// The descales a granularity needs: 1 per tensor, one per (batch, head) per head.
+std::int64_t descale_count(const attn_case& c, descale_granularity g, bool query) {
+  if (g == descale_granularity::tensor) return 1;
+  if (g == descale_granularity::head) return c.b * (query ? c.hq : c.hkv);
+  return 0;
+}
+
+contract_feature fp8() {
+  contract_feature f = entry("fp8", feature_kind::storage, 4, ATTNCHECK_FEATURE4_FP8);
+  f.label = "fp8 inputs with descales";
+  f.cannot_take = "no fp8 inputs";
+  f.keys = {"qtype", "ktype", "vtype", "qdescale", "kdescale", "vdescale", "descales"};
+  f.python_keywords = {"q_descale", "k_descale", "v_descale"};
+  f.present = [](const attn_case& c) { return c.quant.any(); };
+  f.clear = [](attn_case& c) { c.quant = quantization{}; };
+  f.write = [](const attn_case& c, std::string& s) {
+    const quantization& x = c.quant;
+    if (!x.any()) return;
+    for (const fp8_tensor& t : fp8_tensors)
+      if (x.*t.type) s += "," + std::string(t.type_key) + "=" + std::string(name(*(x.*t.type)));
+    for (const fp8_tensor& t : fp8_tensors)
+      if (x.*t.scale != descale_granularity::none) s += "," + std::string(t.scale_key) + "=" + std::string(name(x.*t.scale));
+    if (x.descales != descale_kind::natural) s += ",descales=" + std::string(name(x.descales));
+  };
+  f.read = [](std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits&) {
+    need_value(key, flag);
+    if (key == "descales") {
+      c.quant.descales = parse_enum("descales", val, parse_descale_kind, "natural, unit, wide, spread, edges");
+      return;
+    }
+    for (const fp8_tensor& t : fp8_tensors) {
+      if (key == t.type_key) {
+        const dtype d = parse_enum(t.type_key, val, parse_dtype, "e4m3, e5m2");
+        if (!is_fp8(d))
+          fail(t.type_key, quoted(val) + " is not an fp8 type (e4m3, e5m2): leave the field out for the case's type");
+        c.quant.*t.type = d;
+      } else if (key == t.scale_key) {
+        const descale_granularity g = parse_enum(t.scale_key, val, parse_descale_granularity, "tensor, head");
+        if (g == descale_granularity::none) fail(t.scale_key, "none is no descale: leave the field out");
+        c.quant.*t.scale = g;
+      }
+    }
+  };
+  // Types, granularities and descales; fp8 with a form, the cache or the backward is not built.
+  f.check = [](const attn_case& c, bool tensors_required, const case_limits&) {
+    const quantization& x = c.quant;
+    if (static_cast<int>(x.descales) > static_cast<int>(descale_kind::edges)) fail("descales", "is not a known descale recipe");
+    for (const fp8_tensor& t : fp8_tensors) {
+      const auto type = x.*t.type;
+      if (type && !is_fp8(*type)) fail(t.type_key, "is " + std::string(name(*type)) + ", not an fp8 type (e4m3, e5m2)");
+      const descale_granularity g = x.*t.scale;
+      if (static_cast<int>(g) > static_cast<int>(descale_granularity::head)) fail(t.scale_key, "is not none, tensor or head");
+      if (g != descale_granularity::none && !type)
+        fail(t.scale_key, "is given for a tensor not in fp8: set " + std::string(t.type_key) + " too");
+      const std::vector<float>& d = x.*t.descale;
+      const std::int64_t want = descale_count(c, g, t.query);
+      if (d.empty() && (!tensors_required || want == 0)) continue;
+      if (static_cast<std::int64_t>(d.size()) != want)
+        fail(t.descale_field, "has " + std::to_string(d.size()) + " values, " + std::string(t.scale_key) + "=" +
+                                  std::string(name(g)) + " needs " + str(want));
+      for (std::size_t i = 0; i < d.size(); ++i)
+        if (!(std::isfinite(d[i]) && d[i] > 0))
+          fail(std::string(t.descale_field) + "[" + std::to_string(i) + "]",
+               "is " + std::to_string(d[i]) + ": a descale is finite and positive");
+    }
+    if (!x.any()) {
+      if (x.descales != descale_kind::natural) fail("descales", "is given without an fp8 input (qtype, ktype or vtype)");
+      return;
+    }
+    if (!c.form.dense())
+      fail("fp8", "fp8 inputs through the paged or ragged form are not built yet (docs/spec.md \"fp8 storage\")");
+    if (c.grad) fail("grad", "the backward of fp8 inputs is not built yet (docs/spec.md \"fp8 storage\")");
+  };
+  return f;
+}
+
 contract_feature backward(std::string name, std::uint32_t bit, std::string label, bool python_declarable) {
   contract_feature f = entry(std::move(name), feature_kind::backward, 3, bit);
   f.label = std::move(label);
@@ -407,6 +499,7 @@ std::vector<contract_feature>& table() {
       bias(),
       paged(),
       ragged(),
+      fp8(),
       // Declared in Python by its own key, `backward`; the bias gradient not at all.
       backward("backward", ATTNCHECK_FEATURE3_BACKWARD, "backward", false),
       bias_grad(),

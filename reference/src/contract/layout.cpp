@@ -52,7 +52,7 @@ std::optional<geometry> layout_geometry(dims4 shape, layout_kind layout) {
 
 }  // namespace detail
 
-std::uint32_t gap_sentinel(dtype t) { return per_dtype(t, 0x7fc0a5a5u, 0x7ea5u, 0x7fe5u); }
+std::uint32_t gap_sentinel(dtype t) { return per_dtype(t, 0x7fc0a5a5u, 0x7ea5u, 0x7fe5u, 0x7fu, 0x7eu); }
 
 tensor make_tensor(dtype t, dims4 shape, layout_kind layout) {
   const auto g = detail::layout_geometry(shape, layout);

@@ -26,7 +26,8 @@ enum stream_tag : std::uint64_t {
   tag_offset,
   tag_sinks,
   tag_alibi,
-  tag_bias
+  tag_bias,
+  tag_descales
 };
 
 // Largest |score| large_logits aims for: ~1e4 in f32 and bf16 (exp(s)
@@ -35,7 +36,7 @@ enum stream_tag : std::uint64_t {
 // not only held to the hull); just under f16's 65504 for f16, where Q and K
 // are stored near their own limits. Magnitudes up to 1e30 come from far_below
 // and far_above.
-double logit_target(dtype t) { return per_dtype(t, 1e4, 6e4, 1e4); }
+double logit_target(dtype t) { return per_dtype(t, 1e4, 6e4, 1e4, 1e4, 1e4); }
 
 // Offset of far_below / far_above rows: |scores| ~ 2^13 .. 2^100 (8e3 .. 1e30)
 // in f32 and bf16 (f32's range, with room for the D-term sums), 2^13 .. 2^15
@@ -201,26 +202,27 @@ void fill_mask(attn_case& c) {
 }
 
 // Poison NaN: negative, payload 0xdead-like, distinct from gap_sentinel.
-std::uint32_t poison_nan(dtype t) { return per_dtype(t, 0xffc0deadu, 0xfe01u, 0xffc1u); }
+// E4M3FN has one NaN per sign (0xff); e5m2's negative NaN with payload 01 is 0xfd.
+std::uint32_t poison_nan(dtype t) { return per_dtype(t, 0xffc0deadu, 0xfe01u, 0xffc1u, 0xffu, 0xfdu); }
 
 void poison_unused(attn_case& c) {
   const slot_usage used = used_slots(c);
   const random_stream r(c.seed, tag_poison);
   std::int64_t counter = 0;
-  auto poison = [&]() -> std::uint32_t {
-    if (c.poison == poison_kind::nan) return poison_nan(c.type);
-    return encode(c.type, sign_of(r.bits({counter++})) * std::min(1e30, largest_finite(c.type)));
+  auto poison = [&](dtype t) -> std::uint32_t {
+    if (c.poison == poison_kind::nan) return poison_nan(t);
+    return encode(t, sign_of(r.bits({counter++})) * std::min(1e30, largest_finite(t)));
   };
   for (std::int64_t b = 0; b < c.b; ++b) {
     for (std::int64_t i = 0; i < c.lq; ++i)
       for (std::int64_t h = 0; h < c.hq; ++h)
         if (!used.query_row(c, b, i, h))
-          for (std::int64_t x = 0; x < c.d; ++x) c.q.set_bits(b, i, h, x, poison());
+          for (std::int64_t x = 0; x < c.d; ++x) c.q.set_bits(b, i, h, x, poison(c.q.type));
     for (std::int64_t j = 0; j < c.lk; ++j)
       for (std::int64_t g = 0; g < c.hkv; ++g)
         if (!used.key(c, b, j, g)) {
-          for (std::int64_t x = 0; x < c.d; ++x) c.k.set_bits(b, j, g, x, poison());
-          for (std::int64_t e = 0; e < c.dv; ++e) c.v.set_bits(b, j, g, e, poison());
+          for (std::int64_t x = 0; x < c.d; ++x) c.k.set_bits(b, j, g, x, poison(c.k.type));
+          for (std::int64_t e = 0; e < c.dv; ++e) c.v.set_bits(b, j, g, e, poison(c.v.type));
         }
   }
 }
@@ -330,6 +332,89 @@ void fill_variants(attn_case& c) {
   if (w.has_bias()) fill_bias(c);
 }
 
+// Every descale drawn lies in [2^-120, 2^110]: a normal f32, and 57344 times
+// it stays below f32's largest value, so every dequantized value is one f32 holds.
+constexpr float lowest_descale = 0x1p-120f, highest_descale = 0x1p110f;
+
+// The natural descale of one group of an fp8 tensor: absmax / the format's
+// largest value, rounded up to f32 so that every value fits (1 for an
+// all-zero group), within [2^-120, 2^100] (tiny values then quantize coarsely,
+// which is the caller's business); 1 for the unit recipe.
+float natural_descale(descale_kind kind, double absmax, dtype t) {
+  if (kind == descale_kind::unit || !(absmax > 0) || !std::isfinite(absmax)) return 1.0f;
+  float s = static_cast<float>(absmax / largest_finite(t));
+  if (static_cast<double>(s) * largest_finite(t) < absmax) s = std::nextafter(s, 2 * s);
+  return std::clamp(s, lowest_descale, 0x1p100f);
+}
+
+// The recipe's power of two on a group's descale: wide 2^[-20, 20], spread
+// one of 2^-12, 1, 2^12; 1 for the others.
+int descale_exponent(descale_kind kind, const random_stream& r, std::int64_t tensor_tag, std::int64_t group) {
+  if (kind == descale_kind::wide) return static_cast<int>(r.below(41, {tensor_tag, group})) - 20;
+  if (kind == descale_kind::spread) return 12 * (static_cast<int>(r.below(3, {tensor_tag, group})) - 1);
+  return 0;
+}
+
+// One fp8 tensor of the case (docs/spec.md "fp8 storage"): its values, drawn
+// as the recipe says in the case's type, divided by their group's natural
+// descale and rounded to the fp8 type, saturating at its largest value
+// (quantizing is the caller's business: the case is what it holds). The
+// descale stored is the natural one times the recipe's power of two, so the
+// values the oracle computes on are the drawn ones, rounded, times it.
+void quantize(attn_case& c, tensor& x, dtype t, descale_granularity g, std::vector<float>& descales, bool query,
+              std::int64_t tensor_tag) {
+  const random_stream r(c.seed, tag_descales);
+  const std::int64_t heads = query ? c.hq : c.hkv;
+  const std::int64_t groups = g == descale_granularity::head ? c.b * heads : 1;
+  const auto group_of = [&](std::int64_t bi, std::int64_t h) { return g == descale_granularity::head ? bi * heads + h : 0; };
+  std::vector<double> absmax(static_cast<std::size_t>(groups), 0.0);
+  for (std::int64_t bi = 0; bi < x.shape[0]; ++bi)
+    for (std::int64_t l = 0; l < x.shape[1]; ++l)
+      for (std::int64_t h = 0; h < x.shape[2]; ++h)
+        for (std::int64_t e = 0; e < x.shape[3]; ++e) {
+          const double v = std::fabs(x.at(bi, l, h, e));
+          double& m = absmax[static_cast<std::size_t>(group_of(bi, h))];
+          if (std::isfinite(v)) m = std::max(m, v);
+        }
+  // Without a descale the values are stored as they are (s = 1); with one, at its natural size.
+  std::vector<float> natural(absmax.size(), 1.0f);
+  descales.clear();
+  for (std::int64_t k = 0; k < groups && g != descale_granularity::none; ++k) {
+    const auto kk = static_cast<std::size_t>(k);
+    natural[kk] = natural_descale(c.quant.descales, absmax[kk], t);
+    descales.push_back(std::clamp(std::ldexp(natural[kk], descale_exponent(c.quant.descales, r, tensor_tag, k)), lowest_descale,
+                                  highest_descale));
+  }
+  tensor out = x;
+  out.type = t;
+  const double top = largest_finite(t);
+  for (std::size_t i = 0; i < out.bits.size(); ++i) out.bits[i] = encode(t, decode(x.type, x.bits[i]));  // gaps: NaN
+  for (std::int64_t bi = 0; bi < x.shape[0]; ++bi)
+    for (std::int64_t l = 0; l < x.shape[1]; ++l)
+      for (std::int64_t h = 0; h < x.shape[2]; ++h)
+        for (std::int64_t e = 0; e < x.shape[3]; ++e) {
+          const float s = natural[static_cast<std::size_t>(group_of(bi, h))];
+          double v = x.at(bi, l, h, e) / static_cast<double>(s);
+          if (std::isfinite(v)) v = std::clamp(v, -top, top);
+          const std::int64_t at = x.index(bi, l, h, e);
+          if (c.quant.descales == descale_kind::edges && r.below(4, {tensor_tag, at, 1}) == 0) {
+            // The format's edges: its largest value, its smallest normal, its smallest and largest subnormals.
+            const double eta = smallest_subnormal(t), min_normal = eta / limits_of(t).unit_roundoff / 2;
+            const double edge[] = {top, min_normal, eta, min_normal - eta};
+            v = sign_of(r.bits({tensor_tag, at, 2})) * edge[r.below(4, {tensor_tag, at, 3})];
+          }
+          out.set(bi, l, h, e, v);
+        }
+  x = std::move(out);
+}
+
+void quantize_inputs(attn_case& c) {
+  quantization& z = c.quant;
+  if (z.q_type) quantize(c, c.q, *z.q_type, z.q_scale, z.q_descale, true, 0);
+  if (z.k_type) quantize(c, c.k, *z.k_type, z.k_scale, z.k_descale, false, 1);
+  if (z.v_type) quantize(c, c.v, *z.v_type, z.v_scale, z.v_descale, false, 2);
+}
+
 }  // namespace
 
 void materialize(attn_case& c, const case_limits& limits) {
@@ -341,6 +426,7 @@ void materialize(attn_case& c, const case_limits& limits) {
   c.variants.sink_logits.clear();
   c.variants.alibi_slopes.clear();
   c.variants.bias = tensor{};
+  c.quant.q_descale.clear(), c.quant.k_descale.clear(), c.quant.v_descale.clear();
   validate(c, false, limits);
 
   if (c.has_mask()) fill_mask(c);
@@ -369,6 +455,7 @@ void materialize(attn_case& c, const case_limits& limits) {
         for (std::int64_t x = 0; x < c.d; ++x) c.k.set_bits(b, j, g, x, c.k.bits_at(0, j, g, x));
         for (std::int64_t e = 0; e < c.dv; ++e) c.v.set_bits(b, j, g, e, c.v.bits_at(0, j, g, e));
       }
+  quantize_inputs(c);  // before the poison: a poisoned slot holds the fp8 type's NaN or largest value
   if (c.poison != poison_kind::none) poison_unused(c);
 }
 

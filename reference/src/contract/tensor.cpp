@@ -19,6 +19,8 @@ std::vector<unsigned char> tensor::packed_storage() const {
   for (std::size_t i = 0; i < bits.size(); ++i) {
     if (w == 4) {
       std::memcpy(&out[i * 4], &bits[i], 4);
+    } else if (w == 1) {
+      out[i] = static_cast<unsigned char>(bits[i]);
     } else {
       const auto h = static_cast<std::uint16_t>(bits[i]);
       std::memcpy(&out[i * 2], &h, 2);
@@ -33,6 +35,8 @@ void tensor::unpack_storage(const unsigned char* data, std::size_t bytes) {
   for (std::size_t i = 0; i < bits.size(); ++i) {
     if (w == 4) {
       std::memcpy(&bits[i], data + i * 4, 4);
+    } else if (w == 1) {
+      bits[i] = data[i];
     } else {
       std::uint16_t h;
       std::memcpy(&h, data + i * 2, 2);

@@ -19,21 +19,21 @@ dense_inputs decode_dense(const attn_case& c) {
   for (std::int64_t bi = 0; bi < c.b; ++bi)
     for (std::int64_t i = 0; i < c.lq; ++i)
       for (std::int64_t h = 0; h < c.hq; ++h)
-        for (std::int64_t dd = 0; dd < c.d; ++dd) x.q[at++] = c.q.at(bi, i, h, dd);
+        for (std::int64_t dd = 0; dd < c.d; ++dd) x.q[at++] = c.q_value(bi, i, h, dd);
   for (std::int64_t bi = 0; bi < c.b; ++bi)
     for (std::int64_t g = 0; g < c.hkv; ++g)
       for (std::int64_t j = 0; j < c.lk; ++j) {
         const std::size_t key = x.key_base(c, bi, g) + n(j);
         double sum = 0, mx = 0;
         for (std::int64_t dd = 0; dd < c.d; ++dd) {
-          const double kd = c.k.at(bi, j, g, dd);
+          const double kd = c.k_value(bi, j, g, dd);
           x.k[key * n(c.d) + n(dd)] = kd;
           sum += std::fabs(kd);
           mx = std::max(mx, std::fabs(kd));
         }
         x.k_abs_sum[key] = sum;
         x.k_abs_max[key] = mx;
-        for (std::int64_t e = 0; e < c.dv; ++e) x.v[key * n(c.dv) + n(e)] = c.v.at(bi, j, g, e);
+        for (std::int64_t e = 0; e < c.dv; ++e) x.v[key * n(c.dv) + n(e)] = c.v_value(bi, j, g, e);
       }
   return x;
 }

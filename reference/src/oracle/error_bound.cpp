@@ -94,6 +94,12 @@ bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt, bool
     case scale_mode::after_dot:
     case scale_mode::log2e_folded: s.fold_q = s.fold_k = 0; break;
   }
+  // fp8 descales (docs/bound.md "fp8 storage"): applying Q's or K's descale
+  // rounds once per score term (x s rounded, or s folded into the scale);
+  // V's once per weight's term in the numerator (v s rounded, or O s).
+  const quantization& z = c.quant;
+  s.k_scale += (z.q_scale != descale_granularity::none ? 1 : 0) + (z.k_scale != descale_granularity::none ? 1 : 0);
+  s.v_descale_u = z.v_scale != descale_granularity::none ? s.u : 0.0;
   if (!(pr.p_u >= 0 && pr.p_u < 1)) throw input_error("bound.profile.p_u", "must be 0 (P not rounded) or in (0, 1)");
   if (!(pr.p_eta >= 0 && pr.p_eta < 1)) throw input_error("bound.profile.p_eta", "must be in [0, 1)");
   s.theta_p = pr.p_u / (1 - pr.p_u);
@@ -243,7 +249,7 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
     const double gap_hi = gap_j * (1 + slack.gap_rel) + slack.gap_abs;
     // The weight's budget before its sums; then the sums and P's rounding before P V.
     const double shared = g_dot * t_j + 2 * s.u * gap_hi + (s.c_exp + 2 * s.resc_ratio) * s.u * (s.nb + 1);
-    const double phi = shared + g_sum + dot_underflow + extra + s.theta_p;
+    const double phi = shared + g_sum + dot_underflow + extra + s.theta_p + s.v_descale_u;
     // P_j * (exp(Phi_j) - 1); when P_j underflowed in double, the same
     // product from logs, so a far key never turns 0 * inf into NaN.
     const bool p_usable = p_j > 0 && p_j >= slack.p_floor;

@@ -92,6 +92,10 @@ struct bound_setup {
   /// as r = sqrt(scale), both times max(1, r), which any way counts; applied
   /// after the dot product (log2 e folded or not), neither.
   double fold_q = 1, fold_k = 1;
+  /// V's descale (fp8, docs/bound.md "fp8 storage"): one rounding at u of each
+  /// term of the numerator, added to every key's Phi_j (0 without one). Q's
+  /// and K's descales add one rounding each to k_scale.
+  double v_descale_u = 0;
   bool row_sum_after_cast = false;
   /// 1 where intermediates flush (docs/bound.md "Flushed subnormals"): then a
   /// sum may flush too, so the dot product's D - 1 additions and the P V

@@ -34,9 +34,9 @@ struct naive_result {
 /// backward self-check hands it one with a single element perturbed.
 struct stored_inputs {
   const attn_case& c;
-  double q(std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t d) const { return c.q.at(bi, i, h, d); }
-  double k(std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t d) const { return c.k.at(bi, j, g, d); }
-  double v(std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t e) const { return c.v.at(bi, j, g, e); }
+  double q(std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t d) const { return c.q_value(bi, i, h, d); }
+  double k(std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t d) const { return c.k_value(bi, j, g, d); }
+  double v(std::int64_t bi, std::int64_t j, std::int64_t g, std::int64_t e) const { return c.v_value(bi, j, g, e); }
   /// Query head h's sink logit (-inf: none), read only where the head has a finite one.
   double sink(std::int64_t h) const { return c.sink_of(h); }
 };

@@ -60,12 +60,12 @@ void fill_accuracy(const attn_case& c, oracle_result& r) {
           if (!c.visible(bi, h, i, j)) continue;
           ++visible;
           double tj = 0;
-          for (std::int64_t d = 0; d < c.d; ++d) tj += std::fabs(c.q.at(bi, i, h, d) * c.k.at(bi, j, g, d));
+          for (std::int64_t d = 0; d < c.d; ++d) tj += std::fabs(c.q_value(bi, i, h, d) * c.k_value(bi, j, g, d));
           t = std::max(t, scale * tj);
           finite = finite && std::isfinite(tj);
           const double pj = r.p[r.p_index(bi, h, i, j)];
           for (std::int64_t e = 0; e < c.dv; ++e) {
-            const double v = std::fabs(c.v.at(bi, j, g, e));
+            const double v = std::fabs(c.v_value(bi, j, g, e));
             finite = finite && std::isfinite(v);
             v_max = std::max(v_max, v);
             scale_e[n(e)] += pj * v;

@@ -45,9 +45,13 @@ extern "C" {
 #define ATTNCHECK_SUBJECT_ABI_VERSION ATTNCHECK_SUBJECT_ABI_VERSION_1
 
 typedef enum attncheck_dtype {
-  ATTNCHECK_F32 = 0, /* IEEE binary32 */
-  ATTNCHECK_F16 = 1, /* IEEE binary16 */
-  ATTNCHECK_BF16 = 2 /* bfloat16: the top half of a binary32 */
+  ATTNCHECK_F32 = 0,  /* IEEE binary32 */
+  ATTNCHECK_F16 = 1,  /* IEEE binary16 */
+  ATTNCHECK_BF16 = 2, /* bfloat16: the top half of a binary32 */
+  /* Version 4, with ATTNCHECK_FEATURE4_FP8: storage of Q, K and V only, in
+   * attncheck_quant (never O or a bias). One byte each. */
+  ATTNCHECK_E4M3 = 3, /* OCP E4M3FN: no infinities, S.1111.111 its one NaN, largest 448 */
+  ATTNCHECK_E5M2 = 4  /* OCP E5M2: IEEE-like, largest 57344 */
 } attncheck_dtype;
 
 /* Capability bits (attncheck_subject.features). */
@@ -79,9 +83,9 @@ typedef struct attncheck_paged_kv attncheck_paged_kv;
 typedef struct attncheck_ragged attncheck_ragged;
 typedef struct attncheck_backward_problem attncheck_backward_problem;
 /* Parts of a version 4 instance (docs/abi.md "Version 4"): the profile, the
- * conventions (empty rows, masked slots, flushed intermediates and outputs)
- * and the static limits are built (below); the quantization (fp8) is
- * designed, not built yet. */
+ * conventions (empty rows, masked slots, flushed intermediates and outputs),
+ * the static limits and the quantization (fp8 inputs with tensor and head
+ * descales) are built (below). */
 typedef struct attncheck_profile attncheck_profile;
 typedef struct attncheck_conventions attncheck_conventions;
 typedef struct attncheck_limits attncheck_limits;
@@ -123,6 +127,9 @@ typedef struct attncheck_problem {
   const attncheck_variants* variants; /* window, chunk, softcap, sinks, ALiBi, bias */
   const attncheck_paged_kv* paged;    /* K and V through a block table (docs/abi.md) */
   const attncheck_ragged* ragged;     /* packed sequences (docs/abi.md) */
+  /* ---- version 4: NULL unless the problem holds fp8 inputs and the subject
+   * declared ATTNCHECK_FEATURE4_FP8 (attncheck_quant below) ---- */
+  const attncheck_quant* quant;
 } attncheck_problem;
 
 /* A KV cache for cache_* entry points: b sequences of hkv heads. */
@@ -236,7 +243,7 @@ typedef struct attncheck_instance {
   void (*backward_blocks)(void* state, const attncheck_backward_problem* p, int64_t* dq_blocks, int64_t* dkv_blocks);
 
   /* ---- version 4: read when abi_version >= 4 and struct_size covers them (docs/abi.md "Version 4") ---- */
-  uint32_t features_v4;    /* ATTNCHECK_FEATURE4_*: none built yet */
+  uint32_t features_v4;    /* ATTNCHECK_FEATURE4_* */
   uint32_t invariances_v4; /* ATTNCHECK_CLAIM4_* */
   /* NULL: every stage at compute_unit_roundoff, as version 3 (attncheck_profile below). */
   const attncheck_profile* profile;
@@ -306,8 +313,11 @@ typedef attncheck_instance* (*attncheck_subject_entry_v2)(const char* options, c
 /* The size of a version 3 instance: what a plugin built against a version 3 header reports. */
 #define ATTNCHECK_INSTANCE_V3_SIZE offsetof(attncheck_instance, features_v4)
 
-/* Feature bits of attncheck_instance.features_v4: none built yet. */
-#define ATTNCHECK_FEATURE4_KNOWN 0x0u
+/* Feature bits of attncheck_instance.features_v4. An unknown bit is refused at load. */
+/* Takes e4m3 and e5m2 storage of Q, K and V (their bits in dtypes) with
+ * descales, through problem->quant (attncheck_quant below). */
+#define ATTNCHECK_FEATURE4_FP8 0x01u
+#define ATTNCHECK_FEATURE4_KNOWN 0x01u
 
 /* Claim bits of attncheck_instance.invariances_v4, checked bit for bit. */
 /* Q * 2^k with scale * 2^-k (or K likewise) gives the same bits wherever no
@@ -316,6 +326,26 @@ typedef attncheck_instance* (*attncheck_subject_entry_v2)(const char* options, c
  * it the scale law judges these scalings within the bound. */
 #define ATTNCHECK_CLAIM4_SCALE_EXACT 0x01u
 #define ATTNCHECK_CLAIM4_KNOWN 0x01u
+
+/* fp8 storage with descales (docs/abi.md "The problem grows at its end",
+ * docs/spec.md "fp8 storage"). A stored value x with descale s means x * s
+ * exactly; the oracle computes attention on those values, so the subject is
+ * judged on what it was given. Descales are contiguous f32, finite and
+ * positive. problem->dtype is q_dtype; o_dtype is O's (f32, f16 or bf16). */
+#define ATTNCHECK_DESCALE_NONE 0u   /* no descale: NULL, the stored value is the value */
+#define ATTNCHECK_DESCALE_TENSOR 1u /* one value */
+#define ATTNCHECK_DESCALE_HEAD 2u   /* Q: (b, hq); K and V: (b, hkv), row-major */
+/* ATTNCHECK_DESCALE_BLOCK (3) and _TOKEN (4) are designed (docs/abi.md), not built. */
+struct attncheck_quant {
+  uint32_t struct_size;                                 /* sizeof(attncheck_quant) of the host */
+  int32_t q_dtype, k_dtype, v_dtype, o_dtype;           /* each an attncheck_dtype; K and V may differ from Q */
+  uint32_t q_granularity, k_granularity, v_granularity; /* ATTNCHECK_DESCALE_* */
+  int64_t k_block, v_block;                             /* keys per descale with _BLOCK (not built: 0) */
+  const float* q_descale;                               /* NULL with _NONE */
+  const float* k_descale;
+  const float* v_descale;
+  float o_scale; /* with FEATURE4_OUTPUT_SCALE (not built): 1 */
+};
 
 /* The stage-wise precision profile (docs/abi.md "Stage-wise precision
  * profile"; each stage's term: docs/bound.md "Stage-wise profiles"). It

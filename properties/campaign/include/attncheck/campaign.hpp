@@ -36,6 +36,10 @@ struct campaign_options {
   /// as the gate's differential law does: half the cases, a case with a
   /// variant capped at min(max_work, run_default::variant_max_work).
   bool variants = false;
+  /// Also draw fp8 inputs with descales (--fp8), as the gate's differential
+  /// law does for a subject that declares them (half the cases); reports the
+  /// largest observed/bound per fp8 input type. The subject must declare fp8.
+  bool fp8 = false;
   /// Contract 1.2's input form of every case (--form): "" (dense), "paged" or
   /// "ragged", drawn by draw_input_form (attncheck/input_forms.hpp) as the
   /// paged and ragged laws draw it, long-context decodes left out; the subject runs in that form against the oracle of the dense

@@ -107,6 +107,7 @@ struct declared_numbers {
   double u = 0, exp_ulps = 0;
   double tanh_ulps = 0;                                      ///< ABI v3 with FEATURE3_SOFTCAP: c_tanh; 0 otherwise
   std::uint32_t features_v3 = 0;                             ///< ABI v3 feature bits (ATTNCHECK_FEATURE3_*)
+  std::uint32_t features_v4 = 0;                             ///< ABI v4 feature bits (ATTNCHECK_FEATURE4_*)
   std::vector<std::pair<std::int64_t, std::int64_t>> nb_at;  ///< (Lk, nb) samples
   std::string profile;      ///< the stage-wise profile in words (profile_text); empty: one u for every stage
   std::string conventions;  ///< the declared conventions in words (conventions_text); empty: the contract's
@@ -150,6 +151,9 @@ class subject {
   bool claims_v3(std::uint32_t invariance) const { return (invariances_v3_ & invariance) != 0; }
   /// True when the subject may decline a case (a version 4 instance: ATTNCHECK_DECLINED).
   bool may_decline() const { return abi_ >= 4; }
+  /// Version 4 feature bits (ATTNCHECK_FEATURE4_*; 0 below version 4).
+  std::uint32_t features_v4() const { return features_v4_; }
+  bool has_v4(std::uint32_t feature) const { return (features_v4_ & feature) != 0; }
   /// Version 4 claims (ATTNCHECK_CLAIM4_*; docs/abi.md "Version 4").
   bool claims_v4(std::uint32_t invariance) const { return (invariances_v4_ & invariance) != 0; }
   double tanh_ulps() const { return tanh_ulps_; }

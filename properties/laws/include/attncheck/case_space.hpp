@@ -184,6 +184,48 @@ variant_choice read_variant_choices(choices& in);
 void apply_variants(attn_case& c, const variant_choice& v, std::uint32_t features, const std::vector<std::int64_t>& hints,
                     const static_limits& limits = {});
 
+/// The raw choices of fp8 storage (docs/spec.md "fp8 storage"), drawn after
+/// the header's (and the variants') only for a law that takes fp8 and a
+/// subject that declares ATTNCHECK_FEATURE4_FP8, so every other law and
+/// subject keeps its stream. Each shrinks toward 0 = no fp8.
+struct fp8_choice {
+  int any = 0;                                ///< 0: no fp8 (half the cases)
+  int q = 0, k = 0, v = 0;                    ///< 0: the case's type; 1, 2: the subject's first or last fp8 type
+  int q_scale = 0, k_scale = 0, v_scale = 0;  ///< descale_granularity of each fp8 tensor
+  int descales = 0;                           ///< descale_kind
+  bool operator==(const fp8_choice&) const = default;
+};
+struct fp8_choice_spec {
+  const char* name;
+  int n;
+  int fp8_choice::*field;
+};
+/// In the order every backend draws them: append only.
+inline constexpr fp8_choice_spec fp8_choices[] = {
+    {"any", 2, &fp8_choice::any},
+    {"q", 3, &fp8_choice::q},
+    {"k", 3, &fp8_choice::k},
+    {"v", 3, &fp8_choice::v},
+    {"q_scale", 3, &fp8_choice::q_scale},
+    {"k_scale", 3, &fp8_choice::k_scale},
+    {"v_scale", 3, &fp8_choice::v_scale},
+    {"descales", 5, &fp8_choice::descales},
+};
+/// The rapidcheck backend of the fp8 choices (as any_raw_choice).
+rc::Gen<fp8_choice> any_fp8_choice();
+/// The fp8 choices from any backend, in the order of fp8_choices.
+fp8_choice read_fp8_choices(choices& in);
+/// The fp8 types a subject takes (its dtypes' e4m3 and e5m2 bits with
+/// ATTNCHECK_FEATURE4_FP8), in the ABI's order; empty: none.
+std::vector<dtype> fp8_types_of(const subject& s);
+/// fp8 storage from those choices on a dense case: each input in one of the
+/// subject's fp8 types or the case's own (K and V in fp8 when the choices
+/// name none: the fp8 cache with Q in the case's type), each fp8 input's
+/// descale granularity, and the descale recipe. Values and descales are drawn
+/// by materialize() from the case's seed. Nothing for a case in a paged or
+/// ragged form or a backward case (fp8 is not built there).
+void apply_fp8(attn_case& c, const fp8_choice& f, const std::vector<dtype>& fp8_types);
+
 /// The lengths the subject's hints name (tiles, splits, length hints; 64 when none).
 std::vector<std::int64_t> hint_lengths(const subject& s);
 

@@ -40,6 +40,7 @@ struct gen_options {
   bool allow_masks = true;                            ///< causal, padding, boolean masks
   bool allow_poison = true;
   bool variants = false;  ///< also draw the contract 1.1 variants the subject declares (capped at run_default::variant_max_work)
+  bool fp8 = false;       ///< also draw fp8 storage with descales for a subject that declares it (any_fp8_choice)
   std::shared_ptr<work_budget> budget;  ///< set by the runner; null: every case may reach max_work
 };
 
@@ -82,7 +83,7 @@ struct form_floor {
   const char* key;   ///< as counted by case_stats::add_form
   const char* what;  ///< in words
   double floor;
-  const char* over;  ///< "paged" or "ragged": the count it is a share of
+  const char* over;  ///< "paged", "ragged" or "fp8": the count it is a share of
 };
 const std::vector<form_floor>& form_floors();
 

@@ -63,6 +63,10 @@ struct law_outcome {
   /// (docs/spec.md "Variants"; the differential law counts them). A variant
   /// the case carries but did not judge is counted as unjudged for it.
   std::uint32_t variants_judged = 0;
+  /// The descales (1: Q's, 2: K's, 4: V's) this case judged: reading the
+  /// input with a descale of 1 moves the oracle's output past the bound
+  /// somewhere (docs/spec.md "fp8 storage"; the differential law counts them).
+  std::uint32_t descales_judged = 0;
 
   static law_outcome skip(std::string why) {
     law_outcome o;
@@ -113,6 +117,9 @@ struct law {
   /// Its generator also draws the contract 1.1 variants the subject declares
   /// (gen_options::variants); every other law judges contract 1.0 cases only.
   bool variants = false;
+  /// Its generator also draws fp8 storage with descales for a subject that
+  /// declares it (gen_options::fp8); every other law judges cases without fp8.
+  bool fp8 = false;
   /// The share of the run's cases this law checks (budgeted by work: a law
   /// whose every case runs several calls takes a share of --cases, at least 1).
   double case_share = 1;
