@@ -241,5 +241,26 @@ TEST(law_reach, nan_bound_rows_must_not_be_finite_garbage) {
   EXPECT_EQ(unjudged.unbounded, 2);
 }
 
+// An output that rounds to an infinity is accepted exactly when the bound
+// reaches the overflow threshold on that infinity's side, whatever the truth's
+// sign where the bound exceeds |truth| (an fp8 case with a wide V descale found it).
+TEST(law_reach, an_infinite_output_is_judged_on_its_own_side_of_the_bound) {
+  comparison c;
+  c.overflow_threshold = 65520;
+  c.element("positive truth, -inf, bound past it", 1.5e6, -INFINITY, 5.7e6);  // -4.2e6 <= -65520: allowed
+  c.element("positive truth, +inf, bound reaches it", 6e4, INFINITY, 6000);   // 66000 >= 65520
+  c.element("negative truth, -inf, bound reaches it", -6e4, -INFINITY, 6000);
+  EXPECT_TRUE(c.pass) << c.failure;
+  EXPECT_LE(c.max_ratio, 1.0);
+  comparison wrong_side;
+  wrong_side.overflow_threshold = 65520;
+  wrong_side.element("positive truth, -inf, bound short of it", 6e4, -INFINITY, 6000);  // 54000 > -65520
+  EXPECT_FALSE(wrong_side.pass);
+  comparison short_of_it;
+  short_of_it.overflow_threshold = 65520;
+  short_of_it.element("positive truth, +inf, bound short of it", 5e4, INFINITY, 6000);
+  EXPECT_FALSE(short_of_it.pass);
+}
+
 }  // namespace
 }  // namespace attncheck

@@ -110,8 +110,20 @@ static inline float panel_bf16_value(uint16_t h) {
   return f;
 }
 
+/* Decodes an fp8 byte exactly (OCP E4M3FN: bias 7, no infinity, S.1111.111
+ * its NaN; E5M2: bias 15, IEEE-like). */
+static inline float panel_fp8_value(attncheck_dtype t, uint8_t x) {
+  const int e4m3 = t == ATTNCHECK_E4M3, mant = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15, top = e4m3 ? 15 : 31;
+  const int e = (x >> mant) & top, m = x & ((1 << mant) - 1);
+  const float sign = (x & 0x80u) ? -1.0f : 1.0f;
+  if (e4m3 && e == top && m == 7) return NAN;
+  if (!e4m3 && e == top) return m ? NAN : sign * INFINITY;
+  return sign * ldexpf((float)(e ? (m | (1 << mant)) : m), (e ? e : 1) - bias - mant);
+}
+
 static inline float panel_load(attncheck_dtype t, const void* base, int64_t index) {
   if (t == ATTNCHECK_F32) return ((const float*)base)[index];
+  if (t == ATTNCHECK_E4M3 || t == ATTNCHECK_E5M2) return panel_fp8_value(t, ((const uint8_t*)base)[index]);
   const uint16_t h = ((const uint16_t*)base)[index];
   return t == ATTNCHECK_F16 ? panel_f16_value(h) : panel_bf16_value(h);
 }

@@ -130,9 +130,11 @@ void comparison::element(const element_where& where, double expected, double got
   if (std::isnan(got)) {
     w.ratio = std::numeric_limits<double>::infinity();
     fail("NaN at " + w.describe());
-  } else if (std::isinf(got) && std::isfinite(expected) && std::isfinite(bound) && (got > 0) == (expected > 0) &&
-             std::fabs(expected) + bound >= overflow_threshold) {
-    w.ratio = (overflow_threshold - std::fabs(expected)) / bound;  // <= 1: rounding to inf was allowed
+  } else if (std::isinf(got) && std::isfinite(expected) && std::isfinite(bound) &&
+             std::copysign(1.0, got) * expected + bound >= overflow_threshold) {
+    // The bound reaches the overflow threshold on got's side (of either sign of
+    // the truth where the bound exceeds it): rounding to that infinity was allowed.
+    w.ratio = (overflow_threshold - std::copysign(1.0, got) * expected) / bound;  // <= 1
   } else if (std::isinf(expected) || std::isinf(got)) {
     if (got != expected) {
       w.ratio = std::numeric_limits<double>::infinity();
@@ -171,9 +173,8 @@ void comparison::probabilistic(const element_where& where, double expected, doub
   if (std::isnan(got)) {
     w.ratio = std::numeric_limits<double>::infinity();
     why = "NaN at ";
-  } else if (std::isinf(got) && std::isfinite(expected) && (got > 0) == (expected > 0) &&
-             std::fabs(expected) + pbound >= overflow_threshold) {
-    w.ratio = (overflow_threshold - std::fabs(expected)) / pbound;
+  } else if (std::isinf(got) && std::isfinite(expected) && std::copysign(1.0, got) * expected + pbound >= overflow_threshold) {
+    w.ratio = (overflow_threshold - std::copysign(1.0, got) * expected) / pbound;
   } else if (std::isinf(expected) || std::isinf(got)) {
     if (got != expected) w.ratio = std::numeric_limits<double>::infinity(), why = "infinity mismatch at ";
   } else {

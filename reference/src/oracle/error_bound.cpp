@@ -211,6 +211,24 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
   double worst_partial = 0;  // largest |partial dot| the subject can hold
   // The smallest log L the oracle's row can have (log L >= 0: the maximum key contributes exp(0) = 1).
   const double log_sum_lo = std::max(0.0, log_sum - slack.log_sum_abs);
+  // fp8 descales (docs/bound.md "fp8 storage"): a kernel may compute on the
+  // raw stored values and apply the descales after (folded into the scale as
+  // c = fl(fl(s_q s_k) scale), O times s_v), so its absolute underflow errors
+  // are in raw units: s_q s_k |scale| (scores) and s_v (O) times a value's.
+  // qk_descale takes the largest Q descale of the KV head's query heads (the
+  // row's head is not passed); both are 1 without descales, and the bound the
+  // same bits then. A folded c outside f32's normal range rounds by more than
+  // u: no bound there.
+  const std::int64_t kv_stride = std::max<std::int64_t>(c.lk, 1);
+  const std::int64_t row_b = static_cast<std::int64_t>(key_base) / (c.hkv * kv_stride);
+  const std::int64_t row_g = static_cast<std::int64_t>(key_base) / kv_stride % c.hkv;
+  double q_descale = 0;
+  for (std::int64_t h = row_g * c.group(); h < (row_g + 1) * c.group(); ++h)
+    q_descale = std::max(q_descale, c.q_descale_of(row_b, h));
+  const double qk_descale = q_descale * c.k_descale_of(row_b, row_g);
+  t.v_underflow = std::max(1.0, c.v_descale_of(row_b, row_g));
+  const double folded_scale = qk_descale * s.scale;
+  const bool fold_outside = qk_descale != 1 && s.scale != 0 && !(folded_scale >= 0x1p-126 && folded_scale <= 0x1p127);
   for (std::size_t kk = 0; kk < keys.size(); ++kk) {
     const std::size_t key = key_base + n(keys[kk]);
     const double raw = raw_of[kk];
@@ -230,7 +248,8 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
     // (Equal weights multiply the sum, as before the scale modes: the same bits for any way.)
     const double folded =
         s.fold_q == s.fold_k ? s.fold_q * (q_abs_sum + x.k_abs_sum[key]) : s.fold_q * q_abs_sum + s.fold_k * x.k_abs_sum[key];
-    const double dot_underflow = s.eta_c / 2 * ((d + 1 + s.flushed_sums * (d - 1)) * std::max(s.scale, 1.0) + 1 + folded);
+    const double dot_underflow =
+        s.eta_c / 2 * ((d + 1 + s.flushed_sums * (d - 1)) * std::max({s.scale, folded_scale, 1.0}) + 1 + folded);
     const double gap_j = gap_row[keys[kk]];
     const double p_j = p_row[keys[kk]];
     if (!std::isfinite(raw) || !std::isfinite(t_j) || !std::isfinite(dot_underflow) || !std::isfinite(gap_j) ||
@@ -285,7 +304,7 @@ void row_key_terms(const bound_setup& s, const attn_case& c, const dense_inputs&
   t.b_den = split_den ? unbounded_if_nan(t.b_den) : t.b;
   const bool scores_may_overflow = worst_partial > s.largest_c / k::overflow_headroom;
   // A declared precision too coarse for these lengths (k u >= 1) has no bound.
-  t.unbounded = !std::isfinite(g_dot) || !std::isfinite(t.g.g_sum) || scores_may_overflow;
+  t.unbounded = !std::isfinite(g_dot) || !std::isfinite(t.g.g_sum) || scores_may_overflow || fold_outside;
 }
 
 void row_column_sums(const dense_inputs& x, std::size_t key_base, const std::vector<std::int64_t>& keys, const double* pk,
@@ -335,19 +354,22 @@ double row_o_bound(const bound_setup& s, const row_terms& t, const column_sums& 
   // P's format may round a weight into its subnormals (or flush it): eta_pw
   // each, in the numerator's |V_je| and the denominator's |O_e|.
   const double p_under = s.eta_pw * (cs.v_sum[e] + t.nv * o_abs);
-  const double analytic = unbounded_if_nan(
-      s.f * ((cs.weighted[e] + o_abs * t.b) * std::exp(t.phi_bar) + (s.u + s.u_out) * o_abs) +
-      s.f * s.eta_c * ((s.nb + 2) * (cs.v_sum[e] + t.nv * o_abs) + (t.nv + 1 + s.flushed_sums * (t.nv + s.nb)) / 2) +
-      s.eta_out / 2 + s.f * p_under);
+  // With V's descale applied to the accumulated raw values, their underflow is in raw units: t.v_underflow = max(1, s_v).
+  const double analytic =
+      unbounded_if_nan(s.f * ((cs.weighted[e] + o_abs * t.b) * std::exp(t.phi_bar) + (s.u + s.u_out) * o_abs) +
+                       s.f * s.eta_c * t.v_underflow *
+                           ((s.nb + 2) * (cs.v_sum[e] + t.nv * o_abs) + (t.nv + 1 + s.flushed_sums * (t.nv + s.nb)) / 2) +
+                       s.eta_out / 2 + s.f * p_under);
   // Any weights: O_hat is a normalized combination of the visible V, its
   // weights within gamma (P's rounding included) of each other's.
   const double g_sum = std::max(t.g.g_sum, t.g.g_num);
   const double g_hull = s.theta_p == 0 ? g_sum : (1 + g_sum) * (1 + s.theta_p) - 1;
-  const double hull =
-      g_hull <= k::hull_gamma_limit
-          ? o_abs + s.f * (cs.v_max[e] * (1 + s.eta_pw * t.nv) + s.eta_c * (t.nv + 1 + s.flushed_sums * (t.nv + s.nb))) +
-                s.eta_out / 2
-          : inf;
+  const double hull = g_hull <= k::hull_gamma_limit
+                          ? o_abs +
+                                s.f * (cs.v_max[e] * (1 + s.eta_pw * t.nv) +
+                                       s.eta_c * t.v_underflow * (t.nv + 1 + s.flushed_sums * (t.nv + s.nb))) +
+                                s.eta_out / 2
+                          : inf;
   const double bound = std::min(analytic, hull);
   const bool accumulator_may_overflow = t.nv * cs.v_max[e] > s.largest_c / k::overflow_headroom;
   // |O| + bound past the output type's largest value stays finite: the

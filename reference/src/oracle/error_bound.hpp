@@ -144,6 +144,8 @@ struct row_terms {
   double nv = 0;
   bool scores_finite = true;
   bool unbounded = false;  ///< out of domain or a score may overflow: +inf
+  /// max(1, s_v) of the row's V descale (fp8): O's absolute underflow terms in raw units (docs/bound.md "fp8 storage").
+  double v_underflow = 1;
   double worst_score_error = 0;
 };
 
