@@ -150,6 +150,14 @@ def test_gate_hands_fp8_inputs_and_descales_to_a_callable_that_declares_them(tmp
 
     with pytest.raises(ValueError, match="fp8"):
         attncheck.gate(fp8_undeclared, cases=1, out=tmp_path / "undeclared")
+    # A case's keywords, as the callable receives them: fp8 tensors as uint8 bits, their types and descales.
+    m = attncheck.Case("ATTN(b=2,hq=2,hkv=1,lq=2,lk=3,d=4,dv=4,ktype=e4m3,vtype=e5m2,kdescale=head,vdescale=tensor,f32,"
+                       "seed=3)").materialize()
+    assert m["k"].dtype == np.uint8 and m["v"].dtype == np.uint8 and m["q"].dtype == np.float32
+    assert m["dtypes"] == {"q": "f32", "k": "e4m3", "v": "e5m2", "o": "f32"}
+    assert m["k_descale"].shape == (2, 1) and m["v_descale"].shape == (1,) and "q_descale" not in m
+    o, lse = subjects.fp8_reference(**m)
+    assert o.shape == (2, 2, 2, 4) and np.isfinite(o).all()
 
 
 def test_materialize_gives_a_variant_case_as_the_keywords_a_subject_receives():

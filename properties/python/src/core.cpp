@@ -43,7 +43,9 @@ dtype dtype_of(const py::array& q, const std::string& declared) {
   throw input_error("q", "dtype " + kind + " is not a storage type (float32, float16, or uint16 bits with dtype='bf16')");
 }
 
-const char* numpy_name(dtype t) { return t == dtype::f32 ? "float32" : t == dtype::f16 ? "float16" : "uint16"; }
+const char* numpy_name(dtype t) {
+  return t == dtype::f32 ? "float32" : t == dtype::f16 ? "float16" : is_fp8(t) ? "uint8" : "uint16";
+}
 
 // A dense copy of a 4-d array of exactly the storage dtype.
 tensor tensor_of(const py::array& in, dtype t, const char* name) {
@@ -155,7 +157,7 @@ py::dict oracle_case(const std::string& line_or_path, double u, double exp_ulps,
   return result_of(c, reference(c, options_for(c, u, exp_ulps, key_blocks, tanh_ulps)));
 }
 
-// The tensor as a dense numpy array of its storage type (bf16 as uint16 bits).
+// The tensor as a dense numpy array of its storage type (bf16 as uint16 bits, fp8 as uint8 bits).
 py::array array_of(const tensor& t) {
   py::array out(py::dtype(numpy_name(t.type)), std::vector<py::ssize_t>{t.shape[0], t.shape[1], t.shape[2], t.shape[3]});
   tensor dense = tensor::contiguous(t.type, t.shape);
@@ -203,6 +205,23 @@ py::dict materialized(attn_case c) {
     d["alibi_slopes"] = py::array_t<float>(static_cast<py::ssize_t>(w.alibi_slopes.size()), w.alibi_slopes.data());
   if (w.has_bias())
     d["bias"] = py::module_::import("numpy").attr("broadcast_to")(array_of(w.bias), py::make_tuple(c.b, c.hq, c.lq, c.lk));
+  // fp8 storage (docs/python.md "fp8 inputs"): each tensor's type and the descales it has, as a subject receives them.
+  const quantization& z = c.quant;
+  if (z.any()) {
+    py::dict types;
+    types["q"] = std::string(name(c.q_type())), types["k"] = std::string(name(c.k_type()));
+    types["v"] = std::string(name(c.v_type())), types["o"] = std::string(name(c.type));
+    d["dtypes"] = types;
+    const auto descale = [&](const char* key, descale_granularity g, const std::vector<float>& v, std::int64_t heads) {
+      if (g == descale_granularity::none) return;
+      const std::vector<py::ssize_t> shape =
+          g == descale_granularity::tensor ? std::vector<py::ssize_t>{1} : std::vector<py::ssize_t>{c.b, heads};
+      d[key] = py::array_t<float>(shape, v.data());
+    };
+    descale("q_descale", z.q_scale, z.q_descale, c.hq);
+    descale("k_descale", z.k_scale, z.k_descale, c.hkv);
+    descale("v_descale", z.v_scale, z.v_descale, c.hkv);
+  }
   return d;
 }
 
@@ -308,7 +327,9 @@ PYBIND11_MODULE(_core, m) {
       .def("__str__", [](const attn_case& c) { return to_line(c); })
       .def("__repr__", [](const attn_case& c) { return "Case('" + to_line(c) + "')"; })
       .def("__eq__", [](const attn_case& a, const attn_case& b) { return to_line(a) == to_line(b); })
-      .def("materialize", &materialized, "q, k, v (storage dtype, bf16 as uint16 bits), scale, causal, key_len, mask, dtype")
+      .def("materialize", &materialized,
+           "q, k, v (storage dtype, bf16 as uint16 bits, fp8 as uint8 bits), scale, causal, key_len, mask, dtype; with fp8 "
+           "inputs dtypes and the descales")
       .def_readonly("b", &attn_case::b)
       .def_readonly("hq", &attn_case::hq)
       .def_readonly("hkv", &attn_case::hkv)
