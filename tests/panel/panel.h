@@ -56,6 +56,46 @@ typedef struct panel_kernel {
   const double* empty;
 } panel_kernel;
 
+/* One-pass online softmax over tiles of `tile` key positions (panel_online's
+ * arithmetic, and panel_fp8's): per tile, s_j = (q . k_j) * scale in f32 in
+ * dimension order, the tile's max; when it raises the running max m, l and
+ * acc are rescaled by expf(m_old - m_new); then w_j = expf(s_j - m), l += w_j,
+ * acc += w_j V_j. O = acc / l, LSE = m + logf(l). work: tile + dv floats. */
+static inline void panel_online_row(const panel_row* r, int64_t tile, double* o, double* lse) {
+  float* s = (float*)r->work;
+  float* acc = s + tile;
+  for (int64_t e = 0; e < r->dv; ++e) acc[e] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  int seen = 0;
+  for (int64_t j0 = 0; j0 < r->n;) {
+    const int64_t j1 = panel_block_end(r, j0, tile);
+    float bm = -INFINITY;
+    for (int64_t j = j0; j < j1; ++j) {
+      float dot = 0.0f;
+      for (int64_t x = 0; x < r->d; ++x) dot += r->q[x] * r->k[j * r->d + x];
+      s[j - j0] = dot * r->scale;
+      if (s[j - j0] > bm) bm = s[j - j0];
+    }
+    if (!seen) {
+      m = bm;
+      seen = 1;
+    } else if (bm > m) {
+      const float alpha = expf(m - bm);
+      l *= alpha;
+      for (int64_t e = 0; e < r->dv; ++e) acc[e] *= alpha;
+      m = bm;
+    }
+    for (int64_t j = j0; j < j1; ++j) {
+      const float w = expf(s[j - j0] - m);
+      l += w;
+      for (int64_t e = 0; e < r->dv; ++e) acc[e] += w * r->v[j * r->dv + e];
+    }
+    j0 = j1;
+  }
+  for (int64_t e = 0; e < r->dv; ++e) o[e] = acc[e] / l;
+  *lse = m + logf(l);
+}
+
 /* Scratch of lk floats: a materialized score row (the work_bytes of the kernels that keep one). */
 static inline size_t panel_score_row_bytes(const void* state, int64_t lk, int64_t d, int64_t dv) {
   (void)state, (void)d, (void)dv;
@@ -207,19 +247,55 @@ static inline int panel_buffers_alloc(const panel_kernel* kn, panel_buffers* b, 
   return 1;
 }
 
-/* Runs the row function (or the empty-row rule) and writes O and LSE of row (b, i, h). */
+/* How the rows of one head read their inputs: each input's storage type, the
+ * scale handed to the row function, and V's descale on O. Without fp8 inputs
+ * (problem->quant NULL): the problem's type for all, its scale, no descale.
+ * With them (only a kernel that declares ATTNCHECK_FEATURE4_FP8 is handed
+ * any), FlashAttention 3's form: the stored values read raw (every e4m3 and
+ * e5m2 value is exact in f32), the descales folded into the scale as
+ * fl(fl(s_q s_k) scale), and O = fl(O_row s_v). */
+typedef struct panel_head {
+  attncheck_dtype q, k, v, o;
+  float scale, v_descale;
+  int fp8;
+} panel_head;
+
+/* A descale of a group (1 without one: docs/abi.md "attncheck_quant"). */
+static inline float panel_descale(const float* d, uint32_t granularity, int64_t group) {
+  if (!d || granularity == ATTNCHECK_DESCALE_NONE) return 1.0f;
+  return d[granularity == ATTNCHECK_DESCALE_TENSOR ? 0 : group];
+}
+
+/* The reading of query head h (KV head g) of batch element b. */
+static inline panel_head panel_head_of(const attncheck_problem* p, int64_t b, int64_t h, int64_t g) {
+  const attncheck_quant* z = p->struct_size >= offsetof(attncheck_problem, quant) + sizeof p->quant ? p->quant : NULL;
+  panel_head hd = {p->dtype, p->dtype, p->dtype, p->dtype, p->scale, 1.0f, 0};
+  if (!z) return hd;
+  hd.q = (attncheck_dtype)z->q_dtype, hd.k = (attncheck_dtype)z->k_dtype, hd.v = (attncheck_dtype)z->v_dtype;
+  hd.o = (attncheck_dtype)z->o_dtype;
+  const float qs = panel_descale(z->q_descale, z->q_granularity, b * p->hq + h);
+  const float ks = panel_descale(z->k_descale, z->k_granularity, b * p->hkv + g);
+  hd.scale = (qs * ks) * p->scale; /* two f32 roundings */
+  hd.v_descale = panel_descale(z->v_descale, z->v_granularity, b * p->hkv + g);
+  hd.fp8 = 1;
+  return hd;
+}
+
+/* Runs the row function (or the empty-row rule) and writes O and LSE of row (b, i, h), read as hd says. */
 static inline void panel_finish_row(const panel_kernel* kn, const attncheck_problem* p, panel_buffers* buf, int64_t n, int64_t lk,
-                                    int64_t b, int64_t i, int64_t h) {
+                                    int64_t b, int64_t i, int64_t h, const panel_head* hd) {
   double lse = -INFINITY;
   if (n == 0) {
     for (int64_t e = 0; e < p->dv; ++e) buf->o[e] = kn->empty ? kn->empty[0] : 0.0;
     if (kn->empty) lse = kn->empty[1];
   } else {
-    const panel_row r = {n, p->d, p->dv, lk, p->scale, buf->q, buf->k, buf->v, buf->pos, buf->work};
+    const panel_row r = {n, p->d, p->dv, lk, hd->scale, buf->q, buf->k, buf->v, buf->pos, buf->work};
     kn->row(kn->state, &r, buf->o, &lse);
+    if (hd->fp8)
+      for (int64_t e = 0; e < p->dv; ++e) buf->o[e] = (float)buf->o[e] * hd->v_descale; /* one f32 rounding */
   }
   for (int64_t e = 0; e < p->dv; ++e)
-    panel_store(p->dtype, p->o, b * p->o_stride[0] + i * p->o_stride[1] + h * p->o_stride[2] + e * p->o_stride[3], buf->o[e]);
+    panel_store(hd->o, p->o, b * p->o_stride[0] + i * p->o_stride[1] + h * p->o_stride[2] + e * p->o_stride[3], buf->o[e]);
   if (p->lse) p->lse[b * p->lse_stride[0] + h * p->lse_stride[1] + i * p->lse_stride[2]] = (float)lse;
 }
 
@@ -241,6 +317,7 @@ static inline int panel_attend(const panel_kernel* kn, const attncheck_problem* 
     const int64_t valid = p->key_len ? p->key_len[b] : p->lk;
     for (int64_t h = 0; h < p->hq; ++h) {
       const int64_t g = h / group; /* contiguous groups: heads gG..gG+G-1 read KV head g */
+      const panel_head hd = panel_head_of(p, b, h, g);
       for (int64_t i = 0; i < p->lq; ++i) {
         const int64_t qpos = valid - p->lq + i; /* bottom-right causal alignment */
         int64_t n = 0;
@@ -249,18 +326,18 @@ static inline int panel_attend(const panel_kernel* kn, const attncheck_problem* 
           if (p->mask && !p->mask[b * p->mask_stride[0] + h * p->mask_stride[1] + i * p->mask_stride[2] + j * p->mask_stride[3]])
             continue;
           for (int64_t x = 0; x < p->d; ++x)
-            buf.k[n * p->d + x] = panel_load(p->dtype, p->k.data,
-                                             b * p->k.stride[0] + j * p->k.stride[1] + g * p->k.stride[2] + x * p->k.stride[3]);
+            buf.k[n * p->d + x] =
+                panel_load(hd.k, p->k.data, b * p->k.stride[0] + j * p->k.stride[1] + g * p->k.stride[2] + x * p->k.stride[3]);
           for (int64_t e = 0; e < p->dv; ++e)
-            buf.v[n * p->dv + e] = panel_load(p->dtype, p->v.data,
-                                              b * p->v.stride[0] + j * p->v.stride[1] + g * p->v.stride[2] + e * p->v.stride[3]);
+            buf.v[n * p->dv + e] =
+                panel_load(hd.v, p->v.data, b * p->v.stride[0] + j * p->v.stride[1] + g * p->v.stride[2] + e * p->v.stride[3]);
           buf.pos[n++] = j;
         }
         if (n > 0)
           for (int64_t x = 0; x < p->d; ++x)
-            buf.q[x] = panel_load(p->dtype, p->q.data,
-                                  b * p->q.stride[0] + i * p->q.stride[1] + h * p->q.stride[2] + x * p->q.stride[3]);
-        panel_finish_row(kn, p, &buf, n, p->lk, b, i, h);
+            buf.q[x] =
+                panel_load(hd.q, p->q.data, b * p->q.stride[0] + i * p->q.stride[1] + h * p->q.stride[2] + x * p->q.stride[3]);
+        panel_finish_row(kn, p, &buf, n, p->lk, b, i, h, &hd);
       }
     }
   }
@@ -351,6 +428,7 @@ static inline int panel_cache_attend(const panel_kernel* kn, void* cache, const 
     const int64_t valid = c->len[b];
     for (int64_t h = 0; h < p->hq; ++h) {
       const int64_t g = h / group;
+      const panel_head hd = panel_head_of(p, b, h, g); /* the host hands the cache no fp8: the plain reading */
       for (int64_t i = 0; i < p->lq; ++i) {
         const int64_t qpos = valid - p->lq + i;
         int64_t n = 0;
@@ -364,7 +442,7 @@ static inline int panel_cache_attend(const panel_kernel* kn, void* cache, const 
           for (int64_t x = 0; x < p->d; ++x)
             buf.q[x] = panel_load(p->dtype, p->q.data,
                                   b * p->q.stride[0] + i * p->q.stride[1] + h * p->q.stride[2] + x * p->q.stride[3]);
-        panel_finish_row(kn, p, &buf, n, cap, b, i, h);
+        panel_finish_row(kn, p, &buf, n, cap, b, i, h, &hd);
       }
     }
   }

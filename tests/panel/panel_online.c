@@ -35,39 +35,7 @@ static size_t work_bytes(const void* state, int64_t lk, int64_t d, int64_t dv) {
 }
 
 static void row(const void* state, const panel_row* r, double* o, double* lse) {
-  const panel_instance* self = panel_self(state);
-  float* s = (float*)r->work;
-  float* acc = s + self->size;
-  for (int64_t e = 0; e < r->dv; ++e) acc[e] = 0.0f;
-  float m = -INFINITY, l = 0.0f;
-  int seen = 0;
-  for (int64_t j0 = 0; j0 < r->n;) {
-    const int64_t j1 = panel_block_end(r, j0, self->size);
-    float bm = -INFINITY;
-    for (int64_t j = j0; j < j1; ++j) {
-      float dot = 0.0f;
-      for (int64_t x = 0; x < r->d; ++x) dot += r->q[x] * r->k[j * r->d + x];
-      s[j - j0] = dot * r->scale;
-      if (s[j - j0] > bm) bm = s[j - j0];
-    }
-    if (!seen) {
-      m = bm;
-      seen = 1;
-    } else if (bm > m) {
-      const float alpha = expf(m - bm);
-      l *= alpha;
-      for (int64_t e = 0; e < r->dv; ++e) acc[e] *= alpha;
-      m = bm;
-    }
-    for (int64_t j = j0; j < j1; ++j) {
-      const float w = expf(s[j - j0] - m);
-      l += w;
-      for (int64_t e = 0; e < r->dv; ++e) acc[e] += w * r->v[j * r->dv + e];
-    }
-    j0 = j1;
-  }
-  for (int64_t e = 0; e < r->dv; ++e) o[e] = acc[e] / l;
-  *lse = m + logf(l);
+  panel_online_row(r, panel_self(state)->size, o, lse);
 }
 
 /* ---- Backward ---------------------------------------------------------------- */
