@@ -97,9 +97,9 @@ slice_stats run_slice(const subject& s, const campaign_options& opt, std::int64_
     }
     by.by_type[std::string(name(c.type))].add(st);
     for (const std::string& f : features_of(c)) by.by_feature[f].add(st);
-    // fp8 cases, by each fp8 input type they hold ("fp8 e4m3", "fp8 e5m2": campaign_fp8_rows).
+    // fp8 cases, by each fp8 input type they hold ("fp8 e4m3", "fp8 e5m2": print_campaign's rows).
     for (dtype t : {dtype::e4m3, dtype::e5m2})
-      if (c.quant.q_type == t || c.quant.k_type == t || c.quant.v_type == t) by.by_feature["fp8 " + std::string(name(t))].add(st);
+      if (c.quant.holds(t)) by.by_feature["fp8 " + std::string(name(t))].add(st);
   }
   return by;
 }

@@ -14,21 +14,6 @@ namespace attncheck::laws {
 
 namespace {
 
-// The three fp8 inputs of a case, each with its type, granularity and descales.
-struct fp8_input {
-  const char* name;  // "Q", "K", "V"
-  tensor attn_case::*values;
-  std::optional<dtype> quantization::*type;
-  descale_granularity quantization::*scale;
-  std::vector<float> quantization::*descale;
-  bool query;
-};
-constexpr fp8_input fp8_inputs[] = {
-    {"Q", &attn_case::q, &quantization::q_type, &quantization::q_scale, &quantization::q_descale, true},
-    {"K", &attn_case::k, &quantization::k_type, &quantization::k_scale, &quantization::k_descale, false},
-    {"V", &attn_case::v, &quantization::v_type, &quantization::v_scale, &quantization::v_descale, false},
-};
-
 // The inputs of c that carry a descale (of granularity `only`, or any).
 std::vector<const fp8_input*> with_descale(const attn_case& c, std::optional<descale_granularity> only = std::nullopt) {
   std::vector<const fp8_input*> v;

@@ -35,55 +35,50 @@ attn_case exp_edge_probe(const attn_case& c) {
   return p;
 }
 
+// True when some O or LSE element of t (the oracle without a feature) lies
+// further from ref's than both bounds together: the feature moves the truth.
+bool moves_the_truth(const oracle_result& ref, const oracle_result& t) {
+  const auto moved = [](double t0, double b0, double t1, double b1) { return proves_change(t0, 2 * b0, t1, 2 * b1); };
+  for (std::size_t k = 0; k < ref.o.size(); ++k)
+    if (moved(ref.o[k], ref.o_bound[k], t.o[k], t.o_bound[k])) return true;
+  for (std::size_t k = 0; k < ref.lse.size(); ++k)
+    if (moved(ref.lse[k], ref.lse_bound[k], t.lse[k], t.lse_bound[k])) return true;
+  return false;
+}
+
+// The oracle of a case, from the fast tier, or else from the oracle's loops
+// in binary64, whose own error (relative ~1e-16 on these rows) the margin of 2 covers.
+oracle_result truth_of(const subject& s, const attn_case& c) {
+  const auto fast = fast_oracle_of(s, c);
+  return fast ? *fast : fast_bound(s, c);
+}
+
 // The variants of the case whose effect the oracle proves (docs/spec.md,
 // "Variants"): switching one off moves some O or LSE element further than
 // both bounds together, so a subject that accepts the variant and does not
-// apply it lands outside the bound there. The truth without the variant
-// comes from the fast tier, or else from the oracle's loops in binary64,
-// whose own error (relative ~1e-16 on these rows) the margin of 2 covers.
+// apply it lands outside the bound there.
 std::uint32_t variants_with_effect(const subject& s, const attn_case& c, const oracle_result& ref) {
   std::uint32_t judged = 0;
-  for (const contract_feature& f : contract_features()) {
-    const std::uint32_t bit = f.bit;
-    if (f.kind != feature_kind::variant || !(variants_of(c) & bit)) continue;
-    const attn_case off = without_variant(c, bit);
-    const auto fast = fast_oracle_of(s, off);
-    const oracle_result t = fast ? *fast : fast_bound(s, off);
-    const auto moved = [](double t0, double b0, double t1, double b1) { return proves_change(t0, 2 * b0, t1, 2 * b1); };
-    bool any = false;
-    for (std::size_t k = 0; k < ref.o.size() && !any; ++k) any = moved(ref.o[k], ref.o_bound[k], t.o[k], t.o_bound[k]);
-    for (std::size_t k = 0; k < ref.lse.size() && !any; ++k) any = moved(ref.lse[k], ref.lse_bound[k], t.lse[k], t.lse_bound[k]);
-    if (any) judged |= bit;
-  }
+  for (const contract_feature& f : contract_features())
+    if (f.kind == feature_kind::variant && (variants_of(c) & f.bit) &&
+        moves_the_truth(ref, truth_of(s, without_variant(c, f.bit))))
+      judged |= f.bit;
   return judged;
 }
 
 // The descales of the case whose effect the oracle proves (docs/spec.md "fp8
 // storage"): reading the input with a descale of 1 moves some O or LSE
 // element further than both bounds together, so a subject that accepts the
-// descale and drops it lands outside the bound there. Bits 1, 2, 4: Q, K, V.
+// descale and drops it lands outside the bound there. Bit 1 << k: fp8_inputs[k].
 std::uint32_t descales_with_effect(const subject& s, const attn_case& c, const oracle_result& ref) {
   std::uint32_t judged = 0;
-  const struct {
-    std::uint32_t bit;
-    descale_granularity quantization::*scale;
-    std::vector<float> quantization::*descale;
-  } inputs[] = {{1, &quantization::q_scale, &quantization::q_descale},
-                {2, &quantization::k_scale, &quantization::k_descale},
-                {4, &quantization::v_scale, &quantization::v_descale}};
-  for (const auto& x : inputs) {
+  for (std::size_t k = 0; k < std::size(fp8_inputs); ++k) {
+    const fp8_input& x = fp8_inputs[k];
     if (c.quant.*x.scale == descale_granularity::none) continue;
     attn_case off = c;
     off.quant.*x.scale = descale_granularity::none;
     (off.quant.*x.descale).clear();
-    const auto fast = fast_oracle_of(s, off);
-    const oracle_result t = fast ? *fast : fast_bound(s, off);
-    bool any = false;
-    for (std::size_t k = 0; k < ref.o.size() && !any; ++k)
-      any = proves_change(ref.o[k], 2 * ref.o_bound[k], t.o[k], 2 * t.o_bound[k]);
-    for (std::size_t k = 0; k < ref.lse.size() && !any; ++k)
-      any = proves_change(ref.lse[k], 2 * ref.lse_bound[k], t.lse[k], 2 * t.lse_bound[k]);
-    if (any) judged |= x.bit;
+    if (moves_the_truth(ref, truth_of(s, off))) judged |= 1u << k;
   }
   return judged;
 }

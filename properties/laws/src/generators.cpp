@@ -107,16 +107,16 @@ void case_stats::add(const attn_case& c, const subject& s) {
   if (c.quant.any()) {
     const quantization& z = c.quant;
     count("fp8", true);
-    for (dtype t : {dtype::e4m3, dtype::e5m2})
-      count("fp8 " + std::string(name(t)), z.q_type == t || z.k_type == t || z.v_type == t);
+    for (dtype t : {dtype::e4m3, dtype::e5m2}) count("fp8 " + std::string(name(t)), z.holds(t));
     count("fp8 Q", z.q_type.has_value());
     count("fp8 K/V only", !z.q_type);
-    for (descale_granularity g : {descale_granularity::none, descale_granularity::tensor, descale_granularity::head})
-      count("descale " + std::string(name(g)), z.q_scale == g || z.k_scale == g || z.v_scale == g);
+    for (descale_granularity g : {descale_granularity::none, descale_granularity::tensor, descale_granularity::head}) {
+      bool any = false;
+      for (const fp8_input& x : fp8_inputs) any = any || z.*x.scale == g;
+      count("descale " + std::string(name(g)), any);
+    }
     count("descales " + std::string(name(z.descales)), true);
-    count("descale Q", z.q_scale != descale_granularity::none);
-    count("descale K", z.k_scale != descale_granularity::none);
-    count("descale V", z.v_scale != descale_granularity::none);
+    for (const fp8_input& x : fp8_inputs) count(std::string("descale ") + x.name, z.*x.scale != descale_granularity::none);
   }
   count("causal", c.causal);
   count("padding", c.has_padding());

@@ -114,8 +114,8 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
       r.stats.add(c, s);
       for (const contract_feature& f : contract_features())
         if (f.kind == feature_kind::variant && (out.variants_judged & f.bit)) ++r.stats.counts["judged " + f.name];
-      for (const auto& [bit, input] : {std::pair{1u, "Q"}, std::pair{2u, "K"}, std::pair{4u, "V"}})
-        if (out.descales_judged & bit) ++r.stats.counts[std::string("judged descale ") + input];
+      for (std::size_t k = 0; k < std::size(fp8_inputs); ++k)
+        if (out.descales_judged & (1u << k)) ++r.stats.counts[std::string("judged descale ") + fp8_inputs[k].name];
       const std::int64_t charged = l.charged_as_drawn ? std::min(drawn, case_work(c)) : case_work(c);
       gopt.budget->spent += std::max<std::int64_t>(0, charged - gopt.small_work);
       ++r.ratio_histogram[ratio_bin(out.max_ratio)];

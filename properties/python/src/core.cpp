@@ -209,18 +209,16 @@ py::dict materialized(attn_case c) {
   const quantization& z = c.quant;
   if (z.any()) {
     py::dict types;
-    types["q"] = std::string(name(c.q_type())), types["k"] = std::string(name(c.k_type()));
-    types["v"] = std::string(name(c.v_type())), types["o"] = std::string(name(c.type));
+    for (const fp8_input& x : fp8_inputs) types[py::str(std::string(1, x.type_key[0]))] = std::string(name((c.*x.values).type));
+    types["o"] = std::string(name(c.type));
     d["dtypes"] = types;
-    const auto descale = [&](const char* key, descale_granularity g, const std::vector<float>& v, std::int64_t heads) {
-      if (g == descale_granularity::none) return;
+    for (const fp8_input& x : fp8_inputs) {
+      const descale_granularity g = z.*x.scale;
+      if (g == descale_granularity::none) continue;
       const std::vector<py::ssize_t> shape =
-          g == descale_granularity::tensor ? std::vector<py::ssize_t>{1} : std::vector<py::ssize_t>{c.b, heads};
-      d[key] = py::array_t<float>(shape, v.data());
-    };
-    descale("q_descale", z.q_scale, z.q_descale, c.hq);
-    descale("k_descale", z.k_scale, z.k_descale, c.hkv);
-    descale("v_descale", z.v_scale, z.v_descale, c.hkv);
+          g == descale_granularity::tensor ? std::vector<py::ssize_t>{1} : std::vector<py::ssize_t>{c.b, x.query ? c.hq : c.hkv};
+      d[x.descale_key] = py::array_t<float>(shape, (z.*x.descale).data());
+    }
   }
   return d;
 }

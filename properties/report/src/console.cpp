@@ -243,19 +243,21 @@ void print_stats(const gate_result& g, std::ostream& out) {
   }
   // Contract 1.2's input forms: over the paged and the ragged cases (only the
   // laws that draw a form hand one out), for a subject declaring the form.
+  // One line of a share over n cases (the forms', fp8's) against its floor.
+  const auto floor_line = [&](const form_floor& f, std::int64_t n) {
+    const auto k = all.counts.count(f.key) ? all.counts.at(f.key) : 0;
+    const double share = n ? static_cast<double>(k) / static_cast<double>(n) : 0;
+    out << "  " << std::left << std::setw(28) << f.key << std::right << std::setw(7) << number_text(100 * share, "%.1f")
+        << "%   floor " << std::setw(4) << number_text(100 * f.floor, f.floor < 0.01 ? "%.1f" : "%.0f") << "%"
+        << (share < f.floor ? "   BELOW" : "") << "   " << f.what << "\n";
+  };
   for (const contract_feature& x : contract_features()) {
     if (x.kind != feature_kind::input_form || !(g.declared.features_v3 & x.bit)) continue;
     const char* form = x.name.c_str();
     const auto n = all.counts.count(form) ? all.counts.at(form) : 0;
     out << "contract 1.2 " << form << " form, over the " << n << " " << form << " cases of the laws that draw it:\n";
-    for (const auto& f : form_floors()) {
-      if (std::string(f.over) != form) continue;
-      const auto k = all.counts.count(f.key) ? all.counts.at(f.key) : 0;
-      const double share = n ? static_cast<double>(k) / static_cast<double>(n) : 0;
-      out << "  " << std::left << std::setw(28) << f.key << std::right << std::setw(7) << number_text(100 * share, "%.1f")
-          << "%   floor " << std::setw(4) << number_text(100 * f.floor, f.floor < 0.01 ? "%.1f" : "%.0f") << "%"
-          << (share < f.floor ? "   BELOW" : "") << "   " << f.what << "\n";
-    }
+    for (const auto& f : form_floors())
+      if (std::string(f.over) == form) floor_line(f, n);
   }
   // Contract 1.3's fp8 inputs: over the fp8 cases of the laws that draw them,
   // for a subject declaring them, when such a law ran; a type's row only for a type it takes.
@@ -269,11 +271,7 @@ void print_stats(const gate_result& g, std::ostream& out) {
       if ((key == "fp8 e4m3" && !(g.dtypes & (1u << ATTNCHECK_E4M3))) ||
           (key == "fp8 e5m2" && !(g.dtypes & (1u << ATTNCHECK_E5M2))))
         continue;
-      const auto k = all.counts.count(key) ? all.counts.at(key) : 0;
-      const double share = n ? static_cast<double>(k) / static_cast<double>(n) : 0;
-      out << "  " << std::left << std::setw(28) << f.key << std::right << std::setw(7) << number_text(100 * share, "%.1f")
-          << "%   floor " << std::setw(4) << number_text(100 * f.floor, "%.0f") << "%" << (share < f.floor ? "   BELOW" : "")
-          << "   " << f.what << "\n";
+      floor_line(f, n);
     }
     // Non-vacuity per descale (docs/spec.md "fp8 storage"): of the cases whose
     // input carries one, those where reading it with a descale of 1 moves the oracle past the bounds.

@@ -218,6 +218,8 @@ struct quantization {
   /// one; head: (B, Hq) for Q, (B, Hkv) for K and V, row-major; none: empty.
   std::vector<float> q_descale, k_descale, v_descale;
   bool any() const { return q_type || k_type || v_type; }
+  /// True when some input is stored in t.
+  bool holds(dtype t) const { return q_type == t || k_type == t || v_type == t; }
 };
 
 /// Limits of the input forms; the host checks that they equal subject.h's
@@ -337,6 +339,35 @@ struct attn_case {
     return static_cast<double>(d[g == descale_granularity::tensor ? 0 : static_cast<std::size_t>(group)]);
   }
 };
+
+/// One input's fp8 fields (docs/spec.md "fp8 storage"): the one table by
+/// which every layer walks Q, K and V alike (the line form, case files,
+/// validation, materialize, the laws, the stats, Python).
+struct fp8_input {
+  const char* name;         ///< "Q", "K", "V"
+  const char* type_key;     ///< its storage type's key in the line form and case files: "qtype"
+  const char* scale_key;    ///< its granularity's key: "qdescale"
+  const char* descale_key;  ///< its descales' field (case files, validation, Python): "q_descale"
+  tensor attn_case::*values;
+  std::optional<dtype> quantization::*type;
+  descale_granularity quantization::*scale;
+  std::vector<float> quantization::*descale;
+  bool query;  ///< Q: a descale per query head; K and V: per KV head
+};
+inline constexpr fp8_input fp8_inputs[] = {
+    {"Q", "qtype", "qdescale", "q_descale", &attn_case::q, &quantization::q_type, &quantization::q_scale,
+     &quantization::q_descale, true},
+    {"K", "ktype", "kdescale", "k_descale", &attn_case::k, &quantization::k_type, &quantization::k_scale,
+     &quantization::k_descale, false},
+    {"V", "vtype", "vdescale", "v_descale", &attn_case::v, &quantization::v_type, &quantization::v_scale,
+     &quantization::v_descale, false},
+};
+/// The descales granularity g needs for an input (query: Q's): 1 per
+/// tensor, B times the heads per head, none without one.
+inline std::int64_t descale_count(const attn_case& c, descale_granularity g, bool query) {
+  if (g == descale_granularity::tensor) return 1;
+  return g == descale_granularity::head ? c.b * (query ? c.hq : c.hkv) : 0;
+}
 
 /// Checks every field; throws input_error naming the field and the limit
 /// (Hq % Hkv != 0, sizes < 1 or over the limits, products that overflow,

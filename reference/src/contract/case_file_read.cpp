@@ -343,31 +343,22 @@ std::vector<float> read_f32_vector(const json& j, const char* key, std::int64_t 
 // the header, the descales (hex f32 bits) with the values.
 void read_quant_header(const json& j, attn_case& c) {
   quantization& z = c.quant;
-  for (auto [key, dst] : {std::pair{"qtype", &z.q_type}, std::pair{"ktype", &z.k_type}, std::pair{"vtype", &z.v_type}})
-    if (find(j, key)) *dst = as_enum(j, key, parse_dtype, "e4m3, e5m2");
-  for (auto [key, dst] :
-       {std::pair{"qdescale", &z.q_scale}, std::pair{"kdescale", &z.k_scale}, std::pair{"vdescale", &z.v_scale}})
-    if (find(j, key)) *dst = as_enum(j, key, parse_descale_granularity, "none, tensor, head");
+  for (const fp8_input& x : fp8_inputs) {
+    if (find(j, x.type_key)) z.*x.type = as_enum(j, x.type_key, parse_dtype, "e4m3, e5m2");
+    if (find(j, x.scale_key)) z.*x.scale = as_enum(j, x.scale_key, parse_descale_granularity, "none, tensor, head");
+  }
   if (find(j, "descales")) z.descales = as_enum(j, "descales", parse_descale_kind, "natural, unit, wide, spread, edges");
 }
 
 void read_quant_values(const json& j, attn_case& c, const case_limits& limits) {
-  quantization& z = c.quant;
-  const struct {
-    const char* key;
-    descale_granularity g;
-    std::int64_t heads;
-    std::vector<float>* dst;
-  } parts[] = {{"q_descale", z.q_scale, c.hq, &z.q_descale},
-               {"k_descale", z.k_scale, c.hkv, &z.k_descale},
-               {"v_descale", z.v_scale, c.hkv, &z.v_descale}};
-  for (const auto& p : parts) {
-    if (p.g == descale_granularity::none) {
-      if (find(j, p.key)) fail(p.key, "given without its granularity (qdescale, kdescale, vdescale)");
+  for (const fp8_input& x : fp8_inputs) {
+    const descale_granularity g = c.quant.*x.scale;
+    if (g == descale_granularity::none) {
+      if (find(j, x.descale_key)) fail(x.descale_key, "given without its granularity (qdescale, kdescale, vdescale)");
       continue;
     }
-    const std::int64_t want = p.g == descale_granularity::tensor ? 1 : c.b * p.heads;
-    *p.dst = read_f32_vector(j, p.key, want, limits, std::string(name(p.g)) + " needs " + std::to_string(want));
+    const std::int64_t want = descale_count(c, g, x.query);
+    c.quant.*x.descale = read_f32_vector(j, x.descale_key, want, limits, std::string(name(g)) + " needs " + std::to_string(want));
   }
 }
 

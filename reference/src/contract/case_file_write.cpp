@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <tuple>
 
 #include "attncheck/case_file.hpp"
 
@@ -102,10 +101,10 @@ std::string format_case_file(const case_record& r) {
   if (f.ragged) j["ragged"] = true;
   if (!f.q_len.empty()) j["qlen"] = f.q_len;
   const quantization& z = c.quant;
-  for (auto [key, type] : {std::pair{"qtype", z.q_type}, std::pair{"ktype", z.k_type}, std::pair{"vtype", z.v_type}})
-    if (type) j[key] = name(*type);
-  for (auto [key, g] : {std::pair{"qdescale", z.q_scale}, std::pair{"kdescale", z.k_scale}, std::pair{"vdescale", z.v_scale}})
-    if (g != descale_granularity::none) j[key] = name(g);
+  for (const fp8_input& x : fp8_inputs)
+    if (z.*x.type) j[x.type_key] = name(*(z.*x.type));
+  for (const fp8_input& x : fp8_inputs)
+    if (z.*x.scale != descale_granularity::none) j[x.scale_key] = name(z.*x.scale);
   if (z.any()) j["descales"] = name(z.descales);
   j["dtype"] = name(c.type);
   j["values"] = name(c.values);
@@ -116,9 +115,8 @@ std::string format_case_file(const case_record& r) {
   j["q"] = tensor_json(c.q);
   j["k"] = tensor_json(c.k);
   j["v"] = tensor_json(c.v);
-  for (auto [key, g, d] : {std::tuple{"q_descale", z.q_scale, &z.q_descale}, std::tuple{"k_descale", z.k_scale, &z.k_descale},
-                           std::tuple{"v_descale", z.v_scale, &z.v_descale}})
-    if (g != descale_granularity::none) j[key] = f32_hex(*d);
+  for (const fp8_input& x : fp8_inputs)
+    if (z.*x.scale != descale_granularity::none) j[x.descale_key] = f32_hex(z.*x.descale);
   // One field per line, each value compact: shapes stay readable and a diff
   // of two saved cases lines up. replace: free text with invalid UTF-8 must
   // not make saving throw.

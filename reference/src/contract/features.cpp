@@ -376,29 +376,7 @@ contract_feature ragged() {
   return f;
 }
 
-// fp8 storage of Q, K and V with descales (docs/spec.md "fp8 storage").
-struct fp8_tensor {
-  const char* type_key;
-  const char* scale_key;
-  const char* descale_field;
-  std::optional<dtype> quantization::*type;
-  descale_granularity quantization::*scale;
-  std::vector<float> quantization::*descale;
-  bool query;  // Q: per query head; K and V: per KV head
-};
-constexpr fp8_tensor fp8_tensors[] = {
-    {"qtype", "qdescale", "q_descale", &quantization::q_type, &quantization::q_scale, &quantization::q_descale, true},
-    {"ktype", "kdescale", "k_descale", &quantization::k_type, &quantization::k_scale, &quantization::k_descale, false},
-    {"vtype", "vdescale", "v_descale", &quantization::v_type, &quantization::v_scale, &quantization::v_descale, false},
-};
-
-// The descales a granularity needs: 1 per tensor, one per (batch, head) per head.
-std::int64_t descale_count(const attn_case& c, descale_granularity g, bool query) {
-  if (g == descale_granularity::tensor) return 1;
-  if (g == descale_granularity::head) return c.b * (query ? c.hq : c.hkv);
-  return 0;
-}
-
+// fp8 storage of Q, K and V with descales (docs/spec.md "fp8 storage"), each input by the table fp8_inputs.
 contract_feature fp8() {
   contract_feature f = entry("fp8", feature_kind::storage, 4, ATTNCHECK_FEATURE4_FP8);
   f.label = "fp8 inputs with descales";
@@ -410,9 +388,9 @@ contract_feature fp8() {
   f.write = [](const attn_case& c, std::string& s) {
     const quantization& x = c.quant;
     if (!x.any()) return;
-    for (const fp8_tensor& t : fp8_tensors)
+    for (const fp8_input& t : fp8_inputs)
       if (x.*t.type) s += "," + std::string(t.type_key) + "=" + std::string(name(*(x.*t.type)));
-    for (const fp8_tensor& t : fp8_tensors)
+    for (const fp8_input& t : fp8_inputs)
       if (x.*t.scale != descale_granularity::none) s += "," + std::string(t.scale_key) + "=" + std::string(name(x.*t.scale));
     if (x.descales != descale_kind::natural) s += ",descales=" + std::string(name(x.descales));
   };
@@ -422,7 +400,7 @@ contract_feature fp8() {
       c.quant.descales = parse_enum("descales", val, parse_descale_kind, "natural, unit, wide, spread, edges");
       return;
     }
-    for (const fp8_tensor& t : fp8_tensors) {
+    for (const fp8_input& t : fp8_inputs) {
       if (key == t.type_key) {
         const dtype d = parse_enum(t.type_key, val, parse_dtype, "e4m3, e5m2");
         if (!is_fp8(d))
@@ -439,7 +417,7 @@ contract_feature fp8() {
   f.check = [](const attn_case& c, bool tensors_required, const case_limits&) {
     const quantization& x = c.quant;
     if (static_cast<int>(x.descales) > static_cast<int>(descale_kind::edges)) fail("descales", "is not a known descale recipe");
-    for (const fp8_tensor& t : fp8_tensors) {
+    for (const fp8_input& t : fp8_inputs) {
       const auto type = x.*t.type;
       if (type && !is_fp8(*type)) fail(t.type_key, "is " + std::string(name(*type)) + ", not an fp8 type (e4m3, e5m2)");
       const descale_granularity g = x.*t.scale;
@@ -450,11 +428,11 @@ contract_feature fp8() {
       const std::int64_t want = descale_count(c, g, t.query);
       if (d.empty() && (!tensors_required || want == 0)) continue;
       if (static_cast<std::int64_t>(d.size()) != want)
-        fail(t.descale_field, "has " + std::to_string(d.size()) + " values, " + std::string(t.scale_key) + "=" +
-                                  std::string(name(g)) + " needs " + str(want));
+        fail(t.descale_key, "has " + std::to_string(d.size()) + " values, " + std::string(t.scale_key) + "=" +
+                                std::string(name(g)) + " needs " + str(want));
       for (std::size_t i = 0; i < d.size(); ++i)
         if (!(std::isfinite(d[i]) && d[i] > 0))
-          fail(std::string(t.descale_field) + "[" + std::to_string(i) + "]",
+          fail(std::string(t.descale_key) + "[" + std::to_string(i) + "]",
                "is " + std::to_string(d[i]) + ": a descale is finite and positive");
     }
     if (!x.any()) {

@@ -410,9 +410,10 @@ void quantize(attn_case& c, tensor& x, dtype t, descale_granularity g, std::vect
 
 void quantize_inputs(attn_case& c) {
   quantization& z = c.quant;
-  if (z.q_type) quantize(c, c.q, *z.q_type, z.q_scale, z.q_descale, true, 0);
-  if (z.k_type) quantize(c, c.k, *z.k_type, z.k_scale, z.k_descale, false, 1);
-  if (z.v_type) quantize(c, c.v, *z.v_type, z.v_scale, z.v_descale, false, 2);
+  for (std::size_t k = 0; k < std::size(fp8_inputs); ++k) {  // tensor tag k: Q 0, K 1, V 2
+    const fp8_input& x = fp8_inputs[k];
+    if (z.*x.type) quantize(c, c.*x.values, *(z.*x.type), z.*x.scale, z.*x.descale, x.query, static_cast<std::int64_t>(k));
+  }
 }
 
 }  // namespace

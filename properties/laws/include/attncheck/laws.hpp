@@ -63,7 +63,7 @@ struct law_outcome {
   /// (docs/spec.md "Variants"; the differential law counts them). A variant
   /// the case carries but did not judge is counted as unjudged for it.
   std::uint32_t variants_judged = 0;
-  /// The descales (1: Q's, 2: K's, 4: V's) this case judged: reading the
+  /// The descales (bit 1 << k: fp8_inputs[k]'s, Q K V) this case judged: reading the
   /// input with a descale of 1 moves the oracle's output past the bound
   /// somewhere (docs/spec.md "fp8 storage"; the differential law counts them).
   std::uint32_t descales_judged = 0;
