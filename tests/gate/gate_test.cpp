@@ -518,8 +518,24 @@ TEST(subject_abi_v4, a_profile_is_read_checked_and_printed) {
   refused(q, "scale_mode");
   q = p, q.exp_ulps = -3;
   refused(q, "exp_ulps");
-  q = p, q.p_format = ATTNCHECK_P_E4M3;
+  q = p, q.p_format = 9;
   refused(q, "p_format");
+  q = p, q.p_format = ATTNCHECK_P_E4M3, q.p_factor = ATTNCHECK_P_FACTOR_POW2,
+  q.p_factor_log2 = 8;  // 256 * 1 < 448, but 2 * 256 is not
+  refused(q, "p_factor_log2");
+  q = p, q.p_format = ATTNCHECK_P_E4M3, q.p_saturates = 2;
+  refused(q, "p_saturates");
+  {  // fp8 P with its factor, saturating or not: read, with or without fp8 inputs.
+    attncheck_instance y = d;
+    q = p, q.p_format = ATTNCHECK_P_E4M3, q.p_factor = ATTNCHECK_P_FACTOR_POW2, q.p_factor_log2 = 7, q.p_saturates = 1;
+    y.profile = &q;
+    s = subject::adopt(&y, "fp8 P");
+    EXPECT_EQ(s->profile().p_u, 0x1p-4);
+    EXPECT_EQ(s->profile().p_eta, 0x1p-9);
+    EXPECT_NE(s->declared().profile.find("P 2^-4 times 2^7 (row sum before the cast)"), std::string::npos)
+        << s->declared().profile;
+    s.reset();
+  }
   q = p, q.p_factor = ATTNCHECK_P_FACTOR_ROW;
   refused(q, "p_factor");
   q = p, q.p_format = ATTNCHECK_P_F16, q.p_factor = ATTNCHECK_P_FACTOR_POW2, q.p_factor_log2 = 15;

@@ -22,7 +22,16 @@
  *   7  dot products accumulated at 14 bits (a tensor core's truncated fp8
  *      accumulation, as DeepSeek-V3 reported for H800), declared qk_accum_u 2^-14
  *   8  the same dot products, undeclared
- * Modes 2, 3, 6 and 8 break their declarations and must fail; 0, 1, 4, 5 and 7 are correct. */
+ *   9  P e4m3 after multiplying by 2^7 (FlashAttention 3's fp8 P V keeps P
+ *      scaled up so that small weights stay above e4m3's 2^-9), row sum
+ *      before the cast; declared so
+ *  10  P e5m2 with no factor, row sum after the cast; declared so
+ *  11  P e4m3 without the factor it declares (2^7): weights below 2^-10 round
+ *      to 0 and long, peaked rows lose their mass (ROCm FlyDSL #1020's class)
+ *  12  P e4m3 times 2^7, row sum after the cast, declared before
+ * Modes 2, 3, 6, 8, 11 and 12 break their declarations and must fail; 0, 1, 4,
+ * 5, 7, 9 and 10 are correct. With a factor 2^f, l sums w 2^f (exact) or the
+ * scaled P, so O = acc / l; LSE = m + log(l 2^-f), the scaling exact. */
 #include "panel.h"
 
 #define P_CAST_TILE 64
@@ -33,19 +42,23 @@ typedef struct p_cast_format {
 } p_cast_format;
 
 static const p_cast_format bf16_p = {8, -126, 0x1.fep127}, f16_p = {11, -14, 65504.0}, six_bits_p = {6, -126, 0x1.f8p127},
-                           bits11 = {11, -126, 0x1.ffcp127}, bits14 = {14, -126, 0x1.fffcp127};
+                           bits11 = {11, -126, 0x1.ffcp127}, bits14 = {14, -126, 0x1.fffcp127}, e4m3_p = {4, -6, 448.0},
+                           e5m2_p = {3, -14, 57344.0};
 
 /* A mode's arithmetic: P's format (NULL: P kept in f32), the row sum after the
- * cast, and the P V and dot-product accumulators' precisions (NULL: f32). */
+ * cast, the P V and dot-product accumulators' precisions (NULL: f32), and the
+ * power of two P is multiplied by before its rounding. */
 typedef struct p_cast_mode {
   const p_cast_format *p, *pv_acc, *dot_acc;
-  int sum_after;
+  int sum_after, factor_log2;
 } p_cast_mode;
 
-static const p_cast_mode modes[9] = {
-    {&bf16_p, NULL, NULL, 0}, {&f16_p, NULL, NULL, 1},  {&six_bits_p, NULL, NULL, 0},
-    {&f16_p, NULL, NULL, 1},  {&bf16_p, NULL, NULL, 0}, {NULL, &bits11, NULL, 0},
-    {NULL, &bits11, NULL, 0}, {NULL, NULL, &bits14, 0}, {NULL, NULL, &bits14, 0},
+#define P_CAST_MODES 13
+static const p_cast_mode modes[P_CAST_MODES] = {
+    {&bf16_p, NULL, NULL, 0, 0}, {&f16_p, NULL, NULL, 1, 0},  {&six_bits_p, NULL, NULL, 0, 0}, {&f16_p, NULL, NULL, 1, 0},
+    {&bf16_p, NULL, NULL, 0, 0}, {NULL, &bits11, NULL, 0, 0}, {NULL, &bits11, NULL, 0, 0},     {NULL, NULL, &bits14, 0, 0},
+    {NULL, NULL, &bits14, 0, 0}, {&e4m3_p, NULL, NULL, 0, 7}, {&e5m2_p, NULL, NULL, 1, 0},     {&e4m3_p, NULL, NULL, 0, 0},
+    {&e4m3_p, NULL, NULL, 1, 7},
 };
 
 static float at_bits(const p_cast_format* f, float x) { return f ? (float)panel_round(x, f->p, f->emin, f->max_finite) : x; }
@@ -81,15 +94,15 @@ static void row(const void* state, const panel_row* r, double* o, double* lse) {
       m = bm;
     }
     for (int64_t j = j0; j < j1; ++j) {
-      const float w = expf(s[j - j0] - m);
-      const float p = at_bits(mode->p, w); /* exact in f32 */
+      const float w = ldexpf(expf(s[j - j0] - m), mode->factor_log2); /* exact scaling */
+      const float p = at_bits(mode->p, w);                            /* exact in f32 */
       l += mode->sum_after ? p : w;
       for (int64_t e = 0; e < r->dv; ++e) acc[e] = at_bits(mode->pv_acc, acc[e] + p * r->v[j * r->dv + e]);
     }
     j0 = j1;
   }
   for (int64_t e = 0; e < r->dv; ++e) o[e] = acc[e] / l;
-  *lse = m + logf(l);
+  *lse = m + logf(ldexpf(l, -mode->factor_log2));
 }
 
 static int64_t tiles(void* state, const attncheck_problem* p) {
@@ -100,7 +113,7 @@ static int64_t tiles(void* state, const attncheck_problem* p) {
 /* The profile each mode declares (mode 4 declares none); the rest inherits u. */
 #define P_CAST_PROFILE(...) \
   { .struct_size = sizeof(attncheck_profile), .scale_mode = ATTNCHECK_SCALE_AFTER_DOT, __VA_ARGS__ }
-static const attncheck_profile profiles[9] = {
+static const attncheck_profile profiles[P_CAST_MODES] = {
     P_CAST_PROFILE(.p_format = ATTNCHECK_P_BF16),
     P_CAST_PROFILE(.p_format = ATTNCHECK_P_F16, .row_sum = ATTNCHECK_ROW_SUM_AFTER_CAST),
     P_CAST_PROFILE(.p_format = ATTNCHECK_P_BF16),
@@ -110,11 +123,15 @@ static const attncheck_profile profiles[9] = {
     P_CAST_PROFILE(.p_format = ATTNCHECK_P_COMPUTE),
     P_CAST_PROFILE(.qk_accum_u = 0x1p-14),
     P_CAST_PROFILE(.p_format = ATTNCHECK_P_COMPUTE),
+    P_CAST_PROFILE(.p_format = ATTNCHECK_P_E4M3, .p_factor = ATTNCHECK_P_FACTOR_POW2, .p_factor_log2 = 7),
+    P_CAST_PROFILE(.p_format = ATTNCHECK_P_E5M2, .row_sum = ATTNCHECK_ROW_SUM_AFTER_CAST),
+    P_CAST_PROFILE(.p_format = ATTNCHECK_P_E4M3, .p_factor = ATTNCHECK_P_FACTOR_POW2, .p_factor_log2 = 7),
+    P_CAST_PROFILE(.p_format = ATTNCHECK_P_E4M3, .p_factor = ATTNCHECK_P_FACTOR_POW2, .p_factor_log2 = 7),
 };
 
-/* Options: "mode=N" (0 <= N <= 8), or "" for mode 0. */
+/* Options: "mode=N" (0 <= N <= 12), or "" for mode 0. */
 PANEL_EXPORT attncheck_instance* attncheck_subject_v4(const char* options, char* err, size_t err_len) {
-  static const panel_option mode = {"mode", 0, 0, 8};
+  static const panel_option mode = {"mode", 0, 0, P_CAST_MODES - 1};
   panel_instance* self = panel_new("p_cast", row, work_bytes, &mode, 0, options, err, err_len);
   if (!self) return NULL;
   self->desc.abi_version = ATTNCHECK_SUBJECT_ABI_VERSION_4;

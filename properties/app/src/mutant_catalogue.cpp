@@ -35,6 +35,7 @@ std::string law_alias(const std::string& law) {
       {"descale.power_of_two_moves_between_value_and_descale", "descale"},
       {"descale.per_head_descale_moves_only_its_head", "descale_head"},
       {"descale.unit_descale_equals_none", "descale_unit"},
+      {"softmax.mass_kept_on_long_peaked_rows", "mass"},
   };
   for (const auto& [full, alias] : variant_aliases)
     if (law == full) return alias;

@@ -74,9 +74,9 @@ declared_profile read_profile(const attncheck_profile* p, double exp_ulps, const
     case ATTNCHECK_P_F32: p_type = dtype::f32; break;
     case ATTNCHECK_P_BF16: p_type = dtype::bf16; break;
     case ATTNCHECK_P_F16: p_type = dtype::f16; break;
-    case ATTNCHECK_P_E4M3:
-    case ATTNCHECK_P_E5M2:
-      refuse("p_format", spec, "an fp8 P format needs FEATURE4_FP8, which this attncheck does not judge yet");
+    // fp8 P (FlashAttention 3's e4m3 P V): a stage of the profile, with or without fp8 inputs.
+    case ATTNCHECK_P_E4M3: p_type = dtype::e4m3; break;
+    case ATTNCHECK_P_E5M2: p_type = dtype::e5m2; break;
     default: refuse("p_format", spec, "p_format " + std::to_string(p->p_format) + " is none of ATTNCHECK_P_* (0 to 5)");
   }
   const bool rounded = p->p_format != ATTNCHECK_P_COMPUTE;
@@ -84,7 +84,11 @@ declared_profile read_profile(const attncheck_profile* p, double exp_ulps, const
     s.p_u = unit_roundoff(p_type);
     s.p_eta = smallest_subnormal(p_type);
   }
-  if (p->p_saturates != 0) refuse("p_saturates", spec, "p_saturates is for fp8 P formats only: 0");
+  // A saturating cast: with a power-of-two factor no weight (at most 1, times the
+  // factor below) reaches the format's largest value, so saturating or not is the same.
+  const bool fp8_p = p->p_format == ATTNCHECK_P_E4M3 || p->p_format == ATTNCHECK_P_E5M2;
+  if (p->p_saturates > 1) refuse("p_saturates", spec, "p_saturates " + std::to_string(p->p_saturates) + " is 0 or 1");
+  if (p->p_saturates != 0 && !fp8_p) refuse("p_saturates", spec, "p_saturates is for fp8 P formats only: 0");
   if (p->row_sum > ATTNCHECK_ROW_SUM_AFTER_CAST)
     refuse("row_sum", spec, "row_sum " + std::to_string(p->row_sum) + " is none of ATTNCHECK_ROW_SUM_* (0, 1)");
   if (p->row_sum == ATTNCHECK_ROW_SUM_AFTER_CAST && !rounded)

@@ -30,6 +30,14 @@ std::vector<law> make_laws() {
           "softmax.weights_form_a_distribution", weights_form_a_distribution, 0.75,
           "with V = identity rows are the weights: each within the bound of the oracle's P, >= 0, masked exactly 0, summing to 1; V = ones gives 1")
           .prepared_by(prepare_distribution),
+      // min_judged: 100% judged (naive, builtin, p_cast modes 0 and 9; seeds 1-3, 100-400 cases): a row is judged
+      // where its mass in weights below the loss threshold exceeds its O bound; prepare makes every key visible.
+      law_entry("softmax.mass_kept_on_long_peaked_rows", mass_kept_on_long_peaked_rows, 0.9,
+                "with V = ones, long decodes whose one peak key holds under 60% of the mass and the rest lies in weights below "
+                "2^-10 (below the declared fp8 P format's smallest subnormal / 2) give O = 1 within the bound: no weight is lost")
+          .applies_when(keeps_small_weights)
+          .prepared_by(prepare_peaked)
+          .sampled(0.25),
       // causal.cpp
       // min_judged: 91-96% judged: prepare pads Lq = 1 cases; the rest see every key (a mask that allows all).
       law_entry(
@@ -399,6 +407,7 @@ const std::vector<std::string>& fuzzed_law_names() {
       "descale.power_of_two_moves_between_value_and_descale",  // 43
       "descale.per_head_descale_moves_only_its_head",          // 44
       "descale.unit_descale_equals_none",                      // 45
+      "softmax.mass_kept_on_long_peaked_rows",                 // 46
   };
   return names;
 }

@@ -25,6 +25,9 @@ void prepare_long_decodes(attn_case& c, const subject& s);
 // softmax.cpp
 void prepare_distribution(attn_case& c, const subject& s);
 law_outcome weights_form_a_distribution(const subject& s, const attn_case& c);
+std::string keeps_small_weights(const subject& s);
+void prepare_peaked(attn_case& c, const subject& s);
+law_outcome mass_kept_on_long_peaked_rows(const subject& s, const attn_case& c);
 
 // causal.cpp
 void prepare_causal(attn_case& c, const subject& s);

@@ -104,6 +104,7 @@ bound_setup make_bound_setup(const attn_case& c, const oracle_options& opt, bool
   if (!(pr.p_eta >= 0 && pr.p_eta < 1)) throw input_error("bound.profile.p_eta", "must be in [0, 1)");
   s.theta_p = pr.p_u / (1 - pr.p_u);
   s.eta_pw = std::ldexp(pr.p_eta / 2, -pr.p_factor_log2);
+  s.p_factor = std::ldexp(1.0, pr.p_factor_log2);
   s.row_sum_after_cast = pr.row_sum_after_cast;
   // Flushed subnormals (docs/bound.md "Flushed subnormals"): a result below the
   // smallest normal N becomes 0, an absolute error below N where gradual
@@ -371,7 +372,8 @@ double row_o_bound(const bound_setup& s, const row_terms& t, const column_sums& 
                                 s.eta_out / 2
                           : inf;
   const double bound = std::min(analytic, hull);
-  const bool accumulator_may_overflow = t.nv * cs.v_max[e] > s.largest_c / k::overflow_headroom;
+  // The accumulator sums P V with P times its pre-cast factor (docs/bound.md "P before P V").
+  const bool accumulator_may_overflow = t.nv * cs.v_max[e] * std::max(1.0, s.p_factor) > s.largest_c / k::overflow_headroom;
   // |O| + bound past the output type's largest value stays finite: the
   // element may then round to +-inf, which check.cpp accepts (docs/bound.md).
   return t.unbounded || accumulator_may_overflow ? inf : bound;

@@ -86,6 +86,8 @@ struct bound_setup {
   /// units of the largest weight, the pre-cast factor divided out); the P V
   /// accumulation unit; the LSE's arithmetic unit.
   double u_prod = 0, u_acc = 0, k_scale = 5, resc_ratio = 1, theta_p = 0, eta_pw = 0, u_pv = 0, u_lse_arith = 0;
+  /// P's pre-cast factor 2^k: the P V accumulator holds the weights times it (its overflow).
+  double p_factor = 1;
   /// The weights of sum_d |Q_d| and sum_d |K_jd| in the dot product's
   /// underflow (step 1), by how the scale is applied: folded into Q, scale *
   /// Q_d rounds and meets |K_jd| (fold_k 1); into K likewise (fold_q 1); split

@@ -365,8 +365,8 @@ struct attncheck_quant {
 #define ATTNCHECK_P_F32 1u
 #define ATTNCHECK_P_BF16 2u
 #define ATTNCHECK_P_F16 3u
-#define ATTNCHECK_P_E4M3 4u /* with FEATURE4_FP8 (not built: refused) */
-#define ATTNCHECK_P_E5M2 5u /* with FEATURE4_FP8 (not built: refused) */
+#define ATTNCHECK_P_E4M3 4u /* OCP E4M3FN (u 2^-4, smallest subnormal 2^-9); no fp8 input needed */
+#define ATTNCHECK_P_E5M2 5u /* OCP E5M2 (u 2^-3, smallest subnormal 2^-16) */
 #define ATTNCHECK_P_FACTOR_NONE 0u
 #define ATTNCHECK_P_FACTOR_POW2 1u       /* P * 2^p_factor_log2 before its rounding, divided out after P V */
 #define ATTNCHECK_P_FACTOR_ROW 2u        /* a per-row factor (fp8's; not built: refused) */
@@ -387,7 +387,7 @@ struct attncheck_profile {
   uint32_t p_factor;     /* ATTNCHECK_P_FACTOR_* */
   int32_t p_factor_log2; /* with _POW2: in [-64, the format's largest exponent - 1] */
   uint32_t row_sum;      /* ATTNCHECK_ROW_SUM_* (with p_format not _COMPUTE) */
-  uint32_t p_saturates;  /* fp8 P formats only (not built): 0 */
+  uint32_t p_saturates;  /* fp8 P formats only, 0 or 1 (moot: no weight times a factor reaches the largest value) */
   double pv_accum_u;     /* the P V accumulation (ggml's f16 accumulator: 2^-11); 0 inherit */
   /* outputs */
   double lse_u; /* the LSE's log and add; 0 inherit */
