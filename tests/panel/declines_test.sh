@@ -43,9 +43,12 @@ mine = {l["name"]: l for l in json.load(open(sys.argv[1]))["laws"]}
 twin = {l["name"]: l for l in json.load(open(sys.argv[2]))["laws"]}
 ran = [n for n, l in mine.items() if l["verdict"] != "skipped"]
 assert len(ran) >= 10, ran
+# The mass law prepares every case into the kernel's reach (D <= 4, Lk >= 3072, scale 1/sqrt(D)): nothing to decline.
+never_declined = {"softmax.mass_kept_on_long_peaked_rows"}
 for n in ran:
     assert mine[n]["cases"] == twin[n]["cases"], (n, mine[n]["cases"], twin[n]["cases"])
-    assert sum(mine[n].get("declines", {}).values()) > 0, (n, "no declines recorded")
+    declines = sum(mine[n].get("declines", {}).values())
+    assert (declines == 0) if n in never_declined else (declines > 0), (n, declines, "declines recorded")
 assert "head size > 64" in mine["differential.output_within_bound_of_oracle"]["declines"]
 print("ok: %d laws ran their full budget with declines counted by reason" % len(ran))
 PY
