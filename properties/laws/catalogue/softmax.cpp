@@ -158,9 +158,9 @@ law_outcome mass_kept_on_long_peaked_rows(const subject& s, const attn_case& c) 
   // Each row: one key (the first visible one from a position drawn per row)
   // with score 0, the others with weights w 2^-r, w in [t 2^-1.3, t 2^-1] per
   // row and r in [0, 0.3) per key, t = lost_below: together 50-70% of a full
-  // row's mass (Lk >= 3072), in weights
-  // a P cast without its factor (or a flush, a top-k) drops. Q = e_0 and
-  // K_j0 = score / scale, rounded to the case's type; V = ones, so O = 1.
+  // row's mass (Lk >= 3072), in weights a P cast without its factor (or a
+  // flush, a top-k) drops. Q = e_0 and K_j0 = score / scale, rounded to the
+  // case's type; V = ones, so O = 1.
   const double t = lost_below(s.profile()), scale = c.effective_scale();
   law_rng rng(c, 0x3a55);
   std::vector<std::int64_t> peak(static_cast<std::size_t>(c.b * c.hkv));
