@@ -579,10 +579,15 @@ TEST(subject_abi_v4, conventions_are_read_and_the_unjudged_parts_refused) {
   refused({4, 0, 0, 0, 0}, "struct_size");
   refused({sizeof conv, 3, 0, 0, 0}, "empty_row_o");
   refused({sizeof conv, 0, 4, 0, 0}, "empty_row_lse");
-  refused({sizeof conv, ATTNCHECK_EMPTY_O_UNSPECIFIED, 0, 0, 0}, "empty_row_o");
-  refused({sizeof conv, 0, ATTNCHECK_EMPTY_LSE_UNSPECIFIED, 0, 0}, "empty_row_lse");
   refused({sizeof conv, 0, 0, ATTNCHECK_MASKED_WEIGHTED_BY_ZERO + 1, 0}, "masked_slots");
   refused({sizeof conv, 0, 0, 0, ATTNCHECK_FLUSH_OUTPUTS | 0x8u}, "flush");
+  // Unspecified empty rows are read and printed.
+  conv = {sizeof conv, ATTNCHECK_EMPTY_O_UNSPECIFIED, ATTNCHECK_EMPTY_LSE_UNSPECIFIED, 0, 0};
+  s = subject::adopt(&d, "unspecified empty rows");
+  EXPECT_EQ(s->empty_rows().o, empty_row_convention::o_kind::unspecified);
+  EXPECT_EQ(s->empty_rows().lse, empty_row_convention::lse_kind::unspecified);
+  EXPECT_EQ(s->declared().conventions, "empty rows: O unspecified, LSE unspecified");
+  s.reset();
   // Flushed intermediates and outputs are read and printed; with a backward pass they are refused.
   conv = {sizeof conv, 0, 0, 0, ATTNCHECK_FLUSH_INTERMEDIATES | ATTNCHECK_FLUSH_OUTPUTS};
   s = subject::adopt(&d, "flushing");
@@ -596,6 +601,51 @@ TEST(subject_abi_v4, conventions_are_read_and_the_unjudged_parts_refused) {
   EXPECT_FALSE(s->flushes(ATTNCHECK_FLUSH_INTERMEDIATES));
   EXPECT_EQ(s->declared().conventions, "subnormals flushed (inputs, outputs)");
   s.reset();
+}
+
+// An unspecified empty row is read as the contract's O = 0 and LSE = -inf in
+// a row that gives no key and no sink any weight, and nowhere else.
+TEST(subject_abi_v4, an_unspecified_empty_row_is_read_as_the_contracts_where_the_row_has_no_mass) {
+  attn_case c = parse_line("ATTN(b=1,hq=1,hkv=1,lq=3,lk=1,d=1,dv=2,causal,f32)");
+  materialize(c);
+  const auto garbage = [&c] {
+    subject_output out;
+    out.o = tensor::contiguous(dtype::f32, {1, c.lq, 1, c.dv});
+    for (std::int64_t i = 0; i < c.lq; ++i)
+      for (std::int64_t e = 0; e < c.dv; ++e) out.o.set(0, i, 0, e, 3.0);
+    out.lse.assign(static_cast<std::size_t>(c.lq), 11.0f);
+    return out;
+  };
+  // Causal and bottom-right aligned: rows 0 and 1 precede the one key.
+  EXPECT_TRUE(row_has_no_mass(c, 0, 0, 0));
+  EXPECT_TRUE(row_has_no_mass(c, 0, 0, 1));
+  EXPECT_FALSE(row_has_no_mass(c, 0, 0, 2));
+  subject_output out = garbage();
+  out.empty_rows.o = empty_row_convention::o_kind::unspecified;
+  read_unspecified_as_contract(c, out);
+  for (std::int64_t e = 0; e < c.dv; ++e) {
+    EXPECT_EQ(out.o.at(0, 0, 0, e), 0.0);
+    EXPECT_EQ(out.o.at(0, 1, 0, e), 0.0);
+    EXPECT_EQ(out.o.at(0, 2, 0, e), 3.0);  // sees its key: never touched
+  }
+  EXPECT_EQ(out.lse[0], 11.0f);  // the LSE is declared the contract's: judged as written
+  out = garbage();
+  out.empty_rows.lse = empty_row_convention::lse_kind::unspecified;
+  read_unspecified_as_contract(c, out);
+  EXPECT_EQ(out.o.at(0, 0, 0, 0), 3.0);
+  EXPECT_EQ(out.lse[0], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(out.lse[1], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(out.lse[2], 11.0f);
+  // A finite sink gives the empty rows weight: O = 0 and LSE = the sink exactly, never excused.
+  c.variants.sinks = sink_kind::normal;
+  materialize(c);
+  EXPECT_FALSE(row_has_no_mass(c, 0, 0, 0));
+  out = garbage();
+  out.empty_rows.o = empty_row_convention::o_kind::unspecified;
+  out.empty_rows.lse = empty_row_convention::lse_kind::unspecified;
+  read_unspecified_as_contract(c, out);
+  EXPECT_EQ(out.o.at(0, 0, 0, 0), 3.0);
+  EXPECT_EQ(out.lse[0], 11.0f);
 }
 
 // What a subject that weights masked slots by zero reads (masked_fill.hpp):

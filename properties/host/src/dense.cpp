@@ -42,6 +42,7 @@ subject_output subject::attend(const attn_case& given, const call_layout& how) c
     subject_output out = host::attend_in_form(*inst_, c, how, has_lse(), masked_by_zero_);
     out.empty_rows = empty_rows_;
     settle_decline(out.status, out.error, out.guard_violated || !unwritten(out));
+    read_unspecified_as_contract(given, out);
     return out;
   }
   subject_output out;
@@ -71,6 +72,7 @@ subject_output subject::attend(const attn_case& given, const call_layout& how) c
   out.status = r.status, out.error = r.error;
   ob.collect(out);
   settle_decline(out.status, out.error, out.guard_violated || !unwritten(out));
+  read_unspecified_as_contract(given, out);
   return out;
 }
 

@@ -152,10 +152,6 @@ declared_conventions read_conventions(const attncheck_conventions* c, const std:
   if (c->empty_row_lse > ATTNCHECK_EMPTY_LSE_UNSPECIFIED)
     refuse_field("empty_row_lse",
                  "empty_row_lse " + std::to_string(c->empty_row_lse) + " is none of ATTNCHECK_EMPTY_LSE_* (0 to 3)");
-  if (c->empty_row_o == ATTNCHECK_EMPTY_O_UNSPECIFIED || c->empty_row_lse == ATTNCHECK_EMPTY_LSE_UNSPECIFIED)
-    refuse_field(c->empty_row_o == ATTNCHECK_EMPTY_O_UNSPECIFIED ? "empty_row_o" : "empty_row_lse",
-                 "an unspecified empty row is not judged by this attncheck yet (every relation law would have to skip it): "
-                 "declare the value written");
   if (c->masked_slots > ATTNCHECK_MASKED_WEIGHTED_BY_ZERO)
     refuse_field("masked_slots", "masked_slots " + std::to_string(c->masked_slots) + " is none of ATTNCHECK_MASKED_* (0 or 1)");
   constexpr std::uint32_t flush_bits = ATTNCHECK_FLUSH_INPUTS | ATTNCHECK_FLUSH_INTERMEDIATES | ATTNCHECK_FLUSH_OUTPUTS;
@@ -169,8 +165,8 @@ declared_conventions read_conventions(const attncheck_conventions* c, const std:
 }
 
 std::string conventions_text(const declared_conventions& d) {
-  static constexpr const char* o_names[] = {"0", "NaN"};
-  static constexpr const char* lse_names[] = {"-inf", "+inf", "0"};
+  static constexpr const char* o_names[] = {"0", "NaN", "unspecified"};
+  static constexpr const char* lse_names[] = {"-inf", "+inf", "0", "unspecified"};
   const empty_row_convention& e = d.empty_rows;
   std::string t = e.is_default() ? ""
                                  : std::string("empty rows: O ") + o_names[static_cast<int>(e.o)] + ", LSE " +

@@ -63,9 +63,17 @@ law_outcome lse_merges_split_keys(const subject& s, const attn_case& c) {
       for (std::int64_t i = 0; i < c.lq; ++i) {
         const double la = lse_of(oa, c, c.lq, bi, h, i), lb = lse_of(ob, c, c.lq, bi, h, i);
         const double m = std::max(la, lb);
-        if (m == -std::numeric_limits<double>::infinity() && ra.lse[ra.lse_index(bi, h, i)] == m &&
-            rb.lse[rb.lse_index(bi, h, i)] == m) {
-          // Neither part sees a key (a window, chunk or -inf bias): nor does the whole, exactly.
+        constexpr double minus_inf = -std::numeric_limits<double>::infinity();
+        if (ra.lse[ra.lse_index(bi, h, i)] == minus_inf && rb.lse[rb.lse_index(bi, h, i)] == minus_inf &&
+            (m == minus_inf || !whole.empty_rows.is_default())) {
+          // Neither part sees a key (a window, chunk or -inf bias): nor does the whole, which holds the
+          // empty row's values exactly (the contract's, or those the subject declares).
+          if (!whole.empty_rows.is_default()) {
+            for (std::int64_t e = 0; e < c.dv; ++e)
+              r.empty_row_o(o_where(bi, i, h, e) + " (no part sees a key)", whole.o.at(bi, i, h, e), whole.empty_rows);
+            rl.empty_row_lse(lse_where(bi, h, i) + " (no part sees a key)", lse_of(whole, c, c.lq, bi, h, i), whole.empty_rows);
+            continue;
+          }
           rl.element(lse_where(bi, h, i) + " (no part sees a key)", m, lse_of(whole, c, c.lq, bi, h, i), 0.0);
           for (std::int64_t e = 0; e < c.dv; ++e)
             r.element(o_where(bi, i, h, e) + " (no part sees a key)", 0.0, whole.o.at(bi, i, h, e), 0.0);

@@ -108,7 +108,14 @@ std::vector<law> make_laws() {
       // min_judged: 100% judged: prepare empties a sequence (or a causal prefix).
       law_entry("masked.fully_masked_rows_are_zero", fully_masked_rows_are_zero, 0.9,
                 "rows that see no key give O = 0 and LSE = -inf, never NaN")
-          .applies_when(takes_a_mask)
+          .applies_when([](const subject& s) -> std::string {
+            if (std::string why = takes_a_mask(s); !why.empty()) return why;
+            const empty_row_convention& e = s.empty_rows();
+            return e.o == empty_row_convention::o_kind::unspecified &&
+                           (e.lse == empty_row_convention::lse_kind::unspecified || !s.has_lse())
+                       ? "the subject declares a row that sees no key unspecified (conventions.empty_row_o, empty_row_lse)"
+                       : "";
+          })
           .prepared_by(prepare_fully_masked)
           .fuzzed_unbounded(),
       // extreme.cpp

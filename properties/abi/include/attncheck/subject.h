@@ -398,11 +398,11 @@ struct attncheck_profile {
  * instance, as the profile. Zero in every field is the contract's choice. */
 #define ATTNCHECK_EMPTY_O_ZERO 0u            /* a row that sees no key: O = 0 (the contract's) */
 #define ATTNCHECK_EMPTY_O_NAN 1u             /* O = NaN */
-#define ATTNCHECK_EMPTY_O_UNSPECIFIED 2u     /* any value (designed, not judged yet: refused) */
+#define ATTNCHECK_EMPTY_O_UNSPECIFIED 2u     /* any value: excused, never judged */
 #define ATTNCHECK_EMPTY_LSE_MINUS_INF 0u     /* LSE = -inf (the contract's) */
 #define ATTNCHECK_EMPTY_LSE_PLUS_INF 1u      /* LSE = +inf (FlashAttention 2) */
 #define ATTNCHECK_EMPTY_LSE_ZERO 2u          /* LSE = 0 */
-#define ATTNCHECK_EMPTY_LSE_UNSPECIFIED 3u   /* (designed, not judged yet: refused) */
+#define ATTNCHECK_EMPTY_LSE_UNSPECIFIED 3u   /* any value: excused, never judged */
 #define ATTNCHECK_MASKED_SKIPPED 0u          /* masked and padded slots are never read (the contract's) */
 #define ATTNCHECK_MASKED_WEIGHTED_BY_ZERO 1u /* read and weighted by exactly zero: the laws fill them finite */
 #define ATTNCHECK_FLUSH_INPUTS 0x1u          /* every input below 2^-126 in magnitude read as 0 (DAZ) */

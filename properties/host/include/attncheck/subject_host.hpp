@@ -33,15 +33,30 @@ struct case_declined : std::runtime_error {
   std::string key() const;
 };
 
-/// What one call of a subject produced.
 /// What a subject declares it writes in a row that sees no key and has no
 /// sink (docs/abi.md "Conventions"); the default is the contract's, O = 0
-/// and LSE = -inf. (The ABI's _UNSPECIFIED values are refused at load.)
+/// and LSE = -inf. `unspecified` excuses the value: the host reads it as the
+/// contract's (unspecified_read_as_contract), and the comparisons judge nothing there.
 struct empty_row_convention {
-  enum class o_kind : std::uint8_t { zero, nan } o = o_kind::zero;
-  enum class lse_kind : std::uint8_t { minus_inf, plus_inf, zero } lse = lse_kind::minus_inf;
+  enum class o_kind : std::uint8_t { zero, nan, unspecified } o = o_kind::zero;
+  enum class lse_kind : std::uint8_t { minus_inf, plus_inf, zero, unspecified } lse = lse_kind::minus_inf;
   bool is_default() const { return o == o_kind::zero && lse == lse_kind::minus_inf; }
+  bool any_unspecified() const { return o == o_kind::unspecified || lse == lse_kind::unspecified; }
 };
+
+/// True when row (bi, h, i) of c gives no key and no sink any weight: no key
+/// is visible or every visible score is exactly -inf, and the head has no
+/// finite sink. The oracle's LSE there is -inf (or NaN, where an infinite Q
+/// or K element makes every score -inf), and the row holds the empty-row
+/// convention's values.
+bool row_has_no_mass(const attn_case& c, std::int64_t bi, std::int64_t h, std::int64_t i);
+
+/// True when every visible score of row (b, h, i) is exactly -inf (an
+/// infinite Q or K element): the row is empty once those keys drop out. False
+/// for a row with no visible key.
+bool every_visible_score_is_minus_inf(const attn_case& c, std::int64_t b, std::int64_t h, std::int64_t i);
+
+/// What one call of a subject produced.
 
 struct subject_output {
   int status = 0;               ///< the subject's return code (0 = ok)
@@ -57,6 +72,14 @@ struct subject_output {
   /// Value of O[b,i,h,e] decoded exactly.
   double o_at(std::int64_t bi, std::int64_t i, std::int64_t h, std::int64_t e) const { return o.at(bi, i, h, e); }
 };
+
+/// A subject that declares an empty row's O or LSE unspecified: the host
+/// reads that value of each row with no mass (row_has_no_mass) as the
+/// contract's, O = 0 or LSE = -inf, so that a relation between two runs
+/// holds there; the comparisons judge nothing in such a row
+/// (comparison::empty_row_o). A dense output only: the cache law judges its
+/// rows itself.
+void read_unspecified_as_contract(const attn_case& c, subject_output& out);
 
 /// What one backward call of a subject produced (subject::backward): dQ, dK
 /// and dV in the case's layout (the shapes of Q, K and V), every element the

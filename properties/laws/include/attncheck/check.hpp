@@ -112,7 +112,8 @@ struct comparison {
                      double empty_value = std::numeric_limits<double>::quiet_NaN());
   /// An element of O, or the LSE, of a row that sees no key and has no sink,
   /// judged by the subject's declared convention (docs/abi.md "Conventions"):
-  /// the declared value exactly (NaN: any NaN).
+  /// the declared value exactly (NaN: any NaN); an unspecified value is
+  /// excused: neither judged nor counted.
   void empty_row_o(const element_where& where, double got, const empty_row_convention& declared);
   void empty_row_lse(const element_where& where, double got, const empty_row_convention& declared);
   /// Requires identical bit patterns (bitwise laws); any two NaNs count as
@@ -132,9 +133,20 @@ struct comparison {
 element_where o_where(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t e);
 element_where lse_where(std::int64_t b, std::int64_t h, std::int64_t i);
 
-/// True when row (b, h, i) sees keys and every visible score is exactly -inf
-/// (an infinite Q or K element): the row is empty once those keys drop out.
-bool every_visible_score_is_minus_inf(const attn_case& c, std::int64_t b, std::int64_t h, std::int64_t i);
+/// The rows whose O or LSE a subject declares unspecified and that give no
+/// key and no sink any weight (row_has_no_mass): excused, so a bitwise
+/// comparison of two runs counts nothing there.
+class excused_rows {
+ public:
+  excused_rows(const attn_case& c, const empty_row_convention& declared);
+  bool o(std::int64_t b, std::int64_t h, std::int64_t i) const;
+  bool lse(std::int64_t b, std::int64_t h, std::int64_t i) const;
+
+ private:
+  const attn_case& c_;
+  bool o_, lse_;
+};
+
 /// The value a row that sees no key holds under a declared convention: 0 or
 /// NaN for O; -inf, +inf or 0 for LSE.
 double empty_row_o_value(const empty_row_convention& declared);
