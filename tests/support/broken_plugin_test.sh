@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # A broken plugin (one MUTANTS.md bug) must fail the gate with the right law,
 # a small shrunk counterexample, a saved case file that repro fails on.
-# Usage: broken_plugin_test.sh ATTNCHECK PLUGIN LAW MAX_HQ MAX_LQ MAX_LK
+# Usage: broken_plugin_test.sh ATTNCHECK PLUGIN LAW MAX_HQ MAX_LQ MAX_LK [GATE OPTION...]
+# The options go to both gates (`--only LAW` for a mutant whose class the
+# full gate already shows elsewhere: its other failing laws would only shrink).
 set -u
 attncheck=$1 plugin=$2 law=$3 max_hq=$4 max_lq=$5 max_lk=$6
+shift 6
+extra=("$@")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 log="$out/gate.log"
-"$attncheck" gate --subject "$plugin" --cases 100 --seed 3 --out "$out/cases" --junit "$out/gate.xml" >"$log" 2>&1
+"$attncheck" gate --subject "$plugin" --cases 100 --seed 3 --out "$out/cases" --junit "$out/gate.xml" "${extra[@]}" >"$log" 2>&1
 rc=$?
 cat "$log"
 [ $rc -eq 1 ] || { echo "expected gate exit 1, got $rc"; exit 1; }
@@ -57,7 +61,7 @@ grc=$?
 "$attncheck" repro "$file" --subject naive >/dev/null
 [ $? -eq 0 ] || { echo "repro of the same file on a correct subject should pass"; exit 1; }
 # The suite is deterministic: the same seed gives the same table and the same saved files, bit for bit.
-"$attncheck" gate --subject "$plugin" --cases 100 --seed 3 --out "$out/again" >"$out/gate2.log" 2>&1
+"$attncheck" gate --subject "$plugin" --cases 100 --seed 3 --out "$out/again" "${extra[@]}" >"$out/gate2.log" 2>&1
 # Timings (the seconds column, before the prob column) and the progress lines (rates, ETA; printed only when a run is slow) vary.
 strip() { grep -Ev '^gate: [0-9]+/[0-9]+ cases' "$1" | sed -E 's/ +[0-9]+\.[0-9]+( +(n\/a|pass|FAIL\(prob\)))?$/\1/; s/in [0-9.]+ s/in T s/; s|'"$out"'/[a-z]+|DIR|g'; }
 diff <(strip "$log") <(strip "$out/gate2.log") || { echo "a second run with the same seed printed something else"; exit 1; }
