@@ -416,7 +416,7 @@ TEST(subject_abi_v4, static_limits_are_read_enforced_fitted_and_checked) {
   lists.dv_equals_d = true;
   lists.scale_signs = ATTNCHECK_SCALE_SIGN_NEGATIVE | ATTNCHECK_SCALE_SIGN_ZERO;
   lists.bias_dtypes = 1u << ATTNCHECK_F16;
-  lists.alibi_published = true;
+  lists.alibi_max_bias = 4;
   lists.alibi_max_distance = 5;
   for (const static_limits& lim : {s->limits(), lists})
     for (std::int64_t dim : {1, 7, 8, 9, 63, 64, 65, 200})
@@ -430,6 +430,10 @@ TEST(subject_abi_v4, static_limits_are_read_enforced_fitted_and_checked) {
         lim.fit_scale(f);
         lim.fit_variants(f);
         EXPECT_EQ(lim.outside(f), "") << to_line(f);
+        if (lim.alibi_max_bias != 0) {
+          EXPECT_EQ(f.variants.alibi, alibi_kind::standard);
+          EXPECT_EQ(f.variants.alibi_max_bias, 4.0f);
+        }
         if (scale && *scale < 0) {
           EXPECT_EQ(f.effective_scale(), lim.scale_signs & ATTNCHECK_SCALE_SIGN_NEGATIVE ? -0.5f : 0.5f);
         }
@@ -465,8 +469,8 @@ TEST(subject_abi_v4, static_limits_are_read_enforced_fitted_and_checked) {
   refused(q, "alibi_max_distance");
   q = l, q.alibi_slopes = ATTNCHECK_ALIBI_LIST;
   refused(q, "alibi_slopes");
-  q = l, q.alibi_slopes = ATTNCHECK_ALIBI_GEOMETRIC, q.alibi_max_bias = 4;  // judged at 8 only
-  refused(q, "alibi_max_bias");
+  for (double m : {0.0, -8.0, 64.5, 0.1})  // outside (0, 64], or not an f32 value
+    q = l, q.alibi_slopes = ATTNCHECK_ALIBI_GEOMETRIC, q.alibi_max_bias = m, refused(q, "alibi_max_bias");
   q = l, q.alibi_max_bias = 8;  // without the rule
   refused(q, "alibi_max_bias");
   q = l, q.bias_dtypes = 1u << ATTNCHECK_F16, q.alibi_slopes = ATTNCHECK_ALIBI_GEOMETRIC, q.alibi_max_bias = 8;
@@ -474,6 +478,43 @@ TEST(subject_abi_v4, static_limits_are_read_enforced_fitted_and_checked) {
   d.limits = &q;
   const std::string text = subject::adopt(&d, "f16 bias only")->limits().text();
   EXPECT_NE(text.find(", bias f16, ALiBi slopes from max_bias 8, ALiBi |j - p| <= 2048"), std::string::npos) << text;
+  // Another max_bias: the rule's slopes at that max_bias are taken, max_bias 8's are not.
+  q.alibi_max_bias = 4;
+  s = subject::adopt(&d, "max_bias 4");
+  EXPECT_NE(s->limits().text().find("ALiBi slopes from max_bias 4,"), std::string::npos) << s->limits().text();
+  attn_case a = parse_line("ATTN(b=1,hq=4,hkv=4,lq=2,lk=3,d=16,dv=16,alibi=standard,alibi_max_bias=4)");
+  EXPECT_EQ(s->limits().outside(a), "");
+  a.variants.alibi_max_bias = 8;
+  EXPECT_EQ(s->limits().outside(a), "limit alibi_slopes: standard slopes of max_bias 8, not max_bias 4's");
+  s.reset();
+}
+
+// The slope rule at another max_bias: heads 0..n-1 get 2^(-m (h+1) / n), the
+// rest the odd-indexed slopes of 2n heads; the recipe on the line and in the
+// case file only where m is not 8.
+TEST(case_form, alibi_max_bias_draws_the_rules_slopes_and_survives_the_line_and_the_file) {
+  attn_case c = parse_line("ATTN(b=1,hq=6,hkv=1,lq=1,lk=2,d=1,dv=1,alibi=standard,alibi_max_bias=4)");
+  materialize(c);
+  const double want[] = {std::exp2(-1.0), std::exp2(-2.0), std::exp2(-3.0), std::exp2(-4.0), std::exp2(-0.5), std::exp2(-1.5)};
+  for (int h = 0; h < 6; ++h) EXPECT_EQ(c.variants.alibi_slopes[static_cast<std::size_t>(h)], static_cast<float>(want[h])) << h;
+  EXPECT_NE(to_line(c).find(",alibi=standard,alibi_max_bias=4"), std::string::npos) << to_line(c);
+  case_record r;
+  r.c = c;
+  const attn_case back = parse_case_file(format_case_file(r)).c;
+  EXPECT_EQ(back.variants.alibi_max_bias, 4.0f);
+  EXPECT_EQ(back.variants.alibi_slopes, c.variants.alibi_slopes);
+  attn_case eight = parse_line("ATTN(b=1,hq=6,hkv=1,lq=1,lk=2,d=1,dv=1,alibi=standard)");
+  EXPECT_EQ(to_line(eight).find("alibi_max_bias"), std::string::npos);
+  for (const char* bad : {"ATTN(b=1,hq=1,hkv=1,lq=1,lk=1,d=1,dv=1,alibi_max_bias=4)",
+                          "ATTN(b=1,hq=1,hkv=1,lq=1,lk=1,d=1,dv=1,alibi=random,alibi_max_bias=4)",
+                          "ATTN(b=1,hq=1,hkv=1,lq=1,lk=1,d=1,dv=1,alibi=standard,alibi_max_bias=65)"}) {
+    try {
+      parse_line(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const input_error& e) {
+      EXPECT_EQ(e.field(), "alibi_max_bias") << e.what();
+    }
+  }
 }
 
 // The stage-wise profile (docs/abi.md "Stage-wise precision profile"): NULL and

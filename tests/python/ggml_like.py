@@ -5,6 +5,7 @@ does, declared honestly: the subject of the acceptance "a declining subject"
     attncheck gate --subject python:tests/python/ggml_like.py:attend
     attncheck gate --subject python:tests/python/ggml_like.py:attend_sink_bug
     attncheck gate --subject python:tests/python/ggml_like.py:attend_rule_declared
+    attncheck gate --subject python:tests/python/ggml_like.py:attend_max_bias_4
 
 What it takes, and how it says so:
 - head sizes up to 256, an additive bias only in f16 (ggml's KQ mask is
@@ -27,7 +28,9 @@ does not, so a row that sees no key under a -inf sink computes
 exp(-inf - -inf) = NaN where the contract wants O = 0: the bug the
 declines and limits must not hide. `attend_rule_declared` is `attend` with
 its slope rule declared as a limit too ("alibi_slopes": "geometric",
-"alibi_max_bias": 8), so that the gate draws only those slopes.
+"alibi_max_bias": 8), so that the gate draws only those slopes;
+`attend_max_bias_4` derives its slopes from max_bias 4 (m0 = 2^(-4/n)) and
+declares that rule.
 """
 import numpy as np
 
@@ -57,12 +60,13 @@ def max_bias_slopes(hq, max_bias=8.0):
     return np.array([m0 ** (h + 1) if h < n else m1 ** (2 * (h - n) + 1) for h in range(hq)], dtype=np.float32)
 
 
-def _attention(q, k, v, *, scale, causal, key_len, mask, dtype, sinks=None, alibi_slopes=None, bias=None, guard=True):
+def _attention(q, k, v, *, scale, causal, key_len, mask, dtype, sinks=None, alibi_slopes=None, bias=None, guard=True,
+               max_bias=8.0):
     b, lq, hq, _ = q.shape
     lk, hkv = k.shape[1], k.shape[2]
     if alibi_slopes is not None:
         given = np.asarray(alibi_slopes, dtype=np.float32)
-        if not np.allclose(given, max_bias_slopes(hq), rtol=1e-6, atol=0):
+        if not np.allclose(given, max_bias_slopes(hq, max_bias), rtol=1e-6, atol=0):
             raise attncheck.Declined(f"alibi slopes outside the max_bias family: {given[:4]}")
     f32 = np.float32
     heads = [h // (hq // hkv) for h in range(hq)]
@@ -130,3 +134,10 @@ def attend_sink_bug(q, k, v, **kw):
 def attend_rule_declared(q, k, v, **kw):
     with np.errstate(all="ignore"):
         return _attention(q, k, v, **kw)
+
+
+@attncheck.declare(name="ggml-like, max_bias 4",
+                   **dict(_DECLARATION, limits=dict(_DECLARATION["limits"], alibi_slopes="geometric", alibi_max_bias=4)))
+def attend_max_bias_4(q, k, v, **kw):
+    with np.errstate(all="ignore"):
+        return _attention(q, k, v, **kw, max_bias=4.0)

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "attncheck/dtype.hpp"
@@ -25,6 +26,13 @@ std::uint32_t sign_of(const std::optional<float>& s) {
   return *s == 0 ? ATTNCHECK_SCALE_SIGN_ZERO : ATTNCHECK_SCALE_SIGN_NEGATIVE;
 }
 
+// A max_bias in the shortest form that reads back (8, 4.5, 0.25).
+std::string num(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.9g", x);
+  return b;
+}
+
 // A storage type's bit, as dtypes and bias_dtypes hold it (dtype's order is the ABI's).
 std::uint32_t type_bit(dtype t) { return 1u << static_cast<unsigned>(t); }
 
@@ -36,7 +44,7 @@ const char* sign_name(std::uint32_t bit) {
 
 bool static_limits::none() const {
   return max_head_dim == 0 && head_dim_multiple <= 1 && head_dims.empty() && !dv_equals_d && !causal_lq_at_most_lk &&
-         min_lk <= 1 && max_group == 0 && scale_signs == 0 && bias_dtypes == 0 && !alibi_published && alibi_max_distance == 0;
+         min_lk <= 1 && max_group == 0 && scale_signs == 0 && bias_dtypes == 0 && alibi_max_bias == 0 && alibi_max_distance == 0;
 }
 
 bool static_limits::takes_head_dim(std::int64_t d) const {
@@ -71,8 +79,11 @@ std::string static_limits::outside(const attn_case& c) const {
   if (alibi_max_distance > 0 && c.variants.has_alibi() && std::max(c.lk, c.lq) - 1 > alibi_max_distance)
     return limit("alibi_max_distance",
                  "ALiBi with |j - p| up to " + str(std::max(c.lk, c.lq) - 1) + " > " + str(alibi_max_distance));
-  if (!takes_alibi(c.variants.alibi))
-    return limit("alibi_slopes", std::string(name(c.variants.alibi)) + " slopes, not max_bias 8's");
+  if (!takes_alibi(c.variants))
+    return limit("alibi_slopes",
+                 std::string(name(c.variants.alibi)) + " slopes" +
+                     (c.variants.alibi == alibi_kind::standard ? " of max_bias " + num(c.variants.alibi_max_bias) : "") +
+                     ", not max_bias " + num(alibi_max_bias) + "'s");
   return {};
 }
 
@@ -127,7 +138,10 @@ dtype static_limits::bias_type_taken(dtype want) const {
 
 void static_limits::fit_variants(attn_case& c) const {
   if (c.variants.has_bias()) c.variants.bias_type = bias_type_taken(c.variants.bias_type);
-  if (!takes_alibi(c.variants.alibi)) c.variants.alibi = alibi_kind::standard;
+  if (!takes_alibi(c.variants)) {
+    c.variants.alibi = alibi_kind::standard;
+    c.variants.alibi_max_bias = static_cast<float>(alibi_max_bias);
+  }
 }
 
 std::string static_limits::text() const {
@@ -153,7 +167,7 @@ std::string static_limits::text() const {
       if (bias_dtypes & type_bit(t)) types += (types.empty() ? "" : " or ") + std::string(name(t));
     add("bias " + types);
   }
-  if (alibi_published) add("ALiBi slopes from max_bias 8");
+  if (alibi_max_bias != 0) add("ALiBi slopes from max_bias " + num(alibi_max_bias));
   if (alibi_max_distance > 0) add("ALiBi |j - p| <= " + std::to_string(alibi_max_distance));
   return t;
 }
@@ -228,12 +242,15 @@ static_limits read_limits(const attncheck_limits* l, const std::string& spec) {
     refuse("alibi_slopes", std::string("a slope list") + later + "ATTNCHECK_ALIBI_ANY");
   if (l->alibi_slope_list || l->alibi_slope_count != 0)
     refuse("alibi_slope_list", "alibi_slope_list and alibi_slope_count belong to ATTNCHECK_ALIBI_LIST: NULL and 0");
-  if (l->alibi_slopes == ATTNCHECK_ALIBI_GEOMETRIC && l->alibi_max_bias != 8)
-    refuse("alibi_max_bias", "alibi_max_bias = " + std::to_string(l->alibi_max_bias) +
-                                 ": the geometric rule is judged at max_bias 8 only (the published slopes, Press et al.)");
+  // The case's recipe holds max_bias in f32 (score_variants::alibi_max_bias): the declared one must be an f32.
+  const double m = l->alibi_max_bias;
+  if (l->alibi_slopes == ATTNCHECK_ALIBI_GEOMETRIC &&
+      !(m > 0 && m <= ATTNCHECK_MAX_LIMIT_MAX_BIAS && static_cast<double>(static_cast<float>(m)) == m))
+    refuse("alibi_max_bias", "alibi_max_bias = " + num(m) + " must lie in (0, " + std::to_string(ATTNCHECK_MAX_LIMIT_MAX_BIAS) +
+                                 "] and be an f32 value (ggml's and BLOOM's rule; 8: the published slopes)");
   if (l->alibi_slopes == ATTNCHECK_ALIBI_ANY && l->alibi_max_bias != 0)
     refuse("alibi_max_bias", "alibi_max_bias belongs to ATTNCHECK_ALIBI_GEOMETRIC: 0 with ATTNCHECK_ALIBI_ANY");
-  out.alibi_published = l->alibi_slopes == ATTNCHECK_ALIBI_GEOMETRIC;
+  if (l->alibi_slopes == ATTNCHECK_ALIBI_GEOMETRIC) out.alibi_max_bias = m;
   return out;
 }
 

@@ -82,8 +82,11 @@ law_outcome alibi_equals_explicit_bias(const subject& s, const attn_case& c) {
   std::vector<double> gap(row_of(c, c.b, 0, 0), 0.0);
   std::string what;
   const dtype type = s.limits().bias_type_taken(dtype::f32);
-  if (rng.below(4) == 0 && s.limits().takes_alibi(alibi_kind::zero)) {  // slope 0 against no ALiBi
+  score_variants zero_slopes;
+  zero_slopes.alibi = alibi_kind::zero;
+  if (rng.below(4) == 0 && s.limits().takes_alibi(zero_slopes)) {  // slope 0 against no ALiBi
     a.variants.alibi = alibi_kind::zero;
+    a.variants.alibi_max_bias = 8;
     std::fill(a.variants.alibi_slopes.begin(), a.variants.alibi_slopes.end(), 0.0f);
     what = "ALiBi with every slope 0 against no ALiBi";
   } else {  // the slopes' terms m_h (j - p), exact in binary64, as an f32 bias

@@ -116,6 +116,9 @@ struct score_variants {
   /// Recipes (part of the one-line form); the values below are drawn from them.
   sink_kind sinks = sink_kind::none;
   alibi_kind alibi = alibi_kind::none;
+  /// With alibi = standard: the rule's max_bias m, heads 0..n-1 getting
+  /// 2^(-m (h+1) / n) (ggml's m0/m1 rule); 8 is the published family.
+  float alibi_max_bias = 8;
   /// Bias broadcast shape over (B, Hq, Lq, Lk), each dim 1 or full; all zero: no bias.
   std::array<std::int64_t, 4> bias_shape{};
   dtype bias_type = dtype::f32;

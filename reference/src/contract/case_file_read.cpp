@@ -141,17 +141,62 @@ dims4 as_dims4(const json& v, const std::string& field) {
 }
 
 const std::set<std::string>& top_level_fields() {
-  static const std::set<std::string> known = {"format",      "version",    "line",         "law",        "subject",
-                                              "note",        "b",          "hq",           "hkv",        "lq",
-                                              "lk",          "d",          "dv",           "scale",      "causal",
-                                              "key_len",     "mask_shape", "mask",         "dtype",      "values",
-                                              "layout",      "poison",     "seed",         "q",          "k",
-                                              "v",           "window",     "chunk",        "softcap",    "sinks",
-                                              "sink_logits", "alibi",      "alibi_slopes", "bias_shape", "bias_type",
-                                              "bias_values", "bias",       "grad",         "pages",      "page_order",
-                                              "spare_pages", "table_tail", "shared_pages", "ragged",     "qlen",
-                                              "qtype",       "ktype",      "vtype",        "qdescale",   "kdescale",
-                                              "vdescale",    "descales",   "q_descale",    "k_descale",  "v_descale"};
+  static const std::set<std::string> known = {"format",
+                                              "version",
+                                              "line",
+                                              "law",
+                                              "subject",
+                                              "note",
+                                              "b",
+                                              "hq",
+                                              "hkv",
+                                              "lq",
+                                              "lk",
+                                              "d",
+                                              "dv",
+                                              "scale",
+                                              "causal",
+                                              "key_len",
+                                              "mask_shape",
+                                              "mask",
+                                              "dtype",
+                                              "values",
+                                              "layout",
+                                              "poison",
+                                              "seed",
+                                              "q",
+                                              "k",
+                                              "v",
+                                              "window",
+                                              "chunk",
+                                              "softcap",
+                                              "sinks",
+                                              "sink_logits",
+                                              "alibi",
+                                              "alibi_max_bias",
+                                              "alibi_slopes",
+                                              "bias_shape",
+                                              "bias_type",
+                                              "bias_values",
+                                              "bias",
+                                              "grad",
+                                              "pages",
+                                              "page_order",
+                                              "spare_pages",
+                                              "table_tail",
+                                              "shared_pages",
+                                              "ragged",
+                                              "qlen",
+                                              "qtype",
+                                              "ktype",
+                                              "vtype",
+                                              "qdescale",
+                                              "kdescale",
+                                              "vdescale",
+                                              "descales",
+                                              "q_descale",
+                                              "k_descale",
+                                              "v_descale"};
   return known;
 }
 
@@ -199,6 +244,13 @@ void read_variant_header(const json& j, attn_case& c) {
   if (find(j, "alibi")) w.alibi = as_enum(j, "alibi", parse_alibi_kind, "none, standard, random, zero");
   if (find(j, "sink_logits") && !w.has_sinks()) fail("sink_logits", "given without sinks");
   if (find(j, "alibi_slopes") && !w.has_alibi()) fail("alibi_slopes", "given without alibi");
+  if (const json* v = find(j, "alibi_max_bias")) {  // validate() checks its range and recipe
+    if (!w.has_alibi()) fail("alibi_max_bias", "given without alibi");
+    if (!v->is_number()) fail("alibi_max_bias", "must be a number, got " + type_name(*v));
+    const double x = v->get<double>();
+    if (!(x > 0 && x <= 64)) fail("alibi_max_bias", v->dump() + " is outside (0, 64]");
+    w.alibi_max_bias = static_cast<float>(x);
+  }
   const json* shape = find(j, "bias_shape");
   for (const char* k : {"bias_type", "bias_values", "bias"})
     if (find(j, k) && !shape) fail(k, "given without bias_shape");

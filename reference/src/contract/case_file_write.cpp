@@ -82,6 +82,7 @@ std::string format_case_file(const case_record& r) {
   }
   if (w.has_alibi()) {
     j["alibi"] = name(w.alibi);
+    if (w.alibi_max_bias != 8) j["alibi_max_bias"] = static_cast<double>(w.alibi_max_bias);
     j["alibi_slopes"] = f32_hex(w.alibi_slopes);
   }
   if (w.has_bias()) {

@@ -210,7 +210,24 @@ constexpr recipe_fields<Kind> recipe(const char* key, Kind score_variants::*kind
   return {key, kind, last, tensor, tensor_key, neginf_allowed, parse, choices, noun};
 }
 
-// The table holds plain function pointers, so the lambdas read R (a template argument) rather than capture it.
+// The table holds plain function pointers, so these read R (a template argument) rather than capture it.
+template <const auto& R>
+void recipe_read(std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits&) {
+  using kind = decltype(R.last);
+  need_value(key, flag);
+  const auto v = R.parse(val);
+  if (!v || *v == kind::none) fail(R.key, quoted(val) + " is not one of " + R.choices);
+  c.variants.*R.kind = *v;
+}
+
+template <const auto& R>
+void recipe_check(const attn_case& c, bool tensors_required, const case_limits&) {
+  using kind = decltype(R.last);
+  if (static_cast<int>(c.variants.*R.kind) > static_cast<int>(R.last))
+    fail(R.key, "is not a known " + std::string(R.noun) + " recipe");
+  check_per_head(c, R.tensor_key, c.variants.*R.tensor, c.variants.*R.kind != kind::none, R.neginf_allowed, tensors_required);
+}
+
 template <const auto& R>
 contract_feature per_head_recipe(contract_feature f) {
   using kind = decltype(R.last);
@@ -219,17 +236,8 @@ contract_feature per_head_recipe(contract_feature f) {
   f.write = [](const attn_case& c, std::string& s) {
     if (c.variants.*R.kind != kind::none) s += "," + std::string(R.key) + "=" + std::string(name(c.variants.*R.kind));
   };
-  f.read = [](std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits&) {
-    need_value(key, flag);
-    const auto v = R.parse(val);
-    if (!v || *v == kind::none) fail(R.key, quoted(val) + " is not one of " + R.choices);
-    c.variants.*R.kind = *v;
-  };
-  f.check = [](const attn_case& c, bool tensors_required, const case_limits&) {
-    if (static_cast<int>(c.variants.*R.kind) > static_cast<int>(R.last))
-      fail(R.key, "is not a known " + std::string(R.noun) + " recipe");
-    check_per_head(c, R.tensor_key, c.variants.*R.tensor, c.variants.*R.kind != kind::none, R.neginf_allowed, tensors_required);
-  };
+  f.read = recipe_read<R>;
+  f.check = recipe_check<R>;
   return f;
 }
 
@@ -242,9 +250,34 @@ contract_feature sinks() {
   return per_head_recipe<sink_recipe>(variant("sinks", ATTNCHECK_FEATURE3_SINKS, "sinks", "no attention sinks", 0.83));
 }
 
+// The standard recipe's max_bias (score_variants::alibi_max_bias): on the line only where it is not 8.
 contract_feature alibi() {
   contract_feature f = per_head_recipe<alibi_recipe>(variant("alibi", ATTNCHECK_FEATURE3_ALIBI, "alibi", "no ALiBi", 0.75));
   f.python_keywords = {"alibi_slopes"};
+  f.keys = {"alibi", "alibi_max_bias"};
+  f.keys_need_first = "alibi=standard";
+  f.clear = [](attn_case& c) {
+    c.variants.alibi = alibi_kind::none, c.variants.alibi_slopes.clear();
+    c.variants.alibi_max_bias = 8;
+  };
+  f.write = [](const attn_case& c, std::string& s) {
+    if (!c.variants.has_alibi()) return;
+    s += ",alibi=" + std::string(name(c.variants.alibi));
+    if (c.variants.alibi_max_bias != 8) s += ",alibi_max_bias=" + detail::float_text(c.variants.alibi_max_bias);
+  };
+  f.read = [](std::string_view key, std::string_view val, bool flag, attn_case& c, const case_limits& limits) {
+    if (key != "alibi_max_bias") return recipe_read<alibi_recipe>(key, val, flag, c, limits);
+    need_value(key, flag);
+    c.variants.alibi_max_bias = detail::parse_float(key, val);
+  };
+  f.check = [](const attn_case& c, bool tensors_required, const case_limits& limits) {
+    recipe_check<alibi_recipe>(c, tensors_required, limits);
+    const float m = c.variants.alibi_max_bias;
+    if (!(m > 0 && m <= 64)) fail("alibi_max_bias", "=" + detail::float_text(m) + " is outside (0, 64]");
+    if (m != 8 && c.variants.alibi != alibi_kind::standard)
+      fail("alibi_max_bias", "=" + detail::float_text(m) +
+                                 " belongs to alibi=standard (the slope rule), not alibi=" + std::string(name(c.variants.alibi)));
+  };
   return f;
 }
 

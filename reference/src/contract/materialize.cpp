@@ -250,11 +250,14 @@ double exp2_neg_rational(std::int64_t num, std::int64_t den) {
 // largest power of two <= Hq, heads 0..n-1 get 2^(-8 (h+1) / n) and the
 // remaining Hq - n heads the odd-indexed slopes of 2n heads, 2^(-8 (2k+1) / (2n))
 // (BLOOM's rule for head counts that are not powers of two).
-double standard_alibi_slope(std::int64_t h, std::int64_t hq) {
+// Another max_bias m scales every exponent by m / 8 (ggml's m0 = 2^(-m/n),
+// m1 = 2^(-m/(2n))): the exponent in binary64, then exp2.
+double standard_alibi_slope(std::int64_t h, std::int64_t hq, double max_bias) {
   std::int64_t n = 1;
   while (2 * n <= hq) n *= 2;
-  if (h < n) return exp2_neg_rational(8 * (h + 1), n);
-  return exp2_neg_rational(8 * (2 * (h - n) + 1), 2 * n);
+  const std::int64_t num = h < n ? h + 1 : 2 * (h - n) + 1, den = h < n ? n : 2 * n;
+  if (max_bias == 8) return exp2_neg_rational(8 * num, den);
+  return std::exp2(-max_bias * static_cast<double>(num) / static_cast<double>(den));
 }
 
 double sink_value(sink_kind kind, const random_stream& r, std::int64_t h) {
@@ -272,9 +275,9 @@ double sink_value(sink_kind kind, const random_stream& r, std::int64_t h) {
   return -std::numeric_limits<double>::infinity();
 }
 
-double alibi_value(alibi_kind kind, const random_stream& r, std::int64_t h, std::int64_t hq) {
+double alibi_value(alibi_kind kind, const random_stream& r, std::int64_t h, std::int64_t hq, double max_bias) {
   switch (kind) {
-    case alibi_kind::standard: return standard_alibi_slope(h, hq);
+    case alibi_kind::standard: return standard_alibi_slope(h, hq, max_bias);
     case alibi_kind::random: {
       const std::uint64_t bits = r.bits({h});
       return sign_of(bits) * std::ldexp(1.0 + static_cast<double>(bits >> 12) * 0x1p-52, -static_cast<int>(r.below(11, {h, 1})));
@@ -327,7 +330,7 @@ void fill_variants(attn_case& c) {
     const random_stream r(c.seed, tag_alibi);
     w.alibi_slopes.resize(hq);
     for (std::size_t h = 0; h < hq; ++h)
-      w.alibi_slopes[h] = static_cast<float>(alibi_value(w.alibi, r, static_cast<std::int64_t>(h), c.hq));
+      w.alibi_slopes[h] = static_cast<float>(alibi_value(w.alibi, r, static_cast<std::int64_t>(h), c.hq, w.alibi_max_bias));
   }
   if (w.has_bias()) fill_bias(c);
 }

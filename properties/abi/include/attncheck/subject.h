@@ -424,17 +424,18 @@ struct attncheck_conventions {
  * limit's name, even under --strict-declines. Built: the head sizes, Dv = D,
  * causal Lq <= Lk, the smallest Lk, the largest group, the scale's signs, the
  * bias storage types, the ALiBi distance and the geometric slope rule at
- * max_bias 8 (the published family); a version 4 host refuses a slope list
- * and other max_bias values (designed, not judged yet). */
+ * any max_bias in (0, 64] (8: the published family); a version 4 host
+ * refuses a slope list (designed, not judged yet). */
 #define ATTNCHECK_SCALE_SIGN_POSITIVE 0x1u   /* scale > 0 (the default 1/sqrt(D) is positive) */
 #define ATTNCHECK_SCALE_SIGN_ZERO 0x2u       /* scale = 0 */
 #define ATTNCHECK_SCALE_SIGN_NEGATIVE 0x4u   /* scale < 0 */
 #define ATTNCHECK_ALIBI_ANY 0u               /* any slopes (the contract's) */
-#define ATTNCHECK_ALIBI_GEOMETRIC 1u         /* slopes from alibi_max_bias, BLOOM's and ggml's rule (judged at 8 only) */
+#define ATTNCHECK_ALIBI_GEOMETRIC 1u         /* slopes from alibi_max_bias, BLOOM's and ggml's rule */
 #define ATTNCHECK_ALIBI_LIST 2u              /* exactly alibi_slope_list, per head in order (not judged yet) */
 #define ATTNCHECK_MAX_LIMIT_HEAD_DIM 4096    /* max_head_dim, head_dim_multiple and head_dims[] in [0, 4096] */
 #define ATTNCHECK_MAX_LIMIT_MIN_LK 4096      /* min_lk in [0, 4096] */
 #define ATTNCHECK_MAX_LIMIT_DISTANCE 1048576 /* alibi_max_distance in [0, 2^20], and 0 or >= min_lk - 1 */
+#define ATTNCHECK_MAX_LIMIT_MAX_BIAS 64      /* alibi_max_bias in (0, 64], an f32 value */
 struct attncheck_limits {
   uint32_t struct_size;                         /* sizeof(attncheck_limits) of the plugin */
   int64_t max_head_dim;                         /* D and Dv at most this; 0: none */

@@ -32,7 +32,7 @@ struct static_limits {
   std::int64_t max_group = 0;           ///< 0: any
   std::uint32_t scale_signs = 0;        ///< ATTNCHECK_SCALE_SIGN_* bits; 0: all
   std::uint32_t bias_dtypes = 0;        ///< bits (1u << ATTNCHECK_F32 etc.) of the bias storage types; 0: all
-  bool alibi_published = false;         ///< ALiBi slopes only from max_bias 8 (alibi_kind::standard)
+  double alibi_max_bias = 0;            ///< ALiBi slopes only from this max_bias's rule (alibi_kind::standard); 0: any
   std::int64_t alibi_max_distance = 0;  ///< with ALiBi, max(Lk, Lq) - 1 at most; 0: any
 
   /// True when no limit is declared (the contract's whole domain).
@@ -54,13 +54,17 @@ struct static_limits {
   /// default's magnitude when zero is not taken.
   void fit_scale(attn_case& c) const;
   /// The variants into the limits, once drawn: a bias to the next storage
-  /// type taken (bias_type_taken), ALiBi to the published slopes.
+  /// type taken (bias_type_taken), ALiBi to the declared max_bias's slopes.
   void fit_variants(attn_case& c) const;
   /// `want` if the bias may be stored in it, else the next type taken (f32,
   /// f16, bf16, cyclically): what a law that builds a bias stores it in.
   dtype bias_type_taken(dtype want) const;
-  /// Whether ALiBi slopes of this kind are taken.
-  bool takes_alibi(alibi_kind k) const { return !alibi_published || k == alibi_kind::standard || k == alibi_kind::none; }
+  /// Whether the ALiBi slopes of these variants are taken: any without a
+  /// declared rule; with one, none or the rule's at the declared max_bias.
+  bool takes_alibi(const score_variants& w) const {
+    return alibi_max_bias == 0 || w.alibi == alibi_kind::none ||
+           (w.alibi == alibi_kind::standard && w.alibi_max_bias == alibi_max_bias);
+  }
   /// The limits in words ("D <= 64, D multiple of 8, Lk >= 2, scale > 0");
   /// empty when none is declared.
   std::string text() const;
