@@ -41,6 +41,7 @@ void law_outcome::add(const std::string& label, const comparison& c) {
   if (!c.pass) fail(label + ": " + c.failure, c.kind);
   compared += c.compared;
   unbounded += c.unbounded;
+  excused += c.excused;
   useless += c.useless;
   prob_compared += c.prob_compared;
   if (!c.prob_pass && prob_failure.empty()) prob_failure = label + ": " + c.prob_failure;
@@ -279,9 +280,11 @@ comparison rows_bitwise(const attn_case& c, const subject_output& a, const subje
       for (std::int64_t i = 0; i < c.lq; ++i) {
         if (!keep(bi, h, i)) continue;
         const bool o_excused = excused.o(bi, h, i);
+        if (o_excused) r.excused += c.dv;
         for (std::int64_t e = 0; e < c.dv && !o_excused; ++e)
           r.exact(o_where(bi, i, h, e), a.o.bits_at(bi, i, h, e), b.o.bits_at(bi, i, h, e), a.o.at(bi, i, h, e),
                   b.o.at(bi, i, h, e));
+        if (!a.lse.empty() && excused.lse(bi, h, i)) ++r.excused;
         if (!a.lse.empty() && !excused.lse(bi, h, i)) {
           const float x = lse_of(a, c, c.lq, bi, h, i), y = lse_of(b, c, c.lq, bi, h, i);
           r.exact(lse_where(bi, h, i), std::bit_cast<std::uint32_t>(x), std::bit_cast<std::uint32_t>(y), x, y);

@@ -241,6 +241,7 @@ void comparison::merge(const comparison& other) {
   if (!other.pass) fail(other.failure, other.kind);
   compared += other.compared;
   unbounded += other.unbounded;
+  excused += other.excused;
   useless += other.useless;
   prob_compared += other.prob_compared;
   if (!other.prob_pass && prob_pass) prob_pass = false, prob_failure = other.prob_failure;
@@ -289,7 +290,10 @@ double empty_row_lse_value(const empty_row_convention& declared) {
 }
 
 void comparison::empty_row_o(const element_where& where, double got, const empty_row_convention& declared) {
-  if (declared.o == empty_row_convention::o_kind::unspecified) return;  // excused: nothing to judge
+  if (declared.o == empty_row_convention::o_kind::unspecified) {  // excused: nothing to judge
+    ++excused;
+    return;
+  }
   if (declared.o == empty_row_convention::o_kind::zero) {
     element(where + " (row sees no key)", 0.0, got, 0.0);
     return;
@@ -302,7 +306,10 @@ void comparison::empty_row_o(const element_where& where, double got, const empty
 }
 
 void comparison::empty_row_lse(const element_where& where, double got, const empty_row_convention& declared) {
-  if (declared.lse == empty_row_convention::lse_kind::unspecified) return;  // excused: nothing to judge
+  if (declared.lse == empty_row_convention::lse_kind::unspecified) {  // excused: nothing to judge
+    ++excused;
+    return;
+  }
   const double want = empty_row_lse_value(declared);
   static constexpr const char* names[] = {"-inf", "+inf", "0"};
   const element_where w =
@@ -372,7 +379,10 @@ comparison compare_bitwise(const attn_case& c, const subject_output& expected, c
   for (std::int64_t b = 0; b < c.b; ++b)
     for (std::int64_t i = 0; i < lq; ++i)
       for (std::int64_t h = 0; h < c.hq; ++h) {
-        if (excused.o(b, h, i)) continue;
+        if (excused.o(b, h, i)) {
+          r.excused += c.dv;
+          continue;
+        }
         for (std::int64_t e = 0; e < c.dv; ++e)
           r.exact(o_where(b, i, h, e), expected.o.bits_at(b, i, h, e), got.o.bits_at(b, i, h, e), expected.o.at(b, i, h, e),
                   got.o.at(b, i, h, e));
@@ -381,7 +391,10 @@ comparison compare_bitwise(const attn_case& c, const subject_output& expected, c
     for (std::int64_t b = 0; b < c.b; ++b)
       for (std::int64_t h = 0; h < c.hq; ++h)
         for (std::int64_t i = 0; i < lq; ++i) {
-          if (excused.lse(b, h, i)) continue;
+          if (excused.lse(b, h, i)) {
+            ++r.excused;
+            continue;
+          }
           const auto k = static_cast<std::size_t>((b * c.hq + h) * lq + i);
           r.exact(lse_where(b, h, i), std::bit_cast<std::uint32_t>(expected.lse[k]), std::bit_cast<std::uint32_t>(got.lse[k]),
                   expected.lse[k], got.lse[k]);

@@ -91,6 +91,11 @@ law_report run_law(const law& l, const subject& s, const run_options& opt) {
       materialize(c);
       if (opt.on_case) opt.on_case(c);
       out = l.check(s, c);
+      // Every row it compared is one the subject declares unspecified (an empty row):
+      // outside what the subject promises, like a case outside its declared limits.
+      if (out.v != verdict::fail && out.compared == 0 && out.excused > 0)
+        throw case_declined(std::string(limit_key_prefix) + "conventions: every row the law compares is an unspecified empty row",
+                            true);
     } catch (const case_declined& d) {
       if (!opt.strict_declines || d.by_limit) {
         // Counted and replaced: never a failure, and never half a relation

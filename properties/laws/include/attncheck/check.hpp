@@ -70,6 +70,10 @@ struct comparison {
   std::int64_t compared = 0;
   /// Elements left unjudged because their bound is +inf (outside the bound's domain).
   std::int64_t unbounded = 0;
+  /// Elements of rows whose value the subject declares unspecified (empty
+  /// rows): neither judged nor unjudged. A case that compared nothing else is
+  /// outside what the subject promises, and the law runner replaces it.
+  std::int64_t excused = 0;
   /// Of `compared`, elements whose finite sound bound was useless (it accepts
   /// every value the hull allows: oracle_result::o_sound_useless).
   std::int64_t useless = 0;

@@ -48,6 +48,7 @@ struct law_outcome {
   worst_element worst;         ///< the element behind max_ratio or the failure
   std::int64_t compared = 0;   ///< elements judged by the comparisons folded in
   std::int64_t unbounded = 0;  ///< elements left unjudged: +inf bound, outside the bound's domain
+  std::int64_t excused = 0;    ///< elements of rows the subject declares unspecified (comparison::excused)
   std::int64_t useless = 0;    ///< of `compared`, elements whose finite sound bound was useless
   // The probabilistic verdict (comparison::prob_*): its own, never part of v.
   std::int64_t prob_compared = 0;  ///< elements judged by the probabilistic bound
