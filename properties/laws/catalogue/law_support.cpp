@@ -284,8 +284,10 @@ comparison rows_bitwise(const attn_case& c, const subject_output& a, const subje
         for (std::int64_t e = 0; e < c.dv && !o_excused; ++e)
           r.exact(o_where(bi, i, h, e), a.o.bits_at(bi, i, h, e), b.o.bits_at(bi, i, h, e), a.o.at(bi, i, h, e),
                   b.o.at(bi, i, h, e));
-        if (!a.lse.empty() && excused.lse(bi, h, i)) ++r.excused;
-        if (!a.lse.empty() && !excused.lse(bi, h, i)) {
+        if (a.lse.empty()) continue;
+        if (excused.lse(bi, h, i)) {
+          ++r.excused;
+        } else {
           const float x = lse_of(a, c, c.lq, bi, h, i), y = lse_of(b, c, c.lq, bi, h, i);
           r.exact(lse_where(bi, h, i), std::bit_cast<std::uint32_t>(x), std::bit_cast<std::uint32_t>(y), x, y);
         }
